@@ -1,0 +1,574 @@
+//! Reading Krayne's `ClusterConfig` (JSON or YAML) into a [`ClusterSpec`].
+//!
+//! Stricter than Krayne: unknown keys are rejected at every level, names,
+//! quantities and counts are checked, and every problem is reported with its
+//! field path rather than only the first.
+
+use serde_json::{Map, Value};
+
+use super::{
+    AutoscalerSpec, ClusterSpec, Error, HeadSpec, Quantity, ServicesSpec, UpscalingMode,
+    Violations, WorkerGroupSpec,
+    names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label},
+};
+
+/// Upper bounds that keep one request from asking for the absurd.
+pub mod limits {
+    /// Worker groups per cluster.
+    pub const MAX_WORKER_GROUPS: usize = 32;
+    /// Replicas (and min/max) per group.
+    pub const MAX_REPLICAS: u32 = 10_000;
+    /// GPUs per pod.
+    pub const MAX_GPUS: u32 = 16;
+    /// CPUs per pod, in cores.
+    pub const MAX_CPUS: u128 = 1_024;
+    /// Memory per pod, in bytes (16 TiB).
+    pub const MAX_MEMORY_BYTES: u128 = 16 << 40;
+    /// Autoscaler idle timeout, in seconds (7 days).
+    pub const MAX_IDLE_TIMEOUT_SECONDS: u32 = 7 * 24 * 3600;
+    /// Image reference length.
+    pub const MAX_IMAGE_LEN: usize = 512;
+}
+
+/// Krayne's defaults.
+pub mod defaults {
+    /// Namespace when none is given.
+    pub const NAMESPACE: &str = "default";
+    /// Head CPU.
+    pub const HEAD_CPUS: &str = "1";
+    /// Head memory.
+    pub const HEAD_MEMORY: &str = "4Gi";
+    /// Worker group name.
+    pub const GROUP_NAME: &str = "worker";
+    /// Worker CPU.
+    pub const WORKER_CPUS: &str = "1";
+    /// Worker memory.
+    pub const WORKER_MEMORY: &str = "2Gi";
+    /// Worker group upper bound.
+    pub const MAX_REPLICAS: u32 = 1;
+    /// Autoscaler idle timeout.
+    pub const IDLE_TIMEOUT_SECONDS: u32 = 60;
+    /// Autoscaler container CPU.
+    pub const AUTOSCALER_CPU: &str = "500m";
+    /// Autoscaler container memory.
+    pub const AUTOSCALER_MEMORY: &str = "512Mi";
+}
+
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "namespace",
+    "head",
+    "worker_groups",
+    "services",
+    "autoscaler",
+];
+const HEAD_KEYS: &[&str] = &["cpus", "memory", "gpus", "image", "runs_tasks"];
+const GROUP_KEYS: &[&str] = &[
+    "name",
+    "replicas",
+    "min_replicas",
+    "max_replicas",
+    "cpus",
+    "memory",
+    "gpus",
+    "image",
+];
+const SERVICE_KEYS: &[&str] = &["notebook", "code_server", "ssh"];
+const AUTOSCALER_KEYS: &[&str] = &[
+    "enabled",
+    "idle_timeout_seconds",
+    "upscaling_mode",
+    "cpu",
+    "memory",
+];
+
+/// Which kind of resource a quantity is, for its bounds.
+#[derive(Clone, Copy)]
+enum Resource {
+    Cpu,
+    Memory,
+}
+
+impl ClusterSpec {
+    /// Reads a Krayne config tree, reporting every violation.
+    pub fn from_value(value: &Value) -> Result<Self, Error> {
+        let mut r = Reader::default();
+        let spec = r.cluster(value);
+        match spec {
+            Some(spec) if r.violations.is_empty() => Ok(spec),
+            _ => Err(Error::InvalidArgument(r.violations)),
+        }
+    }
+
+    /// Parses YAML (JSON is YAML) text into a config tree; see
+    /// [`ClusterSpec::from_value`].
+    pub fn from_yaml_str(text: &str) -> Result<Self, Error> {
+        Self::from_value(&parse_yaml(text)?)
+    }
+
+    /// Checks the rules that relate fields to each other (used again after
+    /// a change such as scaling), applying Krayne's raise of `max_replicas`.
+    pub fn revalidate(mut self) -> Result<Self, Error> {
+        let mut violations = Violations::new();
+        for (i, group) in self.worker_groups.iter_mut().enumerate() {
+            let path = format!("worker_groups[{i}]");
+            check_group_counts(&path, group, &mut violations);
+        }
+        violations.into_result(self)
+    }
+}
+
+/// Parses YAML or JSON text into a tree, as a request body or config file.
+pub fn parse_yaml(text: &str) -> Result<Value, Error> {
+    serde_saphyr::from_str_with_options::<Value>(text, yaml_options())
+        .map_err(|e| Error::invalid("", format!("not valid YAML or JSON: {e}")))
+}
+
+/// Typing as close to PyYAML's (which reads Krayne's files) as the parser
+/// allows: only `true`/`false` are booleans while parsing (PyYAML keeps `y`
+/// and `n` as strings), and boolean fields accept PyYAML's other spellings
+/// (see `Reader::boolean`). Duplicate keys are an error, not last-wins.
+pub(super) fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::Error;
+    options
+}
+
+fn check_group_counts(path: &str, g: &mut WorkerGroupSpec, v: &mut Violations) {
+    for (field, value) in [
+        ("replicas", g.replicas),
+        ("min_replicas", g.min_replicas),
+        ("max_replicas", g.max_replicas),
+    ] {
+        if value > limits::MAX_REPLICAS {
+            v.push(
+                format!("{path}.{field}"),
+                format!("must be at most {}", limits::MAX_REPLICAS),
+            );
+        }
+    }
+    // Krayne compatibility: a max below replicas is raised, not rejected.
+    g.max_replicas = g.max_replicas.max(g.replicas);
+    if g.min_replicas > g.replicas {
+        v.push(
+            format!("{path}.min_replicas"),
+            format!("must be <= replicas ({})", g.replicas),
+        );
+    }
+}
+
+/// PyYAML's boolean spellings besides `true`/`false`.
+fn yaml11_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" | "on" | "true" => Some(true),
+        "no" | "off" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Walks the tree, collecting violations; a `None` result means the field
+/// was wrong (and reported), so rules that need it are skipped.
+#[derive(Default)]
+struct Reader {
+    violations: Violations,
+}
+
+impl Reader {
+    fn fail(&mut self, path: &str, description: impl Into<String>) {
+        self.violations.push(path, description);
+    }
+
+    fn wrong_type(&mut self, path: &str, expected: &str, got: &Value) {
+        self.fail(path, format!("must be {expected}, not {}", type_name(got)));
+    }
+
+    /// A mapping with only `known` keys. `null` counts as an empty mapping.
+    fn object<'v>(
+        &mut self,
+        path: &str,
+        value: Option<&'v Value>,
+        known: &[&str],
+    ) -> Option<Option<&'v Map<String, Value>>> {
+        match value {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::Object(map)) => {
+                for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+                    self.fail(
+                        &join(path, key),
+                        format!("unknown field; expected one of: {}", known.join(", ")),
+                    );
+                }
+                Some(Some(map))
+            }
+            Some(other) => {
+                self.wrong_type(path, "a mapping", other);
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
+        match value {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(s)) => Some(Some(s.clone())),
+            Some(other) => {
+                self.wrong_type(path, "a string", other);
+                None
+            }
+        }
+    }
+
+    /// A string, or a number written as one (Krayne coerces `cpus: 4`).
+    fn lenient_string(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
+        match value {
+            Some(Value::Number(n)) => Some(Some(n.to_string())),
+            other => self.string(path, other),
+        }
+    }
+
+    fn boolean(&mut self, path: &str, value: Option<&Value>, default: bool) -> Option<bool> {
+        match value {
+            None | Some(Value::Null) => Some(default),
+            Some(Value::Bool(b)) => Some(*b),
+            Some(Value::String(s)) if yaml11_bool(s).is_some() => yaml11_bool(s),
+            Some(other) => {
+                self.wrong_type(path, "true or false", other);
+                None
+            }
+        }
+    }
+
+    fn count(&mut self, path: &str, value: Option<&Value>, default: u32, max: u32) -> Option<u32> {
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return Some(default);
+        };
+        let Value::Number(n) = value else {
+            self.wrong_type(path, "a whole number", value);
+            return None;
+        };
+        // YAML `2.0` is accepted as 2, as Krayne does.
+        let whole = n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                .map(|f| f as i64)
+        });
+        match whole {
+            None if n.as_u64().is_some() => self.fail(path, format!("must be at most {max}")),
+            None => self.fail(path, format!("must be a whole number, not {n}")),
+            Some(i) if i < 0 => self.fail(path, "must not be negative"),
+            Some(i) => match u32::try_from(i) {
+                Ok(c) if c <= max => return Some(c),
+                _ => self.fail(path, format!("must be at most {max}")),
+            },
+        }
+        None
+    }
+
+    fn quantity(
+        &mut self,
+        path: &str,
+        value: Option<&Value>,
+        default: &str,
+        resource: Resource,
+    ) -> Option<Quantity> {
+        let text = self.lenient_string(path, value)?;
+        let text = text.as_deref().unwrap_or(default);
+        let q = match text.parse::<Quantity>() {
+            Ok(q) => q,
+            Err(e) => {
+                self.fail(path, e.to_string());
+                return None;
+            }
+        };
+        let (max, unit) = match resource {
+            Resource::Cpu => (limits::MAX_CPUS * 1_000_000_000, "1024 CPUs"),
+            Resource::Memory => (limits::MAX_MEMORY_BYTES * 1_000_000_000, "16Ti"),
+        };
+        if q.is_zero() {
+            self.fail(path, "must be greater than zero");
+            None
+        } else if q.nanos() > max {
+            self.fail(path, format!("must be at most {unit}"));
+            None
+        } else {
+            Some(q)
+        }
+    }
+
+    fn image(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
+        let image = self.string(path, value)?;
+        if let Some(image) = &image {
+            if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                self.fail(path, "must be a non-empty image reference without spaces");
+                return None;
+            }
+            if image.len() > limits::MAX_IMAGE_LEN {
+                self.fail(
+                    path,
+                    format!("must be at most {} characters", limits::MAX_IMAGE_LEN),
+                );
+                return None;
+            }
+        }
+        Some(image)
+    }
+
+    fn cluster(&mut self, value: &Value) -> Option<ClusterSpec> {
+        let Value::Object(_) = value else {
+            self.fail("", format!("must be a mapping, not {}", type_name(value)));
+            return None;
+        };
+        let map = self.object("", Some(value), TOP_KEYS)??;
+        let name = self.cluster_name(map.get("name"));
+        let namespace = self.namespace(map.get("namespace"));
+        let head = self.head(map.get("head"));
+        let worker_groups = self.worker_groups(map.get("worker_groups"));
+        let services = self.services(map.get("services"));
+        let autoscaler = self.autoscaler(map.get("autoscaler"));
+        Some(ClusterSpec {
+            name: name?,
+            namespace: namespace?,
+            head: head?,
+            worker_groups: worker_groups?,
+            services: services?,
+            autoscaler: autoscaler?,
+        })
+    }
+
+    fn cluster_name(&mut self, value: Option<&Value>) -> Option<String> {
+        let Some(name) = self.string("name", value)? else {
+            self.fail("name", "is required");
+            return None;
+        };
+        match check_dns1035_label(&name, MAX_CLUSTER_NAME_LEN) {
+            Ok(()) => Some(name),
+            Err(e) => {
+                self.fail("name", e);
+                None
+            }
+        }
+    }
+
+    fn namespace(&mut self, value: Option<&Value>) -> Option<String> {
+        let ns = self
+            .string("namespace", value)?
+            .unwrap_or_else(|| defaults::NAMESPACE.to_owned());
+        match check_dns1123_label(&ns) {
+            Ok(()) => Some(ns),
+            Err(e) => {
+                self.fail("namespace", e);
+                None
+            }
+        }
+    }
+
+    fn head(&mut self, value: Option<&Value>) -> Option<HeadSpec> {
+        let map = self.object("head", value, HEAD_KEYS)?;
+        let get = |k: &str| map.and_then(|m| m.get(k));
+        let cpus = self.quantity("head.cpus", get("cpus"), defaults::HEAD_CPUS, Resource::Cpu);
+        let memory = self.quantity(
+            "head.memory",
+            get("memory"),
+            defaults::HEAD_MEMORY,
+            Resource::Memory,
+        );
+        let gpus = self.count("head.gpus", get("gpus"), 0, limits::MAX_GPUS);
+        let image = self.image("head.image", get("image"));
+        let runs_tasks = self.boolean("head.runs_tasks", get("runs_tasks"), false);
+        Some(HeadSpec {
+            cpus: cpus?,
+            memory: memory?,
+            gpus: gpus?,
+            image: image?,
+            runs_tasks: runs_tasks?,
+        })
+    }
+
+    fn worker_groups(&mut self, value: Option<&Value>) -> Option<Vec<WorkerGroupSpec>> {
+        let items = match value {
+            None | Some(Value::Null) => {
+                return self.worker_group("worker_groups[0]", None).map(|g| vec![g]);
+            }
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.wrong_type("worker_groups", "a list", other);
+                return None;
+            }
+        };
+        if items.len() > limits::MAX_WORKER_GROUPS {
+            self.fail(
+                "worker_groups",
+                format!("must have at most {} groups", limits::MAX_WORKER_GROUPS),
+            );
+            return None;
+        }
+        let groups: Vec<Option<WorkerGroupSpec>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let path = format!("worker_groups[{i}]");
+                match item {
+                    Value::Object(_) => self.worker_group(&path, Some(item)),
+                    other => {
+                        self.wrong_type(&path, "a mapping", other);
+                        None
+                    }
+                }
+            })
+            .collect();
+        let mut seen = std::collections::HashMap::new();
+        for (i, g) in groups.iter().enumerate() {
+            let Some(g) = g else { continue };
+            if let Some(first) = seen.get(&g.name) {
+                self.fail(
+                    &format!("worker_groups[{i}].name"),
+                    format!(
+                        "duplicate group name {:?} (also worker_groups[{first}])",
+                        g.name
+                    ),
+                );
+            } else {
+                seen.insert(g.name.clone(), i);
+            }
+        }
+        groups.into_iter().collect()
+    }
+
+    fn worker_group(&mut self, path: &str, value: Option<&Value>) -> Option<WorkerGroupSpec> {
+        let map = self.object(path, value, GROUP_KEYS)?;
+        let get = |k: &str| map.and_then(|m| m.get(k));
+        let at = |k: &str| format!("{path}.{k}");
+        let name = self.group_name(&at("name"), get("name"));
+        // Bounds are checked with the relations below, in `check_group_counts`.
+        let replicas = self.count(&at("replicas"), get("replicas"), 0, u32::MAX);
+        let min = self.count(&at("min_replicas"), get("min_replicas"), 0, u32::MAX);
+        let max = self.count(
+            &at("max_replicas"),
+            get("max_replicas"),
+            defaults::MAX_REPLICAS,
+            u32::MAX,
+        );
+        let cpus = self.quantity(
+            &at("cpus"),
+            get("cpus"),
+            defaults::WORKER_CPUS,
+            Resource::Cpu,
+        );
+        let memory = self.quantity(
+            &at("memory"),
+            get("memory"),
+            defaults::WORKER_MEMORY,
+            Resource::Memory,
+        );
+        let gpus = self.count(&at("gpus"), get("gpus"), 0, limits::MAX_GPUS);
+        let image = self.image(&at("image"), get("image"));
+        let mut group = WorkerGroupSpec {
+            name: name?,
+            replicas: replicas?,
+            min_replicas: min?,
+            max_replicas: max?,
+            cpus: cpus?,
+            memory: memory?,
+            gpus: gpus?,
+            image: image?,
+        };
+        let before = self.violations.as_slice().len();
+        check_group_counts(path, &mut group, &mut self.violations);
+        (self.violations.as_slice().len() == before).then_some(group)
+    }
+
+    fn group_name(&mut self, path: &str, value: Option<&Value>) -> Option<String> {
+        let name = self
+            .lenient_string(path, value)?
+            .unwrap_or_else(|| defaults::GROUP_NAME.to_owned());
+        match check_dns1123_label(&name) {
+            Ok(()) => Some(name),
+            Err(e) => {
+                self.fail(path, e);
+                None
+            }
+        }
+    }
+
+    fn services(&mut self, value: Option<&Value>) -> Option<ServicesSpec> {
+        let map = self.object("services", value, SERVICE_KEYS)?;
+        let get = |k: &str| map.and_then(|m| m.get(k));
+        let notebook = self.boolean("services.notebook", get("notebook"), true);
+        let code_server = self.boolean("services.code_server", get("code_server"), true);
+        let ssh = self.boolean("services.ssh", get("ssh"), true);
+        Some(ServicesSpec {
+            notebook: notebook?,
+            code_server: code_server?,
+            ssh: ssh?,
+        })
+    }
+
+    fn autoscaler(&mut self, value: Option<&Value>) -> Option<AutoscalerSpec> {
+        let map = self.object("autoscaler", value, AUTOSCALER_KEYS)?;
+        let get = |k: &str| map.and_then(|m| m.get(k));
+        let enabled = self.boolean("autoscaler.enabled", get("enabled"), true);
+        let idle = self.count(
+            "autoscaler.idle_timeout_seconds",
+            get("idle_timeout_seconds"),
+            defaults::IDLE_TIMEOUT_SECONDS,
+            limits::MAX_IDLE_TIMEOUT_SECONDS,
+        );
+        let mode = self.upscaling_mode(get("upscaling_mode"));
+        let cpu = self.quantity(
+            "autoscaler.cpu",
+            get("cpu"),
+            defaults::AUTOSCALER_CPU,
+            Resource::Cpu,
+        );
+        let memory = self.quantity(
+            "autoscaler.memory",
+            get("memory"),
+            defaults::AUTOSCALER_MEMORY,
+            Resource::Memory,
+        );
+        Some(AutoscalerSpec {
+            enabled: enabled?,
+            idle_timeout_seconds: idle?,
+            upscaling_mode: mode?,
+            cpu: cpu?,
+            memory: memory?,
+        })
+    }
+
+    fn upscaling_mode(&mut self, value: Option<&Value>) -> Option<UpscalingMode> {
+        let path = "autoscaler.upscaling_mode";
+        let Some(text) = self.string(path, value)? else {
+            return Some(UpscalingMode::Default);
+        };
+        let mode = UpscalingMode::parse(&text);
+        if mode.is_none() {
+            let names: Vec<&str> = UpscalingMode::ALL.iter().map(|m| m.as_str()).collect();
+            self.fail(path, format!("must be one of: {}", names.join(", ")));
+        }
+        mode
+    }
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

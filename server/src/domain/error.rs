@@ -1,0 +1,215 @@
+//! The one closed error enum every layer speaks, and field violations.
+
+use std::{fmt, time::Duration};
+
+/// One problem with one field of a request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FieldViolation {
+    /// Path of the field, e.g. `worker_groups[1].min_replicas`.
+    pub field: String,
+    /// What is wrong with it, e.g. `must be <= replicas (2)`.
+    pub description: String,
+}
+
+impl fmt::Display for FieldViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.description)
+        } else {
+            write!(f, "{}: {}", self.field, self.description)
+        }
+    }
+}
+
+/// Every problem found in a request, in the order they were found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Violations(Vec<FieldViolation>);
+
+impl Violations {
+    /// No violations yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A single violation.
+    pub fn one(field: impl Into<String>, description: impl Into<String>) -> Self {
+        let mut v = Self::new();
+        v.push(field, description);
+        v
+    }
+
+    /// Records a violation.
+    pub fn push(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        self.0.push(FieldViolation {
+            field: field.into(),
+            description: description.into(),
+        });
+    }
+
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The violations found.
+    pub fn as_slice(&self) -> &[FieldViolation] {
+        &self.0
+    }
+
+    /// `Ok(value)` when nothing was found, else `InvalidArgument`.
+    pub fn into_result<T>(self, value: T) -> Result<T, Error> {
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(Error::InvalidArgument(self))
+        }
+    }
+}
+
+impl fmt::Display for Violations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, v) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The kinds of thing a request can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// A Ray cluster.
+    Cluster,
+    /// A Kubernetes namespace.
+    Namespace,
+    /// A worker group of a cluster.
+    WorkerGroup,
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Cluster => "cluster",
+            Self::Namespace => "namespace",
+            Self::WorkerGroup => "worker group",
+        })
+    }
+}
+
+/// Everything that can go wrong, closed so that each transport maps every
+/// case exhaustively. `Display` is the message a caller may see: it never
+/// carries tokens, SQL or internal detail.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed; every problem is listed with its field.
+    #[error("invalid request: {0}")]
+    InvalidArgument(Violations),
+    /// No valid credentials. The text is generic (`invalid token`).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Authenticated but not allowed.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// The named thing does not exist.
+    #[error("{kind} {name:?} not found")]
+    NotFound {
+        /// What was looked for.
+        kind: ResourceKind,
+        /// Its name.
+        name: String,
+    },
+    /// The named thing exists already.
+    #[error("{kind} {name:?} already exists")]
+    AlreadyExists {
+        /// What was to be created.
+        kind: ResourceKind,
+        /// Its name.
+        name: String,
+    },
+    /// A concurrent write won; read again and retry.
+    #[error("{0}")]
+    Conflict(String),
+    /// The request is valid but the current state does not allow it.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// Too many requests from this caller.
+    #[error("rate limit exceeded; retry in {}s", retry_after.as_secs().max(1))]
+    RateLimited {
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// A dependency (Kubernetes, the audit store) cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The operation did not finish in time (e.g. waiting for readiness).
+    #[error("{0}")]
+    DeadlineExceeded(String),
+    /// A bug or an unexpected answer; the detail is for logs only.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl Error {
+    /// Stable snake_case code for clients to branch on.
+    #[deny(clippy::wildcard_enum_match_arm)]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument(_) => "invalid_argument",
+            Self::Unauthenticated(_) => "unauthenticated",
+            Self::PermissionDenied(_) => "permission_denied",
+            Self::NotFound { .. } => "not_found",
+            Self::AlreadyExists { .. } => "already_exists",
+            Self::Conflict(_) => "conflict",
+            Self::FailedPrecondition(_) => "failed_precondition",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Unavailable(_) => "unavailable",
+            Self::DeadlineExceeded(_) => "deadline_exceeded",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// Shorthand for a one-field `InvalidArgument`.
+    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self::InvalidArgument(Violations::one(field, description))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_detail_never_reaches_the_message() {
+        let e = Error::Internal("pool timed out: postgres://u:secret@db".into());
+        assert_eq!(e.to_string(), "internal error");
+        assert_eq!(e.code(), "internal");
+    }
+
+    #[test]
+    fn violations_render_with_their_paths() {
+        let mut v = Violations::new();
+        v.push("worker_groups[1].min_replicas", "must be <= replicas (2)");
+        v.push("name", "must not be empty");
+        let e = Error::InvalidArgument(v);
+        assert_eq!(
+            e.to_string(),
+            "invalid request: worker_groups[1].min_replicas: must be <= replicas (2); name: must not be empty"
+        );
+    }
+
+    #[test]
+    fn not_found_names_the_kind() {
+        let e = Error::NotFound {
+            kind: ResourceKind::Namespace,
+            name: "ml-team".into(),
+        };
+        assert_eq!(e.to_string(), "namespace \"ml-team\" not found");
+        let e = Error::RateLimited {
+            retry_after: Duration::from_millis(10),
+        };
+        assert_eq!(e.to_string(), "rate limit exceeded; retry in 1s");
+    }
+}

@@ -1,0 +1,6 @@
+//! krayne's server: a multi-tenant control plane for Ray clusters on
+//! Kubernetes. See `docs/architecture.md` for how the modules fit.
+#![forbid(unsafe_code)]
+
+pub mod domain;
+pub mod manifest;

@@ -1,0 +1,164 @@
+//! The head's postStart script that starts the optional services.
+//!
+//! Same effect as Krayne's: Jupyter on 8888, code-server on 8443 and sshd on
+//! 22. Written for krayne: every service binds the pod's loopback only (none
+//! has authentication of its own, so it is reached through a port-forward,
+//! which Kubernetes RBAC guards); each runs in the background, so the hook
+//! returns at once; a pid file makes a second run a no-op while the service
+//! lives. Logs go to `$KRAYNE_RUN_DIR` (default `/tmp/krayne`).
+
+use crate::domain::ServicesSpec;
+
+const PRELUDE: &str = r#"D="${KRAYNE_RUN_DIR:-/tmp/krayne}"; mkdir -p "$D"
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+running() { [ -f "$D/$1.pid" ] && kill -0 "$(cat "$D/$1.pid")" 2>/dev/null; }"#;
+
+const NOTEBOOK: &str = r#"running notebook || (
+  command -v jupyter >/dev/null 2>&1 || pip install -q notebook
+  jupyter notebook --ip=127.0.0.1 --port=8888 --no-browser --allow-root --ServerApp.token='' --NotebookApp.token='' &
+  echo $! > "$D/notebook.pid"; wait
+) >>"$D/notebook.log" 2>&1 &"#;
+
+const CODE_SERVER: &str = r#"running code-server || (
+  V=4.96.4; case "$(uname -m)" in aarch64|arm64) A=arm64;; *) A=amd64;; esac
+  B="$D/code-server-$V-linux-$A/bin/code-server"
+  command -v code-server >/dev/null 2>&1 && B=code-server
+  if [ "$B" != code-server ] && [ ! -x "$B" ]; then
+    U="https://github.com/coder/code-server/releases/download/v$V/code-server-$V-linux-$A.tar.gz"
+    { curl -fsSL "$U" || wget -qO- "$U"; } | tar -xz -C "$D"
+  fi
+  "$B" --auth none --bind-addr 127.0.0.1:8443 &
+  echo $! > "$D/code-server.pid"; wait
+) >>"$D/code-server.log" 2>&1 &"#;
+
+const SSH: &str = r#"running sshd || (
+  S="$(command -v sshd || echo /usr/sbin/sshd)"
+  [ -x "$S" ] || { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends openssh-server; }
+  $SUDO mkdir -p /run/sshd; $SUDO ssh-keygen -A; $SUDO passwd -d "$(id -un)"
+  $SUDO "$S" -D -o ListenAddress=127.0.0.1 -o PermitRootLogin=no -o PasswordAuthentication=yes -o PermitEmptyPasswords=yes -o UsePAM=no &
+  echo $! > "$D/sshd.pid"; wait
+) >>"$D/sshd.log" 2>&1 &"#;
+
+/// The script for the enabled services (notebook, code-server, ssh order).
+pub fn bootstrap_script(services: &ServicesSpec) -> String {
+    let mut parts = vec![PRELUDE];
+    for (on, part) in [
+        (services.notebook, NOTEBOOK),
+        (services.code_server, CODE_SERVER),
+        (services.ssh, SSH),
+    ] {
+        if on {
+            parts.push(part);
+        }
+    }
+    parts.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{fs, os::unix::fs::PermissionsExt, path::Path, process::Command};
+
+    use super::*;
+
+    const ALL: ServicesSpec = ServicesSpec {
+        notebook: true,
+        code_server: true,
+        ssh: true,
+    };
+
+    #[test]
+    fn is_valid_sh() {
+        let out = Command::new("sh")
+            .args(["-n", "-c", &bootstrap_script(&ALL)])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn names_only_enabled_services() {
+        let s = bootstrap_script(&ServicesSpec {
+            notebook: false,
+            code_server: true,
+            ssh: false,
+        });
+        assert!(s.contains("code-server") && !s.contains("jupyter") && !s.contains("sshd"));
+        assert!(!s.contains("0.0.0.0"), "services must bind loopback only");
+    }
+
+    fn stub(dir: &Path, name: &str) {
+        let path = dir.join(name);
+        // Each stub records that it ran, then lives like a daemon would.
+        let body = "#!/bin/sh\necho \"$0 $*\" >> \"$KRAYNE_RUN_DIR/calls\"\nexec sleep 30\n";
+        fs::write(&path, body).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Runs the real script twice against stub daemons: it must return while
+    /// they still run, and the second run must start nothing new.
+    #[test]
+    fn returns_at_once_and_is_idempotent() {
+        let tmp = std::env::temp_dir().join(format!("krayne-bootstrap-{}", std::process::id()));
+        let bin = tmp.join("bin");
+        let run = tmp.join("run");
+        fs::create_dir_all(&bin).unwrap();
+        for name in [
+            "jupyter",
+            "code-server",
+            "sshd",
+            "ssh-keygen",
+            "passwd",
+            "sudo",
+        ] {
+            stub(&bin, name);
+        }
+        // Stubs that must return: setup commands, not daemons.
+        for name in ["ssh-keygen", "passwd", "sudo"] {
+            fs::write(bin.join(name), "#!/bin/sh\nexit 0\n").unwrap();
+        }
+        let path = format!("{}:/usr/bin:/bin", bin.display());
+        let script = bootstrap_script(&ALL);
+        let run_once = || {
+            let status = Command::new("sh")
+                .args(["-c", &script])
+                .env("PATH", &path)
+                .env("KRAYNE_RUN_DIR", &run)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        let pid_files = ["notebook.pid", "code-server.pid", "sshd.pid"];
+        let wait_for = |cond: &dyn Fn() -> bool| {
+            for _ in 0..100 {
+                if cond() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            panic!(
+                "condition not reached; calls: {:?}",
+                fs::read_to_string(run.join("calls"))
+            );
+        };
+        run_once();
+        wait_for(&|| pid_files.iter().all(|p| run.join(p).exists()));
+        let calls = || fs::read_to_string(run.join("calls")).unwrap_or_default();
+        wait_for(&|| calls().lines().count() == 3);
+        run_once();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let lines = calls();
+        assert_eq!(lines.lines().count(), 3, "second run started more: {lines}");
+        assert!(lines.contains("--bind-addr 127.0.0.1:8443"), "{lines}");
+        assert!(lines.contains("--ip=127.0.0.1 --port=8888"), "{lines}");
+        assert!(lines.contains("ListenAddress=127.0.0.1"), "{lines}");
+        for p in pid_files {
+            let pid = fs::read_to_string(run.join(p)).unwrap();
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = fs::remove_dir_all(&tmp);
+    }
+}

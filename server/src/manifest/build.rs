@@ -1,0 +1,197 @@
+//! `ClusterSpec` → RayCluster (`ray.io/v1`), as Krayne 0.3.8 builds it.
+
+use serde_json::{Map, Value, json};
+
+use super::{ANNOTATION_CREATED_BY, LABEL_TEAM, bootstrap_script};
+use crate::domain::{ClusterSpec, Quantity, ServicesSpec};
+
+/// Server-side settings the manifest depends on.
+#[derive(Debug, Clone)]
+pub struct ManifestSettings {
+    /// Ray image for pods that name none; GPU pods get `<image>-gpu`.
+    pub default_image: String,
+}
+
+impl Default for ManifestSettings {
+    fn default() -> Self {
+        Self {
+            default_image: "rayproject/ray:2.43.0-py312".to_owned(),
+        }
+    }
+}
+
+/// Who asked for the cluster; recorded as metadata only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Provenance<'a> {
+    /// Subject of the creator (annotation).
+    pub created_by: Option<&'a str>,
+    /// Team the creator acted for (label; must be a valid label value).
+    pub team: Option<&'a str>,
+}
+
+/// The head never gets less than this (Krayne's floor).
+const HEAD_MIN_CPUS: &str = "1";
+const HEAD_MIN_MEMORY: &str = "4Gi";
+const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// Builds the RayCluster object for `spec`.
+pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Provenance) -> Value {
+    let mut spec_json = Map::new();
+    spec_json.insert("headGroupSpec".into(), head_group(spec, settings));
+    spec_json.insert(
+        "workerGroupSpecs".into(),
+        spec.worker_groups
+            .iter()
+            .map(|g| {
+                json!({
+                    "groupName": g.name,
+                    "replicas": g.replicas,
+                    "minReplicas": g.min_replicas,
+                    "maxReplicas": g.max_replicas,
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [{
+                        "name": "ray-worker",
+                        "image": image(g.image.as_deref(), g.gpus, settings),
+                        "resources": resources(g.cpus.as_str(), g.memory.as_str(), g.gpus),
+                        "env": env(),
+                    }]}},
+                })
+            })
+            .collect(),
+    );
+    let a = &spec.autoscaler;
+    if a.enabled {
+        spec_json.insert("enableInTreeAutoscaling".into(), json!(true));
+        spec_json.insert(
+            "autoscalerOptions".into(),
+            json!({
+                "upscalingMode": a.upscaling_mode.as_str(),
+                "idleTimeoutSeconds": a.idle_timeout_seconds,
+                "resources": {
+                    "limits": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
+                    "requests": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
+                },
+            }),
+        );
+    }
+    json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": metadata(spec, who),
+        "spec": spec_json,
+    })
+}
+
+fn metadata(spec: &ClusterSpec, who: &Provenance) -> Value {
+    let mut labels = Map::new();
+    labels.insert("app.kubernetes.io/managed-by".into(), json!("krayne"));
+    labels.insert("app.kubernetes.io/name".into(), json!(spec.name));
+    if let Some(team) = who.team {
+        labels.insert(LABEL_TEAM.into(), json!(team));
+    }
+    let mut meta = Map::new();
+    meta.insert("name".into(), json!(spec.name));
+    meta.insert("namespace".into(), json!(spec.namespace));
+    meta.insert("labels".into(), Value::Object(labels));
+    if let Some(subject) = who.created_by {
+        meta.insert(
+            "annotations".into(),
+            json!({ ANNOTATION_CREATED_BY: subject }),
+        );
+    }
+    Value::Object(meta)
+}
+
+fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
+    let head = &spec.head;
+    let cpus = at_least(&head.cpus, HEAD_MIN_CPUS);
+    let memory = at_least(&head.memory, HEAD_MIN_MEMORY);
+    let num_cpus = match (head.runs_tasks, cpus.parse::<Quantity>()) {
+        (true, Ok(q)) => q.to_decimal_string(),
+        _ => "0".to_owned(),
+    };
+    let mut container = Map::new();
+    container.insert("name".into(), json!("ray-head"));
+    container.insert(
+        "image".into(),
+        json!(image(head.image.as_deref(), head.gpus, settings)),
+    );
+    container.insert(
+        "ports".into(),
+        json!([
+            {"containerPort": 6379, "name": "gcs-server"},
+            {"containerPort": 8265, "name": "dashboard"},
+            {"containerPort": 10001, "name": "client"},
+        ]),
+    );
+    container.insert("resources".into(), resources(cpus, memory, head.gpus));
+    container.insert("env".into(), env());
+    if spec.services.any() {
+        container.insert(
+            "lifecycle".into(),
+            json!({"postStart": {"exec": {"command": [
+                "/bin/sh", "-c", bootstrap_script(&spec.services),
+            ]}}}),
+        );
+    }
+    let mut service = Map::new();
+    service.insert("type".into(), json!("ClusterIP"));
+    let ports = service_ports(&spec.services);
+    if !ports.is_empty() {
+        service.insert("ports".into(), Value::Array(ports));
+    }
+    json!({
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": num_cpus},
+        "headService": {"spec": service},
+        "template": {"spec": {"containers": [container]}},
+    })
+}
+
+/// `value` unless it is below `floor`; the user's text wins a tie.
+fn at_least<'a>(value: &'a Quantity, floor: &'static str) -> &'a str {
+    match floor.parse::<Quantity>() {
+        Ok(min) if *value < min => floor,
+        _ => value.as_str(),
+    }
+}
+
+fn image(explicit: Option<&str>, gpus: u32, settings: &ManifestSettings) -> String {
+    match explicit {
+        Some(image) => image.to_owned(),
+        None if gpus > 0 => format!("{}-gpu", settings.default_image),
+        None => settings.default_image.clone(),
+    }
+}
+
+fn resources(cpu: &str, memory: &str, gpus: u32) -> Value {
+    let mut amounts = Map::new();
+    amounts.insert("cpu".into(), json!(cpu));
+    amounts.insert("memory".into(), json!(memory));
+    if gpus > 0 {
+        amounts.insert(GPU_RESOURCE.into(), json!(gpus));
+    }
+    // requests == limits: Guaranteed QoS, as Krayne does.
+    json!({"requests": amounts.clone(), "limits": amounts})
+}
+
+fn env() -> Value {
+    json!([{
+        "name": "RAY_RUNTIME_ENV_HOOK",
+        "value": "ray._private.runtime_env.uv_runtime_env_hook.hook",
+    }])
+}
+
+/// Head-service ports, in Krayne's order: notebook, ssh, code-server.
+fn service_ports(services: &ServicesSpec) -> Vec<Value> {
+    [
+        (services.notebook, "notebook", 8888),
+        (services.ssh, "ssh", 22),
+        (services.code_server, "code-server", 8443),
+    ]
+    .into_iter()
+    .filter(|(on, _, _)| *on)
+    .map(|(_, name, port)| {
+        json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"})
+    })
+    .collect()
+}

@@ -1,0 +1,286 @@
+//! RayCluster (+ pods, events) → `ClusterInfo` / `ClusterDetails`.
+
+use serde_json::Value;
+
+use super::{
+    ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster,
+    ObservedEvent, ObservedPod,
+    observed::{Container, ObservedCondition, PodTemplate},
+    status::derive_status,
+};
+use crate::domain::{
+    ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
+};
+
+/// How many events `describe` returns at most (the newest).
+const MAX_EVENTS: usize = 50;
+
+/// Head ports krayne reports as services, in Krayne's order.
+const SERVICE_PORTS: [(&str, &str, u16); 5] = [
+    ("dashboard", "http", 8265),
+    ("client", "ray", 10001),
+    ("notebook", "http", 8888),
+    ("code-server", "http", 8443),
+    ("ssh", "ssh", 22),
+];
+
+/// The cluster's summary. `pods` is `None` when they were not looked at.
+pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[ObservedPod]>) -> ClusterInfo {
+    let status = &cluster.status;
+    let head_ip = [&status.head.pod_ip, &status.head.service_ip]
+        .into_iter()
+        .flatten()
+        .find(|ip| !ip.is_empty())
+        .cloned();
+    let services = services(cluster);
+    let url = |service: &str| {
+        let (_, scheme, port) = SERVICE_PORTS.iter().find(|(name, ..)| *name == service)?;
+        let ip = head_ip.as_ref()?;
+        services
+            .iter()
+            .any(|s| s == service)
+            .then(|| format!("{scheme}://{ip}:{port}"))
+    };
+    let spec = &cluster.spec;
+    let num_workers = spec
+        .worker_group_specs
+        .iter()
+        .map(|g| count(g.replicas))
+        .fold(0u32, u32::saturating_add);
+    ClusterInfo {
+        name: cluster.metadata.name.clone(),
+        namespace: cluster.metadata.namespace.clone(),
+        status: derive_status(cluster, pods),
+        dashboard_url: head_ip.as_ref().map(|ip| format!("http://{ip}:8265")),
+        client_url: head_ip.as_ref().map(|ip| format!("ray://{ip}:10001")),
+        notebook_url: url("notebook"),
+        code_server_url: url("code-server"),
+        ssh_url: url("ssh"),
+        head_ip,
+        num_workers,
+        autoscaling_enabled: spec.enable_in_tree_autoscaling.unwrap_or(false),
+        created_at: cluster.metadata.creation_timestamp.clone(),
+        ready_workers: count(status.ready_worker_replicas),
+        suspended: spec.suspend.unwrap_or(false),
+        created_by: cluster
+            .metadata
+            .annotations
+            .get(ANNOTATION_CREATED_BY)
+            .cloned(),
+        resource_version: cluster.metadata.resource_version.clone(),
+    }
+}
+
+/// The cluster's full picture, with its pods and recent events.
+pub fn cluster_details(
+    cluster: &ObservedCluster,
+    pods: &[ObservedPod],
+    events: &[ObservedEvent],
+    settings: &ManifestSettings,
+) -> ClusterDetails {
+    let head_spec = &cluster.spec.head_group_spec;
+    let head = first_container(&head_spec.template);
+    let head_image = image_of(head, settings);
+    let num_cpus = head_spec
+        .ray_start_params
+        .get("num-cpus")
+        .map(scalar_text)
+        .unwrap_or_default();
+    let mut pod_infos: Vec<PodInfo> = pods.iter().map(pod_info).collect();
+    pod_infos
+        .sort_by(|a, b| (a.node_type != "head", &a.name).cmp(&(b.node_type != "head", &b.name)));
+    let mut event_infos: Vec<EventInfo> = events.iter().map(event_info).collect();
+    event_infos.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
+    let skip = event_infos.len().saturating_sub(MAX_EVENTS);
+    ClusterDetails {
+        info: cluster_info(cluster, Some(pods)),
+        head: HeadDetails {
+            cpus: request(head, "cpu"),
+            memory: request(head, "memory"),
+            gpus: gpus(head),
+            runs_tasks: !matches!(num_cpus.as_str(), "0" | "0.0" | ""),
+            image: head_image.clone(),
+        },
+        worker_groups: cluster
+            .spec
+            .worker_group_specs
+            .iter()
+            .map(|g| {
+                let c = first_container(&g.template);
+                WorkerGroupDetails {
+                    name: g.group_name.clone(),
+                    replicas: count(g.replicas),
+                    min_replicas: count(g.min_replicas),
+                    max_replicas: count(g.max_replicas),
+                    cpus: request(c, "cpu"),
+                    memory: request(c, "memory"),
+                    gpus: gpus(c),
+                    image: image_of(c, settings),
+                }
+            })
+            .collect(),
+        ray_version: ray_version(&head_image),
+        python_version: "unknown".to_owned(),
+        services: services(cluster),
+        conditions: cluster.status.conditions.iter().map(condition).collect(),
+        pods: pod_infos,
+        events: event_infos.split_off(skip),
+    }
+}
+
+/// Service names whose port the head container or head service declares.
+fn services(cluster: &ObservedCluster) -> Vec<String> {
+    let head = &cluster.spec.head_group_spec;
+    let names: Vec<&str> = head
+        .template
+        .spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter())
+        .chain(head.head_service.spec.ports.iter())
+        .filter_map(|p| p.name.as_deref())
+        .collect();
+    SERVICE_PORTS
+        .iter()
+        .filter(|(name, ..)| names.contains(name))
+        .map(|(name, ..)| (*name).to_owned())
+        .collect()
+}
+
+fn first_container(template: &PodTemplate) -> Option<&Container> {
+    template.spec.containers.first()
+}
+
+fn image_of(c: Option<&Container>, settings: &ManifestSettings) -> String {
+    c.and_then(|c| c.image.clone())
+        .filter(|i| !i.is_empty())
+        .unwrap_or_else(|| settings.default_image.clone())
+}
+
+fn request(c: Option<&Container>, resource: &str) -> String {
+    c.and_then(|c| c.resources.requests.get(resource))
+        .map(scalar_text)
+        .unwrap_or_else(|| "0".to_owned())
+}
+
+fn gpus(c: Option<&Container>) -> u32 {
+    let value = c.and_then(|c| c.resources.requests.get("nvidia.com/gpu"));
+    match value {
+        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+        Some(Value::String(s)) => s.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A JSON scalar as text: strings as they are, numbers as written.
+fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn count(n: Option<i64>) -> u32 {
+    n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+}
+
+/// `rayproject/ray:2.43.0-py312` → `2.43.0`; no tag → `unknown`.
+fn ray_version(image: &str) -> String {
+    match image.rsplit_once(':') {
+        Some((_, tag)) if !tag.is_empty() => tag.split('-').next().unwrap_or(tag).to_owned(),
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn condition(c: &ObservedCondition) -> Condition {
+    Condition {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: c.last_transition_time.clone(),
+    }
+}
+
+fn pod_info(p: &ObservedPod) -> PodInfo {
+    let labels = &p.metadata.labels;
+    let node_type = labels.get(LABEL_NODE_TYPE).cloned().unwrap_or_default();
+    let (reason, message) = pod_reason(p);
+    PodInfo {
+        name: p.metadata.name.clone(),
+        group: if node_type == "head" {
+            String::new()
+        } else {
+            labels.get(LABEL_GROUP).cloned().unwrap_or_default()
+        },
+        node_type,
+        phase: p
+            .status
+            .phase
+            .clone()
+            .unwrap_or_else(|| "Unknown".to_owned()),
+        ready: p.status.conditions.iter().any(|c| c.is_true("Ready")),
+        reason,
+        message,
+        pod_ip: p.status.pod_ip.clone(),
+        node_name: p.spec.node_name.clone(),
+        restarts: p
+            .status
+            .container_statuses
+            .iter()
+            .map(|c| count(c.restart_count))
+            .fold(0, u32::saturating_add),
+        created_at: p.metadata.creation_timestamp.clone(),
+    }
+}
+
+/// The most telling reason a pod gives: an unscheduled condition, else the
+/// first waiting or terminated container.
+fn pod_reason(p: &ObservedPod) -> (Option<String>, Option<String>) {
+    let unscheduled = p
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
+    if let Some(c) = unscheduled {
+        return (c.reason.clone(), c.message.clone());
+    }
+    let state = p.status.container_statuses.iter().find_map(|cs| {
+        cs.state
+            .waiting
+            .as_ref()
+            .or(cs.state.terminated.as_ref())
+            .filter(|s| s.reason.is_some())
+    });
+    state.map_or((None, None), |s| (s.reason.clone(), s.message.clone()))
+}
+
+fn event_info(e: &ObservedEvent) -> EventInfo {
+    EventInfo {
+        type_: e.type_.clone().unwrap_or_else(|| "Normal".to_owned()),
+        reason: e.reason.clone().unwrap_or_default(),
+        message: e.message.clone().unwrap_or_default(),
+        object_kind: e.involved_object.kind.clone().unwrap_or_default(),
+        object_name: e.involved_object.name.clone().unwrap_or_default(),
+        count: count(e.count).max(1),
+        last_seen: e
+            .last_timestamp
+            .clone()
+            .or_else(|| e.event_time.clone())
+            .or_else(|| e.metadata.creation_timestamp.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ray_version_comes_from_the_tag() {
+        assert_eq!(ray_version("rayproject/ray:2.41.0-py312"), "2.41.0");
+        assert_eq!(ray_version("rayproject/ray:latest"), "latest");
+        assert_eq!(ray_version("rayproject/ray"), "unknown");
+        assert_eq!(ray_version("ray:"), "unknown");
+    }
+}

@@ -1,0 +1,26 @@
+//! Pure translation between krayne's model and KubeRay objects:
+//! `ClusterSpec` → RayCluster manifest, and RayCluster (+ pods, events) →
+//! status, `ClusterInfo` and `ClusterDetails`. No I/O.
+
+mod bootstrap;
+mod build;
+mod describe;
+mod observed;
+mod status;
+
+pub use bootstrap::bootstrap_script;
+pub use build::{ManifestSettings, Provenance, build_manifest};
+pub use describe::{cluster_details, cluster_info};
+pub use observed::{ObservedCluster, ObservedEvent, ObservedPod};
+pub use status::derive_status;
+
+/// Label KubeRay puts on every pod of a cluster (value: cluster name).
+pub const LABEL_CLUSTER: &str = "ray.io/cluster";
+/// Label KubeRay puts on pods: `head` or `worker`.
+pub const LABEL_NODE_TYPE: &str = "ray.io/node-type";
+/// Label KubeRay puts on pods: the worker group name (`headgroup` for the head).
+pub const LABEL_GROUP: &str = "ray.io/group";
+/// Annotation krayne adds: the subject that created the cluster.
+pub const ANNOTATION_CREATED_BY: &str = "krayne.dev/created-by";
+/// Label krayne adds: the team the creator acted for.
+pub const LABEL_TEAM: &str = "krayne.dev/team";

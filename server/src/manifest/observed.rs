@@ -1,0 +1,346 @@
+//! Minimal views of the Kubernetes objects the read side looks at, read
+//! straight from their wire JSON (camelCase). Only the fields krayne uses are
+//! kept, so a cache of many clusters stays small; explicit `null`s read as
+//! empty, as Kubernetes clients treat them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// `null` or missing → `T::default()`.
+fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The object metadata krayne reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectMeta {
+    /// Name.
+    #[serde(deserialize_with = "nullable")]
+    pub name: String,
+    /// Namespace.
+    #[serde(deserialize_with = "nullable")]
+    pub namespace: String,
+    /// Creation time (RFC 3339).
+    pub creation_timestamp: Option<String>,
+    /// Resource version.
+    pub resource_version: Option<String>,
+    /// Labels.
+    #[serde(deserialize_with = "nullable")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(deserialize_with = "nullable")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A RayCluster as observed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ObservedCluster {
+    /// Metadata.
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    /// Spec.
+    #[serde(deserialize_with = "nullable")]
+    pub spec: RayClusterSpec,
+    /// Status, filled by KubeRay.
+    #[serde(deserialize_with = "nullable")]
+    pub status: RayClusterStatus,
+}
+
+/// `RayCluster.spec`, the parts krayne reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RayClusterSpec {
+    /// Head group.
+    #[serde(deserialize_with = "nullable")]
+    pub head_group_spec: HeadGroupSpec,
+    /// Worker groups.
+    #[serde(deserialize_with = "nullable")]
+    pub worker_group_specs: Vec<WorkerGroupSpec>,
+    /// Whether Ray's autoscaler runs.
+    pub enable_in_tree_autoscaling: Option<bool>,
+    /// Whether the cluster is suspended.
+    pub suspend: Option<bool>,
+}
+
+/// `headGroupSpec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeadGroupSpec {
+    /// `ray start` parameters (strings by the CRD; read leniently).
+    #[serde(deserialize_with = "nullable")]
+    pub ray_start_params: BTreeMap<String, Value>,
+    /// Head service.
+    #[serde(deserialize_with = "nullable")]
+    pub head_service: ServiceTemplate,
+    /// Pod template.
+    #[serde(deserialize_with = "nullable")]
+    pub template: PodTemplate,
+}
+
+/// A worker group.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkerGroupSpec {
+    /// Group name.
+    #[serde(deserialize_with = "nullable")]
+    pub group_name: String,
+    /// Desired workers.
+    pub replicas: Option<i64>,
+    /// Lower bound.
+    pub min_replicas: Option<i64>,
+    /// Upper bound.
+    pub max_replicas: Option<i64>,
+    /// Pod template.
+    #[serde(deserialize_with = "nullable")]
+    pub template: PodTemplate,
+}
+
+/// `headService`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServiceTemplate {
+    /// Service spec.
+    #[serde(deserialize_with = "nullable")]
+    pub spec: ServiceSpec,
+}
+
+/// A service spec's ports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServiceSpec {
+    /// Ports.
+    #[serde(deserialize_with = "nullable")]
+    pub ports: Vec<NamedPort>,
+}
+
+/// A port; only its name matters here.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct NamedPort {
+    /// Port name.
+    pub name: Option<String>,
+}
+
+/// A pod template.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodTemplate {
+    /// Pod spec.
+    #[serde(deserialize_with = "nullable")]
+    pub spec: PodTemplateSpec,
+}
+
+/// A pod template's containers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PodTemplateSpec {
+    /// Containers; the Ray container comes first.
+    #[serde(deserialize_with = "nullable")]
+    pub containers: Vec<Container>,
+}
+
+/// A container.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Container {
+    /// Image.
+    pub image: Option<String>,
+    /// Ports.
+    #[serde(deserialize_with = "nullable")]
+    pub ports: Vec<NamedPort>,
+    /// Resources.
+    #[serde(deserialize_with = "nullable")]
+    pub resources: Resources,
+}
+
+/// Container resources; values are quantities (strings or numbers).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Resources {
+    /// Requests.
+    #[serde(deserialize_with = "nullable")]
+    pub requests: BTreeMap<String, Value>,
+}
+
+/// `RayCluster.status`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RayClusterStatus {
+    /// `ready`, `suspended`, … (KubeRay's state).
+    pub state: Option<String>,
+    /// Conditions.
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: Vec<ObservedCondition>,
+    /// Head addresses.
+    #[serde(deserialize_with = "nullable")]
+    pub head: HeadStatus,
+    /// Ready workers.
+    pub ready_worker_replicas: Option<i64>,
+}
+
+/// `status.head`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeadStatus {
+    /// Head pod IP.
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+    /// Head service IP.
+    #[serde(rename = "serviceIP")]
+    pub service_ip: Option<String>,
+}
+
+/// A condition of a RayCluster or pod.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObservedCondition {
+    /// Type.
+    #[serde(rename = "type", deserialize_with = "nullable")]
+    pub type_: String,
+    /// `True` / `False` / `Unknown`.
+    #[serde(deserialize_with = "nullable")]
+    pub status: String,
+    /// Reason.
+    pub reason: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+    /// Last change.
+    pub last_transition_time: Option<String>,
+}
+
+impl ObservedCondition {
+    /// `type == t` and `status == "True"`.
+    pub fn is_true(&self, t: &str) -> bool {
+        self.type_ == t && self.status == "True"
+    }
+}
+
+/// A pod as observed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ObservedPod {
+    /// Metadata.
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    /// Spec.
+    #[serde(deserialize_with = "nullable")]
+    pub spec: PodSpec,
+    /// Status.
+    #[serde(deserialize_with = "nullable")]
+    pub status: PodStatus,
+}
+
+/// A pod's spec, the parts krayne reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    /// Node it is bound to.
+    pub node_name: Option<String>,
+}
+
+/// A pod's status.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    /// Phase.
+    pub phase: Option<String>,
+    /// Conditions.
+    #[serde(deserialize_with = "nullable")]
+    pub conditions: Vec<ObservedCondition>,
+    /// Container statuses.
+    #[serde(deserialize_with = "nullable")]
+    pub container_statuses: Vec<ContainerStatus>,
+    /// Pod IP.
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+}
+
+/// A container's status.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerStatus {
+    /// Current state.
+    #[serde(deserialize_with = "nullable")]
+    pub state: ContainerState,
+    /// Restarts.
+    pub restart_count: Option<i64>,
+}
+
+/// A container's state; at most one part is set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ContainerState {
+    /// Waiting, with why.
+    pub waiting: Option<StateReason>,
+    /// Terminated, with why.
+    pub terminated: Option<StateReason>,
+}
+
+/// Reason and message of a container state.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct StateReason {
+    /// Reason, e.g. `ImagePullBackOff`.
+    pub reason: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+}
+
+/// A Kubernetes event (`core/v1`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObservedEvent {
+    /// Metadata.
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    /// `Normal` / `Warning`.
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    /// Reason.
+    pub reason: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+    /// The object it is about.
+    #[serde(deserialize_with = "nullable")]
+    pub involved_object: InvolvedObject,
+    /// Occurrences.
+    pub count: Option<i64>,
+    /// Last occurrence.
+    pub last_timestamp: Option<String>,
+    /// Occurrence time of events that use `eventTime` instead.
+    pub event_time: Option<String>,
+}
+
+/// An event's subject.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct InvolvedObject {
+    /// Kind.
+    pub kind: Option<String>,
+    /// Name.
+    pub name: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn explicit_nulls_read_as_empty() {
+        let pod: ObservedPod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": null},
+            "status": {"phase": "Pending", "conditions": null, "containerStatuses": null},
+        }))
+        .unwrap();
+        assert!(pod.metadata.labels.is_empty());
+        assert!(pod.status.conditions.is_empty());
+        let c: ObservedCluster = serde_json::from_value(json!({"status": null})).unwrap();
+        assert!(c.status.state.is_none());
+    }
+}
