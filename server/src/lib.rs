@@ -4,3 +4,4 @@
 
 pub mod domain;
 pub mod manifest;
+pub mod sandbox;

@@ -8,60 +8,19 @@ use jsonschema::Validator;
 use krayne_server::{
     domain::ClusterSpec,
     manifest::{ManifestSettings, Provenance, build_manifest},
+    sandbox::raycluster_schema,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::testdata;
 
-/// The CRD's v1 `openAPIV3Schema`, made a strict JSON Schema.
+/// The CRD's v1 `openAPIV3Schema`, made strict: objects with declared
+/// properties reject unknown ones (Kubernetes would prune them silently,
+/// which would hide a misspelt field).
 fn validator() -> &'static Validator {
     static V: OnceLock<Validator> = OnceLock::new();
-    V.get_or_init(|| {
-        let text = std::fs::read_to_string(testdata("kuberay/ray.io_rayclusters.yaml")).unwrap();
-        let crd: Value = serde_saphyr::from_str(&text).unwrap();
-        let version = crd["spec"]["versions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == "v1")
-            .unwrap();
-        let mut schema = version["schema"]["openAPIV3Schema"].clone();
-        to_strict_json_schema(&mut schema);
-        jsonschema::validator_for(&schema).unwrap()
-    })
-}
-
-/// OpenAPI's `nullable: true` becomes a null-allowing type, and objects with
-/// declared properties reject unknown ones — Kubernetes would prune them
-/// silently, which would hide a misspelt field.
-fn to_strict_json_schema(schema: &mut Value) {
-    let Some(node) = schema.as_object_mut() else {
-        return;
-    };
-    if node.get("nullable") == Some(&Value::Bool(true)) {
-        node.remove("nullable");
-        if let Some(Value::String(t)) = node.get("type").cloned() {
-            node.insert("type".into(), json!([t, "null"]));
-        }
-    }
-    let preserves = node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    if node.contains_key("properties") && !node.contains_key("additionalProperties") && !preserves {
-        node.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    if let Some(Value::Object(props)) = node.get_mut("properties") {
-        props.values_mut().for_each(to_strict_json_schema);
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(sub) = node.get_mut(key) {
-            to_strict_json_schema(sub);
-        }
-    }
-    for key in ["anyOf", "allOf", "oneOf"] {
-        if let Some(Value::Array(subs)) = node.get_mut(key) {
-            subs.iter_mut().for_each(to_strict_json_schema);
-        }
-    }
+    V.get_or_init(|| jsonschema::validator_for(&raycluster_schema(true).unwrap()).unwrap())
 }
 
 fn schema_errors(manifest: &Value) -> Vec<String> {

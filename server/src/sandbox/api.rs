@@ -1,0 +1,525 @@
+//! The simulated Kubernetes REST API over the [`Store`].
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::{Path, Query, Request, State},
+    http::{HeaderMap, Method, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{any, get},
+};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast::error::RecvError, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{
+    ApiError, Resource, discovery,
+    selector::{FieldSelector, LabelSelector},
+    store::{Change, Patch, Store, WriteOpts},
+};
+
+/// One request the sandbox answered, for tests that check what krayne sent.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// `x-request-id` header, when sent.
+    pub request_id: Option<String>,
+}
+
+/// Shared state of the API handlers.
+pub(super) struct ApiState {
+    /// The objects.
+    pub store: Arc<Store>,
+    /// Every request answered.
+    pub requests: Mutex<Vec<RequestRecord>>,
+    /// How often watches with `allowWatchBookmarks` get a bookmark.
+    pub bookmark_interval: Duration,
+    /// `host:port` clients reach the API at.
+    pub address: String,
+}
+
+type Shared = Arc<ApiState>;
+
+/// The API's routes.
+pub(super) fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/version", get(|| async { Json(discovery::version()) }))
+        .route(
+            "/api",
+            get(
+                |State(s): State<Shared>| async move { Json(discovery::core_versions(&s.address)) },
+            ),
+        )
+        .route("/api/v1", get(|| async { Json(discovery::resources("")) }))
+        .route("/apis", get(|| async { Json(discovery::groups()) }))
+        .route(
+            "/apis/ray.io",
+            get(|| async { Json(discovery::ray_group_doc()) }),
+        )
+        .route(
+            "/apis/ray.io/v1",
+            get(|| async { Json(discovery::resources("ray.io")) }),
+        )
+        .route("/api/v1/{plural}", any(core_all))
+        .route("/api/v1/namespaces/{name}", any(namespace_item))
+        .route("/api/v1/namespaces/{ns}/{plural}", any(core_collection))
+        .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(core_item))
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
+            any(core_sub),
+        )
+        .route("/apis/{group}/{version}/{plural}", any(group_all))
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+            any(group_collection),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+            any(group_item),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
+            any(group_sub),
+        )
+        .fallback(|| async { ApiError::not_found_path() })
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .with_state(state)
+}
+
+async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    let entry = RequestRecord {
+        method: req.method().to_string(),
+        uri: req.uri().to_string(),
+        request_id: req
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    };
+    s.requests
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(entry);
+    next.run(req).await
+}
+
+/// What a request addresses.
+struct Target {
+    resource: Resource,
+    /// Namespace; `None` for cluster-scoped or all-namespace requests.
+    ns: Option<String>,
+    name: Option<String>,
+    status: bool,
+}
+
+fn resolve(group: &str, version: &str, plural: &str) -> Result<Resource, ApiError> {
+    match Resource::from_plural(group, plural) {
+        Some(r) if version == "v1" => Ok(r),
+        _ => Err(ApiError::not_found_path()),
+    }
+}
+
+fn subresource(r: Resource, sub: &str) -> Result<bool, ApiError> {
+    if sub == "status" && r.has_status_subresource() {
+        Ok(true)
+    } else {
+        Err(ApiError::not_found_path())
+    }
+}
+
+type Q = Query<HashMap<String, String>>;
+
+async fn core_all(
+    State(s): State<Shared>,
+    Path(plural): Path<String>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve("", "v1", &plural).map(|resource| Target {
+        resource,
+        ns: None,
+        name: None,
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn namespace_item(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = Ok(Target {
+        resource: Resource::Namespace,
+        ns: None,
+        name: Some(name),
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn core_collection(
+    State(s): State<Shared>,
+    Path((ns, plural)): Path<(String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve("", "v1", &plural).map(|resource| Target {
+        resource,
+        ns: Some(ns),
+        name: None,
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn core_item(
+    State(s): State<Shared>,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve("", "v1", &plural).map(|resource| Target {
+        resource,
+        ns: Some(ns),
+        name: Some(name),
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn core_sub(
+    State(s): State<Shared>,
+    Path((ns, plural, name, sub)): Path<(String, String, String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve("", "v1", &plural).and_then(|resource| {
+        Ok(Target {
+            resource,
+            ns: Some(ns),
+            name: Some(name),
+            status: subresource(resource, &sub)?,
+        })
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn group_all(
+    State(s): State<Shared>,
+    Path((group, version, plural)): Path<(String, String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve(&group, &version, &plural).map(|resource| Target {
+        resource,
+        ns: None,
+        name: None,
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn group_collection(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural)): Path<(String, String, String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve(&group, &version, &plural).map(|resource| Target {
+        resource,
+        ns: Some(ns),
+        name: None,
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn group_item(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve(&group, &version, &plural).map(|resource| Target {
+        resource,
+        ns: Some(ns),
+        name: Some(name),
+        status: false,
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn group_sub(
+    State(s): State<Shared>,
+    Path((group, version, ns, plural, name, sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
+    m: Method,
+    q: Q,
+    h: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let t = resolve(&group, &version, &plural).and_then(|resource| {
+        Ok(Target {
+            resource,
+            ns: Some(ns),
+            name: Some(name),
+            status: subresource(resource, &sub)?,
+        })
+    });
+    dispatch(s, t, m, q, h, body).await
+}
+
+async fn dispatch(
+    s: Shared,
+    target: Result<Target, ApiError>,
+    method: Method,
+    Query(q): Q,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match target.and_then(|t| handle(&s, t, &method, &q, &headers, &body)) {
+        Ok(Reply::Object(code, v)) => (code, Json(v)).into_response(),
+        Ok(Reply::Watch(w)) => watch_response(&s, w),
+        Err(e) => e.into_response(),
+    }
+}
+
+enum Reply {
+    Object(StatusCode, Value),
+    Watch(WatchRequest),
+}
+
+struct WatchRequest {
+    resource: Resource,
+    ns: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    from: Option<u64>,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+fn handle(
+    s: &ApiState,
+    t: Target,
+    method: &Method,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Reply, ApiError> {
+    let store = &s.store;
+    let r = t.resource;
+    let ns_key = if r.namespaced() {
+        t.ns.clone().unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+    let ok = |v: &Value| Ok(Reply::Object(StatusCode::OK, v.clone()));
+    match (t.name.as_deref(), method) {
+        (None, &Method::GET) => {
+            let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))
+                .map_err(ApiError::bad_request)?;
+            let ns = t.ns.filter(|_| r.namespaced());
+            if flag("watch") {
+                let from = match q.get("resourceVersion").map(String::as_str) {
+                    None | Some("") => None,
+                    Some(v) => Some(v.parse().map_err(|_| {
+                        ApiError::bad_request(format!("invalid resourceVersion {v:?}"))
+                    })?),
+                };
+                let timeout = q
+                    .get("timeoutSeconds")
+                    .and_then(|v| v.parse().ok())
+                    .map(Duration::from_secs);
+                return Ok(Reply::Watch(WatchRequest {
+                    resource: r,
+                    ns,
+                    labels,
+                    fields,
+                    from,
+                    bookmarks: flag("allowWatchBookmarks"),
+                    timeout,
+                }));
+            }
+            let (items, rv) = store.list(r, ns.as_deref(), |o| selected(o, &labels, &fields));
+            let items: Vec<Value> = items.iter().map(|o| (**o).clone()).collect();
+            ok(&json!({
+                "kind": format!("{}List", r.kind()), "apiVersion": r.api_version(),
+                "metadata": {"resourceVersion": rv.to_string()}, "items": items,
+            }))
+        }
+        (None, &Method::POST) if t.ns.is_some() || !r.namespaced() => {
+            let opts = WriteOpts {
+                dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+                keep_status: false,
+            };
+            let created = store.create(r, &ns_key, parse_json(body)?, opts)?;
+            Ok(Reply::Object(StatusCode::CREATED, (*created).clone()))
+        }
+        (Some(name), &Method::GET) => ok(&*store.get(r, &ns_key, name)?),
+        (Some(name), &Method::PUT) => {
+            ok(&*store.replace(r, &ns_key, name, parse_json(body)?, t.status)?)
+        }
+        (Some(name), &Method::PATCH) => {
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let media = content_type.split(';').next().unwrap_or("").trim();
+            let patch = match media {
+                "application/merge-patch+json" => Patch::Merge(parse_json(body)?),
+                // Built-in types take strategic merge patches; for the fields
+                // the sandbox has, a merge patch does the same.
+                "application/strategic-merge-patch+json" if r.group().is_empty() => {
+                    Patch::Merge(parse_json(body)?)
+                }
+                "application/json-patch+json" => Patch::Json(
+                    serde_json::from_slice(body)
+                        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?,
+                ),
+                other => return Err(ApiError::unsupported_media_type(other)),
+            };
+            ok(&*store.patch(r, &ns_key, name, &patch, t.status)?)
+        }
+        (Some(name), &Method::DELETE) if !t.status => ok(&*store.delete(r, &ns_key, name)?),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported here"
+        ))),
+    }
+}
+
+fn selected(o: &Value, labels: &LabelSelector, fields: &FieldSelector) -> bool {
+    let l: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(o["metadata"]["labels"].clone()).unwrap_or_default();
+    labels.matches(&l) && fields.matches(o)
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    match s.store.watch(w.resource, w.from) {
+        Err(gone) => {
+            // As the real API server: 200, then one ERROR event.
+            let _ = tx.try_send(event_line("ERROR", &gone.to_status()));
+        }
+        Ok((first, receiver)) => {
+            let store = s.store.clone();
+            let interval = s.bookmark_interval;
+            tokio::spawn(stream_changes(store, w, first, receiver, tx, interval));
+        }
+    }
+    let stream = ReceiverStream::new(rx).map(Ok::<_, Infallible>);
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+async fn stream_changes(
+    store: Arc<Store>,
+    w: WatchRequest,
+    first: Vec<Arc<Change>>,
+    mut receiver: tokio::sync::broadcast::Receiver<Arc<Change>>,
+    tx: mpsc::Sender<Bytes>,
+    bookmark_every: Duration,
+) {
+    let wanted = |c: &Change| {
+        c.resource == w.resource
+            && w.ns.as_deref().is_none_or(|ns| ns == c.namespace())
+            && selected(&c.object, &w.labels, &w.fields)
+    };
+    let mut last_rv = w.from.unwrap_or(0);
+    for c in first.iter().filter(|c| wanted(c)) {
+        last_rv = last_rv.max(c.rv);
+        if tx
+            .send(event_line(c.kind.as_str(), &c.object))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    let deadline = tokio::time::sleep(w.timeout.unwrap_or(Duration::from_secs(1800)));
+    tokio::pin!(deadline);
+    let mut bookmark = tokio::time::interval(bookmark_every);
+    bookmark.reset();
+    loop {
+        tokio::select! {
+            change = receiver.recv() => match change {
+                Ok(c) if c.rv <= last_rv => {}
+                Ok(c) if wanted(&c) => {
+                    last_rv = c.rv;
+                    if tx.send(event_line(c.kind.as_str(), &c.object)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {
+                    let _ = tx.send(event_line("ERROR", &ApiError::gone(last_rv).to_status())).await;
+                    return;
+                }
+                Err(RecvError::Closed) => return,
+            },
+            _ = bookmark.tick(), if w.bookmarks => {
+                let rv = store.resource_version();
+                let object = json!({"kind": w.resource.kind(), "apiVersion": w.resource.api_version(),
+                                    "metadata": {"resourceVersion": rv.to_string()}});
+                if tx.send(event_line("BOOKMARK", &object)).await.is_err() {
+                    return;
+                }
+            }
+            () = &mut deadline => return,
+            () = tx.closed() => return,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Discovery documents, enough for kube-rs and `kubectl`.
+
+use serde_json::{Value, json};
+
+use super::Resource;
+
+/// `GET /version`.
+pub(super) fn version() -> Value {
+    json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0+krayne-sandbox",
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "none", "compiler": "rustc", "platform": "linux/amd64",
+    })
+}
+
+/// `GET /api`.
+pub(super) fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn ray_group() -> Value {
+    json!({
+        "name": "ray.io",
+        "versions": [{"groupVersion": "ray.io/v1", "version": "v1"}],
+        "preferredVersion": {"groupVersion": "ray.io/v1", "version": "v1"},
+    })
+}
+
+/// `GET /apis`.
+pub(super) fn groups() -> Value {
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [ray_group()]})
+}
+
+/// `GET /apis/ray.io`.
+pub(super) fn ray_group_doc() -> Value {
+    let mut g = ray_group();
+    g["kind"] = json!("APIGroup");
+    g["apiVersion"] = json!("v1");
+    g
+}
+
+/// `GET /api/v1` (group "") or `GET /apis/ray.io/v1`.
+pub(super) fn resources(group: &str) -> Value {
+    let group_version = if group.is_empty() {
+        "v1".to_owned()
+    } else {
+        format!("{group}/v1")
+    };
+    let mut list = Vec::new();
+    for r in Resource::ALL.into_iter().filter(|r| r.group() == group) {
+        list.push(json!({
+            "name": r.plural(), "singularName": r.kind().to_lowercase(), "namespaced": r.namespaced(),
+            "kind": r.kind(), "shortNames": r.short_names(),
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        }));
+        if r.has_status_subresource() {
+            list.push(json!({
+                "name": format!("{}/status", r.plural()), "singularName": "", "namespaced": true,
+                "kind": r.kind(), "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": list})
+}

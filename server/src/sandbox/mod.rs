@@ -1,0 +1,193 @@
+//! The sandbox: a simulated Kubernetes API server with a simulated KubeRay
+//! operator, for tests and for `krayne-server sandbox`.
+//!
+//! It speaks the real Kubernetes REST API for what krayne touches —
+//! discovery, namespaces, pods, services, events and `ray.io/v1`
+//! rayclusters with the status subresource, merge and JSON patches, label
+//! and field selectors, resourceVersion conflicts, resumable watches with
+//! bookmarks and 410 Gone — with real `Status` errors. `kube::Client` and
+//! `kubectl` use it as they would a real cluster. It listens on 127.0.0.1
+//! only.
+//!
+//! Fault injection: images containing `doesnotexist` or `:invalid` (see
+//! [`OperatorOptions::bad_image_patterns`]) fail with `ErrImagePull`, then
+//! `ImagePullBackOff`; the annotation `sandbox.krayne.dev/fault: crash-loop`
+//! on a RayCluster makes its pods crash-loop. Pods that fit on no simulated
+//! node stay `Pending`/`Unschedulable` until capacity frees up.
+
+mod api;
+mod api_error;
+mod discovery;
+mod kuberay_status;
+mod nodes;
+mod operator;
+mod resources;
+mod selector;
+mod store;
+mod validate;
+
+use std::{
+    net::SocketAddr,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+pub use api::RequestRecord;
+pub use api_error::ApiError;
+pub use nodes::NodeCapacity;
+pub use operator::{FAULT_ANNOTATION, OperatorOptions};
+pub use resources::Resource;
+pub use selector::{FieldSelector, LabelSelector};
+use tokio::{sync::watch, task::JoinHandle};
+pub use validate::raycluster_schema;
+
+/// How to run a sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// The simulated operator, scheduler and kubelet.
+    pub operator: OperatorOptions,
+    /// Whether the operator runs; without it the sandbox is a bare API
+    /// server (for tests of API semantics that must see only their writes).
+    pub run_operator: bool,
+    /// Namespaces that exist from the start.
+    pub namespaces: Vec<String>,
+    /// Changes kept for watches to resume from; older versions get 410.
+    pub history_limit: usize,
+    /// How often watches that allow bookmarks receive one.
+    pub bookmark_interval: Duration,
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+}
+
+impl Default for SandboxOptions {
+    fn default() -> Self {
+        Self {
+            operator: OperatorOptions::default(),
+            run_operator: true,
+            namespaces: vec!["default".into()],
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(10),
+            port: 0,
+        }
+    }
+}
+
+impl SandboxOptions {
+    /// Short delays for tests: pods run within a fraction of a second.
+    pub fn fast() -> Self {
+        let mut o = Self::default();
+        o.operator.schedule_delay = Duration::from_millis(10);
+        o.operator.start_delay = Duration::from_millis(50);
+        o.operator.backoff_delay = Duration::from_millis(100);
+        o.bookmark_interval = Duration::from_millis(200);
+        o
+    }
+}
+
+/// A running sandbox; stops when dropped.
+pub struct Sandbox {
+    addr: SocketAddr,
+    api: Arc<api::ApiState>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Sandbox {
+    /// Starts the API server on 127.0.0.1 and the simulated operator.
+    pub async fn start(options: SandboxOptions) -> std::io::Result<Self> {
+        validate::warm_up();
+        let store = Arc::new(store::Store::new(options.history_limit));
+        for ns in &options.namespaces {
+            let object = serde_json::json!({"metadata": {"name": ns}});
+            store
+                .create(Resource::Namespace, "", object, store::WriteOpts::default())
+                .map_err(|e| std::io::Error::other(e.message))?;
+        }
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
+        let addr = listener.local_addr()?;
+        let api = Arc::new(api::ApiState {
+            store: store.clone(),
+            requests: Mutex::new(Vec::new()),
+            bookmark_interval: options.bookmark_interval,
+            address: addr.to_string(),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let mut server_stop = stopped.clone();
+        let app = api::router(api.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = server_stop.changed().await;
+                })
+                .await;
+        });
+        let mut tasks = vec![server];
+        if options.run_operator {
+            tasks.push(tokio::spawn(operator::run(
+                store,
+                options.operator,
+                stopped,
+            )));
+        }
+        Ok(Self {
+            addr,
+            api,
+            stop,
+            tasks,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kube-rs configuration pointing at the sandbox.
+    pub fn kube_config(&self) -> kube::Config {
+        let uri = axum::http::Uri::from_maybe_shared(self.url()).unwrap_or_default();
+        kube::Config::new(uri)
+    }
+
+    /// Writes a kubeconfig (context `krayne-sandbox`) for `kubectl` and
+    /// other tools.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        let config = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "krayne-sandbox",
+            "clusters": [{"name": "krayne-sandbox", "cluster": {"server": self.url()}}],
+            "users": [{"name": "krayne-sandbox", "user": {}}],
+            "contexts": [{"name": "krayne-sandbox",
+                          "context": {"cluster": "krayne-sandbox", "user": "krayne-sandbox", "namespace": "default"}}],
+        });
+        let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)?;
+        std::fs::write(path, text)
+    }
+
+    /// Every request the API answered so far.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.api
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops serving and waits for the tasks to end.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}

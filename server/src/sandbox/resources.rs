@@ -1,0 +1,94 @@
+//! The resource types the sandbox serves.
+
+/// A resource type of the simulated API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Resource {
+    /// `core/v1` namespaces (cluster-scoped).
+    Namespace,
+    /// `core/v1` pods.
+    Pod,
+    /// `core/v1` services.
+    Service,
+    /// `core/v1` events.
+    Event,
+    /// `ray.io/v1` rayclusters.
+    RayCluster,
+}
+
+impl Resource {
+    /// Every resource, in discovery order.
+    pub const ALL: [Self; 5] = [
+        Self::Namespace,
+        Self::Pod,
+        Self::Service,
+        Self::Event,
+        Self::RayCluster,
+    ];
+
+    /// API group; empty for core.
+    pub fn group(self) -> &'static str {
+        match self {
+            Self::RayCluster => "ray.io",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event => "",
+        }
+    }
+
+    /// `apiVersion` of its objects.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Self::RayCluster => "ray.io/v1",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event => "v1",
+        }
+    }
+
+    /// Plural name in URLs.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Namespace => "namespaces",
+            Self::Pod => "pods",
+            Self::Service => "services",
+            Self::Event => "events",
+            Self::RayCluster => "rayclusters",
+        }
+    }
+
+    /// `kind` of its objects.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Namespace => "Namespace",
+            Self::Pod => "Pod",
+            Self::Service => "Service",
+            Self::Event => "Event",
+            Self::RayCluster => "RayCluster",
+        }
+    }
+
+    /// Short names kubectl accepts.
+    pub fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Self::Namespace => &["ns"],
+            Self::Pod => &["po"],
+            Self::Service => &["svc"],
+            Self::Event => &["ev"],
+            Self::RayCluster => &[],
+        }
+    }
+
+    /// Whether objects live in a namespace.
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Self::Namespace)
+    }
+
+    /// Whether writes to the main resource ignore `status` (it has a
+    /// `status` subresource).
+    pub fn has_status_subresource(self) -> bool {
+        matches!(self, Self::RayCluster | Self::Pod)
+    }
+
+    /// Looks a plural up within a group.
+    pub fn from_plural(group: &str, plural: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.group() == group && r.plural() == plural)
+    }
+}

@@ -1,0 +1,497 @@
+//! The simulated API server's storage: objects, a global resourceVersion,
+//! and a bounded history of changes that watches replay and resume from.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::{ApiError, Resource, validate};
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChangeKind {
+    /// Created (or listed at the start of a watch).
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted; the object is its last state.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The watch event `type`.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as watches see it.
+#[derive(Debug, Clone)]
+pub(super) struct Change {
+    /// Resource type.
+    pub resource: Resource,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The object after the change.
+    pub object: Arc<Value>,
+    /// The resourceVersion the change made.
+    pub rv: u64,
+}
+
+impl Change {
+    /// The object's namespace ("" when cluster-scoped).
+    pub(super) fn namespace(&self) -> &str {
+        meta_str(&self.object, "namespace")
+    }
+}
+
+/// How a write treats its body.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct WriteOpts {
+    /// Validate and answer, but store nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// Keep `status` from the body (the operator's own writes); API writes to
+    /// resources with a status subresource ignore it, as Kubernetes does.
+    pub keep_status: bool,
+}
+
+type Key = (Resource, String, String);
+
+struct Inner {
+    rv: u64,
+    objects: BTreeMap<Key, Arc<Value>>,
+    history: VecDeque<Arc<Change>>,
+}
+
+/// All objects of the simulated cluster.
+pub(super) struct Store {
+    inner: Mutex<Inner>,
+    changes: broadcast::Sender<Arc<Change>>,
+    history_limit: usize,
+}
+
+/// `metadata.<field>` as a string, or "".
+pub(super) fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
+    object["metadata"][field].as_str().unwrap_or("")
+}
+
+/// Now, as Kubernetes writes timestamps.
+pub(super) fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl Store {
+    /// An empty store keeping the last `history_limit` changes for watches.
+    pub(super) fn new(history_limit: usize) -> Self {
+        let (changes, _) = broadcast::channel(16_384);
+        Self {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                objects: BTreeMap::new(),
+                history: VecDeque::new(),
+            }),
+            changes,
+            history_limit,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave an object half-written
+        // (each write is one insert), so the data is still consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Receives every change from now on.
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.changes.subscribe()
+    }
+
+    /// The current resourceVersion.
+    pub(super) fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        key: Key,
+        mut object: Value,
+        kind: ChangeKind,
+    ) -> Arc<Value> {
+        inner.rv += 1;
+        object["metadata"]["resourceVersion"] = json!(inner.rv.to_string());
+        let object = Arc::new(object);
+        if kind == ChangeKind::Deleted {
+            inner.objects.remove(&key);
+        } else {
+            inner.objects.insert(key.clone(), object.clone());
+        }
+        let change = Arc::new(Change {
+            resource: key.0,
+            kind,
+            object: object.clone(),
+            rv: inner.rv,
+        });
+        inner.history.push_back(change.clone());
+        while inner.history.len() > self.history_limit {
+            inner.history.pop_front();
+        }
+        // Sent under the lock, so a watch that subscribes under the lock
+        // sees every change after its snapshot exactly once.
+        let _ = self.changes.send(change);
+        object
+    }
+
+    /// Creates an object in `ns` ("" for cluster-scoped resources).
+    pub(super) fn create(
+        &self,
+        r: Resource,
+        ns: &str,
+        mut object: Value,
+        opts: WriteOpts,
+    ) -> Result<Arc<Value>, ApiError> {
+        if !object.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        let body_ns = meta_str(&object, "namespace");
+        if r.namespaced() && !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let unnamed = object["metadata"]["name"]
+            .as_str()
+            .is_none_or(str::is_empty);
+        if let Some(prefix) = object["metadata"]["generateName"]
+            .as_str()
+            .filter(|_| unnamed)
+        {
+            let name = format!("{prefix}{}", random_suffix());
+            object["metadata"]["name"] = json!(name);
+        }
+        let name = meta_str(&object, "name").to_owned();
+        validate::object(r, &name, &object)?;
+        let mut inner = self.lock();
+        if r.namespaced()
+            && !inner
+                .objects
+                .contains_key(&(Resource::Namespace, String::new(), ns.to_owned()))
+        {
+            return Err(ApiError::not_found(Resource::Namespace, ns));
+        }
+        let key = (
+            r,
+            if r.namespaced() {
+                ns.to_owned()
+            } else {
+                String::new()
+            },
+            name.clone(),
+        );
+        if inner.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(r, &name));
+        }
+        object["apiVersion"] = json!(r.api_version());
+        object["kind"] = json!(r.kind());
+        let meta = &mut object["metadata"];
+        if r.namespaced() {
+            meta["namespace"] = json!(ns);
+        }
+        meta["uid"] = json!(uuid::Uuid::new_v4().to_string());
+        meta["creationTimestamp"] = json!(now());
+        meta["generation"] = json!(1);
+        if let Some(o) = object
+            .as_object_mut()
+            .filter(|_| r.has_status_subresource() && !opts.keep_status)
+        {
+            o.remove("status");
+        }
+        if r == Resource::Namespace {
+            object["status"] = json!({"phase": "Active"});
+        }
+        if opts.dry_run {
+            return Ok(Arc::new(object));
+        }
+        Ok(self.commit(&mut inner, key, object, ChangeKind::Added))
+    }
+
+    /// One object.
+    pub(super) fn get(&self, r: Resource, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.lock()
+            .objects
+            .get(&(r, ns.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(r, name))
+    }
+
+    /// Objects of `r` (in `ns`, or all namespaces) that `keep` accepts, and
+    /// the resourceVersion of the snapshot.
+    pub(super) fn list(
+        &self,
+        r: Resource,
+        ns: Option<&str>,
+        keep: impl Fn(&Value) -> bool,
+    ) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.lock();
+        let items = inner
+            .objects
+            .iter()
+            .filter(|((res, n, _), _)| *res == r && ns.is_none_or(|ns| ns == n))
+            .map(|(_, o)| o.clone())
+            .filter(|o| keep(o))
+            .collect();
+        (items, inner.rv)
+    }
+
+    /// Replaces an object (PUT). With `status_only`, only `status` changes
+    /// (the status subresource); otherwise `status` is kept as it was.
+    pub(super) fn replace(
+        &self,
+        r: Resource,
+        ns: &str,
+        name: &str,
+        object: Value,
+        status_only: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.write(r, ns, name, status_only, |_| Ok(object))
+    }
+
+    /// Applies a JSON merge patch or JSON patch to an object.
+    pub(super) fn patch(
+        &self,
+        r: Resource,
+        ns: &str,
+        name: &str,
+        patch: &Patch,
+        status_only: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.write(r, ns, name, status_only, |current| {
+            let mut doc = current.clone();
+            match patch {
+                Patch::Merge(p) => json_patch::merge(&mut doc, p),
+                Patch::Json(ops) => json_patch::patch(&mut doc, ops)
+                    .map_err(|e| ApiError::invalid(r, name, &[(String::new(), e.to_string())]))?,
+            }
+            // A merge patch without a resourceVersion is unconditional.
+            if !patch_sets_rv(patch) {
+                doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            }
+            Ok(doc)
+        })
+    }
+
+    fn write(
+        &self,
+        r: Resource,
+        ns: &str,
+        name: &str,
+        status_only: bool,
+        make: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let key = (r, ns.to_owned(), name.to_owned());
+        let current = inner
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(r, name))?;
+        let mut next = make(&current)?;
+        if !next.is_object() {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
+        if meta_str(&next, "name") != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&next, "name")
+            )));
+        }
+        match next["metadata"]["resourceVersion"].as_str() {
+            Some(rv) if rv != meta_str(&current, "resourceVersion") => {
+                return Err(ApiError::conflict(r, name));
+            }
+            None if r == Resource::RayCluster => {
+                return Err(ApiError::invalid(
+                    r,
+                    name,
+                    &[(
+                        "metadata.resourceVersion".into(),
+                        "Invalid value: 0x0: must be specified for an update".into(),
+                    )],
+                ));
+            }
+            _ => {}
+        }
+        if status_only {
+            let status = next["status"].take();
+            next = (*current).clone();
+            set_or_remove(&mut next, "status", status);
+        } else if r.has_status_subresource() {
+            set_or_remove(&mut next, "status", current["status"].clone());
+        }
+        for field in ["uid", "creationTimestamp", "namespace", "generation"] {
+            next["metadata"][field] = current["metadata"][field].clone();
+        }
+        next["apiVersion"] = json!(r.api_version());
+        next["kind"] = json!(r.kind());
+        if next["spec"] != current["spec"] {
+            let generation = current["metadata"]["generation"].as_u64().unwrap_or(1);
+            next["metadata"]["generation"] = json!(generation + 1);
+        }
+        validate::object(r, name, &next)?;
+        Ok(self.commit(&mut inner, key, next, ChangeKind::Modified))
+    }
+
+    /// Read-modify-write by the simulated controllers: no preconditions.
+    /// Returns `None` when the object is gone or `f` changed nothing.
+    pub(super) fn update(
+        &self,
+        r: Resource,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Option<Arc<Value>> {
+        let mut inner = self.lock();
+        let key = (r, ns.to_owned(), name.to_owned());
+        let current = inner.objects.get(&key)?;
+        let mut next = (**current).clone();
+        f(&mut next);
+        if next == **current {
+            return None;
+        }
+        Some(self.commit(&mut inner, key, next, ChangeKind::Modified))
+    }
+
+    /// Deletes an object and, as the garbage collector would, everything it
+    /// owns (and, for a namespace, everything in it).
+    pub(super) fn delete(&self, r: Resource, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.lock();
+        let key = (r, ns.to_owned(), name.to_owned());
+        let object = inner
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(r, name))?;
+        let mut doomed = vec![key];
+        let mut i = 0;
+        while let Some(k) = doomed.get(i).cloned() {
+            i += 1;
+            let Some(o) = inner.objects.get(&k) else {
+                continue;
+            };
+            let uid = meta_str(o, "uid").to_owned();
+            let in_namespace = k.0 == Resource::Namespace;
+            for (dk, dependent) in &inner.objects {
+                let owned = dependent["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()));
+                if (owned || (in_namespace && dk.1 == k.2)) && !doomed.contains(dk) {
+                    doomed.push(dk.clone());
+                }
+            }
+        }
+        // Dependents go first, so watchers never see an orphan.
+        for k in doomed.into_iter().rev() {
+            if let Some(o) = inner.objects.get(&k).cloned() {
+                let mut last = (*o).clone();
+                last["metadata"]["deletionTimestamp"] = json!(now());
+                self.commit(&mut inner, k, last, ChangeKind::Deleted);
+            }
+        }
+        Ok(object)
+    }
+
+    /// Starts a watch of `r`: the changes a watcher must see first, and a
+    /// receiver for the rest. From `None` (or 0) the first changes are the
+    /// current objects as `ADDED`; from a resourceVersion, the kept changes
+    /// after it, or 410 Gone when they are no longer kept.
+    pub(super) fn watch(&self, r: Resource, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let receiver = self.changes.subscribe();
+        let first = match from.filter(|rv| *rv > 0) {
+            None => inner
+                .objects
+                .iter()
+                .filter(|((res, ..), _)| *res == r)
+                .map(|(_, o)| {
+                    Arc::new(Change {
+                        resource: r,
+                        kind: ChangeKind::Added,
+                        rv: o["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
+                        object: o.clone(),
+                    })
+                })
+                .collect(),
+            Some(rv) => {
+                let first_kept = inner.history.front().map_or(inner.rv + 1, |c| c.rv);
+                if rv + 1 < first_kept {
+                    return Err(ApiError::gone(rv));
+                }
+                inner
+                    .history
+                    .iter()
+                    .filter(|c| c.rv > rv && c.resource == r)
+                    .cloned()
+                    .collect()
+            }
+        };
+        Ok((first, receiver))
+    }
+}
+
+/// Sets `object[key]`, or removes the key when `value` is null.
+fn set_or_remove(object: &mut Value, key: &str, value: Value) {
+    if let Some(map) = object.as_object_mut() {
+        if value.is_null() {
+            map.remove(key);
+        } else {
+            map.insert(key.to_owned(), value);
+        }
+    }
+}
+
+/// The changes a new watch sees first, and a receiver for the rest.
+pub(super) type WatchStart = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+
+/// A patch body by its content type.
+#[derive(Debug, Clone)]
+pub(super) enum Patch {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge(Value),
+    /// `application/json-patch+json` (RFC 6902).
+    Json(json_patch::Patch),
+}
+
+fn patch_sets_rv(patch: &Patch) -> bool {
+    match patch {
+        Patch::Merge(p) => p["metadata"]["resourceVersion"].is_string(),
+        Patch::Json(ops) => ops.0.iter().any(|op| {
+            let path = match op {
+                json_patch::PatchOperation::Add(o) => o.path.to_string(),
+                json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+                _ => String::new(),
+            };
+            path == "/metadata/resourceVersion"
+        }),
+    }
+}
+
+/// Five characters of `[a-z0-9]`, as Kubernetes' name generator uses.
+pub(super) fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())]))
+        .collect()
+}

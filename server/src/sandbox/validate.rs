@@ -1,0 +1,196 @@
+//! What the API server checks before storing an object: names, and for
+//! RayClusters KubeRay's CRD schema (types, required fields, enums).
+
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+use super::{ApiError, Resource};
+use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label};
+
+/// KubeRay v1.7.0's `rayclusters.ray.io` CRD.
+const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
+
+/// The CRD's `v1` `openAPIV3Schema` as a JSON Schema. With `strict`, objects
+/// with declared properties also reject unknown ones (the API server would
+/// prune them instead, which hides a misspelt field from tests).
+pub fn raycluster_schema(strict: bool) -> Result<Value, String> {
+    let crd: Value = serde_saphyr::from_str(RAYCLUSTER_CRD).map_err(|e| e.to_string())?;
+    let mut schema = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "v1"))
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        .ok_or("the CRD has no v1 schema")?;
+    to_json_schema(&mut schema, strict);
+    Ok(schema)
+}
+
+/// OpenAPI's `nullable: true` becomes a null-allowing JSON Schema type.
+fn to_json_schema(schema: &mut Value, strict: bool) {
+    let Some(node) = schema.as_object_mut() else {
+        return;
+    };
+    if node.get("nullable") == Some(&Value::Bool(true)) {
+        node.remove("nullable");
+        if let Some(Value::String(t)) = node.get("type").cloned() {
+            node.insert("type".into(), json!([t, "null"]));
+        }
+    }
+    let preserves = node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if strict
+        && node.contains_key("properties")
+        && !node.contains_key("additionalProperties")
+        && !preserves
+    {
+        node.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    if let Some(Value::Object(props)) = node.get_mut("properties") {
+        props.values_mut().for_each(|p| to_json_schema(p, strict));
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = node.get_mut(key) {
+            to_json_schema(sub, strict);
+        }
+    }
+    for key in ["anyOf", "allOf", "oneOf"] {
+        if let Some(Value::Array(subs)) = node.get_mut(key) {
+            subs.iter_mut().for_each(|s| to_json_schema(s, strict));
+        }
+    }
+}
+
+fn raycluster_validator() -> Option<&'static jsonschema::Validator> {
+    static VALIDATOR: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
+    VALIDATOR
+        .get_or_init(|| {
+            let schema = raycluster_schema(false).ok()?;
+            jsonschema::validator_for(&schema).ok()
+        })
+        .as_ref()
+}
+
+/// Loads the CRD schema now rather than on the first RayCluster write.
+pub(super) fn warm_up() {
+    let _ = raycluster_validator();
+}
+
+/// `/spec/workerGroupSpecs/0/replicas` → `spec.workerGroupSpecs[0].replicas`.
+fn field_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for seg in pointer.split('/').skip(1) {
+        if seg.parse::<usize>().is_ok() {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&seg.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    out
+}
+
+/// DNS-1123 subdomain: the rule for most object names.
+fn check_subdomain(name: &str) -> Result<(), String> {
+    if name.len() > 253 {
+        return Err("must be no more than 253 characters".into());
+    }
+    name.split('.').try_for_each(check_dns1123_label).map_err(|_| {
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into()
+    })
+}
+
+/// Checks an object before it is stored.
+pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiError> {
+    let mut causes: Vec<(String, String)> = Vec::new();
+    if name.is_empty() {
+        causes.push((
+            "metadata.name".into(),
+            "Required value: name or generateName is required".into(),
+        ));
+    } else {
+        let checked = match r {
+            Resource::Namespace => check_dns1123_label(name),
+            // KubeRay derives pod and service names from it.
+            Resource::RayCluster => check_dns1035_label(name, MAX_CLUSTER_NAME_LEN),
+            Resource::Pod | Resource::Service | Resource::Event => check_subdomain(name),
+        };
+        if let Err(why) = checked {
+            causes.push((
+                "metadata.name".into(),
+                format!("Invalid value: {name:?}: {why}"),
+            ));
+        }
+    }
+    if r == Resource::RayCluster {
+        match raycluster_validator() {
+            Some(v) => causes.extend(v.iter_errors(object).map(|e| {
+                let field = field_path(&e.instance_path().to_string());
+                (field, e.to_string())
+            })),
+            None => causes.push((
+                String::new(),
+                "the RayCluster schema could not be loaded".into(),
+            )),
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(r, name, &causes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_become_field_paths() {
+        assert_eq!(
+            field_path("/spec/workerGroupSpecs/0/replicas"),
+            "spec.workerGroupSpecs[0].replicas"
+        );
+        assert_eq!(
+            field_path("/metadata/labels/ray.io~1cluster"),
+            "metadata.labels.ray.io/cluster"
+        );
+        assert_eq!(field_path(""), "");
+    }
+
+    #[test]
+    fn names_follow_each_resources_rule() {
+        let obj = json!({"metadata": {}});
+        assert!(object(Resource::Pod, "c1-head-x.y", &obj).is_ok());
+        assert!(object(Resource::Namespace, "a.b", &obj).is_err());
+        let e = object(Resource::Pod, "", &obj).unwrap_err();
+        assert_eq!((e.code, e.reason), (422, "Invalid"));
+    }
+
+    #[test]
+    fn rayclusters_are_checked_against_the_crd() {
+        let long = "a".repeat(54);
+        let e = object(
+            Resource::RayCluster,
+            &long,
+            &json!({"spec": {"headGroupSpec": {"template": {}}}}),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no more than 53"), "{}", e.message);
+        let e = object(Resource::RayCluster, "c", &json!({"spec": {"workerGroupSpecs": [{"groupName": "w", "replicas": "2", "template": {}}]}})).unwrap_err();
+        let fields: Vec<String> = e.details.unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["field"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            fields.contains(&"spec".to_owned()),
+            "headGroupSpec is required: {fields:?}"
+        );
+        assert!(
+            fields.contains(&"spec.workerGroupSpecs[0].replicas".to_owned()),
+            "{fields:?}"
+        );
+    }
+}
