@@ -72,26 +72,26 @@ pub(super) fn router(state: Shared) -> Router {
             "/apis/ray.io/v1",
             get(|| async { Json(discovery::resources("ray.io")) }),
         )
-        .route("/api/v1/{plural}", any(core_all))
-        .route("/api/v1/namespaces/{name}", any(namespace_item))
-        .route("/api/v1/namespaces/{ns}/{plural}", any(core_collection))
-        .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(core_item))
+        .route("/api/v1/{plural}", any(resource))
+        .route("/api/v1/namespaces/{name}", any(resource))
+        .route("/api/v1/namespaces/{ns}/{plural}", any(resource))
+        .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(resource))
         .route(
             "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
-            any(core_sub),
+            any(resource),
         )
-        .route("/apis/{group}/{version}/{plural}", any(group_all))
+        .route("/apis/{group}/{version}/{plural}", any(resource))
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",
-            any(group_collection),
+            any(resource),
         )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
-            any(group_item),
+            any(resource),
         )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
-            any(group_sub),
+            any(resource),
         )
         .fallback(|| async { ApiError::not_found_path() })
         .layer(middleware::from_fn_with_state(state.clone(), record))
@@ -141,168 +141,35 @@ fn subresource(r: Resource, sub: &str) -> Result<bool, ApiError> {
 
 type Q = Query<HashMap<String, String>>;
 
-async fn core_all(
+/// Every resource route: the path parameters say what is addressed.
+async fn resource(
     State(s): State<Shared>,
-    Path(plural): Path<String>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
+    Path(params): Path<HashMap<String, String>>,
+    method: Method,
+    query: Q,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let t = resolve("", "v1", &plural).map(|resource| Target {
+    dispatch(s, target(&params), method, query, headers, body).await
+}
+
+fn target(params: &HashMap<String, String>) -> Result<Target, ApiError> {
+    let get = |k: &str| params.get(k).cloned();
+    let group = get("group").unwrap_or_default();
+    let version = get("version").unwrap_or_else(|| "v1".to_owned());
+    // `/api/v1/namespaces/{name}` is the one route without `{plural}`.
+    let plural = get("plural").unwrap_or_else(|| "namespaces".to_owned());
+    let resource = resolve(&group, &version, &plural)?;
+    let status = match params.get("sub") {
+        Some(sub) => subresource(resource, sub)?,
+        None => false,
+    };
+    Ok(Target {
         resource,
-        ns: None,
-        name: None,
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn namespace_item(
-    State(s): State<Shared>,
-    Path(name): Path<String>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = Ok(Target {
-        resource: Resource::Namespace,
-        ns: None,
-        name: Some(name),
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn core_collection(
-    State(s): State<Shared>,
-    Path((ns, plural)): Path<(String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve("", "v1", &plural).map(|resource| Target {
-        resource,
-        ns: Some(ns),
-        name: None,
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn core_item(
-    State(s): State<Shared>,
-    Path((ns, plural, name)): Path<(String, String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve("", "v1", &plural).map(|resource| Target {
-        resource,
-        ns: Some(ns),
-        name: Some(name),
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn core_sub(
-    State(s): State<Shared>,
-    Path((ns, plural, name, sub)): Path<(String, String, String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve("", "v1", &plural).and_then(|resource| {
-        Ok(Target {
-            resource,
-            ns: Some(ns),
-            name: Some(name),
-            status: subresource(resource, &sub)?,
-        })
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn group_all(
-    State(s): State<Shared>,
-    Path((group, version, plural)): Path<(String, String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve(&group, &version, &plural).map(|resource| Target {
-        resource,
-        ns: None,
-        name: None,
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn group_collection(
-    State(s): State<Shared>,
-    Path((group, version, ns, plural)): Path<(String, String, String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve(&group, &version, &plural).map(|resource| Target {
-        resource,
-        ns: Some(ns),
-        name: None,
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn group_item(
-    State(s): State<Shared>,
-    Path((group, version, ns, plural, name)): Path<(String, String, String, String, String)>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve(&group, &version, &plural).map(|resource| Target {
-        resource,
-        ns: Some(ns),
-        name: Some(name),
-        status: false,
-    });
-    dispatch(s, t, m, q, h, body).await
-}
-
-async fn group_sub(
-    State(s): State<Shared>,
-    Path((group, version, ns, plural, name, sub)): Path<(
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-    )>,
-    m: Method,
-    q: Q,
-    h: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let t = resolve(&group, &version, &plural).and_then(|resource| {
-        Ok(Target {
-            resource,
-            ns: Some(ns),
-            name: Some(name),
-            status: subresource(resource, &sub)?,
-        })
-    });
-    dispatch(s, t, m, q, h, body).await
+        ns: get("ns"),
+        name: get("name"),
+        status,
+    })
 }
 
 async fn dispatch(
