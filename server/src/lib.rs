@@ -2,6 +2,10 @@
 //! Kubernetes. See `docs/architecture.md` for how the modules fit.
 #![forbid(unsafe_code)]
 
+pub mod audit;
+pub mod auth;
 pub mod domain;
+pub mod k8s;
 pub mod manifest;
 pub mod sandbox;
+pub mod service;

@@ -118,6 +118,30 @@ impl ClusterSpec {
     }
 }
 
+/// Checks a worker group's counts after a change (scaling) with the rules
+/// of create; returns `(replicas, min, max)` with `max` raised to
+/// `replicas` when lower, as Krayne does.
+pub fn check_worker_counts(
+    group: usize,
+    replicas: u32,
+    min: u32,
+    max: u32,
+) -> Result<(u32, u32, u32), Error> {
+    let mut g = WorkerGroupSpec {
+        name: String::new(),
+        replicas,
+        min_replicas: min,
+        max_replicas: max,
+        cpus: Quantity::one(),
+        memory: Quantity::one(),
+        gpus: 0,
+        image: None,
+    };
+    let mut v = Violations::new();
+    check_group_counts(&format!("worker_groups[{group}]"), &mut g, &mut v);
+    v.into_result((g.replicas, g.min_replicas, g.max_replicas))
+}
+
 /// Parses YAML or JSON text into a tree, as a request body or config file.
 pub fn parse_yaml(text: &str) -> Result<Value, Error> {
     serde_saphyr::from_str_with_options::<Value>(text, yaml_options())

@@ -1,11 +1,17 @@
 //! Validated types, the closed error enum and the rules of the cluster model.
 //! Pure: no I/O.
 
+pub mod audit;
 mod cluster;
 mod config;
 mod error;
+mod identity;
 mod names;
+pub mod observed;
 mod overrides;
+mod paging;
+mod ports;
+mod principal;
 mod quantity;
 mod spec;
 
@@ -13,10 +19,15 @@ pub use cluster::{
     ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo,
     WorkerGroupDetails,
 };
-pub use config::{defaults, limits, parse_yaml};
+pub use config::{check_worker_counts, defaults, limits, parse_yaml};
 pub use error::{Error, FieldViolation, ResourceKind, Violations};
+pub use identity::{Identity, NamespaceAccess};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label};
+pub use observed::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use overrides::{apply_override, apply_overrides};
+pub use paging::{Page, PageRequest};
+pub use ports::{AuditSink, ClusterChange, ClusterStore};
+pub use principal::{Action, Grant, Principal, Role};
 pub use quantity::{Quantity, QuantityError};
 pub use spec::{
     AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec,

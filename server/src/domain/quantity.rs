@@ -31,6 +31,14 @@ pub enum QuantityError {
 const NANOS_PER_UNIT: u128 = 1_000_000_000;
 
 impl Quantity {
+    /// `1`.
+    pub fn one() -> Self {
+        Self {
+            text: "1".to_owned(),
+            nanos: NANOS_PER_UNIT,
+        }
+    }
+
     /// The quantity as written.
     pub fn as_str(&self) -> &str {
         &self.text

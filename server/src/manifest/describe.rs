@@ -4,10 +4,9 @@ use serde_json::Value;
 
 use super::{
     ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster,
-    ObservedEvent, ObservedPod,
-    observed::{Container, ObservedCondition, PodTemplate},
-    status::derive_status,
+    ObservedEvent, ObservedPod, status::derive_status,
 };
+use crate::domain::observed::{Container, ObservedCondition, PodTemplate};
 use crate::domain::{
     ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };

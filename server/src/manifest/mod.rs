@@ -5,13 +5,12 @@
 mod bootstrap;
 mod build;
 mod describe;
-mod observed;
 mod status;
 
+pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
 pub use build::{ManifestSettings, Provenance, build_manifest};
 pub use describe::{cluster_details, cluster_info};
-pub use observed::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use status::derive_status;
 
 /// Label KubeRay puts on every pod of a cluster (value: cluster name).

@@ -1,0 +1,166 @@
+//! The team mapping: who belongs to which team, and which role each team
+//! has on which namespaces.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Deserialize;
+
+use crate::domain::{Grant, Role, check_dns1123_label};
+
+/// Members of a team (or the global admins): by token group or subject.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Members {
+    /// Token groups whose members belong.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Subjects (or e-mails) that belong.
+    #[serde(default)]
+    pub subjects: Vec<String>,
+}
+
+impl Members {
+    fn include(&self, subject: &str, email: Option<&str>, groups: &[String]) -> bool {
+        self.subjects
+            .iter()
+            .any(|s| s == subject || Some(s.as_str()) == email)
+            || self.groups.iter().any(|g| groups.contains(g))
+    }
+}
+
+/// One team.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Team {
+    /// Team name.
+    pub name: String,
+    /// Who belongs.
+    #[serde(default)]
+    pub members: Members,
+    /// Namespace or trailing-`*` pattern → role.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, Role>,
+}
+
+/// The whole mapping file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamMapping {
+    /// Global admins.
+    #[serde(default)]
+    pub admins: Members,
+    /// Teams.
+    #[serde(default)]
+    pub teams: Vec<Team>,
+}
+
+/// What the mapping gives one caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Membership {
+    /// Teams the caller is in.
+    pub teams: Vec<String>,
+    /// Whether a global admin.
+    pub global_admin: bool,
+    /// Their grants.
+    pub grants: Vec<Grant>,
+}
+
+impl TeamMapping {
+    /// Parses and fully checks a mapping; the error names the line or field.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mapping: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        mapping.check()?;
+        Ok(mapping)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let mut names = HashSet::new();
+        for (i, team) in self.teams.iter().enumerate() {
+            if team.name.trim().is_empty() {
+                return Err(format!("teams[{i}].name: must not be empty"));
+            }
+            if !names.insert(team.name.as_str()) {
+                return Err(format!("teams[{i}].name: duplicate team {:?}", team.name));
+            }
+            for pattern in team.namespaces.keys() {
+                let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
+                let ok = if pattern.ends_with('*') {
+                    prefix.is_empty()
+                        || prefix
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                } else {
+                    check_dns1123_label(pattern).is_ok()
+                };
+                if !ok {
+                    return Err(format!(
+                        "teams[{i}].namespaces: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The teams and grants of a caller.
+    pub fn membership(&self, subject: &str, email: Option<&str>, groups: &[String]) -> Membership {
+        let mut m = Membership {
+            global_admin: self.admins.include(subject, email, groups),
+            ..Membership::default()
+        };
+        for team in self
+            .teams
+            .iter()
+            .filter(|t| t.members.include(subject, email, groups))
+        {
+            m.teams.push(team.name.clone());
+            m.grants
+                .extend(team.namespaces.iter().map(|(pattern, role)| Grant {
+                    team: team.name.clone(),
+                    pattern: pattern.clone(),
+                    role: *role,
+                }));
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+admins: { groups: [platform-admins], subjects: [] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research], subjects: [alice@example.com] }
+    namespaces: { ml-team: editor, "shared-*": viewer }
+"#;
+
+    #[test]
+    fn the_design_example_parses_and_grants() {
+        let m = TeamMapping::parse(EXAMPLE).unwrap();
+        let alice = m.membership("u-1", Some("alice@example.com"), &[]);
+        assert_eq!(alice.teams, ["ml-research"]);
+        assert!(!alice.global_admin);
+        assert_eq!(alice.grants.len(), 2);
+        let admin = m.membership("bob", None, &["platform-admins".to_owned()]);
+        assert!(admin.global_admin && admin.teams.is_empty());
+        assert_eq!(m.membership("eve", None, &[]), Membership::default());
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_place() {
+        let unknown = TeamMapping::parse("admins: {}\nteem: []\n").unwrap_err();
+        assert!(unknown.contains("teem"), "{unknown}");
+        let role =
+            TeamMapping::parse("teams:\n  - name: a\n    namespaces: {x: owner}\n").unwrap_err();
+        assert!(role.contains("owner"), "{role}");
+        let pattern =
+            TeamMapping::parse("teams:\n  - name: a\n    namespaces: {\"a*b\": viewer}\n")
+                .unwrap_err();
+        assert!(pattern.contains("teams[0].namespaces"), "{pattern}");
+        let dup = TeamMapping::parse("teams:\n  - name: a\n  - name: a\n").unwrap_err();
+        assert!(dup.contains("duplicate"), "{dup}");
+    }
+}

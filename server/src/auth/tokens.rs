@@ -1,0 +1,350 @@
+//! JWT verification with keys and algorithms from configuration only.
+
+use std::collections::HashSet;
+
+use jsonwebtoken::{
+    Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Tokens larger than this are refused before any parsing.
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// One key the server accepts tokens from.
+#[derive(Clone)]
+pub struct VerifyingKey {
+    /// Key id, when the key has one (`kid`).
+    pub kid: Option<String>,
+    /// Algorithm the key is used with.
+    pub algorithm: Algorithm,
+    /// The key.
+    pub key: DecodingKey,
+}
+
+impl VerifyingKey {
+    /// A shared secret for HS256 (development only).
+    pub fn hs256(secret: &[u8]) -> Self {
+        Self {
+            kid: None,
+            algorithm: Algorithm::HS256,
+            key: DecodingKey::from_secret(secret),
+        }
+    }
+
+    /// A PEM public key; the algorithm says how to read it.
+    pub fn from_pem(algorithm: Algorithm, pem: &[u8]) -> Result<Self, String> {
+        let key = match algorithm {
+            Algorithm::RS256
+            | Algorithm::RS384
+            | Algorithm::RS512
+            | Algorithm::PS256
+            | Algorithm::PS384
+            | Algorithm::PS512 => DecodingKey::from_rsa_pem(pem),
+            Algorithm::ES256 | Algorithm::ES384 => DecodingKey::from_ec_pem(pem),
+            Algorithm::EdDSA => DecodingKey::from_ed_pem(pem),
+            other => return Err(format!("{other:?} keys are not read from PEM files")),
+        }
+        .map_err(|e| format!("not a usable {algorithm:?} public key: {e}"))?;
+        Ok(Self {
+            kid: None,
+            algorithm,
+            key,
+        })
+    }
+}
+
+/// What the verifier checks besides the signature.
+#[derive(Debug, Clone)]
+pub struct TokenRules {
+    /// Required `iss`.
+    pub issuer: String,
+    /// `aud` must contain this.
+    pub audience: String,
+    /// Clock skew allowed for `exp`/`nbf`/`iat`, in seconds (≤ 60).
+    pub leeway_seconds: u64,
+    /// Claim holding the subject.
+    pub subject_claim: String,
+    /// Claim holding the e-mail.
+    pub email_claim: String,
+    /// Claim holding the groups (a string or a list).
+    pub groups_claim: String,
+}
+
+impl Default for TokenRules {
+    fn default() -> Self {
+        Self {
+            issuer: "krayne".into(),
+            audience: "krayne".into(),
+            leeway_seconds: 30,
+            subject_claim: "sub".into(),
+            email_claim: "email".into(),
+            groups_claim: "groups".into(),
+        }
+    }
+}
+
+/// The identity a valid token carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenIdentity {
+    /// Subject.
+    pub subject: String,
+    /// E-mail.
+    pub email: Option<String>,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+/// Why a token was refused; the client only ever sees `public()`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// No usable `Authorization: Bearer` header.
+    #[error("missing bearer token")]
+    Missing,
+    /// Past `exp`.
+    #[error("token expired")]
+    Expired,
+    /// Anything else, with the detail for logs.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+}
+
+impl TokenError {
+    /// The generic text a client may see.
+    pub fn public(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing bearer token",
+            Self::Expired => "token expired",
+            Self::Invalid(_) => "invalid token",
+        }
+    }
+}
+
+/// Checks tokens against configured keys.
+#[derive(Clone)]
+pub struct Verifier {
+    keys: Vec<VerifyingKey>,
+    rules: TokenRules,
+}
+
+impl Verifier {
+    /// A verifier accepting `keys` under `rules`.
+    pub fn new(keys: Vec<VerifyingKey>, rules: TokenRules) -> Self {
+        Self { keys, rules }
+    }
+
+    /// Verifies `Authorization` header text (`Bearer <jwt>`).
+    pub fn verify_header(&self, header: Option<&str>) -> Result<TokenIdentity, TokenError> {
+        let value = header.ok_or(TokenError::Missing)?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| TokenError::Invalid("authorization is not a bearer token".into()))?;
+        self.verify(token)
+    }
+
+    /// Verifies a compact JWT.
+    pub fn verify(&self, token: &str) -> Result<TokenIdentity, TokenError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(TokenError::Invalid(format!(
+                "token longer than {MAX_TOKEN_BYTES} bytes"
+            )));
+        }
+        let header =
+            decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {e}")))?;
+        // The token's `alg` only selects among configured keys; it never
+        // chooses how a key is used.
+        let candidates: Vec<&VerifyingKey> = self
+            .keys
+            .iter()
+            .filter(|k| k.algorithm == header.alg)
+            .filter(|k| match (&k.kid, &header.kid) {
+                (Some(want), Some(got)) => want == got,
+                _ => true,
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Err(TokenError::Invalid(format!(
+                "no configured key for alg {:?} kid {:?}",
+                header.alg, header.kid
+            )));
+        }
+        let mut last = TokenError::Invalid("no key verified the token".into());
+        for key in candidates {
+            let mut v = Validation::new(key.algorithm);
+            v.leeway = self.rules.leeway_seconds.min(60);
+            v.validate_nbf = true;
+            v.set_issuer(&[&self.rules.issuer]);
+            v.set_audience(&[&self.rules.audience]);
+            v.set_required_spec_claims(&["exp", "iss", "aud"]);
+            match decode::<Value>(token, &key.key, &v) {
+                Ok(data) => return self.identity(&data.claims),
+                Err(e) if matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ExpiredSignature) => {
+                    return Err(TokenError::Expired);
+                }
+                Err(e) => last = TokenError::Invalid(e.to_string()),
+            }
+        }
+        Err(last)
+    }
+
+    fn identity(&self, claims: &Value) -> Result<TokenIdentity, TokenError> {
+        if let Some(iat) = claims.get("iat").and_then(Value::as_i64) {
+            let now = jiff::Timestamp::now().as_second();
+            if iat > now + i64::try_from(self.rules.leeway_seconds.min(60)).unwrap_or(60) {
+                return Err(TokenError::Invalid("issued in the future".into()));
+            }
+        }
+        let subject = claims
+            .get(&self.rules.subject_claim)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| TokenError::Invalid(format!("no {:?} claim", self.rules.subject_claim)))?
+            .to_owned();
+        let email = claims
+            .get(&self.rules.email_claim)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let groups = match claims.get(&self.rules.groups_claim) {
+            Some(Value::String(g)) => vec![g.clone()],
+            Some(Value::Array(gs)) => gs
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut seen = HashSet::new();
+        let groups = groups
+            .into_iter()
+            .filter(|g| seen.insert(g.clone()))
+            .collect();
+        Ok(TokenIdentity {
+            subject,
+            email,
+            groups,
+        })
+    }
+}
+
+/// Claims of a minted development token.
+#[derive(Debug, Serialize)]
+struct MintClaims<'a> {
+    sub: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email: Option<&'a str>,
+    groups: &'a [String],
+    iss: &'a str,
+    aud: &'a str,
+    iat: i64,
+    nbf: i64,
+    exp: i64,
+}
+
+/// What to put in a development token.
+#[derive(Debug, Clone)]
+pub struct MintRequest {
+    /// Subject.
+    pub subject: String,
+    /// E-mail.
+    pub email: Option<String>,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Lifetime in seconds.
+    pub ttl_seconds: i64,
+    /// Issuer.
+    pub issuer: String,
+    /// Audience.
+    pub audience: String,
+}
+
+/// Signs a development token with an HS256 secret or a PEM private key.
+pub fn mint(request: &MintRequest, algorithm: Algorithm, key: &[u8]) -> Result<String, String> {
+    let encoding = match algorithm {
+        Algorithm::HS256 => EncodingKey::from_secret(key),
+        Algorithm::RS256 | Algorithm::PS256 => {
+            EncodingKey::from_rsa_pem(key).map_err(|e| e.to_string())?
+        }
+        Algorithm::ES256 | Algorithm::ES384 => {
+            EncodingKey::from_ec_pem(key).map_err(|e| e.to_string())?
+        }
+        Algorithm::EdDSA => EncodingKey::from_ed_pem(key).map_err(|e| e.to_string())?,
+        other => return Err(format!("minting with {other:?} is not supported")),
+    };
+    let now = jiff::Timestamp::now().as_second();
+    let claims = MintClaims {
+        sub: &request.subject,
+        email: request.email.as_deref(),
+        groups: &request.groups,
+        iss: &request.issuer,
+        aud: &request.audience,
+        iat: now,
+        nbf: now,
+        exp: now + request.ttl_seconds,
+    };
+    encode(&Header::new(algorithm), &claims, &encoding).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn request(ttl: i64) -> MintRequest {
+        MintRequest {
+            subject: "alice".into(),
+            email: Some("alice@example.com".into()),
+            groups: vec!["ml".into(), "ml".into()],
+            ttl_seconds: ttl,
+            issuer: "krayne".into(),
+            audience: "krayne".into(),
+        }
+    }
+
+    fn verifier() -> Verifier {
+        Verifier::new(vec![VerifyingKey::hs256(SECRET)], TokenRules::default())
+    }
+
+    #[test]
+    fn a_minted_token_verifies() {
+        let token = mint(&request(60), Algorithm::HS256, SECRET).unwrap();
+        let id = verifier()
+            .verify_header(Some(&format!("Bearer {token}")))
+            .unwrap();
+        assert_eq!(id.subject, "alice");
+        assert_eq!(id.email.as_deref(), Some("alice@example.com"));
+        assert_eq!(id.groups, ["ml"]);
+    }
+
+    #[test]
+    fn bad_tokens_are_refused_generically() {
+        let v = verifier();
+        assert_eq!(v.verify_header(None), Err(TokenError::Missing));
+        assert_eq!(
+            v.verify_header(Some("Basic abc")).unwrap_err().public(),
+            "invalid token"
+        );
+        let expired = mint(&request(-120), Algorithm::HS256, SECRET).unwrap();
+        assert_eq!(v.verify(&expired), Err(TokenError::Expired));
+        let other = mint(
+            &request(60),
+            Algorithm::HS256,
+            b"another-secret-another-secret-xx",
+        )
+        .unwrap();
+        assert_eq!(v.verify(&other).unwrap_err().public(), "invalid token");
+        let mut wrong_aud = request(60);
+        wrong_aud.audience = "else".into();
+        assert!(
+            v.verify(&mint(&wrong_aud, Algorithm::HS256, SECRET).unwrap())
+                .is_err()
+        );
+        assert!(v.verify(&"x".repeat(MAX_TOKEN_BYTES + 1)).is_err());
+        // alg "none": header {"alg":"none"}, no signature.
+        let none = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtYWxsb3J5In0.";
+        assert!(v.verify(none).is_err());
+    }
+}

@@ -1,0 +1,101 @@
+//! What one audit row says.
+
+use serde_json::Value;
+
+/// How a request ended, as the audit log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written before the Kubernetes call; not finished yet.
+    Pending,
+    /// Done.
+    Succeeded,
+    /// Kubernetes or krayne failed it.
+    Failed,
+    /// Authorization refused it.
+    Denied,
+    /// The request was malformed.
+    Invalid,
+    /// Left pending by a crash and resolved without knowing the result.
+    Unknown,
+}
+
+impl Outcome {
+    /// `pending`, `succeeded`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Denied => "denied",
+            Self::Invalid => "invalid",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// The transport a request came by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// REST/JSON.
+    Rest,
+    /// gRPC.
+    Grpc,
+}
+
+impl Transport {
+    /// `rest` or `grpc`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rest => "rest",
+            Self::Grpc => "grpc",
+        }
+    }
+}
+
+/// Who asked, from where: everything about a request but its payload.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    /// Request id (`x-request-id`).
+    pub request_id: String,
+    /// Transport.
+    pub transport: Transport,
+    /// Client address.
+    pub source_ip: Option<String>,
+    /// Client user agent.
+    pub user_agent: Option<String>,
+}
+
+/// One audit row.
+#[derive(Debug, Clone)]
+pub struct AuditEntry {
+    /// Time-ordered id (UUID v7).
+    pub id: String,
+    /// When the request arrived (RFC 3339).
+    pub occurred_at: String,
+    /// The request.
+    pub meta: RequestMeta,
+    /// Caller subject.
+    pub subject: String,
+    /// Caller e-mail.
+    pub email: Option<String>,
+    /// Caller groups.
+    pub groups: Vec<String>,
+    /// Caller teams.
+    pub teams: Vec<String>,
+    /// `cluster.create`, `cluster.scale`, `cluster.delete`, `auth.denied`, …
+    pub action: String,
+    /// Namespace acted on.
+    pub namespace: Option<String>,
+    /// Cluster acted on.
+    pub cluster: Option<String>,
+    /// What was asked, without secrets.
+    pub summary: Value,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The answer's error code (`Error::code`), when it failed.
+    pub error_code: Option<&'static str>,
+    /// The answer's message, when it failed.
+    pub error: Option<String>,
+    /// How long it took, once finished.
+    pub duration_ms: Option<u64>,
+}

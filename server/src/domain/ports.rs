@@ -1,0 +1,96 @@
+//! The ports the use cases need: where clusters live and where the audit
+//! trail goes. `k8s` and `audit` implement them; `service` uses only these.
+
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use super::{Error, ObservedCluster, ObservedEvent, ObservedPod, audit::AuditEntry};
+
+/// A change seen while watching one cluster and its pods.
+#[derive(Debug, Clone)]
+pub enum ClusterChange {
+    /// The RayCluster as it now is.
+    Cluster(Box<ObservedCluster>),
+    /// The RayCluster is gone.
+    ClusterDeleted,
+    /// One of its pods as it now is.
+    Pod(Box<ObservedPod>),
+    /// One of its pods (by name) is gone.
+    PodDeleted(String),
+}
+
+/// Kubernetes as the use cases see it. Every call carries the request id,
+/// which implementations pass on so the two audit trails can be joined.
+#[async_trait::async_trait]
+pub trait ClusterStore: Send + Sync + 'static {
+    /// Names of every namespace.
+    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error>;
+    /// Whether a namespace exists.
+    async fn namespace_exists(&self, namespace: &str, request_id: &str) -> Result<bool, Error>;
+    /// Creates a RayCluster from its manifest; with `dry_run`, Kubernetes
+    /// checks it and stores nothing.
+    async fn create(
+        &self,
+        manifest: &Value,
+        dry_run: bool,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error>;
+    /// One RayCluster.
+    async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error>;
+    /// RayClusters of one namespace, or of all when `None`.
+    async fn list(
+        &self,
+        namespace: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<ObservedCluster>, Error>;
+    /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
+    async fn pods(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<ObservedPod>, Error>;
+    /// Events of one namespace.
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error>;
+    /// Applies a JSON patch (RFC 6902); a `replace` of
+    /// `/metadata/resourceVersion` makes it conditional (stale → `Conflict`).
+    async fn patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error>;
+    /// Deletes a RayCluster (Kubernetes removes its pods and service).
+    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error>;
+    /// Every change to the cluster and its pods from now on, starting with
+    /// their current state.
+    async fn watch(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error>;
+    /// Whether Kubernetes answers (for readiness).
+    async fn ping(&self) -> Result<(), Error>;
+}
+
+/// Where the audit trail goes.
+#[async_trait::async_trait]
+pub trait AuditSink: Send + Sync + 'static {
+    /// Durably records a mutation about to reach Kubernetes (outcome
+    /// `pending`). An error means the mutation must not happen.
+    async fn begin(&self, entry: &AuditEntry) -> Result<(), Error>;
+    /// Records how a begun mutation ended. Never fails the request: an
+    /// implementation retries or reports on its own.
+    async fn finish(&self, entry: &AuditEntry);
+    /// Records a request that changed nothing (denied, invalid, reads).
+    async fn record(&self, entry: &AuditEntry);
+    /// Whether the sink can write now (for readiness).
+    async fn ping(&self) -> Result<(), Error>;
+}

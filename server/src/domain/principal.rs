@@ -1,0 +1,181 @@
+//! Who is calling, and what they may do where.
+
+use std::fmt;
+
+/// A role on a namespace; each includes the ones before it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Get, list, describe, wait.
+    Viewer,
+    /// Also create, scale, delete.
+    Editor,
+    /// Also read the namespace's audit log.
+    Admin,
+}
+
+impl Role {
+    /// `viewer`, `editor`, `admin`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Viewer => "viewer",
+            Self::Editor => "editor",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a request wants to do, and the role it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Read clusters.
+    Read,
+    /// Create, scale or delete clusters.
+    Mutate,
+    /// Read the audit log.
+    ReadAudit,
+}
+
+impl Action {
+    /// The least role that allows it.
+    pub fn needs(self) -> Role {
+        match self {
+            Self::Read => Role::Viewer,
+            Self::Mutate => Role::Editor,
+            Self::ReadAudit => Role::Admin,
+        }
+    }
+}
+
+/// One line of the team mapping that applies to a principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Team name.
+    pub team: String,
+    /// A namespace, or a prefix ending in `*`.
+    pub pattern: String,
+    /// Role granted.
+    pub role: Role,
+}
+
+impl Grant {
+    /// Whether the pattern covers `namespace`.
+    pub fn matches(&self, namespace: &str) -> bool {
+        match self.pattern.strip_suffix('*') {
+            Some(prefix) => namespace.starts_with(prefix),
+            None => self.pattern == namespace,
+        }
+    }
+}
+
+/// An authenticated caller with the grants the team mapping gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Token subject.
+    pub subject: String,
+    /// E-mail, when the token has one.
+    pub email: Option<String>,
+    /// Groups from the token.
+    pub groups: Vec<String>,
+    /// Teams the caller belongs to.
+    pub teams: Vec<String>,
+    /// Whether the caller may do everything everywhere.
+    pub global_admin: bool,
+    /// Grants that apply to the caller.
+    pub grants: Vec<Grant>,
+}
+
+impl Principal {
+    /// The highest role any grant gives on `namespace`; `None` is no access.
+    pub fn role_in(&self, namespace: &str) -> Option<Role> {
+        if self.global_admin {
+            return Some(Role::Admin);
+        }
+        self.grants
+            .iter()
+            .filter(|g| g.matches(namespace))
+            .map(|g| g.role)
+            .max()
+    }
+
+    /// Whether `action` is allowed on `namespace`.
+    pub fn may(&self, action: Action, namespace: &str) -> bool {
+        self.role_in(namespace).is_some_and(|r| r >= action.needs())
+    }
+
+    /// Teams whose grants cover `namespace`.
+    pub fn teams_for(&self, namespace: &str) -> Vec<String> {
+        let mut teams: Vec<String> = self
+            .grants
+            .iter()
+            .filter(|g| g.matches(namespace))
+            .map(|g| g.team.clone())
+            .collect();
+        teams.dedup();
+        teams
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> Principal {
+        Principal {
+            subject: "alice".into(),
+            email: None,
+            groups: vec![],
+            teams: vec!["ml".into()],
+            global_admin: false,
+            grants: vec![
+                Grant {
+                    team: "ml".into(),
+                    pattern: "ml-team".into(),
+                    role: Role::Editor,
+                },
+                Grant {
+                    team: "ml".into(),
+                    pattern: "shared-*".into(),
+                    role: Role::Viewer,
+                },
+                Grant {
+                    team: "ops".into(),
+                    pattern: "shared-ops".into(),
+                    role: Role::Admin,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_highest_matching_role_wins_and_no_match_denies() {
+        let a = alice();
+        assert_eq!(a.role_in("ml-team"), Some(Role::Editor));
+        assert_eq!(a.role_in("shared-data"), Some(Role::Viewer));
+        assert_eq!(a.role_in("shared-ops"), Some(Role::Admin));
+        assert_eq!(a.role_in("other"), None);
+        assert_eq!(a.role_in("ml-team-2"), None, "exact names match exactly");
+        assert!(a.may(Action::Mutate, "ml-team"));
+        assert!(!a.may(Action::Mutate, "shared-data"));
+        assert!(!a.may(Action::ReadAudit, "ml-team"));
+        assert_eq!(a.teams_for("shared-ops"), ["ml", "ops"]);
+    }
+
+    #[test]
+    fn global_admins_may_do_everything() {
+        let admin = Principal {
+            global_admin: true,
+            grants: vec![],
+            ..alice()
+        };
+        assert!(admin.may(Action::ReadAudit, "anything"));
+    }
+}

@@ -1,0 +1,273 @@
+//! The only code that talks to Kubernetes: RayClusters, their pods and
+//! events, through kube-rs, into the domain's observed views.
+
+mod errors;
+
+use axum::http::{HeaderValue, Method, Request, header};
+use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
+use kube::core::{
+    WatchEvent,
+    params::{DeleteParams, GetParams, ListParams, PostParams, WatchParams},
+    request::Request as KubeRequest,
+};
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::domain::{
+    ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
+};
+
+/// Header carrying krayne's request id to the Kubernetes API.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Longest a wait's watch may run before Kubernetes closes it.
+const WATCH_TIMEOUT_SECONDS: u32 = 3600;
+
+/// Kubernetes (or the sandbox) through a kube-rs client.
+#[derive(Clone)]
+pub struct KubeClusterStore {
+    client: kube::Client,
+}
+
+#[derive(Deserialize)]
+struct ObjectList<T> {
+    items: Vec<T>,
+}
+
+#[derive(Deserialize)]
+struct Named {
+    metadata: NamedMeta,
+}
+
+#[derive(Deserialize)]
+struct NamedMeta {
+    name: String,
+}
+
+fn rayclusters(namespace: Option<&str>) -> KubeRequest {
+    KubeRequest::new(match namespace {
+        Some(ns) => format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"),
+        None => "/apis/ray.io/v1/rayclusters".to_owned(),
+    })
+}
+
+fn core(namespace: &str, plural: &str) -> KubeRequest {
+    KubeRequest::new(format!("/api/v1/namespaces/{namespace}/{plural}"))
+}
+
+impl KubeClusterStore {
+    /// Uses `client` for every call.
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        request: Result<Request<Vec<u8>>, kube::core::request::Error>,
+        request_id: &str,
+    ) -> Result<T, Error> {
+        let mut request =
+            request.map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            request.headers_mut().insert(REQUEST_ID_HEADER, v);
+        }
+        self.client
+            .request::<T>(request)
+            .await
+            .map_err(errors::translate)
+    }
+
+    async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(
+        &self,
+        request: KubeRequest,
+        selector: ListParams,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<WatchEvent<T>, Error>>, Error> {
+        let mut params = WatchParams::default()
+            .timeout(WATCH_TIMEOUT_SECONDS)
+            .disable_bookmarks();
+        params.label_selector = selector.label_selector;
+        params.field_selector = selector.field_selector;
+        let mut req = request
+            .watch(&params, "0")
+            .map_err(|e| Error::Internal(format!("building a Kubernetes watch: {e}")))?;
+        // "0": start with the current objects as ADDED, then follow.
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            req.headers_mut().insert(REQUEST_ID_HEADER, v);
+        }
+        let stream = self
+            .client
+            .request_events::<T>(req)
+            .await
+            .map_err(errors::translate)?;
+        Ok(stream.map(|r| r.map_err(errors::translate)).boxed())
+    }
+}
+
+#[async_trait::async_trait]
+impl ClusterStore for KubeClusterStore {
+    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error> {
+        let list: ObjectList<Named> = self
+            .call(
+                KubeRequest::new("/api/v1/namespaces").list(&ListParams::default()),
+                request_id,
+            )
+            .await?;
+        Ok(list.items.into_iter().map(|n| n.metadata.name).collect())
+    }
+
+    async fn namespace_exists(&self, namespace: &str, request_id: &str) -> Result<bool, Error> {
+        let request = KubeRequest::new("/api/v1/namespaces").get(namespace, &GetParams::default());
+        match self.call::<Named>(request, request_id).await {
+            Ok(_) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create(
+        &self,
+        manifest: &Value,
+        dry_run: bool,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let namespace = manifest["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        let body = serde_json::to_vec(manifest).map_err(|e| Error::Internal(e.to_string()))?;
+        let params = PostParams {
+            dry_run,
+            ..PostParams::default()
+        };
+        self.call(
+            rayclusters(Some(namespace)).create(&params, body),
+            request_id,
+        )
+        .await
+    }
+
+    async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        self.call(
+            rayclusters(Some(namespace)).get(name, &GetParams::default()),
+            request_id,
+        )
+        .await
+    }
+
+    async fn list(
+        &self,
+        namespace: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<ObservedCluster>, Error> {
+        let list: ObjectList<ObservedCluster> = self
+            .call(
+                rayclusters(namespace).list(&ListParams::default()),
+                request_id,
+            )
+            .await?;
+        Ok(list.items)
+    }
+
+    async fn pods(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<ObservedPod>, Error> {
+        let selector = match cluster {
+            Some(c) => format!("ray.io/cluster={c}"),
+            None => "ray.io/cluster".to_owned(),
+        };
+        let list: ObjectList<ObservedPod> = self
+            .call(
+                core(namespace, "pods").list(&ListParams::default().labels(&selector)),
+                request_id,
+            )
+            .await?;
+        Ok(list.items)
+    }
+
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error> {
+        let list: ObjectList<ObservedEvent> = self
+            .call(
+                core(namespace, "events").list(&ListParams::default()),
+                request_id,
+            )
+            .await?;
+        Ok(list.items)
+    }
+
+    async fn patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let body = serde_json::to_vec(patch).map_err(|e| Error::Internal(e.to_string()))?;
+        let uri = format!("/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{name}");
+        let request = Request::builder()
+            .method(Method::PATCH)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json-patch+json")
+            .header(header::ACCEPT, "application/json")
+            .body(body)
+            .map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
+        self.call(Ok(request), request_id).await
+    }
+
+    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error> {
+        let request = rayclusters(Some(namespace)).delete(name, &DeleteParams::background());
+        self.call::<Value>(request, request_id).await.map(|_| ())
+    }
+
+    async fn watch(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
+        let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        let clusters = self
+            .events_of::<ObservedCluster>(rayclusters(Some(namespace)), by_name, request_id)
+            .await?
+            .try_filter_map(|e| async move {
+                Ok(match e {
+                    WatchEvent::Added(c) | WatchEvent::Modified(c) => {
+                        Some(ClusterChange::Cluster(Box::new(c)))
+                    }
+                    WatchEvent::Deleted(_) => Some(ClusterChange::ClusterDeleted),
+                    WatchEvent::Bookmark(_) => None,
+                    WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
+                })
+            });
+        let of_cluster = ListParams::default().labels(&format!("ray.io/cluster={name}"));
+        let pods = self
+            .events_of::<ObservedPod>(core(namespace, "pods"), of_cluster, request_id)
+            .await?
+            .try_filter_map(|e| async move {
+                Ok(match e {
+                    WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                        Some(ClusterChange::Pod(Box::new(p)))
+                    }
+                    WatchEvent::Deleted(p) => Some(ClusterChange::PodDeleted(p.metadata.name)),
+                    WatchEvent::Bookmark(_) => None,
+                    WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
+                })
+            });
+        Ok(futures::stream::select(clusters, pods).boxed())
+    }
+
+    async fn ping(&self) -> Result<(), Error> {
+        self.client
+            .apiserver_version()
+            .await
+            .map(|_| ())
+            .map_err(errors::translate)
+    }
+}

@@ -1,0 +1,99 @@
+//! Building and writing audit rows for the use cases.
+
+use std::{future::Future, time::Instant};
+
+use serde_json::Value;
+
+use super::{ClusterService, Context};
+use crate::domain::{
+    Error,
+    audit::{AuditEntry, Outcome},
+};
+
+impl ClusterService {
+    fn entry(
+        &self,
+        cx: &Context,
+        action: &str,
+        namespace: Option<&str>,
+        cluster: Option<&str>,
+        summary: Value,
+    ) -> AuditEntry {
+        let p = &cx.principal;
+        AuditEntry {
+            id: uuid::Uuid::now_v7().to_string(),
+            occurred_at: jiff::Timestamp::now().to_string(),
+            meta: cx.meta.clone(),
+            subject: p.subject.clone(),
+            email: p.email.clone(),
+            groups: p.groups.clone(),
+            teams: p.teams.clone(),
+            action: action.to_owned(),
+            namespace: namespace.map(str::to_owned),
+            cluster: cluster.map(str::to_owned),
+            summary,
+            outcome: Outcome::Pending,
+            error_code: None,
+            error: None,
+            duration_ms: None,
+        }
+    }
+
+    /// Audits a request refused before it could act (denied or invalid).
+    pub(super) async fn record_refusal(
+        &self,
+        cx: &Context,
+        action: &str,
+        namespace: Option<&str>,
+        cluster: Option<&str>,
+        error: &Error,
+    ) {
+        let mut e = self.entry(cx, action, namespace, cluster, Value::Null);
+        e.outcome = match error {
+            Error::PermissionDenied(_) => Outcome::Denied,
+            _ => Outcome::Invalid,
+        };
+        e.error_code = Some(error.code());
+        e.error = Some(error.to_string());
+        e.duration_ms = Some(0);
+        self.audit.record(&e).await;
+    }
+
+    /// Runs a mutation between a durable `pending` row and its outcome. If
+    /// the row cannot be written, the mutation does not run (fail closed).
+    pub(super) async fn audited<T, F, Fut>(
+        &self,
+        cx: &Context,
+        action: &str,
+        namespace: &str,
+        cluster: &str,
+        summary: Value,
+        mutation: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let started = Instant::now();
+        let mut e = self.entry(cx, action, Some(namespace), Some(cluster), summary);
+        if let Err(why) = self.audit.begin(&e).await {
+            tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the mutation");
+            return Err(Error::Unavailable(
+                "the audit log cannot be written, so nothing was changed; try again shortly".into(),
+            ));
+        }
+        let result = mutation().await;
+        e.outcome = match &result {
+            Ok(_) => Outcome::Succeeded,
+            Err(Error::InvalidArgument(_)) => Outcome::Invalid,
+            Err(_) => Outcome::Failed,
+        };
+        if let Err(error) = &result {
+            e.error_code = Some(error.code());
+            e.error = Some(error.to_string());
+        }
+        e.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        self.audit.finish(&e).await;
+        result
+    }
+}

@@ -1,0 +1,45 @@
+//! Who the caller is, and which namespaces they may use.
+
+use super::{ClusterService, Context};
+use crate::domain::{Error, Identity, NamespaceAccess, Page, PageRequest};
+
+impl ClusterService {
+    /// The caller, their teams and their effective role per namespace.
+    pub async fn whoami(&self, cx: &Context) -> Result<Identity, Error> {
+        let p = &cx.principal;
+        Ok(Identity {
+            subject: p.subject.clone(),
+            email: p.email.clone(),
+            groups: p.groups.clone(),
+            teams: p.teams.clone(),
+            global_admin: p.global_admin,
+            namespaces: self.accessible(cx).await?,
+            grants: p.grants.clone(),
+        })
+    }
+
+    /// Namespaces the caller may use, by name.
+    pub async fn namespaces(
+        &self,
+        cx: &Context,
+        page: &PageRequest,
+    ) -> Result<Page<NamespaceAccess>, Error> {
+        Ok(page.apply(self.accessible(cx).await?, |n| n.namespace.clone()))
+    }
+
+    async fn accessible(&self, cx: &Context) -> Result<Vec<NamespaceAccess>, Error> {
+        let mut names = self.store.namespaces(&cx.meta.request_id).await?;
+        names.sort();
+        Ok(names
+            .into_iter()
+            .filter_map(|ns| {
+                let role = cx.principal.role_in(&ns)?;
+                Some(NamespaceAccess {
+                    via_teams: cx.principal.teams_for(&ns),
+                    namespace: ns,
+                    role,
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,116 @@
+//! Waiting for readiness: driven by a watch of the cluster and its pods, so
+//! waiters cost no polling.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use futures::{StreamExt as _, stream::BoxStream};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{ClusterService, Context};
+use crate::{
+    domain::{
+        Action, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod,
+        ResourceKind,
+    },
+    manifest,
+};
+
+impl ClusterService {
+    /// The cluster's summary now and at each status change after, ending
+    /// after `ready`; `DeadlineExceeded` (naming the last status) when
+    /// `timeout` passes first. `None` means the default timeout.
+    pub async fn wait(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        timeout: Option<Duration>,
+    ) -> Result<BoxStream<'static, Result<ClusterInfo, Error>>, Error> {
+        self.authorize(cx, Action::Read, "cluster.wait", namespace, Some(name))
+            .await?;
+        let timeout = timeout.unwrap_or(self.settings.default_wait);
+        if timeout.is_zero() || timeout > self.settings.max_wait {
+            let max = self.settings.max_wait.as_secs();
+            return Err(Error::invalid(
+                "timeout_seconds",
+                format!("must be between 1 and {max}"),
+            ));
+        }
+        let rid = &cx.meta.request_id;
+        // Fail fast on a missing cluster rather than wait for it.
+        self.store.get(namespace, name, rid).await?;
+        let changes = self.store.watch(namespace, name, rid).await?;
+        let (tx, rx) = mpsc::channel(16);
+        let what = format!("{namespace}/{name}");
+        tokio::spawn(follow(changes, tx, timeout, what));
+        Ok(ReceiverStream::new(rx).boxed())
+    }
+}
+
+async fn follow(
+    mut changes: BoxStream<'static, Result<ClusterChange, Error>>,
+    tx: mpsc::Sender<Result<ClusterInfo, Error>>,
+    timeout: Duration,
+    what: String,
+) {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut cluster: Option<ObservedCluster> = None;
+    let mut pods: BTreeMap<String, ObservedPod> = BTreeMap::new();
+    let mut last: Option<ClusterStatus> = None;
+    loop {
+        let change = tokio::select! {
+            change = changes.next() => change,
+            () = &mut deadline => {
+                let seen = last.as_ref().map_or("unknown", ClusterStatus::as_str);
+                let message = format!("cluster {what} not ready after {}s (last status: {seen})", timeout.as_secs());
+                let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
+                return;
+            }
+            () = tx.closed() => return,
+        };
+        match change {
+            None => {
+                let _ = tx
+                    .send(Err(Error::Unavailable(
+                        "the watch on Kubernetes ended; wait again".into(),
+                    )))
+                    .await;
+                return;
+            }
+            Some(Err(e)) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+            Some(Ok(ClusterChange::ClusterDeleted)) => {
+                let name = what.rsplit('/').next().unwrap_or_default().to_owned();
+                let _ = tx
+                    .send(Err(Error::NotFound {
+                        kind: ResourceKind::Cluster,
+                        name,
+                    }))
+                    .await;
+                return;
+            }
+            Some(Ok(ClusterChange::Cluster(c))) => cluster = Some(*c),
+            Some(Ok(ClusterChange::Pod(p))) => {
+                pods.insert(p.metadata.name.clone(), *p);
+            }
+            Some(Ok(ClusterChange::PodDeleted(name))) => {
+                pods.remove(&name);
+            }
+        }
+        let Some(c) = &cluster else { continue };
+        let current: Vec<ObservedPod> = pods.values().cloned().collect();
+        let info = manifest::cluster_info(c, Some(&current));
+        if last.as_ref() == Some(&info.status) {
+            continue;
+        }
+        last = Some(info.status.clone());
+        let ready = info.status == ClusterStatus::Ready;
+        if tx.send(Ok(info)).await.is_err() || ready {
+            return;
+        }
+    }
+}
