@@ -1,0 +1,130 @@
+//! Wiring: the one place that names concrete adapters and starts listeners.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{Router, middleware};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+
+use crate::{
+    auth::Authenticator,
+    domain::{AuditSink, ClusterStore},
+    grpc, ops,
+    rest::{self, AppState, REQUEST_ID, RestSettings},
+    service::{ClusterService, ServiceSettings},
+};
+
+/// Everything a running server needs, with adapters chosen.
+pub struct Parts {
+    /// Kubernetes.
+    pub store: Arc<dyn ClusterStore>,
+    /// The audit trail.
+    pub audit: Arc<dyn AuditSink>,
+    /// Token verification and team mapping.
+    pub auth: Authenticator,
+    /// Use-case limits and the default image.
+    pub service: ServiceSettings,
+    /// HTTP limits and CORS.
+    pub rest: RestSettings,
+    /// How long in-flight requests may finish after a shutdown signal.
+    pub grace: Duration,
+}
+
+/// A server whose listeners are bound and serving.
+pub struct Running {
+    /// Address of the API.
+    pub api_addr: SocketAddr,
+    /// Address of the ops endpoints.
+    pub ops_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Asks the server to stop (as SIGTERM does) and waits until it has.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Waits until the server stops on its own (after a signal).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Binds both listeners and serves until `shutdown` resolves or `stop` is
+/// called; then stops accepting, lets in-flight requests finish within the
+/// grace period, and returns.
+pub async fn start(parts: Parts, api: SocketAddr, ops: SocketAddr, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Running, String> {
+    let service = ClusterService::new(parts.store, parts.audit, parts.service);
+    let state = AppState { service: service.clone(), auth: parts.auth.clone() };
+    let (grpc_routes, health) = grpc::router(service.clone(), parts.auth).await?;
+    let grpc_routes = grpc_routes
+        .route_layer(middleware::from_fn(ops::track_http))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
+    // gRPC services own their paths; every other request is REST's.
+    let app: Router = grpc_routes.fallback_service(rest::router(state, &parts.rest));
+    let api_listener = TcpListener::bind(api).await.map_err(|e| format!("cannot listen on {api}: {e}"))?;
+    let ops_listener = TcpListener::bind(ops).await.map_err(|e| format!("cannot listen on {ops}: {e}"))?;
+    let api_addr = api_listener.local_addr().map_err(|e| e.to_string())?;
+    let ops_addr = ops_listener.local_addr().map_err(|e| e.to_string())?;
+    let (stop, stopping) = watch::channel(false);
+    let grace = parts.grace;
+    let ops_app = ops::router(service);
+    let task = tokio::spawn(async move {
+        let mut by_stop = stopping.clone();
+        let signal = async move {
+            tokio::select! {
+                () = shutdown => {}
+                _ = by_stop.changed() => {}
+            }
+            tracing::info!("shutting down: no new connections; finishing requests in flight");
+            for service in ["", "krayne.v1.ClusterService", "krayne.v1.IdentityService"] {
+                health.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
+            }
+        };
+        let (drained_tx, drained) = tokio::sync::oneshot::channel::<()>();
+        let api_server = axum::serve(api_listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                signal.await;
+                let _ = drained_tx.send(());
+            });
+        let mut ops_stop = stopping;
+        let ops_server = axum::serve(ops_listener, ops_app).with_graceful_shutdown(async move {
+            let _ = ops_stop.changed().await;
+        });
+        let ops_task = tokio::spawn(async move { ops_server.await });
+        let api_task = tokio::spawn(async move { api_server.await });
+        let _ = drained.await;
+        // In flight when the signal came: finish within the grace period.
+        if tokio::time::timeout(grace, api_task).await.is_err() {
+            tracing::warn!(grace_seconds = grace.as_secs(), "requests still in flight after the grace period; stopping anyway");
+        }
+        ops_task.abort();
+    });
+    Ok(Running { api_addr, ops_addr, stop, task })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,86 @@
+//! `krayne-server sandbox`: everything on one machine, nothing to install.
+
+use std::{sync::Arc, time::Duration};
+
+use jsonwebtoken::Algorithm;
+
+use super::start_sandbox;
+use crate::{
+    app::{self, Parts},
+    audit::LogAuditSink,
+    auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
+    config::SandboxArgs,
+    k8s::KubeClusterStore,
+    rest::RestSettings,
+    service::ServiceSettings,
+};
+
+const TEAMS: &str = r#"
+admins: { groups: [platform-admins], subjects: [] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research], subjects: [alice@example.com] }
+    namespaces: { ml-team: editor, "shared-*": viewer }
+"#;
+
+fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String> {
+    let request = MintRequest {
+        subject: subject.to_owned(),
+        email: Some(subject.to_owned()),
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        ttl_seconds: 12 * 3600,
+        issuer: "krayne".into(),
+        audience: "krayne".into(),
+    };
+    mint(&request, Algorithm::HS256, secret)
+}
+
+/// Runs the sandbox until SIGINT/SIGTERM.
+#[allow(clippy::print_stdout)]
+pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
+    let sandbox = start_sandbox(&args).await?;
+    let kubeconfig = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("krayne-sandbox-{}.kubeconfig", std::process::id())));
+    sandbox.write_kubeconfig(&kubeconfig).map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
+    // A fresh signing secret per run: tokens printed below die with it.
+    let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
+    let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
+    let mapping = TeamMapping::parse(TEAMS)?;
+    let parts = Parts {
+        store: Arc::new(KubeClusterStore::new(client)),
+        audit: Arc::new(LogAuditSink),
+        auth: Authenticator::new(verifier, mapping),
+        service: ServiceSettings::default(),
+        rest: RestSettings::default(),
+        grace: Duration::from_secs(5),
+    };
+    let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
+    let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
+    let running = app::start(parts, api, ops, app::shutdown_signal()).await?;
+    let admin = token(&secret, "admin@example.com", &["platform-admins"])?;
+    let alice = token(&secret, "alice@example.com", &["ml-research"])?;
+    let url = format!("http://{}", running.api_addr);
+    println!(
+        "krayne sandbox is running (simulated Kubernetes; stop with Ctrl-C)\n\n\
+         API (REST + gRPC)  {url}\n\
+         API docs           {url}/docs\n\
+         health/metrics     http://{ops}/readyz  http://{ops}/metrics\n\
+         kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\n\
+         admin token (all namespaces):\n  export KRAYNE_ADMIN_TOKEN={admin}\n\
+         team token (alice, ml-research: editor on ml-team, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
+         Try it:\n\
+         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/whoami\n\
+         curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
+         curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n",
+        ops = running.ops_addr,
+        kc = kubeconfig.display(),
+    );
+    tracing::info!("the audit trail goes to this log in the sandbox (target krayne::audit)");
+    running.wait().await;
+    sandbox.shutdown().await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! Command line and environment (`KRAYNE_*`) of `krayne-server`.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+/// krayne: a multi-tenant control plane for Ray clusters on Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "krayne-server", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log filter, e.g. `info` or `krayne_server=debug` (RUST_LOG syntax).
+    #[arg(long, global = true, env = "KRAYNE_LOG", default_value = "info")]
+    pub log: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true, env = "KRAYNE_LOG_JSON")]
+    pub log_json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API against a Kubernetes cluster.
+    Serve(Box<ServeArgs>),
+    /// Try krayne with nothing installed: a simulated Kubernetes, the
+    /// server, development tokens, and ready-to-paste commands.
+    Sandbox(SandboxArgs),
+    /// Print the OpenAPI document of the REST API.
+    Openapi,
+    /// Development tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// Listeners, limits and browser access.
+#[derive(Debug, Clone, Args)]
+pub struct HttpArgs {
+    /// Address of the API (REST and gRPC).
+    #[arg(long, env = "KRAYNE_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Address of /healthz, /readyz and /metrics (no authentication).
+    #[arg(long, env = "KRAYNE_OPS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub ops_listen: SocketAddr,
+    /// Browser origins allowed to call the API (CORS), exact, comma-separated.
+    #[arg(long = "cors-origin", env = "KRAYNE_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+    /// Largest request body in bytes.
+    #[arg(long, env = "KRAYNE_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
+    pub body_limit_bytes: usize,
+    /// Longest a unary request may take, in seconds.
+    #[arg(long, env = "KRAYNE_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub request_timeout_seconds: u64,
+    /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
+    #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
+    pub shutdown_grace_seconds: u64,
+    /// Ray image of pods that name none (`-gpu` is added for GPU pods).
+    #[arg(long, env = "KRAYNE_DEFAULT_RAY_IMAGE", default_value = "rayproject/ray:2.43.0-py312")]
+    pub default_ray_image: String,
+}
+
+/// `krayne-server serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Listeners and limits.
+    #[command(flatten)]
+    pub http: HttpArgs,
+    /// Kubeconfig file; without it, in-cluster configuration or the default
+    /// kubeconfig is used.
+    #[arg(long, env = "KRAYNE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long, env = "KRAYNE_KUBE_CONTEXT")]
+    pub kube_context: Option<String>,
+    /// Team mapping YAML file.
+    #[arg(long, env = "KRAYNE_TEAMS_FILE")]
+    pub teams_file: PathBuf,
+    /// Token checks.
+    #[command(flatten)]
+    pub jwt: JwtArgs,
+}
+
+/// How tokens are checked.
+#[derive(Debug, Clone, Args)]
+pub struct JwtArgs {
+    /// Required `iss`.
+    #[arg(long, env = "KRAYNE_JWT_ISSUER", default_value = "krayne")]
+    pub jwt_issuer: String,
+    /// Required audience (`aud` must contain it).
+    #[arg(long, env = "KRAYNE_JWT_AUDIENCE", default_value = "krayne")]
+    pub jwt_audience: String,
+    /// Public key as `ALG:PATH` (RS256, PS256, ES256, ES384, EdDSA); repeatable.
+    #[arg(long = "jwt-public-key", env = "KRAYNE_JWT_PUBLIC_KEYS", value_delimiter = ',')]
+    pub jwt_public_keys: Vec<String>,
+    /// HS256 shared-secret file: development only.
+    #[arg(long, env = "KRAYNE_JWT_HS256_SECRET_FILE")]
+    pub jwt_hs256_secret_file: Option<PathBuf>,
+    /// Clock skew allowed, in seconds (at most 60).
+    #[arg(long, env = "KRAYNE_JWT_LEEWAY_SECONDS", default_value_t = 30)]
+    pub jwt_leeway_seconds: u64,
+}
+
+/// `krayne-server sandbox`.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// Port of the API on 127.0.0.1 (0 picks a free one).
+    #[arg(long, env = "KRAYNE_SANDBOX_PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Port of /healthz, /readyz and /metrics on 127.0.0.1 (0 picks one).
+    #[arg(long, env = "KRAYNE_SANDBOX_OPS_PORT", default_value_t = 9090)]
+    pub ops_port: u16,
+    /// Where to write a kubeconfig for kubectl (default: a temp file).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Multiply the simulated operator's delays (0 = instant).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+}
+
+/// `krayne-server token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Sign a development token.
+    Mint(MintArgs),
+}
+
+/// `krayne-server token mint`.
+#[derive(Debug, Args)]
+pub struct MintArgs {
+    /// HS256 secret file, or a PEM private key for `--alg`.
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Signing algorithm.
+    #[arg(long, default_value = "HS256")]
+    pub alg: String,
+    /// Subject.
+    #[arg(long)]
+    pub sub: String,
+    /// E-mail claim.
+    #[arg(long)]
+    pub email: Option<String>,
+    /// Groups, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub groups: Vec<String>,
+    /// Lifetime, e.g. `1h`, `30m`, `2d`.
+    #[arg(long, default_value = "1h")]
+    pub ttl: String,
+    /// Issuer.
+    #[arg(long, default_value = "krayne")]
+    pub issuer: String,
+    /// Audience.
+    #[arg(long, default_value = "krayne")]
+    pub audience: String,
+}

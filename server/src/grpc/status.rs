@@ -1,0 +1,65 @@
+//! Domain errors → gRPC statuses, exhaustively, with rich details.
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
+
+use crate::domain::Error;
+
+/// The status a domain error answers with.
+#[deny(clippy::wildcard_enum_match_arm)]
+pub(crate) fn to_status(e: Error) -> Status {
+    let message = e.to_string();
+    match e {
+        Error::InvalidArgument(v) => {
+            let violations: Vec<tonic_types::FieldViolation> = v
+                .as_slice()
+                .iter()
+                .map(|f| tonic_types::FieldViolation::new(f.field.clone(), f.description.clone()))
+                .collect();
+            Status::with_error_details(Code::InvalidArgument, message, ErrorDetails::with_bad_request(violations))
+        }
+        Error::Unauthenticated(_) => Status::unauthenticated(message),
+        Error::PermissionDenied(_) => Status::permission_denied(message),
+        Error::NotFound { .. } => Status::not_found(message),
+        Error::AlreadyExists { .. } => Status::already_exists(message),
+        Error::Conflict(_) => Status::aborted(message),
+        Error::FailedPrecondition(_) => Status::failed_precondition(message),
+        Error::RateLimited { retry_after } => Status::with_error_details(
+            Code::ResourceExhausted,
+            message,
+            ErrorDetails::with_retry_info(Some(retry_after)),
+        ),
+        Error::Unavailable(_) => Status::unavailable(message),
+        Error::DeadlineExceeded(_) => Status::deadline_exceeded(message),
+        Error::Internal(detail) => {
+            tracing::error!(%detail, "internal error");
+            Status::internal(message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ResourceKind, Violations};
+
+    #[test]
+    fn invalid_arguments_carry_field_violations() {
+        let mut v = Violations::new();
+        v.push("worker_groups[0].min_replicas", "must be <= replicas (1)");
+        let status = to_status(Error::InvalidArgument(v));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let details = status.get_error_details();
+        let bad = details.bad_request().unwrap();
+        assert_eq!(bad.field_violations[0].field, "worker_groups[0].min_replicas");
+    }
+
+    #[test]
+    fn every_kind_has_its_code() {
+        let nf = Error::NotFound { kind: ResourceKind::Cluster, name: "x".into() };
+        assert_eq!(to_status(nf).code(), Code::NotFound);
+        assert_eq!(to_status(Error::Conflict("c".into())).code(), Code::Aborted);
+        assert_eq!(to_status(Error::Internal("secret detail".into())).message(), "internal error");
+        assert_eq!(to_status(Error::DeadlineExceeded("late".into())).code(), Code::DeadlineExceeded);
+    }
+}

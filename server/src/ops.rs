@@ -1,0 +1,64 @@
+//! The ops listener (`/healthz`, `/readyz`, `/metrics`, no authentication)
+//! and the request metrics it reports.
+
+use std::{sync::OnceLock, time::Instant};
+
+use axum::{
+    Json, Router,
+    extract::{MatchedPath, Request, State},
+    http::StatusCode,
+    middleware::Next,
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
+
+use crate::service::ClusterService;
+
+/// The process's Prometheus recorder, installed on first use.
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder is installed; ours still renders.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Middleware: counts requests by route, method and status, with latency.
+pub async fn track_http(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = request.method().to_string();
+    let response = next.run(request).await;
+    let labels = [("route", route), ("method", method), ("code", response.status().as_u16().to_string())];
+    metrics::counter!("krayne_http_requests_total", &labels).increment(1);
+    metrics::histogram!("krayne_http_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn readyz(State(service): State<ClusterService>) -> Response {
+    match service.ready().await {
+        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not ready", "reason": e.to_string()}))).into_response(),
+    }
+}
+
+/// `/healthz` (the process is up), `/readyz` (Kubernetes and the audit
+/// log answer) and `/metrics` (Prometheus text).
+pub fn router(service: ClusterService) -> Router {
+    let handle = metrics_handle();
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(move || async move { handle.render() }))
+        .with_state(service)
+}

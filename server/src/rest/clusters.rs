@@ -1,0 +1,206 @@
+//! Cluster routes.
+
+use std::time::Duration;
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+use futures::StreamExt as _;
+
+use super::{
+    AppState,
+    dto::{ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery, ScaleRequest, WaitQuery},
+    extract::{Caller, ConfigBody, JsonBody, QueryOf},
+    problem::{ApiError, Problem},
+};
+use crate::{
+    domain::{Error, PageRequest},
+    service::{CreateInput, ScaleInput},
+};
+
+fn page(q: &PageQuery) -> Result<PageRequest, Error> {
+    PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
+}
+
+/// List clusters in every namespace the caller may see.
+///
+/// Ordered by namespace, then name; namespaces without the viewer role are
+/// left out rather than refused.
+#[utoipa::path(get, path = "/v1/clusters", tag = "clusters", params(PageQuery),
+    responses(
+        (status = 200, description = "One page of clusters", body = ClusterList),
+        (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_all(State(s): State<AppState>, Caller(cx): Caller, QueryOf(q): QueryOf<PageQuery>) -> Result<Json<ClusterList>, ApiError> {
+    Ok(Json(s.service.list(&cx, None, &page(&q)?).await?.into()))
+}
+
+/// List the clusters of one namespace.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), PageQuery),
+    responses(
+        (status = 200, description = "One page of clusters", body = ClusterList),
+        (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path(namespace): Path<String>,
+    QueryOf(q): QueryOf<PageQuery>,
+) -> Result<Json<ClusterList>, ApiError> {
+    Ok(Json(s.service.list(&cx, Some(&namespace), &page(&q)?).await?.into()))
+}
+
+/// Create a cluster from a Krayne config (JSON or YAML).
+///
+/// Every problem with the config is reported at once, with its field path.
+/// With `dry_run=true` Kubernetes checks the manifest, nothing is created,
+/// and the answer is 200 with the manifest.
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
+    request_body(content(
+        (ClusterConfig = "application/json"),
+        (ClusterConfig = "application/yaml"),
+    )),
+    responses(
+        (status = 201, description = "Created", body = CreateClusterResponse),
+        (status = 200, description = "Dry run: checked, nothing created", body = CreateClusterResponse),
+        (status = 400, description = "Invalid config, with every violation", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The namespace does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A cluster of that name exists", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing created", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path(namespace): Path<String>,
+    QueryOf(q): QueryOf<CreateQuery>,
+    ConfigBody(config): ConfigBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let dry_run = q.dry_run.unwrap_or(false);
+    let created = s.service.create(&cx, CreateInput { config, namespace: Some(namespace), dry_run }).await?;
+    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(CreateClusterResponse::from(created))))
+}
+
+/// Get one cluster's summary.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, description = "The cluster", body = ClusterInfo),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get(State(s): State<AppState>, Caller(cx): Caller, Path((namespace, name)): Path<(String, String)>) -> Result<Json<ClusterInfo>, ApiError> {
+    Ok(Json(s.service.get(&cx, &namespace, &name).await?.into()))
+}
+
+/// Delete a cluster; Kubernetes removes its pods shortly after.
+#[utoipa::path(delete, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn delete(State(s): State<AppState>, Caller(cx): Caller, Path((namespace, name)): Path<(String, String)>) -> Result<StatusCode, ApiError> {
+    s.service.delete(&cx, &namespace, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Describe a cluster: shape, services, conditions, pods and recent events.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/details", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        (status = 200, description = "The cluster in full", body = ClusterDetails),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn describe(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<ClusterDetails>, ApiError> {
+    Ok(Json(s.service.describe(&cx, &namespace, &name).await?.into()))
+}
+
+/// Resize one worker group.
+///
+/// A cluster with autoscaling changes only the counts given; one without
+/// pins `min_replicas` and `max_replicas` to `replicas`, as Krayne does.
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/scale", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    request_body = ScaleRequest,
+    responses(
+        (status = 200, description = "The cluster after scaling", body = ClusterInfo),
+        (status = 400, description = "Invalid counts", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster or worker group", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn scale(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    JsonBody(body): JsonBody<ScaleRequest>,
+) -> Result<Json<ClusterInfo>, ApiError> {
+    let input = ScaleInput {
+        worker_group: body.worker_group,
+        replicas: body.replicas,
+        min_replicas: body.min_replicas,
+        max_replicas: body.max_replicas,
+    };
+    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?.into()))
+}
+
+/// Wait until a cluster is ready (long poll).
+///
+/// Answers 200 with the cluster once its status is `ready`, or 504 naming
+/// the last status seen when the timeout passes first.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/wait", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), WaitQuery),
+    responses(
+        (status = 200, description = "The cluster, ready", body = ClusterInfo),
+        (status = 400, description = "Bad timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster (or it was deleted while waiting)", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn wait(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    QueryOf(q): QueryOf<WaitQuery>,
+) -> Result<Json<ClusterInfo>, ApiError> {
+    let timeout = q.timeout_seconds.map(Duration::from_secs);
+    let mut updates = s.service.wait(&cx, &namespace, &name, timeout).await?;
+    let mut last = None;
+    while let Some(update) = updates.next().await {
+        last = Some(update?);
+    }
+    last.map(|info| Json(info.into()))
+        .ok_or_else(|| Error::Internal("the wait ended without a status".into()).into())
+}

@@ -1,0 +1,37 @@
+//! Identity routes.
+
+use axum::{Json, extract::State};
+
+use super::{
+    AppState,
+    dto::{NamespaceList, PageQuery, WhoAmI},
+    extract::{Caller, QueryOf},
+    problem::{ApiError, Problem},
+};
+use crate::domain::PageRequest;
+
+/// Who the caller is: subject, groups, teams, and the effective role on
+/// each namespace, with the grants behind them.
+#[utoipa::path(get, path = "/v1/whoami", tag = "identity",
+    responses(
+        (status = 200, description = "The caller", body = WhoAmI),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
+    Ok(Json(s.service.whoami(&cx).await?.into()))
+}
+
+/// The namespaces the caller may use, with their role.
+#[utoipa::path(get, path = "/v1/namespaces", tag = "identity", params(PageQuery),
+    responses(
+        (status = 200, description = "One page of namespaces", body = NamespaceList),
+        (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn namespaces(State(s): State<AppState>, Caller(cx): Caller, QueryOf(q): QueryOf<PageQuery>) -> Result<Json<NamespaceList>, ApiError> {
+    let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
+    let p = s.service.namespaces(&cx, &page).await?;
+    Ok(Json(NamespaceList { namespaces: p.items.into_iter().map(Into::into).collect(), next_page_token: p.next_page_token }))
+}

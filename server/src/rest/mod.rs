@@ -1,0 +1,165 @@
+//! The REST transport: axum routes documented with utoipa, problem+json
+//! errors, and the HTTP middleware (request ids, tracing, timeouts, body
+//! limit, gzip, CORS). Calls the service layer only.
+
+mod clusters;
+mod dto;
+mod extract;
+mod identity;
+mod problem;
+
+use std::time::Duration;
+
+use axum::{
+    Router,
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderName, HeaderValue, Method, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+};
+pub use problem::Problem;
+use tower_http::{
+    catch_panic::CatchPanicLayer,
+    compression::CompressionLayer,
+    cors::{AllowOrigin, CorsLayer},
+    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    sensitive_headers::SetSensitiveRequestHeadersLayer,
+    trace::TraceLayer,
+};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::{auth::Authenticator, service::ClusterService};
+
+/// Header carrying the request id, generated when the client sends none.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// The use cases.
+    pub service: ClusterService,
+    /// Token verification and team mapping.
+    pub auth: Authenticator,
+}
+
+/// HTTP limits and browser access.
+#[derive(Debug, Clone)]
+pub struct RestSettings {
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Longest a unary request may take (waits have their own timeout).
+    pub request_timeout: Duration,
+    /// Origins allowed to call from a browser (exact matches).
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for RestSettings {
+    fn default() -> Self {
+        Self { body_limit: 1024 * 1024, request_timeout: Duration::from_secs(30), cors_origins: Vec::new() }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "krayne",
+        description = "Multi-tenant control plane for Ray clusters on Kubernetes. Every route under /v1 needs \
+                       `Authorization: Bearer <JWT>`; errors are RFC 9457 problem documents.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "clusters", description = "Ray cluster lifecycle"),
+        (name = "identity", description = "Who the caller is and what they may use"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(identity::whoami))
+        .routes(routes!(identity::namespaces))
+        .routes(routes!(clusters::list_all))
+        .routes(routes!(clusters::list, clusters::create))
+        .routes(routes!(clusters::get, clusters::delete))
+        .routes(routes!(clusters::describe))
+        .routes(routes!(clusters::scale))
+}
+
+/// The OpenAPI document of the REST API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut api) = api_routes().merge(OpenApiRouter::new().routes(routes!(clusters::wait))).split_for_parts();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    api
+}
+
+async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => Problem::new(StatusCode::GATEWAY_TIMEOUT, "deadline_exceeded", "the request took too long").into_response(),
+    }
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(origins))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
+        .expose_headers([REQUEST_ID])
+        .max_age(Duration::from_secs(600))
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    let body = serde_json::json!({"type": "https://krayne.dev/problems/internal", "title": "Internal Server Error",
+        "status": 500, "detail": "internal error", "code": "internal"});
+    (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
+}
+
+/// The REST API, `/openapi.json` and `/docs`, with every middleware.
+pub fn router(state: AppState, settings: &RestSettings) -> Router {
+    let limit = settings.request_timeout;
+    let (unary, api) = api_routes().split_for_parts();
+    let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
+    // Long polls carry their own timeout (timeout_seconds).
+    let (waits, _) = OpenApiRouter::new().routes(routes!(clusters::wait)).split_for_parts();
+    let mut doc = openapi();
+    doc.paths.paths.extend(api.paths.paths);
+    let rest = unary
+        .merge(waits)
+        .route_layer(middleware::from_fn(crate::ops::track_http))
+        .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+        })
+        .layer(middleware::from_fn(problem::render_problems))
+        .layer(DefaultBodyLimit::max(settings.body_limit))
+        .with_state(state);
+    Router::new()
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(rest)
+        .layer(CompressionLayer::new().gzip(true))
+        .layer(cors(&settings.cors_origins))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
+        .layer(CatchPanicLayer::custom(panic_response))
+}

@@ -1,0 +1,166 @@
+//! RFC 9457 problem documents: the one shape of every REST error.
+
+use axum::{
+    Json,
+    extract::Request,
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::{Error, FieldViolation};
+
+/// A problem document (`application/problem+json`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary (the HTTP reason).
+    pub title: String,
+    /// HTTP status.
+    pub status: u16,
+    /// What went wrong, for people.
+    pub detail: String,
+    /// Stable snake_case code, for programs.
+    pub code: String,
+    /// The request's id (`x-request-id`).
+    pub request_id: String,
+    /// For invalid input: every problem with its field path.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Violation>)]
+    pub violations: Vec<FieldViolation>,
+    #[serde(skip)]
+    headers: Vec<(header::HeaderName, String)>,
+}
+
+/// One invalid field.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Violation {
+    /// Field path, e.g. `worker_groups[1].min_replicas`.
+    pub field: String,
+    /// What is wrong with it.
+    pub description: String,
+}
+
+impl Problem {
+    /// A problem the transport itself raises (413, 415, 404 route, …).
+    pub fn new(status: StatusCode, code: &str, detail: impl Into<String>) -> Self {
+        Self {
+            type_: format!("https://krayne.dev/problems/{code}"),
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            code: code.to_owned(),
+            request_id: String::new(),
+            violations: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The status a domain error answers with.
+    #[deny(clippy::wildcard_enum_match_arm)]
+    pub fn status_of(e: &Error) -> StatusCode {
+        match e {
+            Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Error::PermissionDenied(_) => StatusCode::FORBIDDEN,
+            Error::NotFound { .. } => StatusCode::NOT_FOUND,
+            Error::AlreadyExists { .. } | Error::Conflict(_) | Error::FailedPrecondition(_) => StatusCode::CONFLICT,
+            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::DeadlineExceeded(_) => StatusCode::GATEWAY_TIMEOUT,
+            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<Error> for Problem {
+    #[deny(clippy::wildcard_enum_match_arm)]
+    fn from(e: Error) -> Self {
+        let mut p = Self::new(Self::status_of(&e), e.code(), e.to_string());
+        match &e {
+            Error::InvalidArgument(v) => {
+                p.detail = "the request is invalid; see violations".into();
+                p.violations = v.as_slice().to_vec();
+            }
+            Error::Unauthenticated(why) => {
+                let value = if why == "missing bearer token" {
+                    r#"Bearer realm="krayne""#.to_owned()
+                } else {
+                    format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
+                };
+                p.headers.push((header::WWW_AUTHENTICATE, value));
+            }
+            Error::RateLimited { retry_after } => {
+                p.headers.push((header::RETRY_AFTER, retry_after.as_secs().max(1).to_string()));
+            }
+            Error::Internal(detail) => tracing::error!(%detail, "internal error"),
+            Error::PermissionDenied(_)
+            | Error::NotFound { .. }
+            | Error::AlreadyExists { .. }
+            | Error::Conflict(_)
+            | Error::FailedPrecondition(_)
+            | Error::Unavailable(_)
+            | Error::DeadlineExceeded(_) => {}
+        }
+        p
+    }
+}
+
+impl IntoResponse for Problem {
+    /// The body is written by [`render_problems`], which knows the request
+    /// id; here the problem rides in the response's extensions.
+    fn into_response(self) -> Response {
+        let mut response = StatusCode::from_u16(self.status)
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            .into_response();
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// A handler's error: any domain error becomes a problem.
+pub struct ApiError(pub Problem);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        Self(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+/// Middleware: writes every problem as `application/problem+json` with the
+/// request's id.
+pub async fn render_problems(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get(super::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut response = next.run(request).await;
+    let Some(mut problem) = response.extensions_mut().remove::<Problem>() else {
+        return response;
+    };
+    problem.request_id = request_id;
+    let status = response.status();
+    let headers = std::mem::take(&mut problem.headers);
+    let mut rendered = (status, Json(problem)).into_response();
+    rendered
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    for (name, value) in headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            rendered.headers_mut().insert(name, v);
+        }
+    }
+    rendered
+}
