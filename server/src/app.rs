@@ -56,9 +56,17 @@ impl Running {
 /// Binds both listeners and serves until `shutdown` resolves or `stop` is
 /// called; then stops accepting, lets in-flight requests finish within the
 /// grace period, and returns.
-pub async fn start(parts: Parts, api: SocketAddr, ops: SocketAddr, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<Running, String> {
+pub async fn start(
+    parts: Parts,
+    api: SocketAddr,
+    ops: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, String> {
     let service = ClusterService::new(parts.store, parts.audit, parts.service);
-    let state = AppState { service: service.clone(), auth: parts.auth.clone() };
+    let state = AppState {
+        service: service.clone(),
+        auth: parts.auth.clone(),
+    };
     let (grpc_routes, health) = grpc::router(service.clone(), parts.auth).await?;
     let grpc_routes = grpc_routes
         .route_layer(middleware::from_fn(ops::track_http))
@@ -66,8 +74,12 @@ pub async fn start(parts: Parts, api: SocketAddr, ops: SocketAddr, shutdown: imp
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
     // gRPC services own their paths; every other request is REST's.
     let app: Router = grpc_routes.fallback_service(rest::router(state, &parts.rest));
-    let api_listener = TcpListener::bind(api).await.map_err(|e| format!("cannot listen on {api}: {e}"))?;
-    let ops_listener = TcpListener::bind(ops).await.map_err(|e| format!("cannot listen on {ops}: {e}"))?;
+    let api_listener = TcpListener::bind(api)
+        .await
+        .map_err(|e| format!("cannot listen on {api}: {e}"))?;
+    let ops_listener = TcpListener::bind(ops)
+        .await
+        .map_err(|e| format!("cannot listen on {ops}: {e}"))?;
     let api_addr = api_listener.local_addr().map_err(|e| e.to_string())?;
     let ops_addr = ops_listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopping) = watch::channel(false);
@@ -82,15 +94,20 @@ pub async fn start(parts: Parts, api: SocketAddr, ops: SocketAddr, shutdown: imp
             }
             tracing::info!("shutting down: no new connections; finishing requests in flight");
             for service in ["", "krayne.v1.ClusterService", "krayne.v1.IdentityService"] {
-                health.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
+                health
+                    .set_service_status(service, tonic_health::ServingStatus::NotServing)
+                    .await;
             }
         };
         let (drained_tx, drained) = tokio::sync::oneshot::channel::<()>();
-        let api_server = axum::serve(api_listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                signal.await;
-                let _ = drained_tx.send(());
-            });
+        let api_server = axum::serve(
+            api_listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            signal.await;
+            let _ = drained_tx.send(());
+        });
         let mut ops_stop = stopping;
         let ops_server = axum::serve(ops_listener, ops_app).with_graceful_shutdown(async move {
             let _ = ops_stop.changed().await;
@@ -100,11 +117,19 @@ pub async fn start(parts: Parts, api: SocketAddr, ops: SocketAddr, shutdown: imp
         let _ = drained.await;
         // In flight when the signal came: finish within the grace period.
         if tokio::time::timeout(grace, api_task).await.is_err() {
-            tracing::warn!(grace_seconds = grace.as_secs(), "requests still in flight after the grace period; stopping anyway");
+            tracing::warn!(
+                grace_seconds = grace.as_secs(),
+                "requests still in flight after the grace period; stopping anyway"
+            );
         }
         ops_task.abort();
     });
-    Ok(Running { api_addr, ops_addr, stop, task })
+    Ok(Running {
+        api_addr,
+        ops_addr,
+        stop,
+        task,
+    })
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -21,7 +21,10 @@ mod sandbox_cmd;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     init_tracing(&cli.log, cli.log_json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
@@ -46,22 +49,39 @@ fn fail(message: &str) -> ExitCode {
 }
 
 fn init_tracing(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }
 
 /// Reads the JWT flags into a verifier.
 pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
     let mut keys = Vec::new();
     for spec in &jwt.jwt_public_keys {
-        let (alg, path) = spec.split_once(':').ok_or_else(|| format!("--jwt-public-key {spec:?}: expected ALG:PATH"))?;
-        let alg: Algorithm = alg.parse().map_err(|_| format!("--jwt-public-key: unknown algorithm {alg:?}"))?;
+        let (alg, path) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("--jwt-public-key {spec:?}: expected ALG:PATH"))?;
+        let alg: Algorithm = alg
+            .parse()
+            .map_err(|_| format!("--jwt-public-key: unknown algorithm {alg:?}"))?;
         let pem = std::fs::read(path).map_err(|e| format!("--jwt-public-key {path}: {e}"))?;
-        keys.push(VerifyingKey::from_pem(alg, &pem).map_err(|e| format!("--jwt-public-key {path}: {e}"))?);
+        keys.push(
+            VerifyingKey::from_pem(alg, &pem)
+                .map_err(|e| format!("--jwt-public-key {path}: {e}"))?,
+        );
     }
     if let Some(path) = &jwt.jwt_hs256_secret_file {
-        let secret = std::fs::read(path).map_err(|e| format!("--jwt-hs256-secret-file {}: {e}", path.display()))?;
+        let secret = std::fs::read(path)
+            .map_err(|e| format!("--jwt-hs256-secret-file {}: {e}", path.display()))?;
         if secret.len() < 32 {
             return Err("--jwt-hs256-secret-file: the secret must be at least 32 bytes".into());
         }
@@ -83,7 +103,9 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
 /// The service and HTTP settings from the HTTP flags.
 pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
     let service = ServiceSettings {
-        manifest: ManifestSettings { default_image: http.default_ray_image.clone() },
+        manifest: ManifestSettings {
+            default_image: http.default_ray_image.clone(),
+        },
         ..ServiceSettings::default()
     };
     let rest = RestSettings {
@@ -95,8 +117,10 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let text = std::fs::read_to_string(&args.teams_file).map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
-    let mapping = TeamMapping::parse(&text).map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
+    let text = std::fs::read_to_string(&args.teams_file)
+        .map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
+    let mapping = TeamMapping::parse(&text)
+        .map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
     let client = kube_client(&args).await?;
     let (service, rest) = settings(&args.http);
@@ -108,7 +132,13 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         rest,
         grace: Duration::from_secs(args.http.shutdown_grace_seconds),
     };
-    let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
+    let running = app::start(
+        parts,
+        args.http.listen,
+        args.http.ops_listen,
+        app::shutdown_signal(),
+    )
+    .await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
     Ok(())
@@ -117,27 +147,43 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 async fn kube_client(args: &ServeArgs) -> Result<kube::Client, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
-            let options = kube::config::KubeConfigOptions { context: args.kube_context.clone(), ..Default::default() };
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| format!("--kubeconfig: {e}"))?
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            let options = kube::config::KubeConfigOptions {
+                context: args.kube_context.clone(),
+                ..Default::default()
+            };
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("--kubeconfig: {e}"))?
         }
-        None => kube::Config::infer().await.map_err(|e| format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}"))?,
+        None => kube::Config::infer().await.map_err(|e| {
+            format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}")
+        })?,
     };
     kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
 }
 
 #[allow(clippy::print_stdout)]
 fn openapi() -> Result<(), String> {
-    let doc = crate::rest::openapi().to_pretty_json().map_err(|e| e.to_string())?;
+    let doc = crate::rest::openapi()
+        .to_pretty_json()
+        .map_err(|e| e.to_string())?;
     println!("{doc}");
     Ok(())
 }
 
 #[allow(clippy::print_stdout)]
 fn mint_token(args: &MintArgs) -> Result<(), String> {
-    let alg: Algorithm = args.alg.parse().map_err(|_| format!("--alg: unknown algorithm {:?}", args.alg))?;
+    let alg: Algorithm = args
+        .alg
+        .parse()
+        .map_err(|_| format!("--alg: unknown algorithm {:?}", args.alg))?;
     let key = std::fs::read(&args.key).map_err(|e| format!("--key {}: {e}", args.key.display()))?;
-    let ttl: jiff::SignedDuration = args.ttl.parse().map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
+    let ttl: jiff::SignedDuration = args
+        .ttl
+        .parse()
+        .map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
     let request = MintRequest {
         subject: args.sub.clone(),
         email: args.email.clone(),
@@ -152,8 +198,12 @@ fn mint_token(args: &MintArgs) -> Result<(), String> {
 
 /// Starts the sandbox with the options `krayne-server sandbox` uses.
 pub(crate) async fn start_sandbox(args: &SandboxArgs) -> Result<Sandbox, String> {
-    let mut options = SandboxOptions::default();
-    options.namespaces = vec!["default".into(), "ml-team".into(), "shared-data".into()];
+    let mut options = SandboxOptions {
+        namespaces: vec!["default".into(), "ml-team".into(), "shared-data".into()],
+        ..SandboxOptions::default()
+    };
     options.operator.time_scale = args.time_scale;
-    Sandbox::start(options).await.map_err(|e| format!("cannot start the sandbox: {e}"))
+    Sandbox::start(options)
+        .await
+        .map_err(|e| format!("cannot start the sandbox: {e}"))
 }

@@ -44,7 +44,11 @@ pub struct HttpArgs {
     #[arg(long, env = "KRAYNE_OPS_LISTEN", default_value = "0.0.0.0:9090")]
     pub ops_listen: SocketAddr,
     /// Browser origins allowed to call the API (CORS), exact, comma-separated.
-    #[arg(long = "cors-origin", env = "KRAYNE_CORS_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long = "cors-origin",
+        env = "KRAYNE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
     pub cors_origins: Vec<String>,
     /// Largest request body in bytes.
     #[arg(long, env = "KRAYNE_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
@@ -56,7 +60,11 @@ pub struct HttpArgs {
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
     /// Ray image of pods that name none (`-gpu` is added for GPU pods).
-    #[arg(long, env = "KRAYNE_DEFAULT_RAY_IMAGE", default_value = "rayproject/ray:2.43.0-py312")]
+    #[arg(
+        long,
+        env = "KRAYNE_DEFAULT_RAY_IMAGE",
+        default_value = "rayproject/ray:2.43.0-py312"
+    )]
     pub default_ray_image: String,
 }
 
@@ -91,7 +99,11 @@ pub struct JwtArgs {
     #[arg(long, env = "KRAYNE_JWT_AUDIENCE", default_value = "krayne")]
     pub jwt_audience: String,
     /// Public key as `ALG:PATH` (RS256, PS256, ES256, ES384, EdDSA); repeatable.
-    #[arg(long = "jwt-public-key", env = "KRAYNE_JWT_PUBLIC_KEYS", value_delimiter = ',')]
+    #[arg(
+        long = "jwt-public-key",
+        env = "KRAYNE_JWT_PUBLIC_KEYS",
+        value_delimiter = ','
+    )]
     pub jwt_public_keys: Vec<String>,
     /// HS256 shared-secret file: development only.
     #[arg(long, env = "KRAYNE_JWT_HS256_SECRET_FILE")]

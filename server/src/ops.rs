@@ -39,16 +39,25 @@ pub async fn track_http(request: Request, next: Next) -> Response {
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = request.method().to_string();
     let response = next.run(request).await;
-    let labels = [("route", route), ("method", method), ("code", response.status().as_u16().to_string())];
+    let labels = [
+        ("route", route),
+        ("method", method),
+        ("code", response.status().as_u16().to_string()),
+    ];
     metrics::counter!("krayne_http_requests_total", &labels).increment(1);
-    metrics::histogram!("krayne_http_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
+    metrics::histogram!("krayne_http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
     response
 }
 
 async fn readyz(State(service): State<ClusterService>) -> Response {
     match service.ready().await {
         Ok(()) => Json(json!({"status": "ready"})).into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not ready", "reason": e.to_string()}))).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not ready", "reason": e.to_string()})),
+        )
+            .into_response(),
     }
 }
 

@@ -1,3 +1,12 @@
-//! krayne's end-to-end tests and benchmarks live in this crate: they start
-//! the real `krayne-server` binary against the sandbox and a real Postgres.
+//! Harness for krayne's end-to-end tests: the real `krayne-server` binary on
+//! port 0, the sandbox as its Kubernetes, real tokens, and clients for both
+//! transports that check what they get.
 #![forbid(unsafe_code)]
+// A test harness: failing loudly, with the reason, is its job.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod clients;
+mod server;
+
+pub use clients::{Bearer, Grpc, Reply, Rest};
+pub use server::{Env, EnvOptions, ServerProcess, TEAMS, server_binary};

@@ -39,14 +39,21 @@ fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String
 #[allow(clippy::print_stdout)]
 pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let sandbox = start_sandbox(&args).await?;
-    let kubeconfig = args
-        .kubeconfig_out
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("krayne-sandbox-{}.kubeconfig", std::process::id())));
-    sandbox.write_kubeconfig(&kubeconfig).map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
+    let kubeconfig = args.kubeconfig_out.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("krayne-sandbox-{}.kubeconfig", std::process::id()))
+    });
+    sandbox
+        .write_kubeconfig(&kubeconfig)
+        .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(sandbox.kube_config())
+        .map_err(|e| format!("sandbox client: {e}"))?;
     // A fresh signing secret per run: tokens printed below die with it.
-    let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
+    let secret = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+    .into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(TEAMS)?;
     let parts = Parts {

@@ -8,7 +8,10 @@ use crate::domain::{self, Role};
 /// RFC 3339 text → protobuf timestamp.
 pub(crate) fn timestamp(text: Option<&str>) -> Option<prost_types::Timestamp> {
     let t: jiff::Timestamp = text?.parse().ok()?;
-    Some(prost_types::Timestamp { seconds: t.as_second(), nanos: t.subsec_nanosecond() })
+    Some(prost_types::Timestamp {
+        seconds: t.as_second(),
+        nanos: t.subsec_nanosecond(),
+    })
 }
 
 /// JSON → `google.protobuf.Value`.
@@ -19,14 +22,18 @@ fn proto_value(v: Value) -> prost_types::Value {
         Value::Bool(b) => Kind::BoolValue(b),
         Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
         Value::String(s) => Kind::StringValue(s),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue { values: items.into_iter().map(proto_value).collect() }),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.into_iter().map(proto_value).collect(),
+        }),
         Value::Object(map) => Kind::StructValue(proto_struct(map)),
     };
     prost_types::Value { kind: Some(kind) }
 }
 
 fn proto_struct(map: Map<String, Value>) -> prost_types::Struct {
-    prost_types::Struct { fields: map.into_iter().map(|(k, v)| (k, proto_value(v))).collect() }
+    prost_types::Struct {
+        fields: map.into_iter().map(|(k, v)| (k, proto_value(v))).collect(),
+    }
 }
 
 /// A JSON object as `google.protobuf.Struct`; `None` for anything else.
@@ -87,7 +94,11 @@ pub(crate) fn spec_to_config(s: &pb::ClusterSpec) -> Value {
     if let Some(a) = &s.autoscaler {
         let mut autoscaler = Map::new();
         put(&mut autoscaler, "enabled", a.enabled);
-        put(&mut autoscaler, "idle_timeout_seconds", a.idle_timeout_seconds);
+        put(
+            &mut autoscaler,
+            "idle_timeout_seconds",
+            a.idle_timeout_seconds,
+        );
         put(&mut autoscaler, "upscaling_mode", a.upscaling_mode.as_ref());
         put(&mut autoscaler, "cpu", a.cpu.as_ref());
         put(&mut autoscaler, "memory", a.memory.as_ref());
@@ -202,7 +213,11 @@ pub(crate) fn role(r: Role) -> i32 {
 
 /// Namespace access as the proto message.
 pub(crate) fn namespace_access(n: domain::NamespaceAccess) -> pb::NamespaceAccess {
-    pb::NamespaceAccess { namespace: n.namespace, role: role(n.role), via_teams: n.via_teams }
+    pb::NamespaceAccess {
+        namespace: n.namespace,
+        role: role(n.role),
+        via_teams: n.via_teams,
+    }
 }
 
 #[cfg(test)]
@@ -213,8 +228,14 @@ mod tests {
     fn structured_specs_become_krayne_trees_with_only_what_is_set() {
         let spec = pb::ClusterSpec {
             name: "c".into(),
-            head: Some(pb::HeadSpec { cpus: Some("2".into()), ..Default::default() }),
-            worker_groups: vec![pb::WorkerGroupSpec { replicas: Some(3), ..Default::default() }],
+            head: Some(pb::HeadSpec {
+                cpus: Some("2".into()),
+                ..Default::default()
+            }),
+            worker_groups: vec![pb::WorkerGroupSpec {
+                replicas: Some(3),
+                ..Default::default()
+            }],
             ..Default::default()
         };
         assert_eq!(

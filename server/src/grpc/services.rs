@@ -5,15 +5,18 @@ use std::{net::SocketAddr, time::Duration};
 
 use axum::extract::ConnectInfo;
 use futures::{StreamExt as _, stream::BoxStream};
-use krayne_proto::v1::{self as pb, cluster_service_server, create_cluster_request::Source, identity_service_server};
+use krayne_proto::v1::{
+    self as pb, cluster_service_server, create_cluster_request::Source, identity_service_server,
+};
 use tonic::{Request, Response, Status};
 
 use super::{convert, status::to_status};
 use crate::{
     auth::Authenticator,
     domain::{
-        Error, PageRequest, parse_yaml,
+        Error, PageRequest,
         audit::{RequestMeta, Transport},
+        parse_yaml,
     },
     service::{ClusterService, Context, CreateInput, ScaleInput},
 };
@@ -26,19 +29,26 @@ pub(crate) struct Grpc {
 }
 
 fn metadata<T>(req: &Request<T>, key: &str) -> Option<String> {
-    req.metadata().get(key).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    req.metadata()
+        .get(key)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl Grpc {
     fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
-        let principal = self.auth.authenticate(metadata(req, "authorization").as_deref()).map_err(to_status)?;
+        let principal = self
+            .auth
+            .authenticate(metadata(req, "authorization").as_deref())
+            .map_err(to_status)?;
         let source_ip = req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip().to_string())
             .or_else(|| req.remote_addr().map(|a| a.ip().to_string()));
         let meta = RequestMeta {
-            request_id: metadata(req, "x-request-id").unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+            request_id: metadata(req, "x-request-id")
+                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             transport: Transport::Grpc,
             source_ip,
             user_agent: metadata(req, "user-agent"),
@@ -53,49 +63,91 @@ fn page(size: u32, token: &str) -> Result<PageRequest, Status> {
 
 #[tonic::async_trait]
 impl cluster_service_server::ClusterService for Grpc {
-    async fn create_cluster(&self, req: Request<pb::CreateClusterRequest>) -> Result<Response<pb::CreateClusterResponse>, Status> {
+    async fn create_cluster(
+        &self,
+        req: Request<pb::CreateClusterRequest>,
+    ) -> Result<Response<pb::CreateClusterResponse>, Status> {
         let cx = self.context(&req)?;
         let body = req.into_inner();
         let config = match body.source {
             Some(Source::Spec(spec)) => convert::spec_to_config(&spec),
             Some(Source::ConfigYaml(text)) => parse_yaml(&text).map_err(to_status)?,
-            None => return Err(to_status(Error::invalid("source", "give a spec or config_yaml"))),
+            None => {
+                return Err(to_status(Error::invalid(
+                    "source",
+                    "give a spec or config_yaml",
+                )));
+            }
         };
         let created = self
             .service
-            .create(&cx, CreateInput { config, namespace: None, dry_run: body.dry_run })
+            .create(
+                &cx,
+                CreateInput {
+                    config,
+                    namespace: None,
+                    dry_run: body.dry_run,
+                },
+            )
             .await
             .map_err(to_status)?;
         let manifest = convert::to_struct(created.manifest);
-        Ok(Response::new(pb::CreateClusterResponse { cluster: Some(convert::cluster_info(created.cluster)), manifest }))
+        Ok(Response::new(pb::CreateClusterResponse {
+            cluster: Some(convert::cluster_info(created.cluster)),
+            manifest,
+        }))
     }
 
-    async fn get_cluster(&self, req: Request<pb::GetClusterRequest>) -> Result<Response<pb::ClusterInfo>, Status> {
+    async fn get_cluster(
+        &self,
+        req: Request<pb::GetClusterRequest>,
+    ) -> Result<Response<pb::ClusterInfo>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let info = self.service.get(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        let info = self
+            .service
+            .get(&cx, &r.namespace, &r.name)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(convert::cluster_info(info)))
     }
 
-    async fn list_clusters(&self, req: Request<pb::ListClustersRequest>) -> Result<Response<pb::ListClustersResponse>, Status> {
+    async fn list_clusters(
+        &self,
+        req: Request<pb::ListClustersRequest>,
+    ) -> Result<Response<pb::ListClustersResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
-        let p = self.service.list(&cx, namespace, &page(r.page_size, &r.page_token)?).await.map_err(to_status)?;
+        let p = self
+            .service
+            .list(&cx, namespace, &page(r.page_size, &r.page_token)?)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ListClustersResponse {
             clusters: p.items.into_iter().map(convert::cluster_info).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),
         }))
     }
 
-    async fn describe_cluster(&self, req: Request<pb::DescribeClusterRequest>) -> Result<Response<pb::ClusterDetails>, Status> {
+    async fn describe_cluster(
+        &self,
+        req: Request<pb::DescribeClusterRequest>,
+    ) -> Result<Response<pb::ClusterDetails>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let details = self.service.describe(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        let details = self
+            .service
+            .describe(&cx, &r.namespace, &r.name)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(convert::cluster_details(details)))
     }
 
-    async fn scale_cluster(&self, req: Request<pb::ScaleClusterRequest>) -> Result<Response<pb::ScaleClusterResponse>, Status> {
+    async fn scale_cluster(
+        &self,
+        req: Request<pb::ScaleClusterRequest>,
+    ) -> Result<Response<pb::ScaleClusterResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let input = ScaleInput {
@@ -104,27 +156,50 @@ impl cluster_service_server::ClusterService for Grpc {
             min_replicas: r.min_replicas,
             max_replicas: r.max_replicas,
         };
-        let info = self.service.scale(&cx, &r.namespace, &r.name, input).await.map_err(to_status)?;
-        Ok(Response::new(pb::ScaleClusterResponse { cluster: Some(convert::cluster_info(info)) }))
+        let info = self
+            .service
+            .scale(&cx, &r.namespace, &r.name, input)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ScaleClusterResponse {
+            cluster: Some(convert::cluster_info(info)),
+        }))
     }
 
-    async fn delete_cluster(&self, req: Request<pb::DeleteClusterRequest>) -> Result<Response<pb::DeleteClusterResponse>, Status> {
+    async fn delete_cluster(
+        &self,
+        req: Request<pb::DeleteClusterRequest>,
+    ) -> Result<Response<pb::DeleteClusterResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        self.service.delete(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        self.service
+            .delete(&cx, &r.namespace, &r.name)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::DeleteClusterResponse {}))
     }
 
     type WaitClusterStream = BoxStream<'static, Result<pb::WaitClusterResponse, Status>>;
 
-    async fn wait_cluster(&self, req: Request<pb::WaitClusterRequest>) -> Result<Response<Self::WaitClusterStream>, Status> {
+    async fn wait_cluster(
+        &self,
+        req: Request<pb::WaitClusterRequest>,
+    ) -> Result<Response<Self::WaitClusterStream>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let timeout = Some(r.timeout_seconds).filter(|t| *t > 0).map(|t| Duration::from_secs(t.into()));
-        let updates = self.service.wait(&cx, &r.namespace, &r.name, timeout).await.map_err(to_status)?;
+        let timeout = Some(r.timeout_seconds)
+            .filter(|t| *t > 0)
+            .map(|t| Duration::from_secs(t.into()));
+        let updates = self
+            .service
+            .wait(&cx, &r.namespace, &r.name, timeout)
+            .await
+            .map_err(to_status)?;
         let stream = updates.map(|u| {
-            u.map(|info| pb::WaitClusterResponse { cluster: Some(convert::cluster_info(info)) })
-                .map_err(to_status)
+            u.map(|info| pb::WaitClusterResponse {
+                cluster: Some(convert::cluster_info(info)),
+            })
+            .map_err(to_status)
         });
         Ok(Response::new(stream.boxed()))
     }
@@ -132,7 +207,10 @@ impl cluster_service_server::ClusterService for Grpc {
 
 #[tonic::async_trait]
 impl identity_service_server::IdentityService for Grpc {
-    async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Result<Response<pb::WhoAmIResponse>, Status> {
+    async fn who_am_i(
+        &self,
+        req: Request<pb::WhoAmIRequest>,
+    ) -> Result<Response<pb::WhoAmIResponse>, Status> {
         let cx = self.context(&req)?;
         let id = self.service.whoami(&cx).await.map_err(to_status)?;
         Ok(Response::new(pb::WhoAmIResponse {
@@ -141,19 +219,34 @@ impl identity_service_server::IdentityService for Grpc {
             groups: id.groups,
             teams: id.teams,
             global_admin: id.global_admin,
-            namespaces: id.namespaces.into_iter().map(convert::namespace_access).collect(),
+            namespaces: id
+                .namespaces
+                .into_iter()
+                .map(convert::namespace_access)
+                .collect(),
             grants: id
                 .grants
                 .into_iter()
-                .map(|g| pb::Grant { team: g.team, pattern: g.pattern, role: convert::role(g.role) })
+                .map(|g| pb::Grant {
+                    team: g.team,
+                    pattern: g.pattern,
+                    role: convert::role(g.role),
+                })
                 .collect(),
         }))
     }
 
-    async fn list_namespaces(&self, req: Request<pb::ListNamespacesRequest>) -> Result<Response<pb::ListNamespacesResponse>, Status> {
+    async fn list_namespaces(
+        &self,
+        req: Request<pb::ListNamespacesRequest>,
+    ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let p = self.service.namespaces(&cx, &page(r.page_size, &r.page_token)?).await.map_err(to_status)?;
+        let p = self
+            .service
+            .namespaces(&cx, &page(r.page_size, &r.page_token)?)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ListNamespacesResponse {
             namespaces: p.items.into_iter().map(convert::namespace_access).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),

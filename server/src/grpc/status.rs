@@ -16,7 +16,11 @@ pub(crate) fn to_status(e: Error) -> Status {
                 .iter()
                 .map(|f| tonic_types::FieldViolation::new(f.field.clone(), f.description.clone()))
                 .collect();
-            Status::with_error_details(Code::InvalidArgument, message, ErrorDetails::with_bad_request(violations))
+            Status::with_error_details(
+                Code::InvalidArgument,
+                message,
+                ErrorDetails::with_bad_request(violations),
+            )
         }
         Error::Unauthenticated(_) => Status::unauthenticated(message),
         Error::PermissionDenied(_) => Status::permission_denied(message),
@@ -51,15 +55,27 @@ mod tests {
         assert_eq!(status.code(), Code::InvalidArgument);
         let details = status.get_error_details();
         let bad = details.bad_request().unwrap();
-        assert_eq!(bad.field_violations[0].field, "worker_groups[0].min_replicas");
+        assert_eq!(
+            bad.field_violations[0].field,
+            "worker_groups[0].min_replicas"
+        );
     }
 
     #[test]
     fn every_kind_has_its_code() {
-        let nf = Error::NotFound { kind: ResourceKind::Cluster, name: "x".into() };
+        let nf = Error::NotFound {
+            kind: ResourceKind::Cluster,
+            name: "x".into(),
+        };
         assert_eq!(to_status(nf).code(), Code::NotFound);
         assert_eq!(to_status(Error::Conflict("c".into())).code(), Code::Aborted);
-        assert_eq!(to_status(Error::Internal("secret detail".into())).message(), "internal error");
-        assert_eq!(to_status(Error::DeadlineExceeded("late".into())).code(), Code::DeadlineExceeded);
+        assert_eq!(
+            to_status(Error::Internal("secret detail".into())).message(),
+            "internal error"
+        );
+        assert_eq!(
+            to_status(Error::DeadlineExceeded("late".into())).code(),
+            Code::DeadlineExceeded
+        );
     }
 }

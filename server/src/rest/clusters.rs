@@ -12,7 +12,10 @@ use futures::StreamExt as _;
 
 use super::{
     AppState,
-    dto::{ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery, ScaleRequest, WaitQuery},
+    dto::{
+        ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse,
+        CreateQuery, PageQuery, ScaleRequest, WaitQuery,
+    },
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
 };
@@ -22,7 +25,10 @@ use crate::{
 };
 
 fn page(q: &PageQuery) -> Result<PageRequest, Error> {
-    PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
+    PageRequest::new(
+        q.page_size.unwrap_or(0),
+        q.page_token.as_deref().unwrap_or(""),
+    )
 }
 
 /// List clusters in every namespace the caller may see.
@@ -36,7 +42,11 @@ fn page(q: &PageQuery) -> Result<PageRequest, Error> {
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn list_all(State(s): State<AppState>, Caller(cx): Caller, QueryOf(q): QueryOf<PageQuery>) -> Result<Json<ClusterList>, ApiError> {
+pub(super) async fn list_all(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    QueryOf(q): QueryOf<PageQuery>,
+) -> Result<Json<ClusterList>, ApiError> {
     Ok(Json(s.service.list(&cx, None, &page(&q)?).await?.into()))
 }
 
@@ -50,13 +60,18 @@ pub async fn list_all(State(s): State<AppState>, Caller(cx): Caller, QueryOf(q):
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn list(
+pub(super) async fn list(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path(namespace): Path<String>,
     QueryOf(q): QueryOf<PageQuery>,
 ) -> Result<Json<ClusterList>, ApiError> {
-    Ok(Json(s.service.list(&cx, Some(&namespace), &page(&q)?).await?.into()))
+    Ok(Json(
+        s.service
+            .list(&cx, Some(&namespace), &page(&q)?)
+            .await?
+            .into(),
+    ))
 }
 
 /// Create a cluster from a Krayne config (JSON or YAML).
@@ -82,7 +97,7 @@ pub async fn list(
         (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing created", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn create(
+pub(super) async fn create(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path(namespace): Path<String>,
@@ -90,8 +105,22 @@ pub async fn create(
     ConfigBody(config): ConfigBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let dry_run = q.dry_run.unwrap_or(false);
-    let created = s.service.create(&cx, CreateInput { config, namespace: Some(namespace), dry_run }).await?;
-    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+    let created = s
+        .service
+        .create(
+            &cx,
+            CreateInput {
+                config,
+                namespace: Some(namespace),
+                dry_run,
+            },
+        )
+        .await?;
+    let status = if dry_run {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
     Ok((status, Json(CreateClusterResponse::from(created))))
 }
 
@@ -105,7 +134,11 @@ pub async fn create(
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn get(State(s): State<AppState>, Caller(cx): Caller, Path((namespace, name)): Path<(String, String)>) -> Result<Json<ClusterInfo>, ApiError> {
+pub(super) async fn get(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<ClusterInfo>, ApiError> {
     Ok(Json(s.service.get(&cx, &namespace, &name).await?.into()))
 }
 
@@ -119,7 +152,11 @@ pub async fn get(State(s): State<AppState>, Caller(cx): Caller, Path((namespace,
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn delete(State(s): State<AppState>, Caller(cx): Caller, Path((namespace, name)): Path<(String, String)>) -> Result<StatusCode, ApiError> {
+pub(super) async fn delete(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
     s.service.delete(&cx, &namespace, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -134,12 +171,14 @@ pub async fn delete(State(s): State<AppState>, Caller(cx): Caller, Path((namespa
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn describe(
+pub(super) async fn describe(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(s.service.describe(&cx, &namespace, &name).await?.into()))
+    Ok(Json(
+        s.service.describe(&cx, &namespace, &name).await?.into(),
+    ))
 }
 
 /// Resize one worker group.
@@ -159,7 +198,7 @@ pub async fn describe(
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn scale(
+pub(super) async fn scale(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
@@ -171,7 +210,9 @@ pub async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?.into()))
+    Ok(Json(
+        s.service.scale(&cx, &namespace, &name, input).await?.into(),
+    ))
 }
 
 /// Wait until a cluster is ready (long poll).
@@ -189,7 +230,7 @@ pub async fn scale(
         (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn wait(
+pub(super) async fn wait(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,

@@ -12,7 +12,7 @@ use crate::{
 
 /// A cluster's summary.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterInfo {
+pub(super) struct ClusterInfo {
     /// Cluster name.
     pub name: String,
     /// Namespace.
@@ -74,7 +74,7 @@ impl From<domain::ClusterInfo> for ClusterInfo {
 
 /// A cluster's full picture.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterDetails {
+pub(super) struct ClusterDetails {
     /// The summary.
     pub info: ClusterInfo,
     /// The head as deployed.
@@ -97,7 +97,7 @@ pub struct ClusterDetails {
 
 /// The head as deployed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct HeadDetails {
+pub(super) struct HeadDetails {
     /// CPU.
     pub cpus: String,
     /// Memory.
@@ -112,7 +112,7 @@ pub struct HeadDetails {
 
 /// A worker group as deployed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WorkerGroupDetails {
+pub(super) struct WorkerGroupDetails {
     /// Name.
     pub name: String,
     /// Desired workers.
@@ -133,7 +133,7 @@ pub struct WorkerGroupDetails {
 
 /// A Kubernetes-style condition.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Condition {
+pub(super) struct Condition {
     /// Type.
     #[serde(rename = "type")]
     pub type_: String,
@@ -149,7 +149,7 @@ pub struct Condition {
 
 /// A pod of the cluster.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PodInfo {
+pub(super) struct PodInfo {
     /// Name.
     pub name: String,
     /// `head` or `worker`.
@@ -176,7 +176,7 @@ pub struct PodInfo {
 
 /// A Kubernetes event.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct EventInfo {
+pub(super) struct EventInfo {
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: String,
@@ -269,7 +269,7 @@ impl From<domain::ClusterDetails> for ClusterDetails {
 
 /// One page of clusters.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClusterList {
+pub(super) struct ClusterList {
     /// The clusters, by namespace then name.
     pub clusters: Vec<ClusterInfo>,
     /// Pass as `page_token` for the next page; absent on the last.
@@ -278,13 +278,16 @@ pub struct ClusterList {
 
 impl From<Page<domain::ClusterInfo>> for ClusterList {
     fn from(p: Page<domain::ClusterInfo>) -> Self {
-        Self { clusters: p.items.into_iter().map(Into::into).collect(), next_page_token: p.next_page_token }
+        Self {
+            clusters: p.items.into_iter().map(Into::into).collect(),
+            next_page_token: p.next_page_token,
+        }
     }
 }
 
 /// The created cluster, and the manifest sent to Kubernetes.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CreateClusterResponse {
+pub(super) struct CreateClusterResponse {
     /// The cluster (for a dry run, as it would be).
     pub cluster: ClusterInfo,
     /// The RayCluster manifest.
@@ -294,7 +297,10 @@ pub struct CreateClusterResponse {
 
 impl From<Created> for CreateClusterResponse {
     fn from(c: Created) -> Self {
-        Self { cluster: c.cluster.into(), manifest: c.manifest }
+        Self {
+            cluster: c.cluster.into(),
+            manifest: c.manifest,
+        }
     }
 }
 
@@ -302,7 +308,7 @@ impl From<Created> for CreateClusterResponse {
 /// autoscaling pins min and max to `replicas`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ScaleRequest {
+pub(super) struct ScaleRequest {
     /// Worker group name.
     pub worker_group: String,
     /// New desired workers.
@@ -315,7 +321,7 @@ pub struct ScaleRequest {
 
 /// A namespace and the caller's role on it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct NamespaceAccess {
+pub(super) struct NamespaceAccess {
     /// Namespace.
     pub namespace: String,
     /// `viewer`, `editor` or `admin`.
@@ -326,13 +332,17 @@ pub struct NamespaceAccess {
 
 impl From<domain::NamespaceAccess> for NamespaceAccess {
     fn from(n: domain::NamespaceAccess) -> Self {
-        Self { namespace: n.namespace, role: n.role.as_str().to_owned(), via_teams: n.via_teams }
+        Self {
+            namespace: n.namespace,
+            role: n.role.as_str().to_owned(),
+            via_teams: n.via_teams,
+        }
     }
 }
 
 /// One page of namespaces.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct NamespaceList {
+pub(super) struct NamespaceList {
     /// The namespaces, by name.
     pub namespaces: Vec<NamespaceAccess>,
     /// Pass as `page_token` for the next page; absent on the last.
@@ -341,7 +351,7 @@ pub struct NamespaceList {
 
 /// A grant of the team mapping.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Grant {
+pub(super) struct Grant {
     /// Team.
     pub team: String,
     /// Namespace or `prefix*`.
@@ -352,7 +362,7 @@ pub struct Grant {
 
 /// The caller as the server sees them.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WhoAmI {
+pub(super) struct WhoAmI {
     /// Subject.
     pub subject: String,
     /// E-mail.
@@ -381,7 +391,11 @@ impl From<domain::Identity> for WhoAmI {
             grants: i
                 .grants
                 .into_iter()
-                .map(|g| Grant { team: g.team, pattern: g.pattern, role: g.role.as_str().to_owned() })
+                .map(|g| Grant {
+                    team: g.team,
+                    pattern: g.pattern,
+                    role: g.role.as_str().to_owned(),
+                })
                 .collect(),
         }
     }
@@ -390,7 +404,7 @@ impl From<domain::Identity> for WhoAmI {
 /// Query of list routes.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct PageQuery {
+pub(super) struct PageQuery {
     /// Items per page (1–1000, default 100).
     pub page_size: Option<u32>,
     /// `next_page_token` of the previous page.
@@ -400,7 +414,7 @@ pub struct PageQuery {
 /// Query of create.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct CreateQuery {
+pub(super) struct CreateQuery {
     /// Check the cluster with Kubernetes and return its manifest; create nothing.
     pub dry_run: Option<bool>,
 }
@@ -408,7 +422,7 @@ pub struct CreateQuery {
 /// Query of wait.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct WaitQuery {
+pub(super) struct WaitQuery {
     /// Give up after this many seconds (1–3600, default 300).
     pub timeout_seconds: Option<u64>,
 }
@@ -418,8 +432,11 @@ pub struct WaitQuery {
 /// Documents the request body only: the body is read as a tree and checked
 /// by the cluster model, which reports every problem at once.
 #[derive(Debug, ToSchema)]
-#[expect(dead_code, reason = "a schema for OpenAPI; bodies are read as config trees")]
-pub struct ClusterConfig {
+#[expect(
+    dead_code,
+    reason = "a schema for OpenAPI; bodies are read as config trees"
+)]
+pub(super) struct ClusterConfig {
     /// DNS-1035 label, at most 53 characters.
     pub name: String,
     /// Must match the namespace in the URL when given.

@@ -14,29 +14,40 @@ use serde_json::Value;
 use super::{AppState, REQUEST_ID, problem::ApiError, problem::Problem};
 use crate::{
     domain::{
-        Error, parse_yaml,
+        Error,
         audit::{RequestMeta, Transport},
+        parse_yaml,
     },
     service::Context,
 };
 
 /// The authenticated caller of a request, with its circumstances.
-pub struct Caller(pub Context);
+pub(super) struct Caller(pub Context);
 
 fn header_str(parts: &Parts, name: impl header::AsHeaderName) -> Option<String> {
-    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let authorization = header_str(parts, header::AUTHORIZATION);
         let principal = state.auth.authenticate(authorization.as_deref())?;
         let meta = RequestMeta {
             request_id: header_str(parts, REQUEST_ID).unwrap_or_default(),
             transport: Transport::Rest,
-            source_ip: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()),
+            source_ip: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip().to_string()),
             user_agent: header_str(parts, header::USER_AGENT),
         };
         Ok(Self(Context { principal, meta }))
@@ -55,17 +66,28 @@ fn format_of(req: &Request, yaml_allowed: bool) -> Result<Format, ApiError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match media.as_str() {
         "application/json" => Ok(Format::Json),
         m if m.starts_with("application/") && m.ends_with("+json") => Ok(Format::Json),
         "application/yaml" | "application/x-yaml" | "text/yaml" if yaml_allowed => Ok(Format::Yaml),
         _ => {
-            let accepted = if yaml_allowed { "application/json or application/yaml" } else { "application/json" };
-            Err(ApiError(Problem::new(
+            let accepted = if yaml_allowed {
+                "application/json or application/yaml"
+            } else {
+                "application/json"
+            };
+            Err(ApiError::from(Problem::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                format!("send the body as {accepted} (got {content_type:?}); with curl add -H 'Content-Type: application/json'"),
+                format!(
+                    "send the body as {accepted} (got {content_type:?}); with curl add -H 'Content-Type: application/json'"
+                ),
             )))
         }
     }
@@ -74,9 +96,17 @@ fn format_of(req: &Request, yaml_allowed: bool) -> Result<Format, ApiError> {
 async fn body_bytes(req: Request) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, &()).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError(Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the body is larger than this server accepts"))
+            ApiError::from(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the body is larger than this server accepts",
+            ))
         } else {
-            ApiError(Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", rejection.body_text()))
+            ApiError::from(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                rejection.body_text(),
+            ))
         }
     })
 }
@@ -86,7 +116,7 @@ fn not_json(e: &serde_json::Error) -> ApiError {
 }
 
 /// A cluster config body: JSON, or YAML with a YAML content type.
-pub struct ConfigBody(pub Value);
+pub(super) struct ConfigBody(pub Value);
 
 impl<S: Send + Sync> FromRequest<S> for ConfigBody {
     type Rejection = ApiError;
@@ -97,7 +127,8 @@ impl<S: Send + Sync> FromRequest<S> for ConfigBody {
         let value = match format {
             Format::Json => serde_json::from_slice(&bytes).map_err(|e| not_json(&e))?,
             Format::Yaml => {
-                let text = std::str::from_utf8(&bytes).map_err(|_| ApiError::from(Error::invalid("", "the YAML is not UTF-8")))?;
+                let text = std::str::from_utf8(&bytes)
+                    .map_err(|_| ApiError::from(Error::invalid("", "the YAML is not UTF-8")))?;
                 parse_yaml(text)?
             }
         };
@@ -106,7 +137,7 @@ impl<S: Send + Sync> FromRequest<S> for ConfigBody {
 }
 
 /// A JSON body of a known shape.
-pub struct JsonBody<T>(pub T);
+pub(super) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -114,12 +145,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
         format_of(&req, false)?;
         let bytes = body_bytes(req).await?;
-        serde_json::from_slice(&bytes).map(Self).map_err(|e| not_json(&e))
+        serde_json::from_slice(&bytes)
+            .map(Self)
+            .map_err(|e| not_json(&e))
     }
 }
 
 /// A query string of a known shape.
-pub struct QueryOf<T>(pub T);
+pub(super) struct QueryOf<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
     type Rejection = ApiError;

@@ -10,15 +10,20 @@ use super::{
 };
 use crate::domain::PageRequest;
 
-/// Who the caller is: subject, groups, teams, and the effective role on
-/// each namespace, with the grants behind them.
+/// Who the caller is.
+///
+/// Subject, groups and teams, the effective role on each namespace, and
+/// every grant behind them: enough to answer "why can't I see X".
 #[utoipa::path(get, path = "/v1/whoami", tag = "identity",
     responses(
         (status = 200, description = "The caller", body = WhoAmI),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
+pub(super) async fn whoami(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+) -> Result<Json<WhoAmI>, ApiError> {
     Ok(Json(s.service.whoami(&cx).await?.into()))
 }
 
@@ -30,8 +35,18 @@ pub async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Jso
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn namespaces(State(s): State<AppState>, Caller(cx): Caller, QueryOf(q): QueryOf<PageQuery>) -> Result<Json<NamespaceList>, ApiError> {
-    let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
+pub(super) async fn namespaces(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    QueryOf(q): QueryOf<PageQuery>,
+) -> Result<Json<NamespaceList>, ApiError> {
+    let page = PageRequest::new(
+        q.page_size.unwrap_or(0),
+        q.page_token.as_deref().unwrap_or(""),
+    )?;
     let p = s.service.namespaces(&cx, &page).await?;
-    Ok(Json(NamespaceList { namespaces: p.items.into_iter().map(Into::into).collect(), next_page_token: p.next_page_token }))
+    Ok(Json(NamespaceList {
+        namespaces: p.items.into_iter().map(Into::into).collect(),
+        next_page_token: p.next_page_token,
+    }))
 }

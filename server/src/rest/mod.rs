@@ -60,7 +60,11 @@ pub struct RestSettings {
 
 impl Default for RestSettings {
     fn default() -> Self {
-        Self { body_limit: 1024 * 1024, request_timeout: Duration::from_secs(30), cors_origins: Vec::new() }
+        Self {
+            body_limit: 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            cors_origins: Vec::new(),
+        }
     }
 }
 
@@ -86,7 +90,10 @@ struct BearerAuth;
 impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .bearer_format("JWT")
+            .build();
         components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
     }
 }
@@ -104,7 +111,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of the REST API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut api) = api_routes().merge(OpenApiRouter::new().routes(routes!(clusters::wait))).split_for_parts();
+    let (_, mut api) = api_routes()
+        .merge(OpenApiRouter::new().routes(routes!(clusters::wait)))
+        .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     api
 }
@@ -112,12 +121,20 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => Problem::new(StatusCode::GATEWAY_TIMEOUT, "deadline_exceeded", "the request took too long").into_response(),
+        Err(_) => Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "deadline_exceeded",
+            "the request took too long",
+        )
+        .into_response(),
     }
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
-    let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
     CorsLayer::new()
         .allow_origin(AllowOrigin::list(origins))
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
@@ -130,7 +147,12 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
     let body = serde_json::json!({"type": "https://krayne.dev/problems/internal", "title": "Internal Server Error",
         "status": 500, "detail": "internal error", "code": "internal"});
-    (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "application/problem+json")], body.to_string()).into_response()
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// The REST API, `/openapi.json` and `/docs`, with every middleware.
@@ -139,7 +161,9 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let (unary, api) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
     // Long polls carry their own timeout (timeout_seconds).
-    let (waits, _) = OpenApiRouter::new().routes(routes!(clusters::wait)).split_for_parts();
+    let (waits, _) = OpenApiRouter::new()
+        .routes(routes!(clusters::wait))
+        .split_for_parts();
     let mut doc = openapi();
     doc.paths.paths.extend(api.paths.paths);
     let rest = unary
@@ -147,7 +171,11 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .route_layer(middleware::from_fn(crate::ops::track_http))
         .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {
-            Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
         })
         .layer(middleware::from_fn(problem::render_problems))
         .layer(DefaultBodyLimit::max(settings.body_limit))
@@ -160,6 +188,8 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(TraceLayer::new_for_http())
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+        ]))
         .layer(CatchPanicLayer::custom(panic_response))
 }

@@ -38,7 +38,7 @@ pub struct Problem {
 
 /// One invalid field.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Violation {
+pub(super) struct Violation {
     /// Field path, e.g. `worker_groups[1].min_replicas`.
     pub field: String,
     /// What is wrong with it.
@@ -68,7 +68,9 @@ impl Problem {
             Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             Error::PermissionDenied(_) => StatusCode::FORBIDDEN,
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
-            Error::AlreadyExists { .. } | Error::Conflict(_) | Error::FailedPrecondition(_) => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict(_) | Error::FailedPrecondition(_) => {
+                StatusCode::CONFLICT
+            }
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::DeadlineExceeded(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -90,12 +92,17 @@ impl From<Error> for Problem {
                 let value = if why == "missing bearer token" {
                     r#"Bearer realm="krayne""#.to_owned()
                 } else {
-                    format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
+                    format!(
+                        r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#
+                    )
                 };
                 p.headers.push((header::WWW_AUTHENTICATE, value));
             }
             Error::RateLimited { retry_after } => {
-                p.headers.push((header::RETRY_AFTER, retry_after.as_secs().max(1).to_string()));
+                p.headers.push((
+                    header::RETRY_AFTER,
+                    retry_after.as_secs().max(1).to_string(),
+                ));
             }
             Error::Internal(detail) => tracing::error!(%detail, "internal error"),
             Error::PermissionDenied(_)
@@ -123,23 +130,29 @@ impl IntoResponse for Problem {
 }
 
 /// A handler's error: any domain error becomes a problem.
-pub struct ApiError(pub Problem);
+pub(super) struct ApiError(pub Box<Problem>);
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        Self(e.into())
+        Self(Box::new(e.into()))
+    }
+}
+
+impl From<Problem> for ApiError {
+    fn from(p: Problem) -> Self {
+        Self(Box::new(p))
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.0.into_response()
+        (*self.0).into_response()
     }
 }
 
 /// Middleware: writes every problem as `application/problem+json` with the
 /// request's id.
-pub async fn render_problems(request: Request, next: Next) -> Response {
+pub(super) async fn render_problems(request: Request, next: Next) -> Response {
     let request_id = request
         .headers()
         .get(super::REQUEST_ID)
@@ -154,9 +167,10 @@ pub async fn render_problems(request: Request, next: Next) -> Response {
     let status = response.status();
     let headers = std::mem::take(&mut problem.headers);
     let mut rendered = (status, Json(problem)).into_response();
-    rendered
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    rendered.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
     for (name, value) in headers {
         if let Ok(v) = HeaderValue::from_str(&value) {
             rendered.headers_mut().insert(name, v);

@@ -1,0 +1,253 @@
+//! Starting the real server binary against a sandbox.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use jsonwebtoken::Algorithm;
+use krayne_server::{
+    auth::{MintRequest, mint},
+    sandbox::{Sandbox, SandboxOptions},
+};
+use tokio::{
+    io::{AsyncBufReadExt as _, BufReader},
+    process::{Child, Command},
+};
+
+use crate::{Grpc, Rest};
+
+/// The team mapping every test environment uses.
+pub const TEAMS: &str = r#"
+admins: { groups: [platform-admins], subjects: [] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research], subjects: [alice@example.com] }
+    namespaces: { ml-team: editor, "shared-*": viewer }
+  - name: other
+    members: { groups: [other-team] }
+    namespaces: { other-team: editor }
+"#;
+
+/// `target/<profile>/krayne-server`, next to the test executable's
+/// `deps/` folder. `cargo test --workspace` builds it before running tests
+/// (it has integration tests of its own); `KRAYNE_SERVER_BIN` overrides.
+pub fn server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("KRAYNE_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let bin = profile_dir.join("krayne-server");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p krayne-server` (cargo test --workspace does it)",
+        bin.display()
+    );
+    bin
+}
+
+/// A running `krayne-server` process; killed when dropped.
+pub struct ServerProcess {
+    child: Child,
+    /// API address.
+    pub api: SocketAddr,
+    /// Ops address.
+    pub ops: SocketAddr,
+    /// Everything it logged so far.
+    pub log: Arc<Mutex<String>>,
+}
+
+impl ServerProcess {
+    /// Spawns the binary with `args` and waits for its "serving" line.
+    pub async fn spawn(args: &[String]) -> Self {
+        let mut child = Command::new(server_binary())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn krayne-server");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut lines = BufReader::new(stderr).lines();
+        let (mut api, mut ops) = (None, None);
+        let started = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                log.lock().unwrap().push_str(&format!("{line}\n"));
+                if line.contains("krayne-server serving") {
+                    api = field(&line, "api=");
+                    ops = field(&line, "ops=");
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(
+            matches!(started, Ok(true)),
+            "krayne-server did not start:\n{}",
+            log.lock().unwrap()
+        );
+        let sink = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Self {
+            child,
+            api: api.expect("api address"),
+            ops: ops.expect("ops address"),
+            log,
+        }
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("pid").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub async fn exit_code(&mut self) -> Option<i32> {
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .ok()?
+            .ok()?
+            .code()
+    }
+}
+
+fn field(line: &str, key: &str) -> Option<SocketAddr> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .and_then(|v| v.parse().ok())
+}
+
+/// How to start a test environment.
+pub struct EnvOptions {
+    /// The simulated Kubernetes.
+    pub sandbox: SandboxOptions,
+    /// Extra `serve` flags.
+    pub server_args: Vec<String>,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        let mut sandbox = SandboxOptions::fast();
+        sandbox.namespaces = ["default", "ml-team", "shared-data", "other-team"]
+            .map(str::to_owned)
+            .to_vec();
+        Self {
+            sandbox,
+            server_args: Vec::new(),
+        }
+    }
+}
+
+/// A sandbox and a real server pointed at it.
+pub struct Env {
+    /// The server process.
+    pub server: ServerProcess,
+    /// The simulated Kubernetes (in this process).
+    pub sandbox: Sandbox,
+    secret: Vec<u8>,
+    _dir: tempfile::TempDir,
+}
+
+impl Env {
+    /// The default environment.
+    pub async fn start() -> Self {
+        Self::start_with(EnvOptions::default()).await
+    }
+
+    /// An environment with `options`.
+    pub async fn start_with(options: EnvOptions) -> Self {
+        let sandbox = Sandbox::start(options.sandbox).await.expect("sandbox");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let teams = dir.path().join("teams.yaml");
+        std::fs::write(&teams, TEAMS).expect("teams");
+        let secret = b"e2e-secret-e2e-secret-e2e-secret-0123".to_vec();
+        let secret_file = dir.path().join("secret");
+        std::fs::write(&secret_file, &secret).expect("secret");
+        let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--ops-listen".into(),
+            "127.0.0.1:0".into(),
+            "--kubeconfig".into(),
+            path(&kubeconfig),
+            "--teams-file".into(),
+            path(&teams),
+            "--jwt-hs256-secret-file".into(),
+            path(&secret_file),
+        ];
+        args.extend(options.server_args);
+        let server = ServerProcess::spawn(&args).await;
+        Self {
+            server,
+            sandbox,
+            secret,
+            _dir: dir,
+        }
+    }
+
+    /// A valid token for `subject` in `groups`.
+    pub fn token(&self, subject: &str, groups: &[&str]) -> String {
+        let request = MintRequest {
+            subject: subject.to_owned(),
+            email: None,
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ttl_seconds: 3600,
+            issuer: "krayne".into(),
+            audience: "krayne".into(),
+        };
+        mint(&request, Algorithm::HS256, &self.secret).expect("mint")
+    }
+
+    /// Token of alice (ml-research: editor on ml-team, viewer on shared-*).
+    pub fn alice(&self) -> String {
+        self.token("alice@example.com", &["ml-research"])
+    }
+
+    /// Token of a global admin.
+    pub fn admin(&self) -> String {
+        self.token("root@example.com", &["platform-admins"])
+    }
+
+    /// `http://<api>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.server.api)
+    }
+
+    /// A REST client with `token`.
+    pub fn rest(&self, token: &str) -> Rest {
+        Rest::new(&self.url(), Some(token.to_owned()))
+    }
+
+    /// A REST client without a token.
+    pub fn anonymous(&self) -> Rest {
+        Rest::new(&self.url(), None)
+    }
+
+    /// gRPC clients with `token`.
+    pub async fn grpc(&self, token: &str) -> Grpc {
+        Grpc::connect(&self.url(), token).await
+    }
+}

@@ -1,0 +1,10 @@
+//! End-to-end: the real `krayne-server` binary, on port 0, against the
+//! sandbox, over REST and gRPC.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod errors;
+mod grpc_lifecycle;
+mod operations;
+mod rest_lifecycle;
+mod sandbox_command;
+mod shutdown;

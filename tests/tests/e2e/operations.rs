@@ -1,0 +1,240 @@
+//! What operators and tools rely on: the OpenAPI document and docs UI,
+//! reflection and health, CORS, the ops endpoints.
+
+use krayne_tests::{Env, EnvOptions, server_binary};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+use tonic_reflection::pb::v1::{
+    ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+    server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+};
+
+#[tokio::test]
+async fn the_openapi_document_is_stable_and_valid() {
+    let env = Env::start().await;
+    let served = env.anonymous().get("/openapi.json").await.expect(200);
+    assert_eq!(served.body["openapi"], "3.1.0");
+    let printed = std::process::Command::new(server_binary())
+        .arg("openapi")
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&printed.stdout).unwrap();
+    assert_eq!(
+        printed, served.body,
+        "`krayne-server openapi` prints what is served"
+    );
+    let mut doc = served.body.clone();
+    doc["info"]["version"] = "<version>".into();
+    insta::assert_json_snapshot!("openapi", doc);
+
+    let paths = served.body["paths"].as_object().unwrap();
+    for path in [
+        "/v1/whoami",
+        "/v1/namespaces",
+        "/v1/clusters",
+        "/v1/namespaces/{namespace}/clusters",
+        "/v1/namespaces/{namespace}/clusters/{name}",
+        "/v1/namespaces/{namespace}/clusters/{name}/details",
+        "/v1/namespaces/{namespace}/clusters/{name}/scale",
+        "/v1/namespaces/{namespace}/clusters/{name}/wait",
+    ] {
+        assert!(paths.contains_key(path), "{path} is not documented");
+    }
+    for (path, ops) in paths {
+        for (method, op) in ops.as_object().unwrap() {
+            assert!(op["summary"].is_string(), "{method} {path} has no summary");
+            assert!(
+                op["responses"]["401"].is_object(),
+                "{method} {path} does not document 401"
+            );
+        }
+    }
+
+    match which("openapi-spec-validator") {
+        Some(validator) => {
+            let file =
+                std::env::temp_dir().join(format!("krayne-openapi-{}.json", std::process::id()));
+            std::fs::write(&file, served.text.as_bytes()).unwrap();
+            let out = std::process::Command::new(validator)
+                .arg(&file)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_file(&file);
+            assert!(
+                out.status.success(),
+                "invalid OpenAPI 3.1: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None if std::env::var_os("CI").is_some() => {
+            panic!("openapi-spec-validator must be installed in CI (.ci/run does it)")
+        }
+        None => eprintln!(
+            "SKIPPED: openapi-spec-validator not installed; the document was not validated"
+        ),
+    }
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test]
+async fn swagger_ui_is_served_without_network() {
+    let env = Env::start().await;
+    let page = env.anonymous().get("/docs/").await.expect(200);
+    assert!(
+        page.text.contains("swagger-ui"),
+        "{}",
+        &page.text[..page.text.len().min(300)]
+    );
+    // The UI's assets come from this server (vendored), not a CDN.
+    assert!(
+        !page.text.contains("unpkg.com") && !page.text.contains("cdn."),
+        "the docs page loads from a CDN"
+    );
+    let css = env
+        .anonymous()
+        .get("/docs/swagger-ui.css")
+        .await
+        .expect(200);
+    assert!(css.text.len() > 1000);
+    let init = env
+        .anonymous()
+        .get("/docs/swagger-initializer.js")
+        .await
+        .expect(200);
+    assert!(init.text.contains("/openapi.json"), "{}", init.text);
+}
+
+#[tokio::test]
+async fn reflection_lists_services_and_health_is_serving() {
+    let env = Env::start().await;
+    let g = env.grpc(&env.alice()).await;
+    let mut reflection = ServerReflectionClient::new(g.channel.clone());
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection answer {response:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in [
+        "krayne.v1.ClusterService",
+        "krayne.v1.IdentityService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.contains(&want.to_owned()), "{names:?}");
+    }
+    let mut health = HealthClient::new(g.channel.clone());
+    for service in ["", "krayne.v1.ClusterService"] {
+        let answer = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.status, ServingStatus::Serving as i32, "{service:?}");
+    }
+}
+
+#[tokio::test]
+async fn cors_allows_configured_origins_only() {
+    let options = EnvOptions {
+        server_args: vec!["--cors-origin".into(), "https://portal.example.com".into()],
+        ..EnvOptions::default()
+    };
+    let env = Env::start_with(options).await;
+    let http = reqwest::Client::new();
+    let preflight = |origin: &'static str| {
+        http.request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/clusters", env.url()),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization")
+        .send()
+    };
+    let allowed = preflight("https://portal.example.com").await.unwrap();
+    assert!(allowed.status().is_success());
+    let headers = allowed.headers();
+    assert_eq!(
+        headers["access-control-allow-origin"],
+        "https://portal.example.com"
+    );
+    assert!(
+        headers["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    let refused = preflight("https://evil.example.com").await.unwrap();
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none(),
+        "{:?}",
+        refused.headers()
+    );
+}
+
+#[tokio::test]
+async fn ops_endpoints_need_no_token_and_report() {
+    let env = Env::start().await;
+    let ops = krayne_tests::Rest::new(&format!("http://{}", env.server.ops), None);
+    ops.get("/healthz").await.expect(200);
+    let ready = ops.get("/readyz").await.expect(200);
+    assert_eq!(ready.body["status"], "ready");
+    env.rest(&env.alice()).get("/v1/whoami").await.expect(200);
+    let metrics = ops.get("/metrics").await.expect(200);
+    assert!(
+        metrics.text.contains(
+            "krayne_http_requests_total{route=\"/v1/whoami\",method=\"GET\",code=\"200\"}"
+        ),
+        "{}",
+        metrics.text
+    );
+    assert!(
+        metrics
+            .text
+            .contains("krayne_http_request_duration_seconds"),
+        "{}",
+        metrics.text
+    );
+    env.anonymous()
+        .get("/v1/whoami")
+        .await
+        .problem(401, "unauthenticated");
+
+    // With Kubernetes gone, the server is alive but not ready.
+    let Env {
+        server, sandbox, ..
+    } = env;
+    sandbox.shutdown().await;
+    let ops = krayne_tests::Rest::new(&format!("http://{}", server.ops), None);
+    ops.get("/healthz").await.expect(200);
+    let not_ready = ops.get("/readyz").await.expect(503);
+    assert!(
+        not_ready.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{}",
+        not_ready.text
+    );
+}

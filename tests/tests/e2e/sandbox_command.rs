@@ -1,0 +1,68 @@
+//! `krayne-server sandbox`, as a newcomer runs it: the printed curl works.
+
+use std::{process::Stdio, time::Instant};
+
+use krayne_tests::server_binary;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+#[tokio::test]
+async fn the_sandbox_starts_and_its_curl_lines_work() {
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(server_binary())
+        .args([
+            "sandbox",
+            "--port",
+            "0",
+            "--ops-port",
+            "0",
+            "--time-scale",
+            "0.05",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let done = line.contains("/wait?timeout_seconds=60");
+        out.push(line);
+        if done {
+            break;
+        }
+    }
+    eprintln!(
+        "krayne-server sandbox printed its commands after {:?}",
+        started.elapsed()
+    );
+    let curls: Vec<&String> = out.iter().filter(|l| l.starts_with("curl ")).collect();
+    assert_eq!(curls.len(), 3, "{out:#?}");
+    let run = |line: &str| {
+        let output = std::process::Command::new("sh")
+            .args(["-c", line])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let whoami = run(curls[0]);
+    assert!(
+        whoami.contains("\"subject\":\"alice@example.com\""),
+        "{whoami}"
+    );
+    let created = run(curls[1]);
+    assert!(created.contains("\"name\":\"demo\""), "{created}");
+    let ready = run(curls[2]);
+    assert!(ready.contains("\"status\":\"ready\""), "{ready}");
+    let kubectl = out
+        .iter()
+        .find(|l| l.contains("kubectl --kubeconfig"))
+        .unwrap();
+    assert!(kubectl.contains("get rayclusters,pods -A"));
+    child.kill().await.unwrap();
+}
