@@ -44,6 +44,16 @@ struct NamedMeta {
     name: String,
 }
 
+/// `rayclusters`, `pods`, … from an API path, for metric labels.
+fn resource_of(path: &str) -> String {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let at = segments
+        .iter()
+        .rposition(|s| ["rayclusters", "pods", "events", "namespaces"].contains(s));
+    at.and_then(|i| segments.get(i))
+        .map_or_else(|| "other".to_owned(), |s| (*s).to_owned())
+}
+
 fn rayclusters(namespace: Option<&str>) -> KubeRequest {
     KubeRequest::new(match namespace {
         Some(ns) => format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"),

@@ -76,7 +76,11 @@ impl ClusterService {
     {
         let started = Instant::now();
         let mut e = self.entry(cx, action, Some(namespace), Some(cluster), summary);
-        if let Err(why) = self.audit.begin(&e).await {
+        let written = self.audit.begin(&e).await;
+        metrics::histogram!("krayne_audit_write_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        if let Err(why) = written {
+            metrics::counter!("krayne_audit_write_failures_total").increment(1);
             tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the mutation");
             return Err(Error::Unavailable(
                 "the audit log cannot be written, so nothing was changed; try again shortly".into(),

@@ -201,7 +201,17 @@ async fn ops_endpoints_need_no_token_and_report() {
     let ready = ops.get("/readyz").await.expect(200);
     assert_eq!(ready.body["status"], "ready");
     env.rest(&env.alice()).get("/v1/whoami").await.expect(200);
+    let create = serde_json::json!({"name": "counted"});
+    env.rest(&env.alice())
+        .post("/v1/namespaces/ml-team/clusters", &create)
+        .await
+        .expect(201);
     let metrics = ops.get("/metrics").await.expect(200);
+    assert!(
+        metrics.text.contains("krayne_audit_write_duration_seconds"),
+        "{}",
+        metrics.text
+    );
     assert!(
         metrics.text.contains(
             "krayne_http_requests_total{route=\"/v1/whoami\",method=\"GET\",code=\"200\"}"

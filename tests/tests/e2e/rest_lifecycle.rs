@@ -180,3 +180,67 @@ async fn bad_images_and_missing_capacity_show_in_the_status() {
         timeout.text
     );
 }
+
+#[tokio::test]
+async fn request_ids_reach_kubernetes_and_come_back() {
+    let env = Env::start().await;
+    let alice = env.rest(&env.alice());
+    let body = serde_json::to_vec(&json!({"name": "traced"})).unwrap();
+    let http = reqwest::Client::new();
+    let res = http
+        .post(format!("{}{NS}", env.url()))
+        .bearer_auth(env.alice())
+        .header("content-type", "application/json")
+        .header("x-request-id", "trace-me-42")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    assert_eq!(res.headers()["x-request-id"], "trace-me-42");
+    let seen = env.sandbox.requests();
+    let create = seen
+        .iter()
+        .find(|r| r.method == "POST" && r.uri.contains("/rayclusters"))
+        .expect("the create reached the sandbox");
+    assert_eq!(create.request_id.as_deref(), Some("trace-me-42"));
+
+    // Without one, the server makes one, echoes it and puts it in problems.
+    let missing = alice
+        .get(&format!("{NS}/nope"))
+        .await
+        .problem(404, "not_found");
+    assert_eq!(
+        missing.header("x-request-id").as_deref(),
+        missing.body["request_id"].as_str()
+    );
+}
+
+#[tokio::test]
+async fn namespaces_and_gzip() {
+    let env = Env::start().await;
+    let listed = env
+        .rest(&env.alice())
+        .get("/v1/namespaces?page_size=1")
+        .await
+        .expect(200);
+    assert_eq!(
+        listed.body["namespaces"][0],
+        json!({"namespace": "ml-team", "role": "editor", "via_teams": ["ml-research"]})
+    );
+    assert!(listed.body["next_page_token"].is_string());
+    let admin = env
+        .rest(&env.admin())
+        .get("/v1/namespaces")
+        .await
+        .expect(200);
+    assert_eq!(admin.body["namespaces"].as_array().unwrap().len(), 4);
+
+    let res = reqwest::Client::new()
+        .get(format!("{}/openapi.json", env.url()))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["content-encoding"], "gzip");
+}
