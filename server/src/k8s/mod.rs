@@ -81,10 +81,26 @@ impl KubeClusterStore {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        self.client
+        let labels = [
+            ("verb", request.method().to_string()),
+            ("resource", resource_of(request.uri().path())),
+        ];
+        let started = std::time::Instant::now();
+        let result = self
+            .client
             .request::<T>(request)
             .await
-            .map_err(errors::translate)
+            .map_err(errors::translate);
+        let outcome = result.as_ref().map_or_else(Error::code, |_| "ok");
+        metrics::histogram!("krayne_kube_request_duration_seconds", &labels)
+            .record(started.elapsed().as_secs_f64());
+        let [verb, resource] = labels;
+        metrics::counter!(
+            "krayne_kube_requests_total",
+            &[verb, resource, ("outcome", outcome.to_owned())]
+        )
+        .increment(1);
+        result
     }
 
     async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(

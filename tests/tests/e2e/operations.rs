@@ -226,6 +226,17 @@ async fn ops_endpoints_need_no_token_and_report() {
         "{}",
         metrics.text
     );
+    for kube_metric in [
+        "krayne_kube_requests_total{verb=\"GET\",resource=\"namespaces\",outcome=\"ok\"}",
+        "krayne_kube_requests_total{verb=\"POST\",resource=\"rayclusters\",outcome=\"ok\"}",
+        "krayne_kube_request_duration_seconds",
+    ] {
+        assert!(
+            metrics.text.contains(kube_metric),
+            "{kube_metric} missing:\n{}",
+            metrics.text
+        );
+    }
     env.anonymous()
         .get("/v1/whoami")
         .await
