@@ -7,7 +7,10 @@ use jsonwebtoken::Algorithm;
 use crate::{
     app::{self, Parts},
     audit::LogAuditSink,
-    auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
+    auth::{
+        Authenticator, JwksOptions, JwksSource, MintRequest, TokenRules, Verifier, VerifyingKey,
+        load_mapping, mint, watch_mapping,
+    },
     config::{Cli, Command, HttpArgs, JwtArgs, MintArgs, SandboxArgs, ServeArgs, TokenCommand},
     k8s::KubeClusterStore,
     manifest::ManifestSettings,
@@ -88,16 +91,51 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
         tracing::warn!("accepting HS256 tokens: for development only");
         keys.push(VerifyingKey::hs256(&secret));
     }
-    if keys.is_empty() {
-        return Err("no token keys: give --jwt-public-key ALG:PATH (or, for development, --jwt-hs256-secret-file)".into());
+    let jwks = match (&jwt.jwks_url, &jwt.oidc_issuer_url) {
+        (Some(url), _) => Some((url.clone(), false)),
+        (None, Some(issuer)) => Some((issuer.clone(), true)),
+        (None, None) => None,
+    };
+    if keys.is_empty() && jwks.is_none() {
+        return Err(
+            "no token keys: give --jwks-url, --oidc-issuer-url or --jwt-public-key ALG:PATH \
+                    (or, for development, --jwt-hs256-secret-file)"
+                .into(),
+        );
     }
     let rules = TokenRules {
         issuer: jwt.jwt_issuer.clone(),
         audience: jwt.jwt_audience.clone(),
         leeway_seconds: jwt.jwt_leeway_seconds.min(60),
-        ..TokenRules::default()
+        subject_claim: jwt.jwt_subject_claim.clone(),
+        email_claim: jwt.jwt_email_claim.clone(),
+        groups_claim: jwt.jwt_groups_claim.clone(),
     };
-    Ok(Verifier::new(keys, rules))
+    let verifier = Verifier::new(keys, rules);
+    let Some((url, discover)) = jwks else {
+        return Ok(verifier);
+    };
+    let mut algorithms = Vec::new();
+    for name in &jwt.jwt_algorithms {
+        let alg: Algorithm = name
+            .parse()
+            .map_err(|_| format!("--jwt-algorithms: unknown algorithm {name:?}"))?;
+        if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+            return Err(
+                "--jwt-algorithms: shared-secret (HS*) algorithms cannot come from a JWKS".into(),
+            );
+        }
+        algorithms.push(alg);
+    }
+    let source = JwksSource::new(JwksOptions {
+        url,
+        discover,
+        algorithms,
+        ttl: Duration::from_secs(jwt.jwks_ttl_seconds),
+        cooldown: Duration::from_secs(jwt.jwks_cooldown_seconds),
+        timeout: Duration::from_secs(5),
+    })?;
+    Ok(verifier.with_jwks(source))
 }
 
 /// The service and HTTP settings from the HTTP flags.
@@ -117,11 +155,16 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let text = std::fs::read_to_string(&args.teams_file)
-        .map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
-    let mapping = TeamMapping::parse(&text)
-        .map_err(|e| format!("--teams-file {}: {e}", args.teams_file.display()))?;
+    let (mapping, hash) =
+        load_mapping(&args.teams_file).map_err(|e| format!("--teams-file {e}"))?;
+    tracing::info!(file = %args.teams_file.display(), sha256 = %hash, "team mapping loaded");
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
+    let _reloads = watch_mapping(
+        auth.clone(),
+        args.teams_file.clone(),
+        hash,
+        args.teams_watch,
+    )?;
     let client = kube_client(&args).await?;
     let (service, rest) = settings(&args.http);
     let parts = Parts {

@@ -81,9 +81,12 @@ pub struct ServeArgs {
     /// Kubeconfig context.
     #[arg(long, env = "KRAYNE_KUBE_CONTEXT")]
     pub kube_context: Option<String>,
-    /// Team mapping YAML file.
+    /// Team mapping YAML file; reloaded when it changes and on SIGHUP.
     #[arg(long, env = "KRAYNE_TEAMS_FILE")]
     pub teams_file: PathBuf,
+    /// Watch the team mapping file for changes (SIGHUP always reloads).
+    #[arg(long, env = "KRAYNE_TEAMS_WATCH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub teams_watch: bool,
     /// Token checks.
     #[command(flatten)]
     pub jwt: JwtArgs,
@@ -111,6 +114,35 @@ pub struct JwtArgs {
     /// Clock skew allowed, in seconds (at most 60).
     #[arg(long, env = "KRAYNE_JWT_LEEWAY_SECONDS", default_value_t = 30)]
     pub jwt_leeway_seconds: u64,
+    /// JWKS URL of the token issuer.
+    #[arg(long, env = "KRAYNE_JWKS_URL", conflicts_with = "oidc_issuer_url")]
+    pub jwks_url: Option<String>,
+    /// OIDC issuer URL: its discovery document names the JWKS URL.
+    #[arg(long, env = "KRAYNE_OIDC_ISSUER_URL")]
+    pub oidc_issuer_url: Option<String>,
+    /// Algorithms accepted from the JWKS, comma-separated.
+    #[arg(
+        long,
+        env = "KRAYNE_JWT_ALGORITHMS",
+        value_delimiter = ',',
+        default_value = "RS256,ES256"
+    )]
+    pub jwt_algorithms: Vec<String>,
+    /// Seconds a fetched key set stays fresh.
+    #[arg(long, env = "KRAYNE_JWKS_TTL_SECONDS", default_value_t = 300)]
+    pub jwks_ttl_seconds: u64,
+    /// Least seconds between two key-set fetches (an unknown `kid` refetches).
+    #[arg(long, env = "KRAYNE_JWKS_COOLDOWN_SECONDS", default_value_t = 10)]
+    pub jwks_cooldown_seconds: u64,
+    /// Claim holding the subject.
+    #[arg(long, env = "KRAYNE_JWT_SUBJECT_CLAIM", default_value = "sub")]
+    pub jwt_subject_claim: String,
+    /// Claim holding the e-mail.
+    #[arg(long, env = "KRAYNE_JWT_EMAIL_CLAIM", default_value = "email")]
+    pub jwt_email_claim: String,
+    /// Claim holding the groups (a string or a list).
+    #[arg(long, env = "KRAYNE_JWT_GROUPS_CLAIM", default_value = "groups")]
+    pub jwt_groups_claim: String,
 }
 
 /// `krayne-server sandbox`.

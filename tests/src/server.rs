@@ -142,6 +142,10 @@ pub struct EnvOptions {
     pub sandbox: SandboxOptions,
     /// Extra `serve` flags.
     pub server_args: Vec<String>,
+    /// Token flags replacing the default HS256 secret, when set.
+    pub jwt_args: Option<Vec<String>>,
+    /// The team mapping file's content.
+    pub teams: String,
 }
 
 impl Default for EnvOptions {
@@ -153,6 +157,8 @@ impl Default for EnvOptions {
         Self {
             sandbox,
             server_args: Vec::new(),
+            jwt_args: None,
+            teams: TEAMS.to_owned(),
         }
     }
 }
@@ -164,7 +170,7 @@ pub struct Env {
     /// The simulated Kubernetes (in this process).
     pub sandbox: Sandbox,
     secret: Vec<u8>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Env {
@@ -180,7 +186,7 @@ impl Env {
         let kubeconfig = dir.path().join("kubeconfig");
         sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let teams = dir.path().join("teams.yaml");
-        std::fs::write(&teams, TEAMS).expect("teams");
+        std::fs::write(&teams, &options.teams).expect("teams");
         let secret = b"e2e-secret-e2e-secret-e2e-secret-0123".to_vec();
         let secret_file = dir.path().join("secret");
         std::fs::write(&secret_file, &secret).expect("secret");
@@ -195,17 +201,24 @@ impl Env {
             path(&kubeconfig),
             "--teams-file".into(),
             path(&teams),
-            "--jwt-hs256-secret-file".into(),
-            path(&secret_file),
         ];
+        match options.jwt_args {
+            Some(jwt) => args.extend(jwt),
+            None => args.extend(["--jwt-hs256-secret-file".into(), path(&secret_file)]),
+        }
         args.extend(options.server_args);
         let server = ServerProcess::spawn(&args).await;
         Self {
             server,
             sandbox,
             secret,
-            _dir: dir,
+            dir,
         }
+    }
+
+    /// The team mapping file the server reads.
+    pub fn teams_file(&self) -> PathBuf {
+        self.dir.path().join("teams.yaml")
     }
 
     /// A valid token for `subject` in `groups`.

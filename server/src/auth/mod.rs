@@ -1,12 +1,16 @@
 //! Authentication (JWTs) and the team mapping that turns a token into a
-//! [`Principal`]. Transport-neutral: the REST extractor and the gRPC layer
-//! both call [`Authenticator::authenticate`].
+//! [`Principal`]. Transport-neutral: the REST extractor and the gRPC
+//! services both call [`Authenticator::authenticate`].
 
+mod jwks;
+mod reload;
 mod teams;
 mod tokens;
 
 use std::sync::{Arc, RwLock};
 
+pub use jwks::{JwksOptions, JwksSource};
+pub use reload::{load_mapping, watch_mapping};
 pub use teams::{Members, Membership, Team, TeamMapping};
 pub use tokens::{
     MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey,
@@ -14,6 +18,16 @@ pub use tokens::{
 };
 
 use crate::domain::{Error, Principal};
+
+/// A refused authentication: what the client may see, and why (for logs
+/// and the audit trail; never the token).
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    /// The generic error for the client.
+    pub error: Error,
+    /// The reason.
+    pub detail: String,
+}
 
 /// Verifies tokens and resolves callers through the current team mapping.
 #[derive(Clone)]
@@ -36,13 +50,19 @@ impl Authenticator {
         *self.mapping.write().unwrap_or_else(|p| p.into_inner()) = mapping;
     }
 
-    /// The caller of a request with this `Authorization` header. Errors
-    /// are generic for the client; the detail goes to the log.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Error> {
-        let id = self.verifier.verify_header(authorization).map_err(|e| {
-            tracing::info!(reason = %e, "authentication failed");
-            Error::Unauthenticated(e.public().to_owned())
-        })?;
+    /// The caller of a request with this `Authorization` header.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Rejection> {
+        let id = self
+            .verifier
+            .verify_header(authorization)
+            .await
+            .map_err(|e| {
+                tracing::info!(reason = %e, "authentication failed");
+                Rejection {
+                    error: Error::Unauthenticated(e.public().to_owned()),
+                    detail: e.to_string(),
+                }
+            })?;
         let m = self
             .mapping
             .read()

@@ -1,6 +1,6 @@
 //! JWT verification with keys and algorithms from configuration only.
 
-use std::collections::HashSet;
+use std::{collections::HashSet, sync::Arc};
 
 use jsonwebtoken::{
     Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode,
@@ -8,8 +8,12 @@ use jsonwebtoken::{
 use serde::Serialize;
 use serde_json::Value;
 
-/// Tokens larger than this are refused before any parsing.
-pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+use super::jwks::JwksSource;
+
+/// Tokens larger than this are refused before any parsing. 8 KiB is what
+/// common proxies allow for a header; HTTP/2 itself refuses header blocks
+/// over 16 KiB before they reach krayne.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
 /// One key the server accepts tokens from.
 #[derive(Clone)]
@@ -120,33 +124,49 @@ impl TokenError {
     }
 }
 
-/// Checks tokens against configured keys.
+/// Checks tokens against configured keys, static and from a JWKS URL.
 #[derive(Clone)]
 pub struct Verifier {
     keys: Vec<VerifyingKey>,
+    jwks: Option<Arc<JwksSource>>,
     rules: TokenRules,
 }
 
 impl Verifier {
     /// A verifier accepting `keys` under `rules`.
     pub fn new(keys: Vec<VerifyingKey>, rules: TokenRules) -> Self {
-        Self { keys, rules }
+        Self {
+            keys,
+            jwks: None,
+            rules,
+        }
+    }
+
+    /// Also accepts keys from `jwks`.
+    pub fn with_jwks(mut self, jwks: JwksSource) -> Self {
+        self.jwks = Some(Arc::new(jwks));
+        self
     }
 
     /// Verifies `Authorization` header text (`Bearer <jwt>`).
-    pub fn verify_header(&self, header: Option<&str>) -> Result<TokenIdentity, TokenError> {
+    pub async fn verify_header(&self, header: Option<&str>) -> Result<TokenIdentity, TokenError> {
         let value = header.ok_or(TokenError::Missing)?;
+        if value.len() > MAX_TOKEN_BYTES + 16 {
+            return Err(TokenError::Invalid(format!(
+                "authorization longer than {MAX_TOKEN_BYTES} bytes"
+            )));
+        }
         let token = value
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| TokenError::Invalid("authorization is not a bearer token".into()))?;
-        self.verify(token)
+        self.verify(token).await
     }
 
     /// Verifies a compact JWT.
-    pub fn verify(&self, token: &str) -> Result<TokenIdentity, TokenError> {
+    pub async fn verify(&self, token: &str) -> Result<TokenIdentity, TokenError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::Invalid(format!(
                 "token longer than {MAX_TOKEN_BYTES} bytes"
@@ -154,10 +174,13 @@ impl Verifier {
         }
         let header =
             decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {e}")))?;
+        let mut keys = self.keys.clone();
+        if let Some(jwks) = &self.jwks {
+            keys.extend(jwks.keys(header.kid.as_deref()).await);
+        }
         // The token's `alg` only selects among configured keys; it never
         // chooses how a key is used.
-        let candidates: Vec<&VerifyingKey> = self
-            .keys
+        let candidates: Vec<&VerifyingKey> = keys
             .iter()
             .filter(|k| k.algorithm == header.alg)
             .filter(|k| match (&k.kid, &header.kid) {
@@ -308,43 +331,51 @@ mod tests {
         Verifier::new(vec![VerifyingKey::hs256(SECRET)], TokenRules::default())
     }
 
-    #[test]
-    fn a_minted_token_verifies() {
+    #[tokio::test]
+    async fn a_minted_token_verifies() {
         let token = mint(&request(60), Algorithm::HS256, SECRET).unwrap();
         let id = verifier()
             .verify_header(Some(&format!("Bearer {token}")))
+            .await
             .unwrap();
         assert_eq!(id.subject, "alice");
         assert_eq!(id.email.as_deref(), Some("alice@example.com"));
         assert_eq!(id.groups, ["ml"]);
     }
 
-    #[test]
-    fn bad_tokens_are_refused_generically() {
+    #[tokio::test]
+    async fn bad_tokens_are_refused_generically() {
         let v = verifier();
-        assert_eq!(v.verify_header(None), Err(TokenError::Missing));
+        assert_eq!(v.verify_header(None).await, Err(TokenError::Missing));
         assert_eq!(
-            v.verify_header(Some("Basic abc")).unwrap_err().public(),
+            v.verify_header(Some("Basic abc"))
+                .await
+                .unwrap_err()
+                .public(),
             "invalid token"
         );
         let expired = mint(&request(-120), Algorithm::HS256, SECRET).unwrap();
-        assert_eq!(v.verify(&expired), Err(TokenError::Expired));
+        assert_eq!(v.verify(&expired).await, Err(TokenError::Expired));
         let other = mint(
             &request(60),
             Algorithm::HS256,
             b"another-secret-another-secret-xx",
         )
         .unwrap();
-        assert_eq!(v.verify(&other).unwrap_err().public(), "invalid token");
+        assert_eq!(
+            v.verify(&other).await.unwrap_err().public(),
+            "invalid token"
+        );
         let mut wrong_aud = request(60);
         wrong_aud.audience = "else".into();
         assert!(
             v.verify(&mint(&wrong_aud, Algorithm::HS256, SECRET).unwrap())
+                .await
                 .is_err()
         );
-        assert!(v.verify(&"x".repeat(MAX_TOKEN_BYTES + 1)).is_err());
+        assert!(v.verify(&"x".repeat(MAX_TOKEN_BYTES + 1)).await.is_err());
         // alg "none": header {"alg":"none"}, no signature.
         let none = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtYWxsb3J5In0.";
-        assert!(v.verify(none).is_err());
+        assert!(v.verify(none).await.is_err());
     }
 }

@@ -36,11 +36,7 @@ fn metadata<T>(req: &Request<T>, key: &str) -> Option<String> {
 }
 
 impl Grpc {
-    fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
-        let principal = self
-            .auth
-            .authenticate(metadata(req, "authorization").as_deref())
-            .map_err(to_status)?;
+    async fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
         let source_ip = req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
@@ -53,7 +49,19 @@ impl Grpc {
             source_ip,
             user_agent: metadata(req, "user-agent"),
         };
-        Ok(Context { principal, meta })
+        match self
+            .auth
+            .authenticate(metadata(req, "authorization").as_deref())
+            .await
+        {
+            Ok(principal) => Ok(Context { principal, meta }),
+            Err(rejected) => {
+                self.service
+                    .record_unauthenticated(&meta, &rejected.detail)
+                    .await;
+                Err(to_status(rejected.error))
+            }
+        }
     }
 }
 
@@ -67,7 +75,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::CreateClusterRequest>,
     ) -> Result<Response<pb::CreateClusterResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let body = req.into_inner();
         let config = match body.source {
             Some(Source::Spec(spec)) => convert::spec_to_config(&spec),
@@ -102,7 +110,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::GetClusterRequest>,
     ) -> Result<Response<pb::ClusterInfo>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let info = self
             .service
@@ -116,7 +124,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::ListClustersRequest>,
     ) -> Result<Response<pb::ListClustersResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
         let p = self
@@ -134,7 +142,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::DescribeClusterRequest>,
     ) -> Result<Response<pb::ClusterDetails>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let details = self
             .service
@@ -148,7 +156,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::ScaleClusterRequest>,
     ) -> Result<Response<pb::ScaleClusterResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let input = ScaleInput {
             worker_group: r.worker_group,
@@ -170,7 +178,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::DeleteClusterRequest>,
     ) -> Result<Response<pb::DeleteClusterResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         self.service
             .delete(&cx, &r.namespace, &r.name)
@@ -185,7 +193,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::WaitClusterRequest>,
     ) -> Result<Response<Self::WaitClusterStream>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let timeout = Some(r.timeout_seconds)
             .filter(|t| *t > 0)
@@ -211,7 +219,7 @@ impl identity_service_server::IdentityService for Grpc {
         &self,
         req: Request<pb::WhoAmIRequest>,
     ) -> Result<Response<pb::WhoAmIResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let id = self.service.whoami(&cx).await.map_err(to_status)?;
         Ok(Response::new(pb::WhoAmIResponse {
             subject: id.subject,
@@ -240,7 +248,7 @@ impl identity_service_server::IdentityService for Grpc {
         &self,
         req: Request<pb::ListNamespacesRequest>,
     ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
-        let cx = self.context(&req)?;
+        let cx = self.context(&req).await?;
         let r = req.into_inner();
         let p = self
             .service

@@ -40,7 +40,6 @@ impl FromRequestParts<AppState> for Caller {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let authorization = header_str(parts, header::AUTHORIZATION);
-        let principal = state.auth.authenticate(authorization.as_deref())?;
         let meta = RequestMeta {
             request_id: header_str(parts, REQUEST_ID).unwrap_or_default(),
             transport: Transport::Rest,
@@ -50,7 +49,16 @@ impl FromRequestParts<AppState> for Caller {
                 .map(|c| c.0.ip().to_string()),
             user_agent: header_str(parts, header::USER_AGENT),
         };
-        Ok(Self(Context { principal, meta }))
+        match state.auth.authenticate(authorization.as_deref()).await {
+            Ok(principal) => Ok(Self(Context { principal, meta })),
+            Err(rejected) => {
+                state
+                    .service
+                    .record_unauthenticated(&meta, &rejected.detail)
+                    .await;
+                Err(rejected.error.into())
+            }
+        }
     }
 }
 

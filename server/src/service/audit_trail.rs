@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{ClusterService, Context};
 use crate::domain::{
     Error,
-    audit::{AuditEntry, Outcome},
+    audit::{AuditEntry, Outcome, RequestMeta},
 };
 
 impl ClusterService {
@@ -37,6 +37,28 @@ impl ClusterService {
             error: None,
             duration_ms: None,
         }
+    }
+
+    /// Audits a request whose token was refused (`auth.denied`); `detail`
+    /// says why, never the token.
+    pub async fn record_unauthenticated(&self, meta: &RequestMeta, detail: &str) {
+        let cx = Context {
+            principal: crate::domain::Principal {
+                subject: String::new(),
+                email: None,
+                groups: Vec::new(),
+                teams: Vec::new(),
+                global_admin: false,
+                grants: Vec::new(),
+            },
+            meta: meta.clone(),
+        };
+        let mut e = self.entry(&cx, "auth.denied", None, None, Value::Null);
+        e.outcome = Outcome::Denied;
+        e.error_code = Some("unauthenticated");
+        e.error = Some(detail.to_owned());
+        e.duration_ms = Some(0);
+        self.audit.record(&e).await;
     }
 
     /// Audits a request refused before it could act (denied or invalid).

@@ -2,8 +2,10 @@
 //! sandbox, over REST and gRPC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod auth;
 mod errors;
 mod grpc_lifecycle;
+mod keys;
 mod operations;
 mod rest_lifecycle;
 mod sandbox_command;
