@@ -112,9 +112,14 @@ impl ServerProcess {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends a signal by name (`TERM`, `HUP`, …).
+    pub fn signal(&self, name: &str) {
         let pid = self.child.id().expect("pid").to_string();
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([&format!("-{name}"), &pid])
             .status()
             .expect("kill");
         assert!(status.success());
@@ -214,6 +219,11 @@ impl Env {
             secret,
             dir,
         }
+    }
+
+    /// The HS256 secret file the server trusts (default token options).
+    pub fn secret_file(&self) -> PathBuf {
+        self.dir.path().join("secret")
     }
 
     /// The team mapping file the server reads.

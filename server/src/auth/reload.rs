@@ -51,7 +51,10 @@ pub fn watch_mapping(
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     Ok(tokio::spawn(async move {
+        // Both live as long as the task: the watcher feeds `tx`, and `tx`
+        // keeps the channel open when there is no watcher (SIGHUP only).
         let _keep_watching = watcher;
+        let _keep_open = tx;
         let mut current = hash;
         loop {
             #[cfg(unix)]

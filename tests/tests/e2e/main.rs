@@ -10,3 +10,4 @@ mod operations;
 mod rest_lifecycle;
 mod sandbox_command;
 mod shutdown;
+mod tenancy;
