@@ -11,8 +11,7 @@ pub mod v1 {
 }
 
 /// Encoded `FileDescriptorSet` of every krayne proto, for gRPC reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/krayne_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/krayne_descriptor.bin"));
 
 #[cfg(test)]
 mod tests {
@@ -30,10 +29,7 @@ mod tests {
             .filter(|f| f.package() == "krayne.v1")
             .flat_map(|f| f.service.iter().map(|s| s.name().to_owned()))
             .collect();
-        assert_eq!(
-            services,
-            ["ClusterService", "IdentityService", "AuditService"]
-        );
+        assert_eq!(services, ["ClusterService", "IdentityService", "AuditService"]);
     }
 
     #[test]

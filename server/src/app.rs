@@ -100,14 +100,11 @@ pub async fn start(
             }
         };
         let (drained_tx, drained) = tokio::sync::oneshot::channel::<()>();
-        let api_server = axum::serve(
-            api_listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            signal.await;
-            let _ = drained_tx.send(());
-        });
+        let api_server = axum::serve(api_listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                signal.await;
+                let _ = drained_tx.send(());
+            });
         let mut ops_stop = stopping;
         let ops_server = axum::serve(ops_listener, ops_app).with_graceful_shutdown(async move {
             let _ = ops_stop.changed().await;

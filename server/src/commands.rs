@@ -6,12 +6,15 @@ use jsonwebtoken::Algorithm;
 
 use crate::{
     app::{self, Parts},
-    audit::LogAuditSink,
+    audit::{self, DatabaseOptions, QueueOptions},
     auth::{
-        Authenticator, JwksOptions, JwksSource, MintRequest, TokenRules, Verifier, VerifyingKey,
-        load_mapping, mint, watch_mapping,
+        Authenticator, JwksOptions, JwksSource, MintRequest, TokenRules, Verifier, VerifyingKey, load_mapping, mint,
+        watch_mapping,
     },
-    config::{Cli, Command, HttpArgs, JwtArgs, MintArgs, SandboxArgs, ServeArgs, TokenCommand},
+    config::{
+        AuditCommand, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs, ServeArgs,
+        TokenCommand,
+    },
     k8s::KubeClusterStore,
     manifest::ManifestSettings,
     rest::RestSettings,
@@ -24,10 +27,7 @@ mod sandbox_cmd;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     init_tracing(&cli.log, cli.log_json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
@@ -37,6 +37,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Sandbox(args) => sandbox_cmd::run(args).await,
             Command::Openapi => openapi(),
             Command::Token(TokenCommand::Mint(args)) => mint_token(&args),
+            Command::Migrate(db) => migrate(&db).await,
+            Command::Audit(AuditCommand::Prune(args)) => prune(&args).await,
         }
     });
     match result {
@@ -52,8 +54,8 @@ fn fail(message: &str) -> ExitCode {
 }
 
 fn init_tracing(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -77,14 +79,10 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
             .parse()
             .map_err(|_| format!("--jwt-public-key: unknown algorithm {alg:?}"))?;
         let pem = std::fs::read(path).map_err(|e| format!("--jwt-public-key {path}: {e}"))?;
-        keys.push(
-            VerifyingKey::from_pem(alg, &pem)
-                .map_err(|e| format!("--jwt-public-key {path}: {e}"))?,
-        );
+        keys.push(VerifyingKey::from_pem(alg, &pem).map_err(|e| format!("--jwt-public-key {path}: {e}"))?);
     }
     if let Some(path) = &jwt.jwt_hs256_secret_file {
-        let secret = std::fs::read(path)
-            .map_err(|e| format!("--jwt-hs256-secret-file {}: {e}", path.display()))?;
+        let secret = std::fs::read(path).map_err(|e| format!("--jwt-hs256-secret-file {}: {e}", path.display()))?;
         if secret.len() < 32 {
             return Err("--jwt-hs256-secret-file: the secret must be at least 32 bytes".into());
         }
@@ -121,9 +119,7 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
             .parse()
             .map_err(|_| format!("--jwt-algorithms: unknown algorithm {name:?}"))?;
         if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
-            return Err(
-                "--jwt-algorithms: shared-secret (HS*) algorithms cannot come from a JWKS".into(),
-            );
+            return Err("--jwt-algorithms: shared-secret (HS*) algorithms cannot come from a JWKS".into());
         }
         algorithms.push(alg);
     }
@@ -155,35 +151,64 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let (mapping, hash) =
-        load_mapping(&args.teams_file).map_err(|e| format!("--teams-file {e}"))?;
+    let (mapping, hash) = load_mapping(&args.teams_file).map_err(|e| format!("--teams-file {e}"))?;
     tracing::info!(file = %args.teams_file.display(), sha256 = %hash, "team mapping loaded");
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
-    let _reloads = watch_mapping(
-        auth.clone(),
-        args.teams_file.clone(),
-        hash,
-        args.teams_watch,
-    )?;
+    let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let client = kube_client(&args).await?;
-    let (service, rest) = settings(&args.http);
+    let (mut service, rest) = settings(&args.http);
+    service.audit_reads = args.audit_reads;
     let parts = Parts {
         store: Arc::new(KubeClusterStore::new(client)),
-        audit: Arc::new(LogAuditSink),
+        audit: audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
         service,
         rest,
         grace: Duration::from_secs(args.http.shutdown_grace_seconds),
     };
-    let running = app::start(
-        parts,
-        args.http.listen,
-        args.http.ops_listen,
-        app::shutdown_signal(),
-    )
-    .await?;
+    let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
+    Ok(())
+}
+
+/// Rows still pending after this long were left by a crash: no request
+/// lives longer (unary requests time out well before).
+pub(crate) const SWEEP_AFTER: Duration = Duration::from_secs(120);
+
+pub(crate) fn database(db: &DatabaseArgs) -> DatabaseOptions {
+    DatabaseOptions {
+        url: db.database_url.clone(),
+        max_connections: db.database_max_connections,
+        statement_timeout: Duration::from_secs(db.database_statement_timeout_seconds),
+        acquire_timeout: Duration::from_secs(db.database_acquire_timeout_seconds),
+    }
+}
+
+#[allow(clippy::print_stdout)]
+async fn migrate(db: &DatabaseArgs) -> Result<(), String> {
+    let store = audit::Store::connect(&database(db))?;
+    store.migrate().await?;
+    println!("migrations applied to {}", audit::redact(&db.database_url));
+    Ok(())
+}
+
+#[allow(clippy::print_stdout)]
+async fn prune(args: &PruneArgs) -> Result<(), String> {
+    let age: jiff::SignedDuration = args
+        .older_than
+        .parse()
+        .map_err(|e| format!("--older-than {:?}: {e}", args.older_than))?;
+    let cutoff = jiff::Timestamp::now()
+        .checked_sub(age)
+        .map_err(|e| format!("--older-than: {e}"))?;
+    let store = audit::Store::connect(&database(&args.database))?;
+    store.migrate().await?;
+    let deleted = store
+        .prune(&cutoff.to_string())
+        .await
+        .map_err(|e| format!("prune: {e}"))?;
+    println!("deleted {deleted} audit rows older than {cutoff}");
     Ok(())
 }
 
@@ -200,18 +225,16 @@ async fn kube_client(args: &ServeArgs) -> Result<kube::Client, String> {
                 .await
                 .map_err(|e| format!("--kubeconfig: {e}"))?
         }
-        None => kube::Config::infer().await.map_err(|e| {
-            format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}")
-        })?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}"))?,
     };
     kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
 }
 
 #[allow(clippy::print_stdout)]
 fn openapi() -> Result<(), String> {
-    let doc = crate::rest::openapi()
-        .to_pretty_json()
-        .map_err(|e| e.to_string())?;
+    let doc = crate::rest::openapi().to_pretty_json().map_err(|e| e.to_string())?;
     println!("{doc}");
     Ok(())
 }
@@ -223,10 +246,7 @@ fn mint_token(args: &MintArgs) -> Result<(), String> {
         .parse()
         .map_err(|_| format!("--alg: unknown algorithm {:?}", args.alg))?;
     let key = std::fs::read(&args.key).map_err(|e| format!("--key {}: {e}", args.key.display()))?;
-    let ttl: jiff::SignedDuration = args
-        .ttl
-        .parse()
-        .map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
+    let ttl: jiff::SignedDuration = args.ttl.parse().map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
     let request = MintRequest {
         subject: args.sub.clone(),
         email: args.email.clone(),

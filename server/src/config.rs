@@ -32,6 +32,53 @@ pub enum Command {
     /// Development tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Apply the audit database's migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Audit log maintenance.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// The audit database.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// Audit database: `postgres://user:password@host/db`, or `sqlite://path`
+    /// (a file, created if missing).
+    #[arg(
+        long,
+        env = "KRAYNE_DATABASE_URL",
+        default_value = "sqlite://krayne-audit.db",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Largest connection pool.
+    #[arg(long, env = "KRAYNE_DATABASE_MAX_CONNECTIONS", default_value_t = 10)]
+    pub database_max_connections: u32,
+    /// Longest a statement may run, in seconds.
+    #[arg(long, env = "KRAYNE_DATABASE_STATEMENT_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub database_statement_timeout_seconds: u64,
+    /// Longest to wait for a connection, in seconds; past it a mutation is
+    /// refused (503) rather than made without its audit row.
+    #[arg(long, env = "KRAYNE_DATABASE_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 2)]
+    pub database_acquire_timeout_seconds: u64,
+}
+
+/// `krayne-server audit …`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Delete audit rows older than a duration (the retention job).
+    Prune(PruneArgs),
+}
+
+/// `krayne-server audit prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Age of the rows to delete, e.g. `90d`, `2160h`.
+    #[arg(long)]
+    pub older_than: String,
+    /// The database.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// Listeners, limits and browser access.
@@ -44,11 +91,7 @@ pub struct HttpArgs {
     #[arg(long, env = "KRAYNE_OPS_LISTEN", default_value = "0.0.0.0:9090")]
     pub ops_listen: SocketAddr,
     /// Browser origins allowed to call the API (CORS), exact, comma-separated.
-    #[arg(
-        long = "cors-origin",
-        env = "KRAYNE_CORS_ORIGINS",
-        value_delimiter = ','
-    )]
+    #[arg(long = "cors-origin", env = "KRAYNE_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
     /// Largest request body in bytes.
     #[arg(long, env = "KRAYNE_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
@@ -90,6 +133,12 @@ pub struct ServeArgs {
     /// Token checks.
     #[command(flatten)]
     pub jwt: JwtArgs,
+    /// The audit database.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Audit reads (get, list, describe) too, not only changes.
+    #[arg(long, env = "KRAYNE_AUDIT_READS")]
+    pub audit_reads: bool,
 }
 
 /// How tokens are checked.
@@ -102,11 +151,7 @@ pub struct JwtArgs {
     #[arg(long, env = "KRAYNE_JWT_AUDIENCE", default_value = "krayne")]
     pub jwt_audience: String,
     /// Public key as `ALG:PATH` (RS256, PS256, ES256, ES384, EdDSA); repeatable.
-    #[arg(
-        long = "jwt-public-key",
-        env = "KRAYNE_JWT_PUBLIC_KEYS",
-        value_delimiter = ','
-    )]
+    #[arg(long = "jwt-public-key", env = "KRAYNE_JWT_PUBLIC_KEYS", value_delimiter = ',')]
     pub jwt_public_keys: Vec<String>,
     /// HS256 shared-secret file: development only.
     #[arg(long, env = "KRAYNE_JWT_HS256_SECRET_FILE")]

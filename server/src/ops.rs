@@ -45,8 +45,7 @@ pub async fn track_http(request: Request, next: Next) -> Response {
         ("code", response.status().as_u16().to_string()),
     ];
     metrics::counter!("krayne_http_requests_total", &labels).increment(1);
-    metrics::histogram!("krayne_http_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+    metrics::histogram!("krayne_http_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
     response
 }
 

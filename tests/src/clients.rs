@@ -1,9 +1,7 @@
 //! Clients for both transports that say what went wrong when a test's
 //! expectation fails.
 
-use krayne_proto::v1::{
-    cluster_service_client::ClusterServiceClient, identity_service_client::IdentityServiceClient,
-};
+use krayne_proto::v1::{cluster_service_client::ClusterServiceClient, identity_service_client::IdentityServiceClient};
 use reqwest::{Method, header::HeaderMap};
 use serde_json::Value;
 use tonic::{
@@ -29,11 +27,7 @@ impl Reply {
     /// Requires `status`, showing the body when it differs.
     #[track_caller]
     pub fn expect(self, status: u16) -> Self {
-        assert_eq!(
-            self.status, status,
-            "unexpected status; body: {}",
-            self.text
-        );
+        assert_eq!(self.status, status, "unexpected status; body: {}", self.text);
         self
     }
 
@@ -46,9 +40,7 @@ impl Reply {
         assert_eq!(reply.body["code"], code, "{}", reply.text);
         assert_eq!(reply.body["status"], status, "{}", reply.text);
         assert!(
-            reply.body["request_id"]
-                .as_str()
-                .is_some_and(|r| !r.is_empty()),
+            reply.body["request_id"].as_str().is_some_and(|r| !r.is_empty()),
             "{}",
             reply.text
         );
@@ -57,10 +49,7 @@ impl Reply {
 
     /// A header as text.
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
+        self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 
     /// The field paths of a problem's violations.
@@ -95,13 +84,7 @@ impl Rest {
     }
 
     /// Sends any request.
-    pub async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        content_type: Option<&str>,
-        body: Option<Vec<u8>>,
-    ) -> Reply {
+    pub async fn send(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Reply {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);

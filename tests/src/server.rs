@@ -40,10 +40,7 @@ pub fn server_binary() -> PathBuf {
         return PathBuf::from(path);
     }
     let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
     let bin = profile_dir.join("krayne-server");
     assert!(
         bin.exists(),

@@ -1,51 +1,32 @@
-//! Audit sinks. For now the structured log (`target: "krayne::audit"`);
-//! the SQL stores come with the audit issue and implement the same port.
+//! The audit log: the only code that talks to SQL. Postgres in
+//! production, SQLite (a file) as the embedded default.
 
-use crate::domain::{AuditSink, Error, audit::AuditEntry};
+mod rows;
+mod sink;
+mod store;
 
-/// Writes every audit row as one structured log line. It cannot fail, so it
-/// never blocks a mutation: use it only where no durable trail is required.
-#[derive(Debug, Clone, Default)]
-pub struct LogAuditSink;
+use std::sync::Arc;
 
-impl LogAuditSink {
-    fn emit(entry: &AuditEntry) {
-        tracing::info!(
-            target: "krayne::audit",
-            id = %entry.id,
-            request_id = %entry.meta.request_id,
-            transport = entry.meta.transport.as_str(),
-            source_ip = entry.meta.source_ip.as_deref().unwrap_or(""),
-            subject = %entry.subject,
-            teams = ?entry.teams,
-            action = %entry.action,
-            namespace = entry.namespace.as_deref().unwrap_or(""),
-            cluster = entry.cluster.as_deref().unwrap_or(""),
-            outcome = entry.outcome.as_str(),
-            error_code = entry.error_code.unwrap_or(""),
-            duration_ms = entry.duration_ms.unwrap_or(0),
-            summary = %entry.summary,
-            "audit"
-        );
-    }
-}
+pub use sink::{QueueOptions, SqlAuditSink};
+pub use store::{DatabaseOptions, Store, redact};
 
-#[async_trait::async_trait]
-impl AuditSink for LogAuditSink {
-    async fn begin(&self, entry: &AuditEntry) -> Result<(), Error> {
-        Self::emit(entry);
-        Ok(())
-    }
-
-    async fn finish(&self, entry: &AuditEntry) {
-        Self::emit(entry);
-    }
-
-    async fn record(&self, entry: &AuditEntry) {
-        Self::emit(entry);
-    }
-
-    async fn ping(&self) -> Result<(), Error> {
-        Ok(())
-    }
+/// Connects, migrates, and resolves rows a crash left pending (older than
+/// `sweep_after`).
+pub async fn open(
+    db: &DatabaseOptions,
+    queues: &QueueOptions,
+    sweep_after: std::time::Duration,
+) -> Result<Arc<SqlAuditSink>, String> {
+    let store = Store::connect(db)?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| format!("audit database {}: {e}", redact(&db.url)))?;
+    let sink = SqlAuditSink::start(store, queues);
+    let cutoff = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::try_from(sweep_after).unwrap_or_default())
+        .unwrap_or_else(|_| jiff::Timestamp::now());
+    let resolved = sink.sweep(&cutoff.to_string()).await?;
+    tracing::info!(database = %redact(&db.url), resolved_pending = resolved, "audit log ready");
+    Ok(sink)
 }

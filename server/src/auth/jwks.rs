@@ -70,11 +70,8 @@ impl JwksSource {
         let refresh = {
             let c = self.cache();
             let stale = c.fetched.is_none_or(|t| t.elapsed() >= self.options.ttl);
-            let unknown =
-                kid.is_some_and(|k| !c.keys.iter().any(|key| key.kid.as_deref() == Some(k)));
-            let cooled = c
-                .attempted
-                .is_none_or(|t| t.elapsed() >= self.options.cooldown);
+            let unknown = kid.is_some_and(|k| !c.keys.iter().any(|key| key.kid.as_deref() == Some(k)));
+            let cooled = c.attempted.is_none_or(|t| t.elapsed() >= self.options.cooldown);
             (stale || unknown) && cooled
         };
         if refresh {
@@ -88,8 +85,7 @@ impl JwksSource {
                     c.fetched = Some(Instant::now());
                 }
                 Err(e) => {
-                    metrics::counter!("krayne_jwks_fetches_total", "outcome" => "error")
-                        .increment(1);
+                    metrics::counter!("krayne_jwks_fetches_total", "outcome" => "error").increment(1);
                     tracing::warn!(url = %self.options.url, error = %e, "could not fetch signing keys; keeping the last good set");
                 }
             }
@@ -111,18 +107,13 @@ impl JwksSource {
         } else {
             self.options.url.clone()
         };
-        let set: JwkSet = serde_json::from_value(self.get_json(&url).await?)
-            .map_err(|e| format!("not a JWK set: {e}"))?;
+        let set: JwkSet =
+            serde_json::from_value(self.get_json(&url).await?).map_err(|e| format!("not a JWK set: {e}"))?;
         Ok(set.keys.iter().flat_map(|jwk| self.usable(jwk)).collect())
     }
 
     async fn get_json(&self, url: &str) -> Result<serde_json::Value, String> {
-        let res = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
+        let res = self.http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
         if !res.status().is_success() {
             return Err(format!("{url}: HTTP {}", res.status()));
         }
@@ -147,12 +138,8 @@ impl JwksSource {
                         | Algorithm::PS512
                 )
             }
-            (AlgorithmParameters::EllipticCurve(p), Algorithm::ES256) => {
-                p.curve == EllipticCurve::P256
-            }
-            (AlgorithmParameters::EllipticCurve(p), Algorithm::ES384) => {
-                p.curve == EllipticCurve::P384
-            }
+            (AlgorithmParameters::EllipticCurve(p), Algorithm::ES256) => p.curve == EllipticCurve::P256,
+            (AlgorithmParameters::EllipticCurve(p), Algorithm::ES384) => p.curve == EllipticCurve::P384,
             (AlgorithmParameters::OctetKeyPair(_), Algorithm::EdDSA) => true,
             _ => false,
         };

@@ -12,10 +12,7 @@ use std::sync::{Arc, RwLock};
 pub use jwks::{JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
 pub use teams::{Members, Membership, Team, TeamMapping};
-pub use tokens::{
-    MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey,
-    mint,
-};
+pub use tokens::{MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey, mint};
 
 use crate::domain::{Error, Principal};
 
@@ -52,22 +49,18 @@ impl Authenticator {
 
     /// The caller of a request with this `Authorization` header.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Rejection> {
-        let id = self
-            .verifier
-            .verify_header(authorization)
-            .await
-            .map_err(|e| {
-                tracing::info!(reason = %e, "authentication failed");
-                Rejection {
-                    error: Error::Unauthenticated(e.public().to_owned()),
-                    detail: e.to_string(),
-                }
-            })?;
-        let m = self
-            .mapping
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .membership(&id.subject, id.email.as_deref(), &id.groups);
+        let id = self.verifier.verify_header(authorization).await.map_err(|e| {
+            tracing::info!(reason = %e, "authentication failed");
+            Rejection {
+                error: Error::Unauthenticated(e.public().to_owned()),
+                detail: e.to_string(),
+            }
+        })?;
+        let m = self.mapping.read().unwrap_or_else(|p| p.into_inner()).membership(
+            &id.subject,
+            id.email.as_deref(),
+            &id.groups,
+        );
         Ok(Principal {
             subject: id.subject,
             email: id.email,

@@ -23,12 +23,7 @@ pub fn load_mapping(path: &Path) -> Result<(TeamMapping, String), String> {
 
 /// Reloads `path` into `auth` whenever it changes (when `watch`) or the
 /// process gets SIGHUP. `hash` is the SHA-256 of the mapping in use.
-pub fn watch_mapping(
-    auth: Authenticator,
-    path: PathBuf,
-    hash: String,
-    watch: bool,
-) -> Result<JoinHandle<()>, String> {
+pub fn watch_mapping(auth: Authenticator, path: PathBuf, hash: String, watch: bool) -> Result<JoinHandle<()>, String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let watcher = if watch {
         let dir = path
@@ -76,14 +71,12 @@ pub fn watch_mapping(
                 Ok((mapping, hash)) => {
                     auth.set_mapping(mapping);
                     tracing::info!(file = %path.display(), sha256 = %hash, trigger = why, "team mapping reloaded");
-                    metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "ok")
-                        .increment(1);
+                    metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "ok").increment(1);
                     current = hash;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, trigger = why, "team mapping not reloaded; keeping the last good one");
-                    metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "error")
-                        .increment(1);
+                    metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "error").increment(1);
                 }
             }
         }

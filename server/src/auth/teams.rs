@@ -21,9 +21,7 @@ pub struct Members {
 
 impl Members {
     fn include(&self, subject: &str, email: Option<&str>, groups: &[String]) -> bool {
-        self.subjects
-            .iter()
-            .any(|s| s == subject || Some(s.as_str()) == email)
+        self.subjects.iter().any(|s| s == subject || Some(s.as_str()) == email)
             || self.groups.iter().any(|g| groups.contains(g))
     }
 }
@@ -108,18 +106,13 @@ impl TeamMapping {
             global_admin: self.admins.include(subject, email, groups),
             ..Membership::default()
         };
-        for team in self
-            .teams
-            .iter()
-            .filter(|t| t.members.include(subject, email, groups))
-        {
+        for team in self.teams.iter().filter(|t| t.members.include(subject, email, groups)) {
             m.teams.push(team.name.clone());
-            m.grants
-                .extend(team.namespaces.iter().map(|(pattern, role)| Grant {
-                    team: team.name.clone(),
-                    pattern: pattern.clone(),
-                    role: *role,
-                }));
+            m.grants.extend(team.namespaces.iter().map(|(pattern, role)| Grant {
+                team: team.name.clone(),
+                pattern: pattern.clone(),
+                role: *role,
+            }));
         }
         m
     }
@@ -153,12 +146,9 @@ teams:
     fn bad_files_are_refused_with_the_place() {
         let unknown = TeamMapping::parse("admins: {}\nteem: []\n").unwrap_err();
         assert!(unknown.contains("teem"), "{unknown}");
-        let role =
-            TeamMapping::parse("teams:\n  - name: a\n    namespaces: {x: owner}\n").unwrap_err();
+        let role = TeamMapping::parse("teams:\n  - name: a\n    namespaces: {x: owner}\n").unwrap_err();
         assert!(role.contains("owner"), "{role}");
-        let pattern =
-            TeamMapping::parse("teams:\n  - name: a\n    namespaces: {\"a*b\": viewer}\n")
-                .unwrap_err();
+        let pattern = TeamMapping::parse("teams:\n  - name: a\n    namespaces: {\"a*b\": viewer}\n").unwrap_err();
         assert!(pattern.contains("teams[0].namespaces"), "{pattern}");
         let dup = TeamMapping::parse("teams:\n  - name: a\n  - name: a\n").unwrap_err();
         assert!(dup.contains("duplicate"), "{dup}");

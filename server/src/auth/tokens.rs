@@ -2,9 +2,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use jsonwebtoken::{
-    Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode,
-};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -172,8 +170,7 @@ impl Verifier {
                 "token longer than {MAX_TOKEN_BYTES} bytes"
             )));
         }
-        let header =
-            decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {e}")))?;
+        let header = decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {e}")))?;
         let mut keys = self.keys.clone();
         if let Some(jwks) = &self.jwks {
             keys.extend(jwks.keys(header.kid.as_deref()).await);
@@ -232,23 +229,12 @@ impl Verifier {
             .map(str::to_owned);
         let groups = match claims.get(&self.rules.groups_claim) {
             Some(Value::String(g)) => vec![g.clone()],
-            Some(Value::Array(gs)) => gs
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
+            Some(Value::Array(gs)) => gs.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
             _ => Vec::new(),
         };
         let mut seen = HashSet::new();
-        let groups = groups
-            .into_iter()
-            .filter(|g| seen.insert(g.clone()))
-            .collect();
-        Ok(TokenIdentity {
-            subject,
-            email,
-            groups,
-        })
+        let groups = groups.into_iter().filter(|g| seen.insert(g.clone())).collect();
+        Ok(TokenIdentity { subject, email, groups })
     }
 }
 
@@ -287,12 +273,8 @@ pub struct MintRequest {
 pub fn mint(request: &MintRequest, algorithm: Algorithm, key: &[u8]) -> Result<String, String> {
     let encoding = match algorithm {
         Algorithm::HS256 => EncodingKey::from_secret(key),
-        Algorithm::RS256 | Algorithm::PS256 => {
-            EncodingKey::from_rsa_pem(key).map_err(|e| e.to_string())?
-        }
-        Algorithm::ES256 | Algorithm::ES384 => {
-            EncodingKey::from_ec_pem(key).map_err(|e| e.to_string())?
-        }
+        Algorithm::RS256 | Algorithm::PS256 => EncodingKey::from_rsa_pem(key).map_err(|e| e.to_string())?,
+        Algorithm::ES256 | Algorithm::ES384 => EncodingKey::from_ec_pem(key).map_err(|e| e.to_string())?,
         Algorithm::EdDSA => EncodingKey::from_ed_pem(key).map_err(|e| e.to_string())?,
         other => return Err(format!("minting with {other:?} is not supported")),
     };
@@ -348,24 +330,13 @@ mod tests {
         let v = verifier();
         assert_eq!(v.verify_header(None).await, Err(TokenError::Missing));
         assert_eq!(
-            v.verify_header(Some("Basic abc"))
-                .await
-                .unwrap_err()
-                .public(),
+            v.verify_header(Some("Basic abc")).await.unwrap_err().public(),
             "invalid token"
         );
         let expired = mint(&request(-120), Algorithm::HS256, SECRET).unwrap();
         assert_eq!(v.verify(&expired).await, Err(TokenError::Expired));
-        let other = mint(
-            &request(60),
-            Algorithm::HS256,
-            b"another-secret-another-secret-xx",
-        )
-        .unwrap();
-        assert_eq!(
-            v.verify(&other).await.unwrap_err().public(),
-            "invalid token"
-        );
+        let other = mint(&request(60), Algorithm::HS256, b"another-secret-another-secret-xx").unwrap();
+        assert_eq!(v.verify(&other).await.unwrap_err().public(), "invalid token");
         let mut wrong_aud = request(60);
         wrong_aud.audience = "else".into();
         assert!(

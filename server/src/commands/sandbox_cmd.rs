@@ -7,7 +7,7 @@ use jsonwebtoken::Algorithm;
 use super::start_sandbox;
 use crate::{
     app::{self, Parts},
-    audit::LogAuditSink,
+    audit::{self, DatabaseOptions, QueueOptions},
     auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
     config::SandboxArgs,
     k8s::KubeClusterStore,
@@ -39,26 +39,28 @@ fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String
 #[allow(clippy::print_stdout)]
 pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let sandbox = start_sandbox(&args).await?;
-    let kubeconfig = args.kubeconfig_out.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("krayne-sandbox-{}.kubeconfig", std::process::id()))
-    });
+    let kubeconfig = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("krayne-sandbox-{}.kubeconfig", std::process::id())));
     sandbox
         .write_kubeconfig(&kubeconfig)
         .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(sandbox.kube_config())
-        .map_err(|e| format!("sandbox client: {e}"))?;
+    let client = kube::Client::try_from(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
+    let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
+    let audit_db = DatabaseOptions {
+        url: format!("sqlite://{}", audit_file.display()),
+        max_connections: 1,
+        statement_timeout: Duration::from_secs(5),
+        acquire_timeout: Duration::from_secs(5),
+    };
     // A fresh signing secret per run: tokens printed below die with it.
-    let secret = format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    )
-    .into_bytes();
+    let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(TEAMS)?;
     let parts = Parts {
         store: Arc::new(KubeClusterStore::new(client)),
-        audit: Arc::new(LogAuditSink),
+        audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
         auth: Authenticator::new(verifier, mapping),
         service: ServiceSettings::default(),
         rest: RestSettings::default(),
@@ -85,7 +87,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         ops = running.ops_addr,
         kc = kubeconfig.display(),
     );
-    tracing::info!("the audit trail goes to this log in the sandbox (target krayne::audit)");
+    tracing::info!(file = %audit_file.display(), "audit log (SQLite)");
     running.wait().await;
     sandbox.shutdown().await;
     let _ = std::fs::remove_file(&kubeconfig);

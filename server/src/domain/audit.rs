@@ -92,10 +92,58 @@ pub struct AuditEntry {
     pub summary: Value,
     /// How it ended.
     pub outcome: Outcome,
-    /// The answer's error code (`Error::code`), when it failed.
-    pub error_code: Option<&'static str>,
+    /// When the outcome was recorded (RFC 3339).
+    pub completed_at: Option<String>,
+    /// The HTTP status of the answer (the REST equivalent for gRPC).
+    pub http_status: Option<u16>,
+    /// The gRPC status code name of the answer (the equivalent for REST).
+    pub grpc_code: Option<String>,
     /// The answer's message, when it failed.
     pub error: Option<String>,
     /// How long it took, once finished.
     pub duration_ms: Option<u64>,
+}
+
+impl Outcome {
+    /// Parses `pending`, `succeeded`, …
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Succeeded,
+            Self::Failed,
+            Self::Denied,
+            Self::Invalid,
+            Self::Unknown,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
+impl Transport {
+    /// Parses `rest` or `grpc`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Rest, Self::Grpc].into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// What an audit query asks for; empty fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only rows of these namespaces (the caller's scope); `None` = all.
+    pub scope: Option<Vec<String>>,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only this actor subject.
+    pub actor: Option<String>,
+    /// Only this action.
+    pub action: Option<String>,
+    /// Only this outcome.
+    pub outcome: Option<String>,
+    /// Only this cluster.
+    pub cluster: Option<String>,
+    /// At or after this time (RFC 3339).
+    pub since: Option<String>,
+    /// Before this time (RFC 3339).
+    pub until: Option<String>,
 }

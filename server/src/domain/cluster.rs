@@ -277,10 +277,7 @@ mod tests {
         ] {
             assert_eq!(ClusterStatus::parse(s).as_str(), s);
         }
-        assert_eq!(
-            ClusterStatus::parse("failed"),
-            ClusterStatus::Other("failed".into())
-        );
+        assert_eq!(ClusterStatus::parse("failed"), ClusterStatus::Other("failed".into()));
         assert!(ClusterStatus::CrashLoop.is_problem());
         assert!(!ClusterStatus::Ready.is_problem());
     }

@@ -7,8 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AutoscalerSpec, ClusterSpec, Error, HeadSpec, Quantity, ServicesSpec, UpscalingMode,
-    Violations, WorkerGroupSpec,
+    AutoscalerSpec, ClusterSpec, Error, HeadSpec, Quantity, ServicesSpec, UpscalingMode, Violations, WorkerGroupSpec,
     names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label},
 };
 
@@ -54,14 +53,7 @@ pub mod defaults {
     pub const AUTOSCALER_MEMORY: &str = "512Mi";
 }
 
-const TOP_KEYS: &[&str] = &[
-    "name",
-    "namespace",
-    "head",
-    "worker_groups",
-    "services",
-    "autoscaler",
-];
+const TOP_KEYS: &[&str] = &["name", "namespace", "head", "worker_groups", "services", "autoscaler"];
 const HEAD_KEYS: &[&str] = &["cpus", "memory", "gpus", "image", "runs_tasks"];
 const GROUP_KEYS: &[&str] = &[
     "name",
@@ -74,13 +66,7 @@ const GROUP_KEYS: &[&str] = &[
     "image",
 ];
 const SERVICE_KEYS: &[&str] = &["notebook", "code_server", "ssh"];
-const AUTOSCALER_KEYS: &[&str] = &[
-    "enabled",
-    "idle_timeout_seconds",
-    "upscaling_mode",
-    "cpu",
-    "memory",
-];
+const AUTOSCALER_KEYS: &[&str] = &["enabled", "idle_timeout_seconds", "upscaling_mode", "cpu", "memory"];
 
 /// Which kind of resource a quantity is, for its bounds.
 #[derive(Clone, Copy)]
@@ -121,12 +107,7 @@ impl ClusterSpec {
 /// Checks a worker group's counts after a change (scaling) with the rules
 /// of create; returns `(replicas, min, max)` with `max` raised to
 /// `replicas` when lower, as Krayne does.
-pub fn check_worker_counts(
-    group: usize,
-    replicas: u32,
-    min: u32,
-    max: u32,
-) -> Result<(u32, u32, u32), Error> {
+pub fn check_worker_counts(group: usize, replicas: u32, min: u32, max: u32) -> Result<(u32, u32, u32), Error> {
     let mut g = WorkerGroupSpec {
         name: String::new(),
         replicas,
@@ -308,13 +289,7 @@ impl Reader {
         None
     }
 
-    fn quantity(
-        &mut self,
-        path: &str,
-        value: Option<&Value>,
-        default: &str,
-        resource: Resource,
-    ) -> Option<Quantity> {
+    fn quantity(&mut self, path: &str, value: Option<&Value>, default: &str, resource: Resource) -> Option<Quantity> {
         let text = self.lenient_string(path, value)?;
         let text = text.as_deref().unwrap_or(default);
         let q = match text.parse::<Quantity>() {
@@ -347,10 +322,7 @@ impl Reader {
                 return None;
             }
             if image.len() > limits::MAX_IMAGE_LEN {
-                self.fail(
-                    path,
-                    format!("must be at most {} characters", limits::MAX_IMAGE_LEN),
-                );
+                self.fail(path, format!("must be at most {} characters", limits::MAX_IMAGE_LEN));
                 return None;
             }
         }
@@ -410,12 +382,7 @@ impl Reader {
         let map = self.object("head", value, HEAD_KEYS)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
         let cpus = self.quantity("head.cpus", get("cpus"), defaults::HEAD_CPUS, Resource::Cpu);
-        let memory = self.quantity(
-            "head.memory",
-            get("memory"),
-            defaults::HEAD_MEMORY,
-            Resource::Memory,
-        );
+        let memory = self.quantity("head.memory", get("memory"), defaults::HEAD_MEMORY, Resource::Memory);
         let gpus = self.count("head.gpus", get("gpus"), 0, limits::MAX_GPUS);
         let image = self.image("head.image", get("image"));
         let runs_tasks = self.boolean("head.runs_tasks", get("runs_tasks"), false);
@@ -466,10 +433,7 @@ impl Reader {
             if let Some(first) = seen.get(&g.name) {
                 self.fail(
                     &format!("worker_groups[{i}].name"),
-                    format!(
-                        "duplicate group name {:?} (also worker_groups[{first}])",
-                        g.name
-                    ),
+                    format!("duplicate group name {:?} (also worker_groups[{first}])", g.name),
                 );
             } else {
                 seen.insert(g.name.clone(), i);
@@ -492,18 +456,8 @@ impl Reader {
             defaults::MAX_REPLICAS,
             u32::MAX,
         );
-        let cpus = self.quantity(
-            &at("cpus"),
-            get("cpus"),
-            defaults::WORKER_CPUS,
-            Resource::Cpu,
-        );
-        let memory = self.quantity(
-            &at("memory"),
-            get("memory"),
-            defaults::WORKER_MEMORY,
-            Resource::Memory,
-        );
+        let cpus = self.quantity(&at("cpus"), get("cpus"), defaults::WORKER_CPUS, Resource::Cpu);
+        let memory = self.quantity(&at("memory"), get("memory"), defaults::WORKER_MEMORY, Resource::Memory);
         let gpus = self.count(&at("gpus"), get("gpus"), 0, limits::MAX_GPUS);
         let image = self.image(&at("image"), get("image"));
         let mut group = WorkerGroupSpec {
@@ -558,12 +512,7 @@ impl Reader {
             limits::MAX_IDLE_TIMEOUT_SECONDS,
         );
         let mode = self.upscaling_mode(get("upscaling_mode"));
-        let cpu = self.quantity(
-            "autoscaler.cpu",
-            get("cpu"),
-            defaults::AUTOSCALER_CPU,
-            Resource::Cpu,
-        );
+        let cpu = self.quantity("autoscaler.cpu", get("cpu"), defaults::AUTOSCALER_CPU, Resource::Cpu);
         let memory = self.quantity(
             "autoscaler.memory",
             get("memory"),

@@ -23,11 +23,7 @@ fn rejects(v: Value, field: &str, says: &str) {
     let found = violations(v);
     assert_eq!(found.len(), 1, "expected one violation, got {found:?}");
     assert_eq!(found[0].0, field, "{found:?}");
-    assert!(
-        found[0].1.contains(says),
-        "{:?} does not say {says:?}",
-        found[0].1
-    );
+    assert!(found[0].1.contains(says), "{:?} does not say {says:?}", found[0].1);
 }
 
 fn ok(v: Value) -> ClusterSpec {
@@ -46,10 +42,7 @@ fn name_only_takes_every_default() {
     let g = &spec.worker_groups[0];
     assert_eq!(g.name, "worker");
     assert_eq!((g.replicas, g.min_replicas, g.max_replicas), (0, 0, 1));
-    assert_eq!(
-        (g.cpus.as_str(), g.memory.as_str(), g.gpus),
-        ("1", "2Gi", 0)
-    );
+    assert_eq!((g.cpus.as_str(), g.memory.as_str(), g.gpus), ("1", "2Gi", 0));
     assert!(spec.services.notebook && spec.services.code_server && spec.services.ssh);
     let a = &spec.autoscaler;
     assert!(a.enabled);
@@ -76,16 +69,8 @@ fn root_must_be_a_mapping() {
 
 #[test]
 fn unknown_keys_are_rejected_at_every_level() {
-    rejects(
-        json!({"name": "a", "workers": 3}),
-        "workers",
-        "unknown field",
-    );
-    rejects(
-        json!({"name": "a", "head": {"gpu": 1}}),
-        "head.gpu",
-        "expected one of",
-    );
+    rejects(json!({"name": "a", "workers": 3}), "workers", "unknown field");
+    rejects(json!({"name": "a", "head": {"gpu": 1}}), "head.gpu", "expected one of");
     rejects(
         json!({"name": "a", "worker_groups": [{}, {"name": "b", "gpu_type": "t4"}]}),
         "worker_groups[1].gpu_type",
@@ -116,16 +101,8 @@ fn name_must_be_a_string() {
 
 #[test]
 fn name_must_be_a_dns1035_label() {
-    rejects(
-        json!({"name": "My_Cluster"}),
-        "name",
-        "lower case alphanumeric",
-    );
-    rejects(
-        json!({"name": "1cluster"}),
-        "name",
-        "start with an alphabetic",
-    );
+    rejects(json!({"name": "My_Cluster"}), "name", "lower case alphanumeric");
+    rejects(json!({"name": "1cluster"}), "name", "start with an alphabetic");
 }
 
 #[test]
@@ -136,16 +113,8 @@ fn name_is_at_most_53_characters() {
 
 #[test]
 fn namespace_must_be_a_dns1123_label() {
-    rejects(
-        json!({"name": "a", "namespace": "ML Team"}),
-        "namespace",
-        "lower case",
-    );
-    rejects(
-        json!({"name": "a", "namespace": 7}),
-        "namespace",
-        "must be a string",
-    );
+    rejects(json!({"name": "a", "namespace": "ML Team"}), "namespace", "lower case");
+    rejects(json!({"name": "a", "namespace": 7}), "namespace", "must be a string");
 }
 
 #[test]
@@ -155,11 +124,7 @@ fn sections_must_be_mappings() {
         "head",
         "must be a mapping, not a string",
     );
-    rejects(
-        json!({"name": "a", "services": true}),
-        "services",
-        "must be a mapping",
-    );
+    rejects(json!({"name": "a", "services": true}), "services", "must be a mapping");
     rejects(
         json!({"name": "a", "autoscaler": []}),
         "autoscaler",
@@ -302,11 +267,7 @@ fn counts_have_upper_bounds() {
         "worker_groups[0].replicas",
         "at most",
     );
-    rejects(
-        json!({"name": "a", "head": {"gpus": 17}}),
-        "head.gpus",
-        "at most 16",
-    );
+    rejects(json!({"name": "a", "head": {"gpus": 17}}), "head.gpus", "at most 16");
     rejects(
         json!({"name": "a", "autoscaler": {"idle_timeout_seconds": 604_801}}),
         "autoscaler.idle_timeout_seconds",
@@ -325,9 +286,7 @@ fn min_replicas_must_not_exceed_replicas() {
 
 #[test]
 fn max_replicas_is_raised_to_replicas() {
-    let spec = ok(
-        json!({"name": "a", "worker_groups": [{"replicas": 5, "min_replicas": 1, "max_replicas": 2}]}),
-    );
+    let spec = ok(json!({"name": "a", "worker_groups": [{"replicas": 5, "min_replicas": 1, "max_replicas": 2}]}));
     let g = &spec.worker_groups[0];
     assert_eq!((g.replicas, g.min_replicas, g.max_replicas), (5, 1, 5));
     // After the raise min <= replicas <= max, so `min <= max` holds whenever
@@ -366,20 +325,12 @@ fn at_most_32_worker_groups() {
 
 #[test]
 fn an_empty_group_list_means_no_workers() {
-    assert!(
-        ok(json!({"name": "a", "worker_groups": []}))
-            .worker_groups
-            .is_empty()
-    );
+    assert!(ok(json!({"name": "a", "worker_groups": []})).worker_groups.is_empty());
 }
 
 #[test]
 fn images_must_be_references() {
-    rejects(
-        json!({"name": "a", "head": {"image": ""}}),
-        "head.image",
-        "non-empty",
-    );
+    rejects(json!({"name": "a", "head": {"image": ""}}), "head.image", "non-empty");
     rejects(
         json!({"name": "a", "worker_groups": [{"image": "ray latest"}]}),
         "worker_groups[0].image",
@@ -429,8 +380,7 @@ fn upscaling_mode_is_one_of_three() {
 
 #[test]
 fn nulls_mean_defaults() {
-    let spec =
-        ok(json!({"name": "a", "head": null, "worker_groups": null, "services": {"ssh": null}}));
+    let spec = ok(json!({"name": "a", "head": null, "worker_groups": null, "services": {"ssh": null}}));
     assert_eq!(spec.head.cpus.as_str(), "1");
     assert_eq!(spec.worker_groups.len(), 1);
     assert!(spec.services.ssh);
@@ -500,8 +450,7 @@ mod yaml {
 
     #[test]
     fn unquoted_numbers_become_quantity_strings() {
-        let spec =
-            ClusterSpec::from_yaml_str("name: n\nhead:\n  cpus: 2\n  memory: 1.0\n").unwrap();
+        let spec = ClusterSpec::from_yaml_str("name: n\nhead:\n  cpus: 2\n  memory: 1.0\n").unwrap();
         assert_eq!(spec.head.cpus.as_str(), "2");
         assert_eq!(spec.head.memory.as_str(), "1.0");
     }
@@ -525,8 +474,7 @@ mod yaml {
 
     #[test]
     fn json_is_yaml_too() {
-        let spec =
-            ClusterSpec::from_yaml_str(r#"{"name": "j", "services": {"ssh": false}}"#).unwrap();
+        let spec = ClusterSpec::from_yaml_str(r#"{"name": "j", "services": {"ssh": false}}"#).unwrap();
         assert!(!spec.services.ssh);
     }
 
@@ -570,8 +518,7 @@ mod yaml {
         crate::domain::apply_overrides(&mut tree, &["head.cpus=lots"]).unwrap();
         let err = ClusterSpec::from_value(&tree).unwrap_err();
         assert!(
-            err.to_string()
-                .contains("head.cpus: must be a Kubernetes quantity"),
+            err.to_string().contains("head.cpus: must be a Kubernetes quantity"),
             "{err}"
         );
     }

@@ -171,6 +171,41 @@ impl Error {
         }
     }
 
+    /// The HTTP status this error answers with (the one table both the REST
+    /// edge and the audit log use).
+    #[deny(clippy::wildcard_enum_match_arm)]
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::InvalidArgument(_) => 400,
+            Self::Unauthenticated(_) => 401,
+            Self::PermissionDenied(_) => 403,
+            Self::NotFound { .. } => 404,
+            Self::AlreadyExists { .. } | Self::Conflict(_) | Self::FailedPrecondition(_) => 409,
+            Self::RateLimited { .. } => 429,
+            Self::Internal(_) => 500,
+            Self::Unavailable(_) => 503,
+            Self::DeadlineExceeded(_) => 504,
+        }
+    }
+
+    /// The gRPC status code (number, name) this error answers with.
+    #[deny(clippy::wildcard_enum_match_arm)]
+    pub fn grpc_code(&self) -> (i32, &'static str) {
+        match self {
+            Self::InvalidArgument(_) => (3, "INVALID_ARGUMENT"),
+            Self::Unauthenticated(_) => (16, "UNAUTHENTICATED"),
+            Self::PermissionDenied(_) => (7, "PERMISSION_DENIED"),
+            Self::NotFound { .. } => (5, "NOT_FOUND"),
+            Self::AlreadyExists { .. } => (6, "ALREADY_EXISTS"),
+            Self::Conflict(_) => (10, "ABORTED"),
+            Self::FailedPrecondition(_) => (9, "FAILED_PRECONDITION"),
+            Self::RateLimited { .. } => (8, "RESOURCE_EXHAUSTED"),
+            Self::Unavailable(_) => (14, "UNAVAILABLE"),
+            Self::DeadlineExceeded(_) => (4, "DEADLINE_EXCEEDED"),
+            Self::Internal(_) => (13, "INTERNAL"),
+        }
+    }
+
     /// Shorthand for a one-field `InvalidArgument`.
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         Self::InvalidArgument(Violations::one(field, description))

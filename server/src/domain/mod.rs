@@ -16,8 +16,7 @@ mod quantity;
 mod spec;
 
 pub use cluster::{
-    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo,
-    WorkerGroupDetails,
+    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };
 pub use config::{check_worker_counts, defaults, limits, parse_yaml};
 pub use error::{Error, FieldViolation, ResourceKind, Violations};
@@ -29,6 +28,4 @@ pub use paging::{Page, PageRequest};
 pub use ports::{AuditSink, ClusterChange, ClusterStore};
 pub use principal::{Action, Grant, Principal, Role};
 pub use quantity::{Quantity, QuantityError};
-pub use spec::{
-    AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec,
-};
+pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};

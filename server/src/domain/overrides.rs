@@ -10,9 +10,7 @@ use super::Error;
 
 /// Applies each `path=value` assignment in order.
 pub fn apply_overrides<S: AsRef<str>>(tree: &mut Value, assignments: &[S]) -> Result<(), Error> {
-    assignments
-        .iter()
-        .try_for_each(|a| apply_override(tree, a.as_ref()))
+    assignments.iter().try_for_each(|a| apply_override(tree, a.as_ref()))
 }
 
 /// Applies one `path=value` assignment. Missing mappings on the way are
@@ -28,9 +26,7 @@ pub fn apply_override(tree: &mut Value, assignment: &str) -> Result<(), Error> {
     let mut node = tree;
     let mut walked = String::new();
     for (i, seg) in segments.iter().enumerate() {
-        let next_is_index = segments
-            .get(i + 1)
-            .is_some_and(|s| s.parse::<usize>().is_ok());
+        let next_is_index = segments.get(i + 1).is_some_and(|s| s.parse::<usize>().is_ok());
         let last = i + 1 == segments.len();
         if node.is_null() {
             *node = if seg.parse::<usize>().is_ok() {
@@ -62,11 +58,9 @@ pub fn apply_override(tree: &mut Value, assignment: &str) -> Result<(), Error> {
                     items.push(empty());
                 }
                 let len = items.len();
-                let item = items.get_mut(index).ok_or_else(|| {
-                    fail(format!(
-                        "{walked} has {len} items; index {index} is out of range"
-                    ))
-                })?;
+                let item = items
+                    .get_mut(index)
+                    .ok_or_else(|| fail(format!("{walked} has {len} items; index {index} is out of range")))?;
                 if last {
                     *item = value;
                     return Ok(());
@@ -148,19 +142,14 @@ mod tests {
     #[test]
     fn sets_nested_fields_creating_mappings() {
         let t = apply(json!({"name": "a"}), &["head.cpus=4", "services.ssh=false"]).unwrap();
-        assert_eq!(
-            t,
-            json!({"name": "a", "head": {"cpus": 4}, "services": {"ssh": false}})
-        );
+        assert_eq!(t, json!({"name": "a", "head": {"cpus": 4}, "services": {"ssh": false}}));
     }
 
     #[test]
     fn types_values_as_yaml_scalars() {
         let t = apply(
             json!({}),
-            &[
-                "a=3", "b=true", "c=4Gi", "d=\"4\"", "e=500m", "f=1.5", "g=x=y",
-            ],
+            &["a=3", "b=true", "c=4Gi", "d=\"4\"", "e=500m", "f=1.5", "g=x=y"],
         )
         .unwrap();
         assert_eq!(
@@ -172,11 +161,7 @@ mod tests {
     #[test]
     fn addresses_list_items_both_ways() {
         let base = json!({"worker_groups": [{"name": "a"}, {"name": "b"}]});
-        let t = apply(
-            base,
-            &["worker_groups.1.replicas=3", "worker_groups[0].gpus=1"],
-        )
-        .unwrap();
+        let t = apply(base, &["worker_groups.1.replicas=3", "worker_groups[0].gpus=1"]).unwrap();
         assert_eq!(
             t,
             json!({"worker_groups": [{"name": "a", "gpus": 1}, {"name": "b", "replicas": 3}]})
@@ -211,14 +196,10 @@ mod tests {
             ("worker_groups[=1", "bad key"),
             ("worker_groups.5.replicas=1", "index 5 is out of range"),
             ("worker_groups.x=1", "is a list; use an index"),
-            (
-                "name.first=x",
-                "name is a string, so it has no field \"first\"",
-            ),
+            ("name.first=x", "name is a string, so it has no field \"first\""),
         ];
         for (assignment, expected) in cases {
-            let err =
-                apply(json!({"name": "n", "worker_groups": [{}]}), &[assignment]).unwrap_err();
+            let err = apply(json!({"name": "n", "worker_groups": [{}]}), &[assignment]).unwrap_err();
             assert!(err.contains(expected), "{assignment}: {err}");
             assert!(err.contains("overrides"), "{err}");
         }

@@ -25,24 +25,26 @@ impl PageRequest {
             0 => DEFAULT_PAGE_SIZE,
             n if n <= MAX_PAGE_SIZE => n,
             _ => {
-                return Err(Error::invalid(
-                    "page_size",
-                    format!("must be at most {MAX_PAGE_SIZE}"),
-                ));
+                return Err(Error::invalid("page_size", format!("must be at most {MAX_PAGE_SIZE}")));
             }
         };
-        let after =
-            if page_token.is_empty() {
-                None
-            } else {
-                let bytes = URL_SAFE_NO_PAD.decode(page_token).map_err(|_| {
-                    Error::invalid("page_token", "is not a token this server issued")
-                })?;
-                Some(String::from_utf8(bytes).map_err(|_| {
-                    Error::invalid("page_token", "is not a token this server issued")
-                })?)
-            };
+        let after = if page_token.is_empty() {
+            None
+        } else {
+            let bytes = URL_SAFE_NO_PAD
+                .decode(page_token)
+                .map_err(|_| Error::invalid("page_token", "is not a token this server issued"))?;
+            Some(
+                String::from_utf8(bytes)
+                    .map_err(|_| Error::invalid("page_token", "is not a token this server issued"))?,
+            )
+        };
         Ok(Self { size, after })
+    }
+
+    /// The opaque token that resumes after `key`.
+    pub fn token_for(key: &str) -> String {
+        URL_SAFE_NO_PAD.encode(key)
     }
 
     /// One page of `items`, which must be sorted by `key`.
@@ -83,9 +85,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut token = String::new();
         loop {
-            let page = PageRequest::new(10, &token)
-                .unwrap()
-                .apply(items.clone(), Clone::clone);
+            let page = PageRequest::new(10, &token).unwrap().apply(items.clone(), Clone::clone);
             seen.extend(page.items);
             match page.next_page_token {
                 Some(t) => token = t,

@@ -4,7 +4,10 @@
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use super::{Error, ObservedCluster, ObservedEvent, ObservedPod, audit::AuditEntry};
+use super::{
+    Error, ObservedCluster, ObservedEvent, ObservedPod,
+    audit::{AuditEntry, AuditFilter},
+};
 
 /// A change seen while watching one cluster and its pods.
 #[derive(Debug, Clone)]
@@ -29,32 +32,13 @@ pub trait ClusterStore: Send + Sync + 'static {
     async fn namespace_exists(&self, namespace: &str, request_id: &str) -> Result<bool, Error>;
     /// Creates a RayCluster from its manifest; with `dry_run`, Kubernetes
     /// checks it and stores nothing.
-    async fn create(
-        &self,
-        manifest: &Value,
-        dry_run: bool,
-        request_id: &str,
-    ) -> Result<ObservedCluster, Error>;
+    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error>;
     /// One RayCluster.
-    async fn get(
-        &self,
-        namespace: &str,
-        name: &str,
-        request_id: &str,
-    ) -> Result<ObservedCluster, Error>;
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error>;
     /// RayClusters of one namespace, or of all when `None`.
-    async fn list(
-        &self,
-        namespace: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<ObservedCluster>, Error>;
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error>;
     /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
-    async fn pods(
-        &self,
-        namespace: &str,
-        cluster: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<ObservedPod>, Error>;
+    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error>;
     /// Events of one namespace.
     async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error>;
     /// Applies a JSON patch (RFC 6902); a `replace` of
@@ -93,4 +77,7 @@ pub trait AuditSink: Send + Sync + 'static {
     async fn record(&self, entry: &AuditEntry);
     /// Whether the sink can write now (for readiness).
     async fn ping(&self) -> Result<(), Error>;
+    /// Rows matching `filter`, newest first, at most `limit`, older than
+    /// the row `before` (an id from a previous page) when given.
+    async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error>;
 }

@@ -164,10 +164,7 @@ fn suffix_exponents(suffix: &str) -> Result<(i32, u32), QuantityError> {
                 .or_else(|| suffix.strip_prefix('E'))
                 .ok_or(QuantityError::Syntax)?;
             let digits = exponent.trim_start_matches(['+', '-']);
-            if digits.is_empty()
-                || !digits.bytes().all(|b| b.is_ascii_digit())
-                || exponent.len() - digits.len() > 1
-            {
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || exponent.len() - digits.len() > 1 {
                 return Err(QuantityError::Syntax);
             }
             let value: i32 = exponent.parse().map_err(|_| QuantityError::TooLarge)?;
@@ -182,9 +179,7 @@ fn suffix_exponents(suffix: &str) -> Result<(i32, u32), QuantityError> {
 
 /// `mantissa × 10^exp10 × 2^exp2`, rounded up to a whole number.
 fn scale(mantissa: u128, exp10: i32, exp2: u32) -> Result<u128, QuantityError> {
-    let shifted = mantissa
-        .checked_mul(1u128 << exp2)
-        .ok_or(QuantityError::TooLarge)?;
+    let shifted = mantissa.checked_mul(1u128 << exp2).ok_or(QuantityError::TooLarge)?;
     let power = |e: i32| 10u128.checked_pow(e.unsigned_abs());
     if exp10 >= 0 {
         power(exp10)
@@ -256,37 +251,19 @@ mod tests {
     #[test]
     fn rejects_what_kubernetes_rejects() {
         for bad in [
-            "", "m", "abc", "1.2.3", "1x", "1KI", "1 Gi", " 1", "1e", "1e+", "1e--1", "1ee2", "Gi",
-            "1.5.Gi", "--1", "1i",
+            "", "m", "abc", "1.2.3", "1x", "1KI", "1 Gi", " 1", "1e", "1e+", "1e--1", "1ee2", "Gi", "1.5.Gi", "--1",
+            "1i",
         ] {
-            assert_eq!(
-                bad.parse::<Quantity>().unwrap_err(),
-                QuantityError::Syntax,
-                "{bad:?}"
-            );
+            assert_eq!(bad.parse::<Quantity>().unwrap_err(), QuantityError::Syntax, "{bad:?}");
         }
-        assert_eq!(
-            "-1".parse::<Quantity>().unwrap_err(),
-            QuantityError::Negative
-        );
-        assert_eq!(
-            "-500m".parse::<Quantity>().unwrap_err(),
-            QuantityError::Negative
-        );
+        assert_eq!("-1".parse::<Quantity>().unwrap_err(), QuantityError::Negative);
+        assert_eq!("-500m".parse::<Quantity>().unwrap_err(), QuantityError::Negative);
     }
 
     #[test]
     fn refuses_values_too_large_to_hold() {
-        for big in [
-            "1e61",
-            "99999999999999999999999999999999999999",
-            "1000000000000Ei",
-        ] {
-            assert_eq!(
-                big.parse::<Quantity>().unwrap_err(),
-                QuantityError::TooLarge,
-                "{big:?}"
-            );
+        for big in ["1e61", "99999999999999999999999999999999999999", "1000000000000Ei"] {
+            assert_eq!(big.parse::<Quantity>().unwrap_err(), QuantityError::TooLarge, "{big:?}");
         }
     }
 }

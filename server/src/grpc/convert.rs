@@ -94,11 +94,7 @@ pub(crate) fn spec_to_config(s: &pb::ClusterSpec) -> Value {
     if let Some(a) = &s.autoscaler {
         let mut autoscaler = Map::new();
         put(&mut autoscaler, "enabled", a.enabled);
-        put(
-            &mut autoscaler,
-            "idle_timeout_seconds",
-            a.idle_timeout_seconds,
-        );
+        put(&mut autoscaler, "idle_timeout_seconds", a.idle_timeout_seconds);
         put(&mut autoscaler, "upscaling_mode", a.upscaling_mode.as_ref());
         put(&mut autoscaler, "cpu", a.cpu.as_ref());
         put(&mut autoscaler, "memory", a.memory.as_ref());
@@ -250,4 +246,38 @@ mod tests {
         assert_eq!(t.seconds, 1_735_787_045);
         assert!(timestamp(Some("yesterday")).is_none());
     }
+}
+
+/// An audit row as the proto message.
+pub(crate) fn audit_event(e: domain::audit::AuditEntry) -> pb::AuditEvent {
+    pb::AuditEvent {
+        occurred_at: timestamp(Some(&e.occurred_at)),
+        completed_at: timestamp(e.completed_at.as_deref()),
+        id: e.id,
+        request_id: e.meta.request_id,
+        actor: Some(pb::Actor {
+            subject: e.subject,
+            email: e.email,
+            groups: e.groups,
+            teams: e.teams,
+        }),
+        source_ip: e.meta.source_ip,
+        user_agent: e.meta.user_agent,
+        transport: e.meta.transport.as_str().to_owned(),
+        action: e.action,
+        namespace: e.namespace,
+        cluster: e.cluster,
+        request_summary: to_struct(e.summary),
+        outcome: e.outcome.as_str().to_owned(),
+        http_status: e.http_status.map(u32::from),
+        grpc_code: e.grpc_code,
+        error: e.error,
+        duration_ms: e.duration_ms,
+    }
+}
+
+/// A protobuf timestamp as RFC 3339 text.
+pub(crate) fn rfc3339(t: &prost_types::Timestamp) -> Option<String> {
+    let nanos = i32::try_from(t.nanos).ok()?;
+    jiff::Timestamp::new(t.seconds, nanos).ok().map(|t| t.to_string())
 }

@@ -6,7 +6,8 @@ mod services;
 mod status;
 
 use krayne_proto::v1::{
-    cluster_service_server::ClusterServiceServer, identity_service_server::IdentityServiceServer,
+    audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
+    identity_service_server::IdentityServiceServer,
 };
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
@@ -14,18 +15,12 @@ use tonic_health::server::HealthReporter;
 use crate::{auth::Authenticator, service::ClusterService};
 
 /// The gRPC routes, and the health reporter that tracks serving state.
-pub async fn router(
-    service: ClusterService,
-    auth: Authenticator,
-) -> Result<(axum::Router, HealthReporter), String> {
+pub async fn router(service: ClusterService, auth: Authenticator) -> Result<(axum::Router, HealthReporter), String> {
     let grpc = services::Grpc { service, auth };
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_serving::<ClusterServiceServer<services::Grpc>>()
-        .await;
-    reporter
-        .set_serving::<IdentityServiceServer<services::Grpc>>()
-        .await;
+    reporter.set_serving::<ClusterServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<IdentityServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<AuditServiceServer<services::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -34,6 +29,7 @@ pub async fn router(
     let routes = Routes::new(health)
         .add_service(reflection)
         .add_service(ClusterServiceServer::new(grpc.clone()))
-        .add_service(IdentityServiceServer::new(grpc));
+        .add_service(IdentityServiceServer::new(grpc.clone()))
+        .add_service(AuditServiceServer::new(grpc));
     Ok((routes.into_axum_router(), reporter))
 }

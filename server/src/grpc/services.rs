@@ -6,7 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 use axum::extract::ConnectInfo;
 use futures::{StreamExt as _, stream::BoxStream};
 use krayne_proto::v1::{
-    self as pb, cluster_service_server, create_cluster_request::Source, identity_service_server,
+    self as pb, audit_service_server, cluster_service_server, create_cluster_request::Source, identity_service_server,
 };
 use tonic::{Request, Response, Status};
 
@@ -29,10 +29,7 @@ pub(crate) struct Grpc {
 }
 
 fn metadata<T>(req: &Request<T>, key: &str) -> Option<String> {
-    req.metadata()
-        .get(key)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+    req.metadata().get(key).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 impl Grpc {
@@ -43,22 +40,15 @@ impl Grpc {
             .map(|c| c.0.ip().to_string())
             .or_else(|| req.remote_addr().map(|a| a.ip().to_string()));
         let meta = RequestMeta {
-            request_id: metadata(req, "x-request-id")
-                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+            request_id: metadata(req, "x-request-id").unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             transport: Transport::Grpc,
             source_ip,
             user_agent: metadata(req, "user-agent"),
         };
-        match self
-            .auth
-            .authenticate(metadata(req, "authorization").as_deref())
-            .await
-        {
+        match self.auth.authenticate(metadata(req, "authorization").as_deref()).await {
             Ok(principal) => Ok(Context { principal, meta }),
             Err(rejected) => {
-                self.service
-                    .record_unauthenticated(&meta, &rejected.detail)
-                    .await;
+                self.service.record_unauthenticated(&meta, &rejected.detail).await;
                 Err(to_status(rejected.error))
             }
         }
@@ -81,10 +71,7 @@ impl cluster_service_server::ClusterService for Grpc {
             Some(Source::Spec(spec)) => convert::spec_to_config(&spec),
             Some(Source::ConfigYaml(text)) => parse_yaml(&text).map_err(to_status)?,
             None => {
-                return Err(to_status(Error::invalid(
-                    "source",
-                    "give a spec or config_yaml",
-                )));
+                return Err(to_status(Error::invalid("source", "give a spec or config_yaml")));
             }
         };
         let created = self
@@ -106,17 +93,10 @@ impl cluster_service_server::ClusterService for Grpc {
         }))
     }
 
-    async fn get_cluster(
-        &self,
-        req: Request<pb::GetClusterRequest>,
-    ) -> Result<Response<pb::ClusterInfo>, Status> {
+    async fn get_cluster(&self, req: Request<pb::GetClusterRequest>) -> Result<Response<pb::ClusterInfo>, Status> {
         let cx = self.context(&req).await?;
         let r = req.into_inner();
-        let info = self
-            .service
-            .get(&cx, &r.namespace, &r.name)
-            .await
-            .map_err(to_status)?;
+        let info = self.service.get(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
         Ok(Response::new(convert::cluster_info(info)))
     }
 
@@ -215,10 +195,7 @@ impl cluster_service_server::ClusterService for Grpc {
 
 #[tonic::async_trait]
 impl identity_service_server::IdentityService for Grpc {
-    async fn who_am_i(
-        &self,
-        req: Request<pb::WhoAmIRequest>,
-    ) -> Result<Response<pb::WhoAmIResponse>, Status> {
+    async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Result<Response<pb::WhoAmIResponse>, Status> {
         let cx = self.context(&req).await?;
         let id = self.service.whoami(&cx).await.map_err(to_status)?;
         Ok(Response::new(pb::WhoAmIResponse {
@@ -227,11 +204,7 @@ impl identity_service_server::IdentityService for Grpc {
             groups: id.groups,
             teams: id.teams,
             global_admin: id.global_admin,
-            namespaces: id
-                .namespaces
-                .into_iter()
-                .map(convert::namespace_access)
-                .collect(),
+            namespaces: id.namespaces.into_iter().map(convert::namespace_access).collect(),
             grants: id
                 .grants
                 .into_iter()
@@ -257,6 +230,40 @@ impl identity_service_server::IdentityService for Grpc {
             .map_err(to_status)?;
         Ok(Response::new(pb::ListNamespacesResponse {
             namespaces: p.items.into_iter().map(convert::namespace_access).collect(),
+            next_page_token: p.next_page_token.unwrap_or_default(),
+        }))
+    }
+}
+
+fn non_empty(s: String) -> Option<String> {
+    Some(s).filter(|s| !s.is_empty())
+}
+
+#[tonic::async_trait]
+impl audit_service_server::AuditService for Grpc {
+    async fn list_audit_events(
+        &self,
+        req: Request<pb::ListAuditEventsRequest>,
+    ) -> Result<Response<pb::ListAuditEventsResponse>, Status> {
+        let cx = self.context(&req).await?;
+        let r = req.into_inner();
+        let filter = crate::domain::audit::AuditFilter {
+            scope: None,
+            namespace: non_empty(r.namespace),
+            actor: non_empty(r.actor),
+            action: non_empty(r.action),
+            outcome: non_empty(r.outcome),
+            cluster: non_empty(r.cluster),
+            since: r.since.as_ref().and_then(convert::rfc3339),
+            until: r.until.as_ref().and_then(convert::rfc3339),
+        };
+        let p = self
+            .service
+            .audit_log(&cx, filter, &page(r.page_size, &r.page_token)?)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ListAuditEventsResponse {
+            events: p.items.into_iter().map(convert::audit_event).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),
         }))
     }

@@ -5,9 +5,11 @@ use tonic_types::{ErrorDetails, StatusExt as _};
 
 use crate::domain::Error;
 
-/// The status a domain error answers with.
+/// The status a domain error answers with: the code from the domain's one
+/// table, with rich details where they help.
 #[deny(clippy::wildcard_enum_match_arm)]
 pub(crate) fn to_status(e: Error) -> Status {
+    let code = Code::from_i32(e.grpc_code().0);
     let message = e.to_string();
     match e {
         Error::InvalidArgument(v) => {
@@ -16,29 +18,23 @@ pub(crate) fn to_status(e: Error) -> Status {
                 .iter()
                 .map(|f| tonic_types::FieldViolation::new(f.field.clone(), f.description.clone()))
                 .collect();
-            Status::with_error_details(
-                Code::InvalidArgument,
-                message,
-                ErrorDetails::with_bad_request(violations),
-            )
+            Status::with_error_details(code, message, ErrorDetails::with_bad_request(violations))
         }
-        Error::Unauthenticated(_) => Status::unauthenticated(message),
-        Error::PermissionDenied(_) => Status::permission_denied(message),
-        Error::NotFound { .. } => Status::not_found(message),
-        Error::AlreadyExists { .. } => Status::already_exists(message),
-        Error::Conflict(_) => Status::aborted(message),
-        Error::FailedPrecondition(_) => Status::failed_precondition(message),
-        Error::RateLimited { retry_after } => Status::with_error_details(
-            Code::ResourceExhausted,
-            message,
-            ErrorDetails::with_retry_info(Some(retry_after)),
-        ),
-        Error::Unavailable(_) => Status::unavailable(message),
-        Error::DeadlineExceeded(_) => Status::deadline_exceeded(message),
+        Error::RateLimited { retry_after } => {
+            Status::with_error_details(code, message, ErrorDetails::with_retry_info(Some(retry_after)))
+        }
         Error::Internal(detail) => {
             tracing::error!(%detail, "internal error");
-            Status::internal(message)
+            Status::new(code, message)
         }
+        Error::Unauthenticated(_)
+        | Error::PermissionDenied(_)
+        | Error::NotFound { .. }
+        | Error::AlreadyExists { .. }
+        | Error::Conflict(_)
+        | Error::FailedPrecondition(_)
+        | Error::Unavailable(_)
+        | Error::DeadlineExceeded(_) => Status::new(code, message),
     }
 }
 
@@ -55,10 +51,7 @@ mod tests {
         assert_eq!(status.code(), Code::InvalidArgument);
         let details = status.get_error_details();
         let bad = details.bad_request().unwrap();
-        assert_eq!(
-            bad.field_violations[0].field,
-            "worker_groups[0].min_replicas"
-        );
+        assert_eq!(bad.field_violations[0].field, "worker_groups[0].min_replicas");
     }
 
     #[test]

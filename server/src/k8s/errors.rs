@@ -25,9 +25,7 @@ fn from_status(s: &Status) -> Error {
     match (s.code, s.reason.as_str()) {
         (404, _) => Error::NotFound { kind, name },
         (409, "AlreadyExists") => Error::AlreadyExists { kind, name },
-        (409, _) => {
-            Error::Conflict("the cluster changed meanwhile; read it again and retry".into())
-        }
+        (409, _) => Error::Conflict("the cluster changed meanwhile; read it again and retry".into()),
         (400 | 422, _) => {
             let mut v = Violations::new();
             for cause in details.map(|d| d.causes.as_slice()).unwrap_or_default() {
@@ -43,14 +41,9 @@ fn from_status(s: &Status) -> Error {
             s.message
         )),
         (401, _) => Error::Unavailable("Kubernetes rejected krayne's credentials".into()),
-        (429, _) => {
-            Error::Unavailable("Kubernetes is throttling requests; try again shortly".into())
-        }
+        (429, _) => Error::Unavailable("Kubernetes is throttling requests; try again shortly".into()),
         (code, _) if code >= 500 => Error::Unavailable(format!("Kubernetes answered {code}")),
-        _ => Error::Internal(format!(
-            "unexpected Kubernetes answer {}: {}",
-            s.code, s.message
-        )),
+        _ => Error::Internal(format!("unexpected Kubernetes answer {}: {}", s.code, s.message)),
     }
 }
 
@@ -95,21 +88,12 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(
-            code(status(409, "AlreadyExists", "rayclusters")),
-            "already_exists"
-        );
+        assert_eq!(code(status(409, "AlreadyExists", "rayclusters")), "already_exists");
         assert_eq!(code(status(409, "Conflict", "rayclusters")), "conflict");
-        assert_eq!(
-            code(status(403, "Forbidden", "rayclusters")),
-            "permission_denied"
-        );
+        assert_eq!(code(status(403, "Forbidden", "rayclusters")), "permission_denied");
         assert_eq!(code(status(503, "ServiceUnavailable", "")), "unavailable");
         assert_eq!(code(status(429, "TooManyRequests", "")), "unavailable");
         let invalid = translate(status(422, "Invalid", "RayCluster"));
-        assert_eq!(
-            invalid.to_string(),
-            "invalid request: manifest.metadata.name: too long"
-        );
+        assert_eq!(invalid.to_string(), "invalid request: manifest.metadata.name: too long");
     }
 }

@@ -13,9 +13,7 @@ use kube::core::{
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::domain::{
-    ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-};
+use crate::domain::{ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod};
 
 /// Header carrying krayne's request id to the Kubernetes API.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -76,8 +74,7 @@ impl KubeClusterStore {
         request: Result<Request<Vec<u8>>, kube::core::request::Error>,
         request_id: &str,
     ) -> Result<T, Error> {
-        let mut request =
-            request.map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
+        let mut request = request.map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
@@ -86,14 +83,9 @@ impl KubeClusterStore {
             ("resource", resource_of(request.uri().path())),
         ];
         let started = std::time::Instant::now();
-        let result = self
-            .client
-            .request::<T>(request)
-            .await
-            .map_err(errors::translate);
+        let result = self.client.request::<T>(request).await.map_err(errors::translate);
         let outcome = result.as_ref().map_or_else(Error::code, |_| "ok");
-        metrics::histogram!("krayne_kube_request_duration_seconds", &labels)
-            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("krayne_kube_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
         let [verb, resource] = labels;
         metrics::counter!(
             "krayne_kube_requests_total",
@@ -121,11 +113,7 @@ impl KubeClusterStore {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             req.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        let stream = self
-            .client
-            .request_events::<T>(req)
-            .await
-            .map_err(errors::translate)?;
+        let stream = self.client.request_events::<T>(req).await.map_err(errors::translate)?;
         Ok(stream.map(|r| r.map_err(errors::translate)).boxed())
     }
 }
@@ -151,33 +139,18 @@ impl ClusterStore for KubeClusterStore {
         }
     }
 
-    async fn create(
-        &self,
-        manifest: &Value,
-        dry_run: bool,
-        request_id: &str,
-    ) -> Result<ObservedCluster, Error> {
-        let namespace = manifest["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default");
+    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error> {
+        let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("default");
         let body = serde_json::to_vec(manifest).map_err(|e| Error::Internal(e.to_string()))?;
         let params = PostParams {
             dry_run,
             ..PostParams::default()
         };
-        self.call(
-            rayclusters(Some(namespace)).create(&params, body),
-            request_id,
-        )
-        .await
+        self.call(rayclusters(Some(namespace)).create(&params, body), request_id)
+            .await
     }
 
-    async fn get(
-        &self,
-        namespace: &str,
-        name: &str,
-        request_id: &str,
-    ) -> Result<ObservedCluster, Error> {
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error> {
         self.call(
             rayclusters(Some(namespace)).get(name, &GetParams::default()),
             request_id,
@@ -185,26 +158,14 @@ impl ClusterStore for KubeClusterStore {
         .await
     }
 
-    async fn list(
-        &self,
-        namespace: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<ObservedCluster>, Error> {
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error> {
         let list: ObjectList<ObservedCluster> = self
-            .call(
-                rayclusters(namespace).list(&ListParams::default()),
-                request_id,
-            )
+            .call(rayclusters(namespace).list(&ListParams::default()), request_id)
             .await?;
         Ok(list.items)
     }
 
-    async fn pods(
-        &self,
-        namespace: &str,
-        cluster: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<ObservedPod>, Error> {
+    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error> {
         let selector = match cluster {
             Some(c) => format!("ray.io/cluster={c}"),
             None => "ray.io/cluster".to_owned(),
@@ -220,10 +181,7 @@ impl ClusterStore for KubeClusterStore {
 
     async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error> {
         let list: ObjectList<ObservedEvent> = self
-            .call(
-                core(namespace, "events").list(&ListParams::default()),
-                request_id,
-            )
+            .call(core(namespace, "events").list(&ListParams::default()), request_id)
             .await?;
         Ok(list.items)
     }
@@ -264,9 +222,7 @@ impl ClusterStore for KubeClusterStore {
             .await?
             .try_filter_map(|e| async move {
                 Ok(match e {
-                    WatchEvent::Added(c) | WatchEvent::Modified(c) => {
-                        Some(ClusterChange::Cluster(Box::new(c)))
-                    }
+                    WatchEvent::Added(c) | WatchEvent::Modified(c) => Some(ClusterChange::Cluster(Box::new(c))),
                     WatchEvent::Deleted(_) => Some(ClusterChange::ClusterDeleted),
                     WatchEvent::Bookmark(_) => None,
                     WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
@@ -278,9 +234,7 @@ impl ClusterStore for KubeClusterStore {
             .await?
             .try_filter_map(|e| async move {
                 Ok(match e {
-                    WatchEvent::Added(p) | WatchEvent::Modified(p) => {
-                        Some(ClusterChange::Pod(Box::new(p)))
-                    }
+                    WatchEvent::Added(p) | WatchEvent::Modified(p) => Some(ClusterChange::Pod(Box::new(p))),
                     WatchEvent::Deleted(p) => Some(ClusterChange::PodDeleted(p.metadata.name)),
                     WatchEvent::Bookmark(_) => None,
                     WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),

@@ -72,11 +72,7 @@ mod tests {
             .args(["-n", "-c", &bootstrap_script(&ALL)])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     #[test]
@@ -106,14 +102,7 @@ mod tests {
         let bin = tmp.join("bin");
         let run = tmp.join("run");
         fs::create_dir_all(&bin).unwrap();
-        for name in [
-            "jupyter",
-            "code-server",
-            "sshd",
-            "ssh-keygen",
-            "passwd",
-            "sudo",
-        ] {
+        for name in ["jupyter", "code-server", "sshd", "ssh-keygen", "passwd", "sudo"] {
             stub(&bin, name);
         }
         // Stubs that must return: setup commands, not daemons.

@@ -94,10 +94,7 @@ fn metadata(spec: &ClusterSpec, who: &Provenance) -> Value {
     meta.insert("namespace".into(), json!(spec.namespace));
     meta.insert("labels".into(), Value::Object(labels));
     if let Some(subject) = who.created_by {
-        meta.insert(
-            "annotations".into(),
-            json!({ ANNOTATION_CREATED_BY: subject }),
-        );
+        meta.insert("annotations".into(), json!({ ANNOTATION_CREATED_BY: subject }));
     }
     Value::Object(meta)
 }
@@ -112,10 +109,7 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
     };
     let mut container = Map::new();
     container.insert("name".into(), json!("ray-head"));
-    container.insert(
-        "image".into(),
-        json!(image(head.image.as_deref(), head.gpus, settings)),
-    );
+    container.insert("image".into(), json!(image(head.image.as_deref(), head.gpus, settings)));
     container.insert(
         "ports".into(),
         json!([
@@ -190,8 +184,6 @@ fn service_ports(services: &ServicesSpec) -> Vec<Value> {
     ]
     .into_iter()
     .filter(|(on, _, _)| *on)
-    .map(|(_, name, port)| {
-        json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"})
-    })
+    .map(|(_, name, port)| json!({"name": name, "port": port, "targetPort": port, "protocol": "TCP"}))
     .collect()
 }

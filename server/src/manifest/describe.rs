@@ -3,13 +3,11 @@
 use serde_json::Value;
 
 use super::{
-    ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster,
-    ObservedEvent, ObservedPod, status::derive_status,
+    ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster, ObservedEvent, ObservedPod,
+    status::derive_status,
 };
 use crate::domain::observed::{Container, ObservedCondition, PodTemplate};
-use crate::domain::{
-    ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
-};
+use crate::domain::{ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails};
 
 /// How many events `describe` returns at most (the newest).
 const MAX_EVENTS: usize = 50;
@@ -61,11 +59,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[ObservedPod]>) -> 
         created_at: cluster.metadata.creation_timestamp.clone(),
         ready_workers: count(status.ready_worker_replicas),
         suspended: spec.suspend.unwrap_or(false),
-        created_by: cluster
-            .metadata
-            .annotations
-            .get(ANNOTATION_CREATED_BY)
-            .cloned(),
+        created_by: cluster.metadata.annotations.get(ANNOTATION_CREATED_BY).cloned(),
         resource_version: cluster.metadata.resource_version.clone(),
     }
 }
@@ -86,8 +80,7 @@ pub fn cluster_details(
         .map(scalar_text)
         .unwrap_or_default();
     let mut pod_infos: Vec<PodInfo> = pods.iter().map(pod_info).collect();
-    pod_infos
-        .sort_by(|a, b| (a.node_type != "head", &a.name).cmp(&(b.node_type != "head", &b.name)));
+    pod_infos.sort_by(|a, b| (a.node_type != "head", &a.name).cmp(&(b.node_type != "head", &b.name)));
     let mut event_infos: Vec<EventInfo> = events.iter().map(event_info).collect();
     event_infos.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
     let skip = event_infos.len().saturating_sub(MAX_EVENTS);
@@ -214,11 +207,7 @@ fn pod_info(p: &ObservedPod) -> PodInfo {
             labels.get(LABEL_GROUP).cloned().unwrap_or_default()
         },
         node_type,
-        phase: p
-            .status
-            .phase
-            .clone()
-            .unwrap_or_else(|| "Unknown".to_owned()),
+        phase: p.status.phase.clone().unwrap_or_else(|| "Unknown".to_owned()),
         ready: p.status.conditions.iter().any(|c| c.is_true("Ready")),
         reason,
         message,

@@ -52,11 +52,7 @@ fn status_from_pods(pods: &[ObservedPod]) -> ClusterStatus {
         .iter()
         .filter(|p| p.metadata.labels.get(LABEL_NODE_TYPE).map(String::as_str) == Some("head"))
         .collect();
-    let considered: Vec<&ObservedPod> = if heads.is_empty() {
-        pods.iter().collect()
-    } else {
-        heads
-    };
+    let considered: Vec<&ObservedPod> = if heads.is_empty() { pods.iter().collect() } else { heads };
     considered
         .iter()
         .find_map(|p| pod_problem(p))
@@ -67,22 +63,22 @@ fn status_from_pods(pods: &[ObservedPod]) -> ClusterStatus {
 pub(super) fn pod_problem(pod: &ObservedPod) -> Option<ClusterStatus> {
     let status = &pod.status;
     let unschedulable = status.phase.as_deref() == Some("Pending")
-        && status.conditions.iter().any(|c| {
-            c.type_ == "PodScheduled"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("Unschedulable")
-        });
+        && status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
     if unschedulable {
         return Some(ClusterStatus::Unschedulable);
     }
-    status.container_statuses.iter().find_map(|cs| {
-        match cs.state.waiting.as_ref()?.reason.as_deref()? {
+    status
+        .container_statuses
+        .iter()
+        .find_map(|cs| match cs.state.waiting.as_ref()?.reason.as_deref()? {
             "ContainerCreating" => Some(ClusterStatus::ContainersCreating),
             "ImagePullBackOff" | "ErrImagePull" => Some(ClusterStatus::ImagePullError),
             "CrashLoopBackOff" => Some(ClusterStatus::CrashLoop),
             _ => None,
-        }
-    })
+        })
 }
 
 fn phase_summary(pods: &[&ObservedPod]) -> ClusterStatus {
@@ -107,8 +103,7 @@ mod tests {
     use super::*;
 
     fn cluster(status: Value, spec: Value) -> ObservedCluster {
-        serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": spec, "status": status}))
-            .unwrap()
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": spec, "status": status})).unwrap()
     }
 
     fn pod(node_type: &str, status: Value) -> ObservedPod {
@@ -145,20 +140,14 @@ mod tests {
     #[test]
     fn state_is_lowercased_and_kept() {
         let c = cluster(json!({"state": "Failed"}), json!({}));
-        assert_eq!(
-            derive_status(&c, None),
-            ClusterStatus::Other("failed".into())
-        );
+        assert_eq!(derive_status(&c, None), ClusterStatus::Other("failed".into()));
     }
 
     #[test]
     fn phases_summarise_without_a_labelled_head() {
         let c = cluster(json!(null), json!({}));
         let failed = pod("", json!({"phase": "Failed"}));
-        assert_eq!(
-            derive_status(&c, Some(&[failed])),
-            ClusterStatus::PodsFailed
-        );
+        assert_eq!(derive_status(&c, Some(&[failed])), ClusterStatus::PodsFailed);
         let odd = pod("", json!({"phase": "Succeeded"}));
         assert_eq!(derive_status(&c, Some(&[odd])), ClusterStatus::Unknown);
         let worker = pod(
@@ -173,9 +162,6 @@ mod tests {
         );
         // With a head, the worker's problem does not count.
         let head = pod("head", running());
-        assert_eq!(
-            derive_status(&c, Some(&[head, worker])),
-            ClusterStatus::Running
-        );
+        assert_eq!(derive_status(&c, Some(&[head, worker])), ClusterStatus::Running);
     }
 }

@@ -13,8 +13,8 @@ use futures::StreamExt as _;
 use super::{
     AppState,
     dto::{
-        ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse,
-        CreateQuery, PageQuery, ScaleRequest, WaitQuery,
+        ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery,
+        ScaleRequest, WaitQuery,
     },
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
@@ -25,10 +25,7 @@ use crate::{
 };
 
 fn page(q: &PageQuery) -> Result<PageRequest, Error> {
-    PageRequest::new(
-        q.page_size.unwrap_or(0),
-        q.page_token.as_deref().unwrap_or(""),
-    )
+    PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
 }
 
 /// List clusters in every namespace the caller may see.
@@ -66,12 +63,7 @@ pub(super) async fn list(
     Path(namespace): Path<String>,
     QueryOf(q): QueryOf<PageQuery>,
 ) -> Result<Json<ClusterList>, ApiError> {
-    Ok(Json(
-        s.service
-            .list(&cx, Some(&namespace), &page(&q)?)
-            .await?
-            .into(),
-    ))
+    Ok(Json(s.service.list(&cx, Some(&namespace), &page(&q)?).await?.into()))
 }
 
 /// Create a cluster from a Krayne config (JSON or YAML).
@@ -116,11 +108,7 @@ pub(super) async fn create(
             },
         )
         .await?;
-    let status = if dry_run {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
+    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, Json(CreateClusterResponse::from(created))))
 }
 
@@ -176,9 +164,7 @@ pub(super) async fn describe(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(
-        s.service.describe(&cx, &namespace, &name).await?.into(),
-    ))
+    Ok(Json(s.service.describe(&cx, &namespace, &name).await?.into()))
 }
 
 /// Resize one worker group.
@@ -210,9 +196,7 @@ pub(super) async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(
-        s.service.scale(&cx, &namespace, &name, input).await?.into(),
-    ))
+    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?.into()))
 }
 
 /// Wait until a cluster is ready (long poll).

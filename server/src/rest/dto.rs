@@ -432,10 +432,7 @@ pub(super) struct WaitQuery {
 /// Documents the request body only: the body is read as a tree and checked
 /// by the cluster model, which reports every problem at once.
 #[derive(Debug, ToSchema)]
-#[expect(
-    dead_code,
-    reason = "a schema for OpenAPI; bodies are read as config trees"
-)]
+#[expect(dead_code, reason = "a schema for OpenAPI; bodies are read as config trees")]
 pub(super) struct ClusterConfig {
     /// DNS-1035 label, at most 53 characters.
     pub name: String,
@@ -455,4 +452,119 @@ pub(super) struct ClusterConfig {
     /// cpu: "500m", memory: "512Mi"}`.
     #[schema(value_type = Object)]
     pub autoscaler: Option<Value>,
+}
+
+/// Who made an audited request.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Actor {
+    /// Token subject (empty when the token was refused).
+    pub subject: String,
+    /// E-mail.
+    pub email: Option<String>,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Teams.
+    pub teams: Vec<String>,
+}
+
+/// One audited request.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct AuditEvent {
+    /// Event id (UUID v7, time-ordered).
+    pub id: String,
+    /// When the request arrived.
+    pub occurred_at: String,
+    /// When its outcome was recorded.
+    pub completed_at: Option<String>,
+    /// Request id (`x-request-id`).
+    pub request_id: String,
+    /// The caller.
+    pub actor: Actor,
+    /// Client address.
+    pub source_ip: Option<String>,
+    /// Client user agent.
+    pub user_agent: Option<String>,
+    /// `rest` or `grpc`.
+    pub transport: String,
+    /// `cluster.create`, `cluster.scale`, `cluster.delete`, `auth.denied`, …
+    pub action: String,
+    /// Namespace acted on.
+    pub namespace: Option<String>,
+    /// Cluster acted on.
+    pub cluster: Option<String>,
+    /// What was asked, without secrets.
+    #[schema(value_type = Object)]
+    pub request_summary: Value,
+    /// `pending`, `succeeded`, `failed`, `denied`, `invalid` or `unknown`.
+    pub outcome: String,
+    /// HTTP status of the answer.
+    pub http_status: Option<u16>,
+    /// gRPC code of the answer.
+    pub grpc_code: Option<String>,
+    /// Error message given to the caller.
+    pub error: Option<String>,
+    /// Duration in milliseconds.
+    pub duration_ms: Option<u64>,
+}
+
+impl From<domain::audit::AuditEntry> for AuditEvent {
+    fn from(e: domain::audit::AuditEntry) -> Self {
+        Self {
+            id: e.id,
+            occurred_at: e.occurred_at,
+            completed_at: e.completed_at,
+            request_id: e.meta.request_id,
+            actor: Actor {
+                subject: e.subject,
+                email: e.email,
+                groups: e.groups,
+                teams: e.teams,
+            },
+            source_ip: e.meta.source_ip,
+            user_agent: e.meta.user_agent,
+            transport: e.meta.transport.as_str().to_owned(),
+            action: e.action,
+            namespace: e.namespace,
+            cluster: e.cluster,
+            request_summary: e.summary,
+            outcome: e.outcome.as_str().to_owned(),
+            http_status: e.http_status,
+            grpc_code: e.grpc_code,
+            error: e.error,
+            duration_ms: e.duration_ms,
+        }
+    }
+}
+
+/// One page of audit events, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct AuditEventList {
+    /// The events.
+    pub events: Vec<AuditEvent>,
+    /// Pass as `page_token` for the next page; absent on the last.
+    pub next_page_token: Option<String>,
+}
+
+/// Filters of the audit query; all optional.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct AuditQuery {
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only this actor subject.
+    pub actor: Option<String>,
+    /// Only this action, e.g. `cluster.create`.
+    pub action: Option<String>,
+    /// Only this outcome, e.g. `denied`.
+    pub outcome: Option<String>,
+    /// Only this cluster.
+    pub cluster: Option<String>,
+    /// At or after this time (RFC 3339).
+    pub since: Option<String>,
+    /// Before this time (RFC 3339).
+    pub until: Option<String>,
+    /// Items per page (1–1000, default 100).
+    pub page_size: Option<u32>,
+    /// `next_page_token` of the previous page.
+    pub page_token: Option<String>,
 }

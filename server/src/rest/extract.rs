@@ -25,20 +25,13 @@ use crate::{
 pub(super) struct Caller(pub Context);
 
 fn header_str(parts: &Parts, name: impl header::AsHeaderName) -> Option<String> {
-    parts
-        .headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let authorization = header_str(parts, header::AUTHORIZATION);
         let meta = RequestMeta {
             request_id: header_str(parts, REQUEST_ID).unwrap_or_default(),
@@ -52,10 +45,7 @@ impl FromRequestParts<AppState> for Caller {
         match state.auth.authenticate(authorization.as_deref()).await {
             Ok(principal) => Ok(Self(Context { principal, meta })),
             Err(rejected) => {
-                state
-                    .service
-                    .record_unauthenticated(&meta, &rejected.detail)
-                    .await;
+                state.service.record_unauthenticated(&meta, &rejected.detail).await;
                 Err(rejected.error.into())
             }
         }
@@ -74,12 +64,7 @@ fn format_of(req: &Request, yaml_allowed: bool) -> Result<Format, ApiError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match media.as_str() {
         "application/json" => Ok(Format::Json),
         m if m.starts_with("application/") && m.ends_with("+json") => Ok(Format::Json),
@@ -153,9 +138,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
         format_of(&req, false)?;
         let bytes = body_bytes(req).await?;
-        serde_json::from_slice(&bytes)
-            .map(Self)
-            .map_err(|e| not_json(&e))
+        serde_json::from_slice(&bytes).map(Self).map_err(|e| not_json(&e))
     }
 }
 

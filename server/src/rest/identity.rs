@@ -20,10 +20,7 @@ use crate::domain::PageRequest;
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(super) async fn whoami(
-    State(s): State<AppState>,
-    Caller(cx): Caller,
-) -> Result<Json<WhoAmI>, ApiError> {
+pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
     Ok(Json(s.service.whoami(&cx).await?.into()))
 }
 
@@ -40,10 +37,7 @@ pub(super) async fn namespaces(
     Caller(cx): Caller,
     QueryOf(q): QueryOf<PageQuery>,
 ) -> Result<Json<NamespaceList>, ApiError> {
-    let page = PageRequest::new(
-        q.page_size.unwrap_or(0),
-        q.page_token.as_deref().unwrap_or(""),
-    )?;
+    let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
     let p = s.service.namespaces(&cx, &page).await?;
     Ok(Json(NamespaceList {
         namespaces: p.items.into_iter().map(Into::into).collect(),

@@ -2,6 +2,7 @@
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
 //! limit, gzip, CORS). Calls the service layer only.
 
+mod audit;
 mod clusters;
 mod dto;
 mod extract;
@@ -81,6 +82,7 @@ impl Default for RestSettings {
     tags(
         (name = "clusters", description = "Ray cluster lifecycle"),
         (name = "identity", description = "Who the caller is and what they may use"),
+        (name = "audit", description = "Who did what to which cluster, and how it ended"),
     )
 )]
 struct ApiDoc;
@@ -107,6 +109,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::get, clusters::delete))
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
+        .routes(routes!(audit::list))
 }
 
 /// The OpenAPI document of the REST API.
@@ -131,10 +134,7 @@ async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
-    let origins: Vec<HeaderValue> = origins
-        .iter()
-        .filter_map(|o| HeaderValue::from_str(o).ok())
-        .collect();
+    let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
     CorsLayer::new()
         .allow_origin(AllowOrigin::list(origins))
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
@@ -161,9 +161,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let (unary, api) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
     // Long polls carry their own timeout (timeout_seconds).
-    let (waits, _) = OpenApiRouter::new()
-        .routes(routes!(clusters::wait))
-        .split_for_parts();
+    let (waits, _) = OpenApiRouter::new().routes(routes!(clusters::wait)).split_for_parts();
     let mut doc = openapi();
     doc.paths.paths.extend(api.paths.paths);
     let rest = unary
@@ -188,8 +186,6 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(TraceLayer::new_for_http())
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            header::AUTHORIZATION,
-        ]))
+        .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))
 }

@@ -60,22 +60,9 @@ impl Problem {
         }
     }
 
-    /// The status a domain error answers with.
-    #[deny(clippy::wildcard_enum_match_arm)]
+    /// The status a domain error answers with (the domain's one table).
     pub fn status_of(e: &Error) -> StatusCode {
-        match e {
-            Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            Error::PermissionDenied(_) => StatusCode::FORBIDDEN,
-            Error::NotFound { .. } => StatusCode::NOT_FOUND,
-            Error::AlreadyExists { .. } | Error::Conflict(_) | Error::FailedPrecondition(_) => {
-                StatusCode::CONFLICT
-            }
-            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::DeadlineExceeded(_) => StatusCode::GATEWAY_TIMEOUT,
-            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 }
 
@@ -92,17 +79,13 @@ impl From<Error> for Problem {
                 let value = if why == "missing bearer token" {
                     r#"Bearer realm="krayne""#.to_owned()
                 } else {
-                    format!(
-                        r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#
-                    )
+                    format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
                 };
                 p.headers.push((header::WWW_AUTHENTICATE, value));
             }
             Error::RateLimited { retry_after } => {
-                p.headers.push((
-                    header::RETRY_AFTER,
-                    retry_after.as_secs().max(1).to_string(),
-                ));
+                p.headers
+                    .push((header::RETRY_AFTER, retry_after.as_secs().max(1).to_string()));
             }
             Error::Internal(detail) => tracing::error!(%detail, "internal error"),
             Error::PermissionDenied(_)

@@ -58,16 +58,11 @@ pub(super) fn router(state: Shared) -> Router {
         .route("/version", get(|| async { Json(discovery::version()) }))
         .route(
             "/api",
-            get(
-                |State(s): State<Shared>| async move { Json(discovery::core_versions(&s.address)) },
-            ),
+            get(|State(s): State<Shared>| async move { Json(discovery::core_versions(&s.address)) }),
         )
         .route("/api/v1", get(|| async { Json(discovery::resources("")) }))
         .route("/apis", get(|| async { Json(discovery::groups()) }))
-        .route(
-            "/apis/ray.io",
-            get(|| async { Json(discovery::ray_group_doc()) }),
-        )
+        .route("/apis/ray.io", get(|| async { Json(discovery::ray_group_doc()) }))
         .route(
             "/apis/ray.io/v1",
             get(|| async { Json(discovery::resources("ray.io")) }),
@@ -76,19 +71,10 @@ pub(super) fn router(state: Shared) -> Router {
         .route("/api/v1/namespaces/{name}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(resource))
-        .route(
-            "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
-            any(resource),
-        )
+        .route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", any(resource))
         .route("/apis/{group}/{version}/{plural}", any(resource))
-        .route(
-            "/apis/{group}/{version}/namespaces/{ns}/{plural}",
-            any(resource),
-        )
-        .route(
-            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
-            any(resource),
-        )
+        .route("/apis/{group}/{version}/namespaces/{ns}/{plural}", any(resource))
+        .route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", any(resource))
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
             any(resource),
@@ -108,10 +94,7 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     };
-    s.requests
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(entry);
+    s.requests.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     next.run(req).await
 }
 
@@ -203,9 +186,8 @@ struct WatchRequest {
 }
 
 fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
 }
 
 fn handle(
@@ -235,9 +217,10 @@ fn handle(
             if flag("watch") {
                 let from = match q.get("resourceVersion").map(String::as_str) {
                     None | Some("") => None,
-                    Some(v) => Some(v.parse().map_err(|_| {
-                        ApiError::bad_request(format!("invalid resourceVersion {v:?}"))
-                    })?),
+                    Some(v) => Some(
+                        v.parse()
+                            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?,
+                    ),
                 };
                 let timeout = q
                     .get("timeoutSeconds")
@@ -269,9 +252,7 @@ fn handle(
             Ok(Reply::Object(StatusCode::CREATED, (*created).clone()))
         }
         (Some(name), &Method::GET) => ok(&*store.get(r, &ns_key, name)?),
-        (Some(name), &Method::PUT) => {
-            ok(&*store.replace(r, &ns_key, name, parse_json(body)?, t.status)?)
-        }
+        (Some(name), &Method::PUT) => ok(&*store.replace(r, &ns_key, name, parse_json(body)?, t.status)?),
         (Some(name), &Method::PATCH) => {
             let content_type = headers
                 .get(header::CONTENT_TYPE)
@@ -282,9 +263,7 @@ fn handle(
                 "application/merge-patch+json" => Patch::Merge(parse_json(body)?),
                 // Built-in types take strategic merge patches; for the fields
                 // the sandbox has, a merge patch does the same.
-                "application/strategic-merge-patch+json" if r.group().is_empty() => {
-                    Patch::Merge(parse_json(body)?)
-                }
+                "application/strategic-merge-patch+json" if r.group().is_empty() => Patch::Merge(parse_json(body)?),
                 "application/json-patch+json" => Patch::Json(
                     serde_json::from_slice(body)
                         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?,
@@ -294,9 +273,7 @@ fn handle(
             ok(&*store.patch(r, &ns_key, name, &patch, t.status)?)
         }
         (Some(name), &Method::DELETE) if !t.status => ok(&*store.delete(r, &ns_key, name)?),
-        _ => Err(ApiError::method_not_allowed(format!(
-            "{method} is not supported here"
-        ))),
+        _ => Err(ApiError::method_not_allowed(format!("{method} is not supported here"))),
     }
 }
 
@@ -348,11 +325,7 @@ async fn stream_changes(
     let mut last_rv = w.from.unwrap_or(0);
     for c in first.iter().filter(|c| wanted(c)) {
         last_rv = last_rv.max(c.rv);
-        if tx
-            .send(event_line(c.kind.as_str(), &c.object))
-            .await
-            .is_err()
-        {
+        if tx.send(event_line(c.kind.as_str(), &c.object)).await.is_err() {
             return;
         }
     }

@@ -72,11 +72,7 @@ impl ApiError {
     /// 422 with one cause per `(field, message)`.
     pub fn invalid(resource: Resource, name: &str, causes: &[(String, String)]) -> Self {
         let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-        let message = format!(
-            "{} \"{name}\" is invalid: {}",
-            resource.kind(),
-            summary.join(", ")
-        );
+        let message = format!("{} \"{name}\" is invalid: {}", resource.kind(), summary.join(", "));
         let mut e = Self::new(422, "Invalid", message).with_details(resource, name);
         if let Some(d) = e.details.as_mut() {
             d["kind"] = json!(resource.kind());

@@ -7,10 +7,9 @@ use serde_json::{Map, Value, json};
 use super::store::{meta_str, now};
 
 fn is_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
+    pod["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 fn is_head(pod: &Value) -> bool {
@@ -23,29 +22,15 @@ pub(super) fn apply(rc: &mut Value, pods: &[Arc<Value>], service: Option<&Value>
     let old = rc["status"].clone();
     let spec = &rc["spec"];
     let suspended = spec["suspend"] == true;
-    let groups = spec["workerGroupSpecs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let sum = |key: &str| {
-        groups
-            .iter()
-            .map(|g| g[key].as_i64().unwrap_or(0).max(0))
-            .sum::<i64>()
-    };
+    let groups = spec["workerGroupSpecs"].as_array().cloned().unwrap_or_default();
+    let sum = |key: &str| groups.iter().map(|g| g[key].as_i64().unwrap_or(0).max(0)).sum::<i64>();
     let desired = if suspended { 0 } else { sum("replicas") };
     let head = pods.iter().find(|p| is_head(p));
     let head_ready = head.is_some_and(|p| is_ready(p));
     let workers: Vec<&Arc<Value>> = pods.iter().filter(|p| !is_head(p)).collect();
-    let ready_workers =
-        i64::try_from(workers.iter().filter(|p| is_ready(p)).count()).unwrap_or(i64::MAX);
-    let running_workers = i64::try_from(
-        workers
-            .iter()
-            .filter(|p| p["status"]["phase"] == "Running")
-            .count(),
-    )
-    .unwrap_or(i64::MAX);
+    let ready_workers = i64::try_from(workers.iter().filter(|p| is_ready(p)).count()).unwrap_or(i64::MAX);
+    let running_workers =
+        i64::try_from(workers.iter().filter(|p| p["status"]["phase"] == "Running").count()).unwrap_or(i64::MAX);
     let all_ready = !suspended && head_ready && ready_workers >= desired;
 
     let mut head_status = Map::new();
@@ -95,12 +80,7 @@ pub(super) fn apply(rc: &mut Value, pods: &[Arc<Value>], service: Option<&Value>
         ),
     ];
     if suspended {
-        conditions.push(condition(
-            &old,
-            "RayClusterSuspended",
-            true,
-            "RayClusterSuspended",
-        ));
+        conditions.push(condition(&old, "RayClusterSuspended", true, "RayClusterSuspended"));
     }
     let mut status = json!({
         "desiredWorkerReplicas": desired,
@@ -129,19 +109,17 @@ pub(super) fn apply(rc: &mut Value, pods: &[Arc<Value>], service: Option<&Value>
 }
 
 fn condition_true(status: &Value, kind: &str) -> bool {
-    status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == kind && c["status"] == "True")
-    })
+    status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
 /// A condition, keeping the old transition time when its status holds.
 fn condition(old: &Value, kind: &str, holds: bool, reason: &str) -> Value {
     let status = if holds { "True" } else { "False" };
-    let previous = old["conditions"].as_array().and_then(|cs| {
-        cs.iter()
-            .find(|c| c["type"] == kind && c["status"] == status)
-    });
+    let previous = old["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind && c["status"] == status));
     let since = previous.map_or_else(|| json!(now()), |c| c["lastTransitionTime"].clone());
     json!({"type": kind, "status": status, "reason": reason, "message": "", "lastTransitionTime": since})
 }

@@ -124,18 +124,9 @@ impl Sandbox {
         });
         let mut tasks = vec![server];
         if options.run_operator {
-            tasks.push(tokio::spawn(operator::run(
-                store,
-                options.operator,
-                stopped,
-            )));
+            tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));
         }
-        Ok(Self {
-            addr,
-            api,
-            stop,
-            tasks,
-        })
+        Ok(Self { addr, api, stop, tasks })
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -170,11 +161,7 @@ impl Sandbox {
 
     /// Every request the API answered so far.
     pub fn requests(&self) -> Vec<RequestRecord> {
-        self.api
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.api.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Stops serving and waits for the tasks to end.

@@ -42,11 +42,7 @@ pub(super) type Request = (u128, u128, u128);
 fn amount(v: &Value) -> u128 {
     match v {
         Value::String(s) => s.parse::<Quantity>().map(|q| q.nanos()).unwrap_or(0),
-        Value::Number(n) => n
-            .to_string()
-            .parse::<Quantity>()
-            .map(|q| q.nanos())
-            .unwrap_or(0),
+        Value::Number(n) => n.to_string().parse::<Quantity>().map(|q| q.nanos()).unwrap_or(0),
         _ => 0,
     }
 }
@@ -82,18 +78,12 @@ pub(super) fn first_fit<'n>(
             .iter()
             .filter(|(node, _)| *node == n.name)
             .fold((0, 0, 0), |a, (_, r)| (a.0 + r.0, a.1 + r.1, a.2 + r.2));
-        used.0 + want.0 <= n.cpu_nanos
-            && used.1 + want.1 <= n.memory_nanos
-            && used.2 + want.2 <= n.gpus
+        used.0 + want.0 <= n.cpu_nanos && used.1 + want.1 <= n.memory_nanos && used.2 + want.2 <= n.gpus
     })
 }
 
 /// Why nothing fits, as the scheduler says it.
-pub(super) fn insufficient(
-    nodes: &[NodeCapacity],
-    bound: &[(String, Request)],
-    want: Request,
-) -> String {
+pub(super) fn insufficient(nodes: &[NodeCapacity], bound: &[(String, Request)], want: Request) -> String {
     let mut short = Vec::new();
     for (i, what) in ["cpu", "memory", "nvidia.com/gpu"].iter().enumerate() {
         let lacking = nodes
@@ -112,11 +102,7 @@ pub(super) fn insufficient(
             short.push(format!("{lacking} Insufficient {what}"));
         }
     }
-    format!(
-        "0/{} nodes are available: {}.",
-        nodes.len(),
-        short.join(", ")
-    )
+    format!("0/{} nodes are available: {}.", nodes.len(), short.join(", "))
 }
 
 #[cfg(test)]
@@ -142,8 +128,7 @@ mod tests {
             insufficient(&nodes, &bound, want),
             "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient nvidia.com/gpu."
         );
-        let limits_only =
-            json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "500m"}}}]}});
+        let limits_only = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "500m"}}}]}});
         assert_eq!(pod_request(&limits_only).0, 500_000_000);
     }
 }

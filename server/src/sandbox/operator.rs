@@ -157,9 +157,7 @@ impl Operator {
 
     fn cluster_pods(&self, ns: &str, cluster: &str) -> Vec<Arc<Value>> {
         self.store
-            .list(Resource::Pod, Some(ns), |p| {
-                label(p, "ray.io/cluster") == cluster
-            })
+            .list(Resource::Pod, Some(ns), |p| label(p, "ray.io/cluster") == cluster)
             .0
     }
 
@@ -177,14 +175,10 @@ impl Operator {
             if !pods.iter().any(|p| is_head(p)) {
                 self.create_pod(&rc, None);
             }
-            let groups = rc["spec"]["workerGroupSpecs"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
+            let groups = rc["spec"]["workerGroupSpecs"].as_array().cloned().unwrap_or_default();
             for g in &groups {
                 let group = g["groupName"].as_str().unwrap_or("");
-                let desired =
-                    usize::try_from(g["replicas"].as_i64().unwrap_or(0).max(0)).unwrap_or(0);
+                let desired = usize::try_from(g["replicas"].as_i64().unwrap_or(0).max(0)).unwrap_or(0);
                 let mut have: Vec<&Arc<Value>> = pods
                     .iter()
                     .filter(|p| !is_head(p) && label(p, "ray.io/group") == group)
@@ -202,18 +196,12 @@ impl Operator {
                 }
             }
             let known = |g: &str| groups.iter().any(|s| s["groupName"] == g);
-            for p in pods
-                .iter()
-                .filter(|p| !is_head(p) && !known(label(p, "ray.io/group")))
-            {
+            for p in pods.iter().filter(|p| !is_head(p) && !known(label(p, "ray.io/group"))) {
                 let _ = self.store.delete(Resource::Pod, ns, meta_str(p, "name"));
             }
         }
         let pods = self.cluster_pods(ns, name);
-        let service = self
-            .store
-            .get(Resource::Service, ns, &format!("{name}-head-svc"))
-            .ok();
+        let service = self.store.get(Resource::Service, ns, &format!("{name}-head-svc")).ok();
         self.store.update(Resource::RayCluster, ns, name, |rc| {
             kuberay_status::apply(rc, &pods, service.as_deref());
         });
@@ -251,44 +239,27 @@ impl Operator {
             }
         }
         self.service_ips += 1;
-        let ip = format!(
-            "10.96.{}.{}",
-            self.service_ips / 250,
-            self.service_ips % 250 + 1
-        );
+        let ip = format!("10.96.{}.{}", self.service_ips / 250, self.service_ips % 250 + 1);
         let service = json!({
             "metadata": {"name": name, "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "head"},
                          "ownerReferences": Self::owner_reference(rc)},
             "spec": {"type": "ClusterIP", "clusterIP": ip, "ports": ports,
                      "selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"}},
         });
-        let _ = self
-            .store
-            .create(Resource::Service, ns, service, WriteOpts::default());
+        let _ = self.store.create(Resource::Service, ns, service, WriteOpts::default());
     }
 
     fn create_pod(&mut self, rc: &Value, group: Option<&Value>) {
         let (ns, cluster) = (meta_str(rc, "namespace"), meta_str(rc, "name"));
         let (node_type, group_name, template) = match group {
-            None => (
-                "head",
-                "headgroup",
-                &rc["spec"]["headGroupSpec"]["template"],
-            ),
-            Some(g) => (
-                "worker",
-                g["groupName"].as_str().unwrap_or(""),
-                &g["template"],
-            ),
+            None => ("head", "headgroup", &rc["spec"]["headGroupSpec"]["template"]),
+            Some(g) => ("worker", g["groupName"].as_str().unwrap_or(""), &g["template"]),
         };
         let name = match group {
             None => format!("{cluster}-head-{}", random_suffix()),
             Some(_) => format!("{cluster}-{group_name}-worker-{}", random_suffix()),
         };
-        let mut labels = template["metadata"]["labels"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let mut labels = template["metadata"]["labels"].as_object().cloned().unwrap_or_default();
         for (k, v) in [
             ("ray.io/cluster", cluster),
             ("ray.io/node-type", node_type),
@@ -346,12 +317,7 @@ impl Operator {
             .list(Resource::Pod, None, |p| p["spec"]["nodeName"].is_string())
             .0
             .iter()
-            .map(|p| {
-                (
-                    p["spec"]["nodeName"].as_str().unwrap_or("").to_owned(),
-                    pod_request(p),
-                )
-            })
+            .map(|p| (p["spec"]["nodeName"].as_str().unwrap_or("").to_owned(), pod_request(p)))
             .collect()
     }
 
@@ -359,10 +325,7 @@ impl Operator {
         if pod["spec"]["nodeName"].is_string() {
             return;
         }
-        let (ns, name) = (
-            meta_str(pod, "namespace").to_owned(),
-            meta_str(pod, "name").to_owned(),
-        );
+        let (ns, name) = (meta_str(pod, "namespace").to_owned(), meta_str(pod, "name").to_owned());
         let bound = self.bound_pods();
         let want = pod_request(pod);
         let Some(node) = first_fit(&self.opts.nodes, &bound, want).map(|n| n.name.clone()) else {
@@ -372,13 +335,7 @@ impl Operator {
                 p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
                     "reason": "Unschedulable", "message": m, "lastTransitionTime": now()}]);
             });
-            self.event(
-                pod,
-                "Warning",
-                "FailedScheduling",
-                &message,
-                "default-scheduler",
-            );
+            self.event(pod, "Warning", "FailedScheduling", &message, "default-scheduler");
             return;
         };
         let updated = self.store.update(Resource::Pod, &ns, &name, |p| {
@@ -386,11 +343,8 @@ impl Operator {
             p["status"]["hostIP"] = json!("192.168.0.10");
             p["status"]["conditions"] =
                 json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]);
-            p["status"]["containerStatuses"] = container_statuses(
-                p,
-                |_| json!({"waiting": {"reason": "ContainerCreating"}}),
-                false,
-            );
+            p["status"]["containerStatuses"] =
+                container_statuses(p, |_| json!({"waiting": {"reason": "ContainerCreating"}}), false);
         });
         self.event(
             pod,
@@ -407,31 +361,18 @@ impl Operator {
     /// Retries every pod that did not fit, oldest first.
     fn schedule_pending(&mut self) {
         let (mut pending, _) = self.store.list(Resource::Pod, None, |p| {
-            !p["spec"]["nodeName"].is_string()
-                && p["status"]["conditions"][0]["reason"] == "Unschedulable"
+            !p["spec"]["nodeName"].is_string() && p["status"]["conditions"][0]["reason"] == "Unschedulable"
         });
-        pending
-            .sort_by(|a, b| meta_str(a, "creationTimestamp").cmp(meta_str(b, "creationTimestamp")));
+        pending.sort_by(|a, b| meta_str(a, "creationTimestamp").cmp(meta_str(b, "creationTimestamp")));
         for p in pending {
             self.try_schedule(&p);
         }
     }
 
     fn start(&mut self, pod: &Value) {
-        let (ns, name) = (
-            meta_str(pod, "namespace").to_owned(),
-            meta_str(pod, "name").to_owned(),
-        );
-        let image = pod["spec"]["containers"][0]["image"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
-        if self
-            .opts
-            .bad_image_patterns
-            .iter()
-            .any(|p| image.contains(p.as_str()))
-        {
+        let (ns, name) = (meta_str(pod, "namespace").to_owned(), meta_str(pod, "name").to_owned());
+        let image = pod["spec"]["containers"][0]["image"].as_str().unwrap_or("").to_owned();
+        if self.opts.bad_image_patterns.iter().any(|p| image.contains(p.as_str())) {
             let message = format!("failed to pull and unpack image \"{image}\": not found");
             let m = message.clone();
             self.store.update(Resource::Pod, &ns, &name, |p| {
@@ -470,10 +411,7 @@ impl Operator {
 
     fn image_backoff(&mut self, pod: &Value) {
         let (ns, name) = (meta_str(pod, "namespace"), meta_str(pod, "name"));
-        let image = pod["spec"]["containers"][0]["image"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
+        let image = pod["spec"]["containers"][0]["image"].as_str().unwrap_or("").to_owned();
         let message = format!("Back-off pulling image \"{image}\"");
         let m = message.clone();
         self.store.update(Resource::Pod, ns, name, |p| {
@@ -524,14 +462,7 @@ impl Operator {
     }
 
     /// Records an event about `object`; a repeat bumps the first's count.
-    fn event(
-        &mut self,
-        object: &Value,
-        kind: &str,
-        reason: &'static str,
-        message: &str,
-        component: &str,
-    ) {
+    fn event(&mut self, object: &Value, kind: &str, reason: &'static str, message: &str, component: &str) {
         let ns = meta_str(object, "namespace").to_owned();
         let uid = meta_str(object, "uid").to_owned();
         let key = (uid.clone(), reason);
@@ -585,10 +516,7 @@ fn container_statuses(pod: &Value, state: impl Fn(&Value) -> Value, ready: bool)
         .flatten()
         .enumerate()
         .map(|(i, c)| {
-            let restarts = previous
-                .get(i)
-                .and_then(|p| p["restartCount"].as_i64())
-                .unwrap_or(0);
+            let restarts = previous.get(i).and_then(|p| p["restartCount"].as_i64()).unwrap_or(0);
             json!({"name": c["name"], "image": c["image"], "ready": ready, "started": ready,
                    "restartCount": restarts, "state": state(c)})
         })

@@ -17,13 +17,7 @@ pub enum Resource {
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 5] = [
-        Self::Namespace,
-        Self::Pod,
-        Self::Service,
-        Self::Event,
-        Self::RayCluster,
-    ];
+    pub const ALL: [Self; 5] = [Self::Namespace, Self::Pod, Self::Service, Self::Event, Self::RayCluster];
 
     /// API group; empty for core.
     pub fn group(self) -> &'static str {

@@ -65,10 +65,7 @@ fn split_top_level(text: &str) -> Vec<&str> {
 }
 
 fn check_key(key: &str) -> Result<String, String> {
-    let ok = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    let ok = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
     if ok {
         Ok(key.to_owned())
     } else {
@@ -90,10 +87,7 @@ fn parse_label_req(term: &str) -> Result<LabelReq, String> {
         return Ok(LabelReq::NotExists(check_key(key.trim())?));
     }
     if let Some((k, v)) = term.split_once("!=") {
-        return Ok(LabelReq::NotEquals(
-            check_key(k.trim())?,
-            v.trim().to_owned(),
-        ));
+        return Ok(LabelReq::NotEquals(check_key(k.trim())?, v.trim().to_owned()));
     }
     if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
         return Ok(LabelReq::Equals(check_key(k.trim())?, v.trim().to_owned()));
@@ -147,14 +141,8 @@ impl FieldSelector {
     /// Whether `object` satisfies every term.
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let pointer = FIELDS
-                .iter()
-                .find(|(name, _)| name == field)
-                .map_or("", |(_, p)| p);
-            let actual = object
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let pointer = FIELDS.iter().find(|(name, _)| name == field).map_or("", |(_, p)| p);
+            let actual = object.pointer(pointer).and_then(Value::as_str).unwrap_or("");
             (actual == value) == *equal
         })
     }
@@ -167,10 +155,7 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
     #[test]
@@ -188,17 +173,10 @@ mod tests {
             ("ray.io/cluster", true),
             ("!ray.io/cluster", false),
             ("!missing", true),
-            (
-                "ray.io/cluster=c1,ray.io/node-type in (worker,x),!missing",
-                true,
-            ),
+            ("ray.io/cluster=c1,ray.io/node-type in (worker,x),!missing", true),
             ("", true),
         ] {
-            assert_eq!(
-                LabelSelector::parse(sel).unwrap().matches(&l),
-                want,
-                "{sel}"
-            );
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&l), want, "{sel}");
         }
     }
 
@@ -218,11 +196,7 @@ mod tests {
             ("involvedObject.name=p1,metadata.name!=x", true),
             ("involvedObject.name!=p1", false),
         ] {
-            assert_eq!(
-                FieldSelector::parse(sel).unwrap().matches(&ev),
-                want,
-                "{sel}"
-            );
+            assert_eq!(FieldSelector::parse(sel).unwrap().matches(&ev), want, "{sel}");
         }
         assert!(FieldSelector::parse("spec.foo=x").is_err());
         assert!(FieldSelector::parse("metadata.name").is_err());

@@ -85,9 +85,7 @@ pub(super) fn meta_str<'a>(object: &'a Value, field: &str) -> &'a str {
 
 /// Now, as Kubernetes writes timestamps.
 pub(super) fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 impl Store {
@@ -121,13 +119,7 @@ impl Store {
         self.lock().rv
     }
 
-    fn commit(
-        &self,
-        inner: &mut Inner,
-        key: Key,
-        mut object: Value,
-        kind: ChangeKind,
-    ) -> Arc<Value> {
+    fn commit(&self, inner: &mut Inner, key: Key, mut object: Value, kind: ChangeKind) -> Arc<Value> {
         inner.rv += 1;
         object["metadata"]["resourceVersion"] = json!(inner.rv.to_string());
         let object = Arc::new(object);
@@ -169,13 +161,8 @@ impl Store {
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
-        let unnamed = object["metadata"]["name"]
-            .as_str()
-            .is_none_or(str::is_empty);
-        if let Some(prefix) = object["metadata"]["generateName"]
-            .as_str()
-            .filter(|_| unnamed)
-        {
+        let unnamed = object["metadata"]["name"].as_str().is_none_or(str::is_empty);
+        if let Some(prefix) = object["metadata"]["generateName"].as_str().filter(|_| unnamed) {
             let name = format!("{prefix}{}", random_suffix());
             object["metadata"]["name"] = json!(name);
         }
@@ -191,11 +178,7 @@ impl Store {
         }
         let key = (
             r,
-            if r.namespaced() {
-                ns.to_owned()
-            } else {
-                String::new()
-            },
+            if r.namespaced() { ns.to_owned() } else { String::new() },
             name.clone(),
         );
         if inner.objects.contains_key(&key) {
@@ -236,12 +219,7 @@ impl Store {
 
     /// Objects of `r` (in `ns`, or all namespaces) that `keep` accepts, and
     /// the resourceVersion of the snapshot.
-    pub(super) fn list(
-        &self,
-        r: Resource,
-        ns: Option<&str>,
-        keep: impl Fn(&Value) -> bool,
-    ) -> (Vec<Arc<Value>>, u64) {
+    pub(super) fn list(&self, r: Resource, ns: Option<&str>, keep: impl Fn(&Value) -> bool) -> (Vec<Arc<Value>>, u64) {
         let inner = self.lock();
         let items = inner
             .objects
@@ -353,13 +331,7 @@ impl Store {
 
     /// Read-modify-write by the simulated controllers: no preconditions.
     /// Returns `None` when the object is gone or `f` changed nothing.
-    pub(super) fn update(
-        &self,
-        r: Resource,
-        ns: &str,
-        name: &str,
-        f: impl FnOnce(&mut Value),
-    ) -> Option<Arc<Value>> {
+    pub(super) fn update(&self, r: Resource, ns: &str, name: &str, f: impl FnOnce(&mut Value)) -> Option<Arc<Value>> {
         let mut inner = self.lock();
         let key = (r, ns.to_owned(), name.to_owned());
         let current = inner.objects.get(&key)?;

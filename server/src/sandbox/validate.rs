@@ -37,11 +37,7 @@ fn to_json_schema(schema: &mut Value, strict: bool) {
         }
     }
     let preserves = node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    if strict
-        && node.contains_key("properties")
-        && !node.contains_key("additionalProperties")
-        && !preserves
-    {
+    if strict && node.contains_key("properties") && !node.contains_key("additionalProperties") && !preserves {
         node.insert("additionalProperties".into(), Value::Bool(false));
     }
     if let Some(Value::Object(props)) = node.get_mut("properties") {
@@ -116,10 +112,7 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             Resource::Pod | Resource::Service | Resource::Event => check_subdomain(name),
         };
         if let Err(why) = checked {
-            causes.push((
-                "metadata.name".into(),
-                format!("Invalid value: {name:?}: {why}"),
-            ));
+            causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));
         }
     }
     if r == Resource::RayCluster {
@@ -128,10 +121,7 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
                 let field = field_path(&e.instance_path().to_string());
                 (field, e.to_string())
             })),
-            None => causes.push((
-                String::new(),
-                "the RayCluster schema could not be loaded".into(),
-            )),
+            None => causes.push((String::new(), "the RayCluster schema could not be loaded".into())),
         }
     }
     if causes.is_empty() {
@@ -177,7 +167,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("no more than 53"), "{}", e.message);
-        let e = object(Resource::RayCluster, "c", &json!({"spec": {"workerGroupSpecs": [{"groupName": "w", "replicas": "2", "template": {}}]}})).unwrap_err();
+        let e = object(
+            Resource::RayCluster,
+            "c",
+            &json!({"spec": {"workerGroupSpecs": [{"groupName": "w", "replicas": "2", "template": {}}]}}),
+        )
+        .unwrap_err();
         let fields: Vec<String> = e.details.unwrap()["causes"]
             .as_array()
             .unwrap()

@@ -10,6 +10,15 @@ use crate::domain::{
     audit::{AuditEntry, Outcome, RequestMeta},
 };
 
+/// The REST status of a successful mutation.
+fn success_status(action: &str) -> u16 {
+    match action {
+        "cluster.create" => 201,
+        "cluster.delete" => 204,
+        _ => 200,
+    }
+}
+
 impl ClusterService {
     fn entry(
         &self,
@@ -33,7 +42,9 @@ impl ClusterService {
             cluster: cluster.map(str::to_owned),
             summary,
             outcome: Outcome::Pending,
-            error_code: None,
+            completed_at: None,
+            http_status: None,
+            grpc_code: None,
             error: None,
             duration_ms: None,
         }
@@ -55,8 +66,24 @@ impl ClusterService {
         };
         let mut e = self.entry(&cx, "auth.denied", None, None, Value::Null);
         e.outcome = Outcome::Denied;
-        e.error_code = Some("unauthenticated");
+        e.http_status = Some(401);
+        e.grpc_code = Some("UNAUTHENTICATED".to_owned());
         e.error = Some(detail.to_owned());
+        e.completed_at = e.occurred_at.clone().into();
+        e.duration_ms = Some(0);
+        self.audit.record(&e).await;
+    }
+
+    /// Audits a successful read when reads are audited.
+    pub(super) async fn record_read(&self, cx: &Context, action: &str, namespace: Option<&str>, cluster: Option<&str>) {
+        if !self.settings.audit_reads {
+            return;
+        }
+        let mut e = self.entry(cx, action, namespace, cluster, Value::Null);
+        e.outcome = Outcome::Succeeded;
+        e.http_status = Some(200);
+        e.grpc_code = Some("OK".to_owned());
+        e.completed_at = Some(e.occurred_at.clone());
         e.duration_ms = Some(0);
         self.audit.record(&e).await;
     }
@@ -75,8 +102,10 @@ impl ClusterService {
             Error::PermissionDenied(_) => Outcome::Denied,
             _ => Outcome::Invalid,
         };
-        e.error_code = Some(error.code());
+        e.http_status = Some(error.http_status());
+        e.grpc_code = Some(error.grpc_code().1.to_owned());
         e.error = Some(error.to_string());
+        e.completed_at = e.occurred_at.clone().into();
         e.duration_ms = Some(0);
         self.audit.record(&e).await;
     }
@@ -99,8 +128,7 @@ impl ClusterService {
         let started = Instant::now();
         let mut e = self.entry(cx, action, Some(namespace), Some(cluster), summary);
         let written = self.audit.begin(&e).await;
-        metrics::histogram!("krayne_audit_write_duration_seconds")
-            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("krayne_audit_write_duration_seconds").record(started.elapsed().as_secs_f64());
         if let Err(why) = written {
             metrics::counter!("krayne_audit_write_failures_total").increment(1);
             tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the mutation");
@@ -114,10 +142,18 @@ impl ClusterService {
             Err(Error::InvalidArgument(_)) => Outcome::Invalid,
             Err(_) => Outcome::Failed,
         };
-        if let Err(error) = &result {
-            e.error_code = Some(error.code());
-            e.error = Some(error.to_string());
+        match &result {
+            Ok(_) => {
+                e.http_status = Some(success_status(action));
+                e.grpc_code = Some("OK".to_owned());
+            }
+            Err(error) => {
+                e.http_status = Some(error.http_status());
+                e.grpc_code = Some(error.grpc_code().1.to_owned());
+                e.error = Some(error.to_string());
+            }
         }
+        e.completed_at = Some(jiff::Timestamp::now().to_string());
         e.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
         self.audit.finish(&e).await;
         result

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use super::{ClusterService, Context};
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, ObservedCluster, ObservedPod,
-        Page, PageRequest, ResourceKind, check_dns1123_label, check_worker_counts, limits,
+        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, ObservedCluster, ObservedPod, Page, PageRequest,
+        ResourceKind, check_dns1123_label, check_worker_counts, limits,
     },
     manifest::{self, LABEL_CLUSTER, Provenance},
 };
@@ -60,18 +60,14 @@ impl ClusterService {
     /// Creates a cluster (or, with `dry_run`, returns its checked manifest).
     pub async fn create(&self, cx: &Context, input: CreateInput) -> Result<Created, Error> {
         let mut config = input.config;
-        let body_ns = config
-            .get("namespace")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let body_ns = config.get("namespace").and_then(Value::as_str).map(str::to_owned);
         let namespace = match (&input.namespace, body_ns) {
             (Some(url), Some(body)) if *url != body => {
                 let e = Error::invalid(
                     "namespace",
                     format!("must match the namespace in the URL ({url:?}), or be left out"),
                 );
-                self.record_refusal(cx, "cluster.create", Some(url), None, &e)
-                    .await;
+                self.record_refusal(cx, "cluster.create", Some(url), None, &e).await;
                 return Err(e);
             }
             (Some(url), _) => {
@@ -83,18 +79,9 @@ impl ClusterService {
             (None, Some(body)) => body,
             (None, None) => crate::domain::defaults::NAMESPACE.to_owned(),
         };
-        let name = config
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        self.authorize(
-            cx,
-            Action::Mutate,
-            "cluster.create",
-            &namespace,
-            name.as_deref(),
-        )
-        .await?;
+        let name = config.get("name").and_then(Value::as_str).map(str::to_owned);
+        self.authorize(cx, Action::Mutate, "cluster.create", &namespace, name.as_deref())
+            .await?;
         let spec = match ClusterSpec::from_value(&config) {
             Ok(spec) => spec,
             Err(e) => {
@@ -118,14 +105,9 @@ impl ClusterService {
             self.store.create(&manifest, true, rid).await?
         } else {
             let summary = json!({"spec": spec.to_value()});
-            self.audited(
-                cx,
-                "cluster.create",
-                &namespace,
-                &spec.name,
-                summary,
-                || self.store.create(&manifest, false, rid),
-            )
+            self.audited(cx, "cluster.create", &namespace, &spec.name, summary, || {
+                self.store.create(&manifest, false, rid)
+            })
             .await?
         };
         Ok(Created {
@@ -135,17 +117,13 @@ impl ClusterService {
     }
 
     /// One cluster's summary.
-    pub async fn get(
-        &self,
-        cx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ClusterInfo, Error> {
+    pub async fn get(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterInfo, Error> {
         self.authorize(cx, Action::Read, "cluster.get", namespace, Some(name))
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self.store.get(namespace, name, rid).await?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
+        self.record_read(cx, "cluster.get", Some(namespace), Some(name)).await;
         Ok(manifest::cluster_info(&cluster, Some(&pods)))
     }
 
@@ -160,8 +138,7 @@ impl ClusterService {
         let rid = &cx.meta.request_id;
         let namespaces = match namespace {
             Some(ns) => {
-                self.authorize(cx, Action::Read, "cluster.list", ns, None)
-                    .await?;
+                self.authorize(cx, Action::Read, "cluster.list", ns, None).await?;
                 vec![ns.to_owned()]
             }
             None => self
@@ -182,16 +159,12 @@ impl ClusterService {
             infos.extend(clusters.iter().map(|c| info_with_pods(c, &pods)));
         }
         infos.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        self.record_read(cx, "cluster.list", namespace, None).await;
         Ok(page.apply(infos, |i| format!("{}/{}", i.namespace, i.name)))
     }
 
     /// A cluster's full picture: shape, pods and recent events.
-    pub async fn describe(
-        &self,
-        cx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ClusterDetails, Error> {
+    pub async fn describe(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterDetails, Error> {
         self.authorize(cx, Action::Read, "cluster.describe", namespace, Some(name))
             .await?;
         let rid = &cx.meta.request_id;
@@ -207,13 +180,10 @@ impl ClusterService {
             .events(namespace, rid)
             .await?
             .into_iter()
-            .filter(|e| {
-                e.involved_object
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| about.contains(n))
-            })
+            .filter(|e| e.involved_object.name.as_deref().is_some_and(|n| about.contains(n)))
             .collect();
+        self.record_read(cx, "cluster.describe", Some(namespace), Some(name))
+            .await;
         Ok(manifest::cluster_details(
             &cluster,
             &pods,
@@ -324,18 +294,13 @@ fn scale_patch(cluster: &ObservedCluster, input: &ScaleInput) -> Result<Value, E
         (min, max) = (replicas, replicas);
     }
     let (replicas, min, max) = check_worker_counts(index, replicas, min, max)?;
-    let rv = cluster
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap_or_default();
+    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
     let path = |f: &str| format!("/spec/workerGroupSpecs/{index}/{f}");
     let mut ops = BTreeMap::new();
     ops.insert("replicas", replicas);
     ops.insert("minReplicas", min);
     ops.insert("maxReplicas", max);
-    let mut patch =
-        vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
+    let mut patch = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
     patch.extend(
         ops.into_iter()
             .map(|(f, v)| json!({"op": "add", "path": path(f), "value": v})),

@@ -19,11 +19,7 @@ impl ClusterService {
     }
 
     /// Namespaces the caller may use, by name.
-    pub async fn namespaces(
-        &self,
-        cx: &Context,
-        page: &PageRequest,
-    ) -> Result<Page<NamespaceAccess>, Error> {
+    pub async fn namespaces(&self, cx: &Context, page: &PageRequest) -> Result<Page<NamespaceAccess>, Error> {
         Ok(page.apply(self.accessible(cx).await?, |n| n.namespace.clone()))
     }
 

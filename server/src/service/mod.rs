@@ -2,6 +2,7 @@
 //! audit → act → audit. Sees Kubernetes and the audit log only through the
 //! domain's ports.
 
+mod audit_log;
 mod audit_trail;
 mod clusters;
 mod identity;
@@ -36,6 +37,8 @@ pub struct ServiceSettings {
     pub max_wait: Duration,
     /// Attempts at a write that meets a conflict.
     pub conflict_retries: usize,
+    /// Whether reads (get, list, describe, wait) are audited too.
+    pub audit_reads: bool,
 }
 
 impl Default for ServiceSettings {
@@ -45,6 +48,7 @@ impl Default for ServiceSettings {
             default_wait: Duration::from_secs(300),
             max_wait: Duration::from_secs(3600),
             conflict_retries: 5,
+            audit_reads: false,
         }
     }
 }
@@ -59,11 +63,7 @@ pub struct ClusterService {
 
 impl ClusterService {
     /// A service over `store`, auditing to `audit`.
-    pub fn new(
-        store: Arc<dyn ClusterStore>,
-        audit: Arc<dyn AuditSink>,
-        settings: ServiceSettings,
-    ) -> Self {
+    pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
         Self {
             store,
             audit,

@@ -9,10 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{ClusterService, Context};
 use crate::{
-    domain::{
-        Action, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod,
-        ResourceKind,
-    },
+    domain::{Action, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind},
     manifest,
 };
 

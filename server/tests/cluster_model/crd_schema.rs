@@ -47,12 +47,7 @@ fn reference_manifests_satisfy_the_crd() {
             continue;
         };
         let m = build_manifest(&spec, &ManifestSettings::default(), &Provenance::default());
-        assert_eq!(
-            schema_errors(&m),
-            Vec::<String>::new(),
-            "{}",
-            path.display()
-        );
+        assert_eq!(schema_errors(&m), Vec::<String>::new(), "{}", path.display());
     }
 }
 
@@ -65,10 +60,7 @@ fn the_strict_schema_catches_mistakes() {
     assert!(!schema_errors(&typo).is_empty(), "unknown field accepted");
     let mut wrong_type = good.clone();
     wrong_type["spec"]["workerGroupSpecs"][0]["replicas"] = json!("1");
-    assert!(
-        !schema_errors(&wrong_type).is_empty(),
-        "wrong type accepted"
-    );
+    assert!(!schema_errors(&wrong_type).is_empty(), "wrong type accepted");
     let mut bad_mode = good;
     bad_mode["spec"]["autoscalerOptions"]["upscalingMode"] = json!("Fast");
     assert!(!schema_errors(&bad_mode).is_empty(), "bad enum accepted");

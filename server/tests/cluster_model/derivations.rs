@@ -10,12 +10,7 @@ use serde_json::{Map, Value};
 use crate::read_json;
 
 /// Fields krayne reports that Krayne does not.
-const INFO_ADDITIONS: &[&str] = &[
-    "ready_workers",
-    "suspended",
-    "created_by",
-    "resource_version",
-];
+const INFO_ADDITIONS: &[&str] = &["ready_workers", "suspended", "created_by", "resource_version"];
 const GROUP_ADDITIONS: &[&str] = &["image"];
 
 /// Asserts `ours` has every field of `krayne` with the same value, and no
@@ -69,10 +64,7 @@ fn every_derivation_matches_krayne() {
             assert_krayne_fields(name, "worker_groups[]", o, t, GROUP_ADDITIONS);
         }
         assert_eq!(d["ray_version"], w["ray_version"], "{name}: ray_version");
-        assert_eq!(
-            d["python_version"], w["python_version"],
-            "{name}: python_version"
-        );
+        assert_eq!(d["python_version"], w["python_version"], "{name}: python_version");
         assert_eq!(d["services"], want["services"], "{name}: services");
     }
 }
@@ -118,11 +110,7 @@ fn describe_reports_pods_events_and_conditions() {
     let head = &d.pods[0];
     assert!(head.ready && head.group.is_empty());
     assert_eq!(
-        (
-            head.restarts,
-            head.pod_ip.as_deref(),
-            head.node_name.as_deref()
-        ),
+        (head.restarts, head.pod_ip.as_deref(), head.node_name.as_deref()),
         (2, Some("10.0.0.9"), Some("node-1"))
     );
     let worker = &d.pods[1];
@@ -133,8 +121,5 @@ fn describe_reports_pods_events_and_conditions() {
     assert_eq!(worker.message.as_deref(), Some("0/4 nodes"));
     let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
     assert_eq!(reasons, ["Created", "FailedScheduling"], "oldest first");
-    assert_eq!(
-        (d.events[0].type_.as_str(), d.events[0].count),
-        ("Normal", 1)
-    );
+    assert_eq!((d.events[0].type_.as_str(), d.events[0].count), ("Normal", 1));
 }

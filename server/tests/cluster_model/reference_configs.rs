@@ -16,9 +16,8 @@ const STRICTER: &[(&str, &str)] = &[];
 
 /// Replaces the postStart script with a marker: it is ours, not Krayne's.
 fn without_script(mut manifest: Value) -> Value {
-    let command = manifest.pointer_mut(
-        "/spec/headGroupSpec/template/spec/containers/0/lifecycle/postStart/exec/command/2",
-    );
+    let command =
+        manifest.pointer_mut("/spec/headGroupSpec/template/spec/containers/0/lifecycle/postStart/exec/command/2");
     if let Some(script) = command {
         assert!(script.as_str().is_some_and(|s| !s.is_empty()));
         *script = Value::String("<bootstrap script>".into());
@@ -54,10 +53,7 @@ fn every_reference_config_matches_krayne() {
         let expected = read_json(&format!("krayne-reference/expected/{stem}.json"));
         let result = ClusterSpec::from_yaml_str(&std::fs::read_to_string(&path).unwrap());
         if let Some(why) = STRICTER.iter().find(|(s, _)| *s == stem).map(|(_, w)| w) {
-            assert!(
-                result.is_err(),
-                "{stem}: expected krayne to reject it ({why})"
-            );
+            assert!(result.is_err(), "{stem}: expected krayne to reject it ({why})");
             continue;
         }
         match (expected.get("error"), result) {
@@ -69,10 +65,7 @@ fn every_reference_config_matches_krayne() {
                 for e in error["pydantic_errors"].as_array().unwrap() {
                     let at = krayne_path(e["loc"].as_array().unwrap());
                     assert!(
-                        violations
-                            .as_slice()
-                            .iter()
-                            .any(|v| v.field.starts_with(&at)),
+                        violations.as_slice().iter().any(|v| v.field.starts_with(&at)),
                         "{stem}: Krayne rejects at {at}, we at {violations}"
                     );
                 }
@@ -98,16 +91,10 @@ fn provenance_adds_only_labels_and_annotations() {
         marked["metadata"]["annotations"]["krayne.dev/created-by"],
         "alice@example.com"
     );
-    assert_eq!(
-        marked["metadata"]["labels"]["krayne.dev/team"],
-        "ml-research"
-    );
+    assert_eq!(marked["metadata"]["labels"]["krayne.dev/team"], "ml-research");
     let meta = marked["metadata"].as_object_mut().unwrap();
     meta.remove("annotations");
-    meta["labels"]
-        .as_object_mut()
-        .unwrap()
-        .remove("krayne.dev/team");
+    meta["labels"].as_object_mut().unwrap().remove("krayne.dev/team");
     assert_eq!(marked, plain);
 }
 
@@ -126,11 +113,7 @@ fn the_default_image_is_server_configuration() {
         image("/spec/headGroupSpec/template/spec/containers/0/image"),
         "registry.local/ray:2.50.0-py311-gpu"
     );
-    let worker = |i: usize| {
-        image(&format!(
-            "/spec/workerGroupSpecs/{i}/template/spec/containers/0/image"
-        ))
-    };
+    let worker = |i: usize| image(&format!("/spec/workerGroupSpecs/{i}/template/spec/containers/0/image"));
     assert_eq!(worker(0), "registry.local/ray:2.50.0-py311-gpu");
     assert_eq!(worker(1), "registry.local/ray:2.50.0-py311");
     assert_eq!(worker(2), "my/ray:1", "explicit images are used verbatim");
@@ -158,8 +141,7 @@ fn head_clamp_keeps_the_larger_original_text() {
         ("1.5", "8Gi", "1.5", "8Gi"),
     ];
     for (cpus, memory, want_cpus, want_memory) in cases {
-        let yaml =
-            format!("name: c\nhead:\n  cpus: \"{cpus}\"\n  memory: {memory}\n  runs_tasks: true\n");
+        let yaml = format!("name: c\nhead:\n  cpus: \"{cpus}\"\n  memory: {memory}\n  runs_tasks: true\n");
         let spec = ClusterSpec::from_yaml_str(&yaml).unwrap();
         let m = build_manifest(&spec, &ManifestSettings::default(), &Provenance::default());
         let head = &m["spec"]["headGroupSpec"];
@@ -167,9 +149,6 @@ fn head_clamp_keeps_the_larger_original_text() {
         assert_eq!(res["limits"]["cpu"], want_cpus, "{cpus}");
         assert_eq!(res["requests"]["memory"], want_memory, "{memory}");
         let num_cpus: krayne_server::domain::Quantity = want_cpus.parse().unwrap();
-        assert_eq!(
-            head["rayStartParams"]["num-cpus"],
-            num_cpus.to_decimal_string()
-        );
+        assert_eq!(head["rayStartParams"]["num-cpus"], num_cpus.to_decimal_string());
     }
 }

@@ -23,10 +23,7 @@ fn minimal_manifest() {
 
 #[test]
 fn gpu_workers_manifest() {
-    insta::assert_json_snapshot!(manifest(
-        &reference("04-gpu-workers"),
-        &Provenance::default()
-    ));
+    insta::assert_json_snapshot!(manifest(&reference("04-gpu-workers"), &Provenance::default()));
 }
 
 #[test]

@@ -13,28 +13,18 @@ async fn not_found_and_already_exists() {
     assert_eq!((reason.as_str(), code), ("NotFound", 404));
     let details = status.details.unwrap();
     assert_eq!(
-        (
-            details.name.as_str(),
-            details.group.as_str(),
-            details.kind.as_str()
-        ),
+        (details.name.as_str(), details.group.as_str(), details.kind.as_str()),
         ("nope", "ray.io", "rayclusters")
     );
     assert_eq!(status.message, "rayclusters.ray.io \"nope\" not found");
 
-    rc.create(
-        &PostParams::default(),
-        &raycluster("name: twice\nnamespace: ml\n"),
-    )
-    .await
-    .unwrap();
-    let (reason, code, _) = api_error(
-        rc.create(
-            &PostParams::default(),
-            &raycluster("name: twice\nnamespace: ml\n"),
-        )
+    rc.create(&PostParams::default(), &raycluster("name: twice\nnamespace: ml\n"))
         .await
-        .unwrap_err(),
+        .unwrap();
+    let (reason, code, _) = api_error(
+        rc.create(&PostParams::default(), &raycluster("name: twice\nnamespace: ml\n"))
+            .await
+            .unwrap_err(),
     );
     assert_eq!((reason.as_str(), code), ("AlreadyExists", 409));
 }
@@ -44,19 +34,13 @@ async fn creating_in_a_missing_namespace_is_not_found_for_the_namespace() {
     let (_sb, client) = start().await;
     let rc = rayclusters(&client, "ghost");
     let (reason, code, status) = api_error(
-        rc.create(
-            &PostParams::default(),
-            &raycluster("name: c\nnamespace: ghost\n"),
-        )
-        .await
-        .unwrap_err(),
+        rc.create(&PostParams::default(), &raycluster("name: c\nnamespace: ghost\n"))
+            .await
+            .unwrap_err(),
     );
     assert_eq!((reason.as_str(), code), ("NotFound", 404));
     let details = status.details.unwrap();
-    assert_eq!(
-        (details.kind.as_str(), details.name.as_str()),
-        ("namespaces", "ghost")
-    );
+    assert_eq!((details.kind.as_str(), details.name.as_str()), ("namespaces", "ghost"));
 }
 
 #[tokio::test]
@@ -66,19 +50,11 @@ async fn invalid_objects_name_each_field() {
     let long = "a".repeat(54);
     let mut too_long = raycluster("name: x\nnamespace: ml\n");
     too_long.metadata.name = Some(long.clone());
-    let (reason, code, status) = api_error(
-        rc.create(&PostParams::default(), &too_long)
-            .await
-            .unwrap_err(),
-    );
+    let (reason, code, status) = api_error(rc.create(&PostParams::default(), &too_long).await.unwrap_err());
     assert_eq!((reason.as_str(), code), ("Invalid", 422));
     let causes = status.details.unwrap().causes;
     assert_eq!(causes[0].field, "metadata.name");
-    assert!(
-        causes[0].message.contains("no more than 53"),
-        "{}",
-        causes[0].message
-    );
+    assert!(causes[0].message.contains("no more than 53"), "{}", causes[0].message);
 
     let body = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "typed"},
         "spec": {"workerGroupSpecs": [{"groupName": "w", "replicas": "two", "template": {}}]}});
@@ -94,13 +70,7 @@ async fn invalid_objects_name_each_field() {
         .unwrap_err(),
     );
     assert_eq!(reason, "Invalid");
-    let fields: Vec<String> = status
-        .details
-        .unwrap()
-        .causes
-        .into_iter()
-        .map(|c| c.field)
-        .collect();
+    let fields: Vec<String> = status.details.unwrap().causes.into_iter().map(|c| c.field).collect();
     assert!(
         fields.contains(&"spec.workerGroupSpecs[0].replicas".to_owned()),
         "wrong type: {fields:?}"
@@ -137,10 +107,7 @@ async fn malformed_bodies_and_unsupported_requests() {
     assert_eq!((reason.as_str(), code), ("BadRequest", 400));
 
     rayclusters(&client, "ml")
-        .create(
-            &PostParams::default(),
-            &raycluster("name: p\nnamespace: ml\n"),
-        )
+        .create(&PostParams::default(), &raycluster("name: p\nnamespace: ml\n"))
         .await
         .unwrap();
     let item = format!("{collection}/p");
@@ -149,53 +116,24 @@ async fn malformed_bodies_and_unsupported_requests() {
         "application/strategic-merge-patch+json",
         "text/plain",
     ] {
-        let (reason, code, _) = api_error(
-            raw(&client, "PATCH", &item, content_type, "{}")
-                .await
-                .unwrap_err(),
-        );
-        assert_eq!(
-            (reason.as_str(), code),
-            ("UnsupportedMediaType", 415),
-            "{content_type}"
-        );
+        let (reason, code, _) = api_error(raw(&client, "PATCH", &item, content_type, "{}").await.unwrap_err());
+        assert_eq!((reason.as_str(), code), ("UnsupportedMediaType", 415), "{content_type}");
     }
+    let (reason, code, _) = api_error(raw(&client, "POST", &item, "application/json", "{}").await.unwrap_err());
+    assert_eq!((reason.as_str(), code), ("MethodNotAllowed", 405));
     let (reason, code, _) = api_error(
-        raw(&client, "POST", &item, "application/json", "{}")
+        raw(&client, "DELETE", "/apis/ray.io/v1/rayclusters", "application/json", "")
             .await
             .unwrap_err(),
     );
     assert_eq!((reason.as_str(), code), ("MethodNotAllowed", 405));
     let (reason, code, _) = api_error(
-        raw(
-            &client,
-            "DELETE",
-            "/apis/ray.io/v1/rayclusters",
-            "application/json",
-            "",
-        )
-        .await
-        .unwrap_err(),
-    );
-    assert_eq!((reason.as_str(), code), ("MethodNotAllowed", 405));
-    let (reason, code, _) = api_error(
-        raw(
-            &client,
-            "GET",
-            "/apis/ray.io/v1/widgets",
-            "application/json",
-            "",
-        )
-        .await
-        .unwrap_err(),
+        raw(&client, "GET", "/apis/ray.io/v1/widgets", "application/json", "")
+            .await
+            .unwrap_err(),
     );
     assert_eq!((reason.as_str(), code), ("NotFound", 404));
     let bad_selector = ListParams::default().labels("a in b");
-    let (reason, code, _) = api_error(
-        rayclusters(&client, "ml")
-            .list(&bad_selector)
-            .await
-            .unwrap_err(),
-    );
+    let (reason, code, _) = api_error(rayclusters(&client, "ml").list(&bad_selector).await.unwrap_err());
     assert_eq!((reason.as_str(), code), ("BadRequest", 400));
 }

@@ -7,19 +7,14 @@ use crate::{eventually, raycluster, rayclusters, start};
 #[tokio::test]
 async fn kubectl_gets_rayclusters_and_pods() {
     let Ok(kubectl) = which_kubectl() else {
-        eprintln!(
-            "SKIPPED: kubectl is not installed, so `kubectl get` against the sandbox was not tried"
-        );
+        eprintln!("SKIPPED: kubectl is not installed, so `kubectl get` against the sandbox was not tried");
         return;
     };
     let (sb, client) = start().await;
     let rc = rayclusters(&client, "ml");
-    rc.create(
-        &PostParams::default(),
-        &raycluster("name: kc\nnamespace: ml\n"),
-    )
-    .await
-    .unwrap();
+    rc.create(&PostParams::default(), &raycluster("name: kc\nnamespace: ml\n"))
+        .await
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("krayne-kubectl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");

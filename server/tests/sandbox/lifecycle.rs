@@ -24,8 +24,7 @@ async fn krayne_status(client: &Client, ns: &str, name: &str) -> Option<ClusterS
         .list(&ListParams::default().labels(&format!("ray.io/cluster={name}")))
         .await
         .ok()?;
-    let observed: Vec<ObservedPod> =
-        serde_json::from_value(serde_json::to_value(&listed.items).ok()?).ok()?;
+    let observed: Vec<ObservedPod> = serde_json::from_value(serde_json::to_value(&listed.items).ok()?).ok()?;
     Some(derive_status(&cluster, Some(&observed)))
 }
 
@@ -52,11 +51,8 @@ async fn warnings(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
 async fn a_cluster_becomes_ready_then_scales_and_goes() {
     let (_sb, client) = start().await;
     let rc = rayclusters(&client, "ml");
-    let yaml =
-        "name: life\nnamespace: ml\nworker_groups: [{name: cpu, replicas: 2, max_replicas: 5}]\n";
-    rc.create(&PostParams::default(), &raycluster(yaml))
-        .await
-        .unwrap();
+    let yaml = "name: life\nnamespace: ml\nworker_groups: [{name: cpu, replicas: 2, max_replicas: 5}]\n";
+    rc.create(&PostParams::default(), &raycluster(yaml)).await.unwrap();
     wait_status(&client, "ml", "life", ClusterStatus::Ready).await;
 
     let ready = rc.get("life").await.unwrap();
@@ -82,19 +78,13 @@ async fn a_cluster_becomes_ready_then_scales_and_goes() {
             .clone()
     };
     assert_eq!(
-        (
-            condition("HeadPodReady"),
-            condition("RayClusterProvisioned")
-        ),
+        (condition("HeadPodReady"), condition("RayClusterProvisioned")),
         (json!("True"), json!("True"))
     );
     let schema = krayne_server::sandbox::raycluster_schema(false).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let as_json = serde_json::to_value(&ready).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&as_json)
-        .map(|e| e.to_string())
-        .collect();
+    let errors: Vec<String> = validator.iter_errors(&as_json).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "status must satisfy the CRD: {errors:?}");
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
@@ -164,7 +154,12 @@ fn small_cluster() -> SandboxOptions {
 async fn over_capacity_pods_wait_unschedulable_until_room_frees() {
     let (_sb, client) = start_with(small_cluster()).await;
     let rc = rayclusters(&client, "ml");
-    rc.create(&PostParams::default(), &raycluster("name: big\nnamespace: ml\nworker_groups: [{name: w, replicas: 1, cpus: 4, memory: 8Gi}]\n")).await.unwrap();
+    rc.create(
+        &PostParams::default(),
+        &raycluster("name: big\nnamespace: ml\nworker_groups: [{name: w, replicas: 1, cpus: 4, memory: 8Gi}]\n"),
+    )
+    .await
+    .unwrap();
     wait_status(&client, "ml", "big", ClusterStatus::Ready).await;
 
     // 1 (head) + 4 uses 5 of 8 CPUs: a second 4-CPU worker does not fit.
@@ -185,11 +180,7 @@ async fn over_capacity_pods_wait_unschedulable_until_room_frees() {
     .await;
     assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
     assert!(
-        failed[0]
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("Insufficient cpu"),
+        failed[0].message.as_deref().unwrap().contains("Insufficient cpu"),
         "{:?}",
         failed[0].message
     );
@@ -204,22 +195,13 @@ async fn over_capacity_pods_wait_unschedulable_until_room_frees() {
         .unwrap()
         .items;
     assert_eq!(pending.len(), 2);
-    let condition = &pending[0]
-        .status
-        .as_ref()
-        .unwrap()
-        .conditions
-        .as_ref()
-        .unwrap()[0];
+    let condition = &pending[0].status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
     assert_eq!(
         (condition.type_.as_str(), condition.reason.as_deref()),
         ("PodScheduled", Some("Unschedulable"))
     );
     // Workers waiting for room do not make the cluster unhealthy (Krayne's rule).
-    assert_eq!(
-        krayne_status(&client, "ml", "big").await,
-        Some(ClusterStatus::Ready)
-    );
+    assert_eq!(krayne_status(&client, "ml", "big").await, Some(ClusterStatus::Ready));
 
     // A second cluster's head does not fit either: it is unschedulable…
     rc.create(
@@ -267,8 +249,7 @@ async fn the_fault_annotation_makes_pods_crash_loop() {
     let (_sb, client) = start().await;
     let rc = rayclusters(&client, "ml");
     let mut obj = raycluster("name: crashy\nnamespace: ml\n");
-    obj.metadata.annotations =
-        Some([(FAULT_ANNOTATION.to_owned(), "crash-loop".to_owned())].into());
+    obj.metadata.annotations = Some([(FAULT_ANNOTATION.to_owned(), "crash-loop".to_owned())].into());
     rc.create(&PostParams::default(), &obj).await.unwrap();
     wait_status(&client, "ml", "crashy", ClusterStatus::CrashLoop).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");

@@ -30,19 +30,13 @@ async fn concurrent_creates_stay_consistent() {
         "{:?}",
         results.iter().find(|r| r.is_err())
     );
-    assert_eq!(
-        rc.list(&ListParams::default()).await.unwrap().items.len(),
-        200
-    );
+    assert_eq!(rc.list(&ListParams::default()).await.unwrap().items.len(), 200);
 
     let same = (0..50).map(|_| {
         let rc = rc.clone();
         async move {
-            rc.create(
-                &PostParams::default(),
-                &raycluster("name: contested\nnamespace: ml\n"),
-            )
-            .await
+            rc.create(&PostParams::default(), &raycluster("name: contested\nnamespace: ml\n"))
+                .await
         }
     });
     let results = join_all(same).await;

@@ -50,10 +50,7 @@ pub fn rayclusters(client: &Client, ns: &str) -> Api<DynamicObject> {
 /// `ray.io/v1` RayClusters in every namespace.
 pub fn all_rayclusters(client: &Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("ray.io", "v1", "RayCluster");
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "rayclusters"),
-    )
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "rayclusters"))
 }
 
 /// Sends a raw request (for what kube-rs has no typed call for).

@@ -78,10 +78,7 @@ async fn typed_rayclusters_round_trip_through_every_verb() {
 
     let mut next = api.get("typed").await.unwrap();
     next.spec.worker_group_specs[0].replicas = 2;
-    let replaced = api
-        .replace("typed", &PostParams::default(), &next)
-        .await
-        .unwrap();
+    let replaced = api.replace("typed", &PostParams::default(), &next).await.unwrap();
     assert_eq!(replaced.spec.worker_group_specs[0].replicas, 2);
     assert_eq!(replaced.metadata.generation, Some(2));
 
@@ -94,16 +91,7 @@ async fn typed_rayclusters_round_trip_through_every_verb() {
         .await
         .unwrap();
     assert_eq!(patched.metadata.labels.unwrap()["t"], "1");
-    assert_eq!(
-        api.list(&ListParams::default()).await.unwrap().items.len(),
-        1
-    );
+    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 1);
     api.delete("typed", &DeleteParams::default()).await.unwrap();
-    assert!(
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
 }

@@ -9,15 +9,9 @@ use crate::{api_error, eventually, raycluster, rayclusters, start};
 #[tokio::test]
 async fn discovery_and_version() {
     let (sb, client) = start().await;
-    assert!(
-        sb.addr().ip().is_loopback(),
-        "the sandbox must listen on loopback only"
-    );
+    assert!(sb.addr().ip().is_loopback(), "the sandbox must listen on loopback only");
     let version = client.apiserver_version().await.unwrap();
-    assert_eq!(
-        (version.major.as_str(), version.minor.as_str()),
-        ("1", "33")
-    );
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
     let groups = client.list_api_groups().await.unwrap();
     assert!(groups.groups.iter().any(|g| g.name == "ray.io"));
     let core = client.list_core_api_resources("v1").await.unwrap();
@@ -34,10 +28,7 @@ async fn namespaces_create_get_list_delete_cascades() {
     let (_sb, client) = start().await;
     let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
     let got = namespaces.get("team-a").await.unwrap();
     assert!(got.metadata.uid.is_some() && got.metadata.creation_timestamp.is_some());
     let names: Vec<String> = namespaces
@@ -51,44 +42,20 @@ async fn namespaces_create_get_list_delete_cascades() {
     assert_eq!(names, ["default", "ml", "team-a"]);
 
     let rc = rayclusters(&client, "team-a");
-    rc.create(
-        &PostParams::default(),
-        &raycluster("name: doomed\nnamespace: team-a\n"),
-    )
-    .await
-    .unwrap();
+    rc.create(&PostParams::default(), &raycluster("name: doomed\nnamespace: team-a\n"))
+        .await
+        .unwrap();
     let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "team-a");
     eventually("pods", || async {
-        (!pods
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty())
-        .then_some(())
+        (!pods.list(&ListParams::default()).await.unwrap().items.is_empty()).then_some(())
     })
     .await;
 
-    namespaces
-        .delete("team-a", &DeleteParams::default())
-        .await
-        .unwrap();
+    namespaces.delete("team-a", &DeleteParams::default()).await.unwrap();
     let (reason, code, _) = api_error(namespaces.get("team-a").await.unwrap_err());
     assert_eq!((reason.as_str(), code), ("NotFound", 404));
-    assert!(
-        rc.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
-    assert!(
-        pods.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(rc.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
 
 #[tokio::test]
@@ -96,10 +63,7 @@ async fn rayclusters_crud_with_metadata_semantics() {
     let (_sb, client) = start().await;
     let rc = rayclusters(&client, "ml");
     let created = rc
-        .create(
-            &PostParams::default(),
-            &raycluster("name: c1\nnamespace: ml\n"),
-        )
+        .create(&PostParams::default(), &raycluster("name: c1\nnamespace: ml\n"))
         .await
         .unwrap();
     let meta = &created.metadata;
@@ -127,10 +91,7 @@ async fn rayclusters_crud_with_metadata_semantics() {
         names.contains(&"c1".to_owned()) && names.contains(&"c2".to_owned()),
         "{names:?}"
     );
-    assert_eq!(
-        rc.list(&ListParams::default()).await.unwrap().items.len(),
-        1
-    );
+    assert_eq!(rc.list(&ListParams::default()).await.unwrap().items.len(), 1);
 
     // Merge patch of the spec bumps generation and resourceVersion.
     let patch = json!({"spec": {"workerGroupSpecs": [{"groupName": "worker", "replicas": 2, "minReplicas": 0, "maxReplicas": 2,
@@ -140,13 +101,7 @@ async fn rayclusters_crud_with_metadata_semantics() {
         .await
         .unwrap();
     assert_eq!(patched.metadata.generation, Some(2));
-    let rv2: u64 = patched
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rv2: u64 = patched.metadata.resource_version.as_deref().unwrap().parse().unwrap();
     assert!(rv2 > rv1, "resourceVersion must grow: {rv1} → {rv2}");
     assert_eq!(patched.data["spec"]["workerGroupSpecs"][0]["replicas"], 2);
 
@@ -179,10 +134,7 @@ async fn replace_with_a_stale_resource_version_conflicts() {
     let (_sb, client) = start().await;
     let rc = rayclusters(&client, "ml");
     let created = rc
-        .create(
-            &PostParams::default(),
-            &raycluster("name: c\nnamespace: ml\n"),
-        )
+        .create(&PostParams::default(), &raycluster("name: c\nnamespace: ml\n"))
         .await
         .unwrap();
     let mut stale = created.clone();
@@ -194,19 +146,12 @@ async fn replace_with_a_stale_resource_version_conflicts() {
     .await
     .unwrap();
     stale.data["spec"]["workerGroupSpecs"][0]["replicas"] = json!(3);
-    let (reason, code, _) = api_error(
-        rc.replace("c", &PostParams::default(), &stale)
-            .await
-            .unwrap_err(),
-    );
+    let (reason, code, _) = api_error(rc.replace("c", &PostParams::default(), &stale).await.unwrap_err());
     assert_eq!((reason.as_str(), code), ("Conflict", 409));
 
     let mut fresh = rc.get("c").await.unwrap();
     fresh.data["spec"]["workerGroupSpecs"][0]["replicas"] = json!(3);
-    let replaced = rc
-        .replace("c", &PostParams::default(), &fresh)
-        .await
-        .unwrap();
+    let replaced = rc.replace("c", &PostParams::default(), &fresh).await.unwrap();
     assert_eq!(replaced.data["spec"]["workerGroupSpecs"][0]["replicas"], 3);
 
     // A merge patch carrying a stale resourceVersion conflicts as well.
@@ -227,10 +172,7 @@ async fn status_is_a_subresource() {
     let mut obj = raycluster("name: s\nnamespace: ml\n");
     obj.data["status"] = json!({"state": "ready"});
     let created = rc.create(&PostParams::default(), &obj).await.unwrap();
-    assert!(
-        created.data.get("status").is_none(),
-        "create ignores status"
-    );
+    assert!(created.data.get("status").is_none(), "create ignores status");
 
     let after = rc
         .patch_status(
@@ -241,18 +183,11 @@ async fn status_is_a_subresource() {
         .await
         .unwrap();
     assert_eq!(after.data["status"]["state"], "custom");
-    assert_eq!(
-        after.metadata.generation,
-        Some(1),
-        "status writes keep generation"
-    );
+    assert_eq!(after.metadata.generation, Some(1), "status writes keep generation");
 
     // A main-resource write cannot change status, and a status write cannot change spec.
     let p = json!({"status": {"state": "hacked"}, "spec": {"suspend": true}});
-    let main = rc
-        .patch("s", &PatchParams::default(), &Patch::Merge(&p))
-        .await
-        .unwrap();
+    let main = rc.patch("s", &PatchParams::default(), &Patch::Merge(&p)).await.unwrap();
     assert_eq!(main.data["status"]["state"], "custom");
     assert_eq!(main.data["spec"]["suspend"], true);
     let p = json!({"status": {"state": "again"}, "spec": {"suspend": false}});
@@ -270,10 +205,7 @@ async fn status_is_a_subresource() {
 
     let mut whole = rc.get_status("s").await.unwrap();
     whole.data["status"] = json!({"state": "replaced"});
-    let replaced = rc
-        .replace_status("s", &PostParams::default(), &whole)
-        .await
-        .unwrap();
+    let replaced = rc.replace_status("s", &PostParams::default(), &whole).await.unwrap();
     assert_eq!(replaced.data["status"]["state"], "replaced");
 }
 
@@ -306,10 +238,7 @@ async fn pods_services_and_events_with_selectors() {
     let head_name = head.metadata.name.clone().unwrap();
     assert!(head_name.starts_with("sel-head-"), "{head_name}");
     let owner = &head.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!(
-        (owner.kind.as_str(), owner.name.as_str()),
-        ("RayCluster", "sel")
-    );
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("RayCluster", "sel"));
     let workers = eventually("2 workers", || async {
         let l = pods
             .list(&ListParams::default().labels("ray.io/node-type in (worker),ray.io/group=w"))
@@ -318,13 +247,11 @@ async fn pods_services_and_events_with_selectors() {
         (l.items.len() == 2).then_some(l.items)
     })
     .await;
-    assert!(workers.iter().all(|p| {
-        p.metadata
-            .name
-            .as_deref()
-            .unwrap()
-            .starts_with("sel-w-worker-")
-    }));
+    assert!(
+        workers
+            .iter()
+            .all(|p| { p.metadata.name.as_deref().unwrap().starts_with("sel-w-worker-") })
+    );
     let by_name = pods
         .list(&ListParams::default().fields(&format!("metadata.name={head_name}")))
         .await
@@ -361,14 +288,7 @@ async fn pods_services_and_events_with_selectors() {
         .into_iter()
         .filter_map(|p| p.name)
         .collect();
-    for want in [
-        "gcs-server",
-        "dashboard",
-        "client",
-        "notebook",
-        "ssh",
-        "code-server",
-    ] {
+    for want in ["gcs-server", "dashboard", "client", "notebook", "ssh", "code-server"] {
         assert!(ports.contains(&want.to_owned()), "{ports:?}");
     }
 
@@ -376,22 +296,12 @@ async fn pods_services_and_events_with_selectors() {
     let about_head = ListParams::default().fields(&format!("involvedObject.name={head_name}"));
     let evs = eventually("events about the head", || async {
         let l = events.list(&about_head).await.unwrap();
-        (l.items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("Started")))
-        .then_some(l.items)
+        (l.items.iter().any(|e| e.reason.as_deref() == Some("Started"))).then_some(l.items)
     })
     .await;
     assert!(evs.iter().any(|e| e.reason.as_deref() == Some("Scheduled")));
     let all_events: kube::Api<Event> = kube::Api::all(client.clone());
-    assert!(
-        !all_events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(!all_events.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
 
 #[tokio::test]

@@ -33,12 +33,9 @@ async fn watch_streams_changes_in_order_and_resumes() {
         .unwrap()
         .boxed();
 
-    rc.create(
-        &PostParams::default(),
-        &raycluster("name: w1\nnamespace: ml\n"),
-    )
-    .await
-    .unwrap();
+    rc.create(&PostParams::default(), &raycluster("name: w1\nnamespace: ml\n"))
+        .await
+        .unwrap();
     rc.patch(
         "w1",
         &PatchParams::default(),
@@ -88,11 +85,7 @@ async fn a_too_old_resource_version_is_gone() {
         .await
         .unwrap();
     }
-    let mut stream = rc
-        .watch(&WatchParams::default().timeout(5), "2")
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = rc.watch(&WatchParams::default().timeout(5), "2").await.unwrap().boxed();
     match stream.try_next().await.unwrap().unwrap() {
         WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
         other => panic!("expected 410, got {other:?}"),
@@ -128,12 +121,9 @@ async fn bookmarks_arrive_when_allowed() {
 async fn kube_runtime_watcher_lists_then_follows() {
     let (_sb, client) = start_with(paused()).await;
     let rc = rayclusters(&client, "ml");
-    rc.create(
-        &PostParams::default(),
-        &raycluster("name: before\nnamespace: ml\n"),
-    )
-    .await
-    .unwrap();
+    rc.create(&PostParams::default(), &raycluster("name: before\nnamespace: ml\n"))
+        .await
+        .unwrap();
     let mut events = watcher(rc.clone(), watcher::Config::default()).boxed();
     let mut seen = Vec::new();
     while !seen.contains(&"after".to_owned()) {
@@ -143,16 +133,11 @@ async fn kube_runtime_watcher_lists_then_follows() {
             .unwrap()
             .unwrap();
         match event {
-            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
-                seen.push(o.metadata.name.unwrap())
-            }
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => seen.push(o.metadata.name.unwrap()),
             watcher::Event::InitDone => {
-                rc.create(
-                    &PostParams::default(),
-                    &raycluster("name: after\nnamespace: ml\n"),
-                )
-                .await
-                .unwrap();
+                rc.create(&PostParams::default(), &raycluster("name: after\nnamespace: ml\n"))
+                    .await
+                    .unwrap();
             }
             _ => {}
         }

@@ -29,10 +29,7 @@ async fn check(env: &Env, case: &str, token: Option<&str>, header: Option<&str>,
             .headers()
             .get("www-authenticate")
             .map(|v| v.to_str().unwrap().to_owned());
-        assert!(
-            www.is_some_and(|w| w.starts_with("Bearer")),
-            "{case}: WWW-Authenticate"
-        );
+        assert!(www.is_some_and(|w| w.starts_with("Bearer")), "{case}: WWW-Authenticate");
         let body: serde_json::Value = res.json().await.unwrap();
         let detail = body["detail"].as_str().unwrap();
         assert!(
@@ -94,14 +91,7 @@ async fn only_valid_tokens_pass_on_both_transports() {
         true,
     )
     .await;
-    check(
-        &env,
-        "expired",
-        Some(&sign(json!({"exp": now - 120}))),
-        None,
-        false,
-    )
-    .await;
+    check(&env, "expired", Some(&sign(json!({"exp": now - 120}))), None, false).await;
     check(
         &env,
         "not yet valid",
@@ -158,14 +148,7 @@ async fn only_valid_tokens_pass_on_both_transports() {
         true,
     )
     .await;
-    check(
-        &env,
-        "no subject",
-        Some(&sign(json!({"sub": ""}))),
-        None,
-        false,
-    )
-    .await;
+    check(&env, "no subject", Some(&sign(json!({"sub": ""}))), None, false).await;
     let other = EcKey::generate("k1");
     check(
         &env,
@@ -187,26 +170,12 @@ async fn only_valid_tokens_pass_on_both_transports() {
         &EncodingKey::from_secret(key.public_pem().as_bytes()),
     )
     .unwrap();
-    check(
-        &env,
-        "HS256 against an ES256 server",
-        Some(&confused),
-        None,
-        false,
-    )
-    .await;
+    check(&env, "HS256 against an ES256 server", Some(&confused), None, false).await;
     // Over krayne's 8 KiB limit, under HTTP/2's 16 KiB header limit.
     let oversize = sign(json!({"pad": "x".repeat(9_000)}));
     check(&env, "oversize token", Some(&oversize), None, false).await;
     check(&env, "missing header", None, None, false).await;
-    check(
-        &env,
-        "not bearer",
-        None,
-        Some("Basic YWxpY2U6c2VjcmV0"),
-        false,
-    )
-    .await;
+    check(&env, "not bearer", None, Some("Basic YWxpY2U6c2VjcmV0"), false).await;
     check(&env, "empty bearer", None, Some("Bearer "), false).await;
     check(&env, "garbage", None, Some("Bearer not.a.jwt"), false).await;
 
@@ -246,13 +215,7 @@ async fn an_unknown_kid_refetches_the_jwks_once_per_cooldown() {
     let jwks = JwksServer::start().await;
     let (k1, k2) = (EcKey::generate("k1"), EcKey::generate("k2"));
     jwks.publish(Some(&[&k1]));
-    let env = Env::start_with(jwks_env(
-        "--jwks-url",
-        format!("{}/jwks", jwks.base),
-        3600,
-        1,
-    ))
-    .await;
+    let env = Env::start_with(jwks_env("--jwks-url", format!("{}/jwks", jwks.base), 3600, 1)).await;
     let token = |k: &EcKey| k.sign(&claims(ISSUER, json!({})), true);
     check(&env, "k1", Some(&token(&k1)), None, true).await;
     let before = jwks.fetches();
@@ -289,10 +252,7 @@ async fn a_down_issuer_keeps_the_last_good_keys() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let before = jwks.fetches();
     check(&env, "k1 with the issuer down", Some(&token), None, true).await;
-    assert!(
-        jwks.fetches() > before,
-        "the stale set was refetched (and failed)"
-    );
+    assert!(jwks.fetches() > before, "the stale set was refetched (and failed)");
 }
 
 #[tokio::test]

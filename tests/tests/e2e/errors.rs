@@ -44,19 +44,13 @@ async fn invalid_configs_list_every_field_on_both_transports() {
 async fn not_found_exists_and_missing_namespace() {
     let env = Env::start().await;
     let admin = env.rest(&env.admin());
-    admin
-        .get(&format!("{NS}/nope"))
-        .await
-        .problem(404, "not_found");
+    admin.get(&format!("{NS}/nope")).await.problem(404, "not_found");
     let r = admin
         .post("/v1/namespaces/ghost/clusters", &json!({"name": "c"}))
         .await
         .problem(404, "not_found");
     assert!(
-        r.body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("namespace \"ghost\""),
+        r.body["detail"].as_str().unwrap().contains("namespace \"ghost\""),
         "{}",
         r.text
     );
@@ -79,11 +73,7 @@ async fn not_found_exists_and_missing_namespace() {
         name: name.into(),
     };
     assert_eq!(
-        g.clusters
-            .get_cluster(get("nope"))
-            .await
-            .unwrap_err()
-            .code(),
+        g.clusters.get_cluster(get("nope")).await.unwrap_err().code(),
         Code::NotFound
     );
     let ghost = g
@@ -92,11 +82,7 @@ async fn not_found_exists_and_missing_namespace() {
         .await
         .unwrap_err();
     assert_eq!(ghost.code(), Code::NotFound);
-    assert!(
-        ghost.message().contains("namespace \"ghost\""),
-        "{}",
-        ghost.message()
-    );
+    assert!(ghost.message().contains("namespace \"ghost\""), "{}", ghost.message());
     let again = g
         .clusters
         .create_cluster(create("name: twice\nnamespace: ml-team\n"))
@@ -115,12 +101,7 @@ async fn limits_media_types_and_routes() {
         .await
         .problem(413, "payload_too_large");
     alice
-        .send(
-            Method::POST,
-            NS,
-            Some("text/plain"),
-            Some(b"name: x".to_vec()),
-        )
+        .send(Method::POST, NS, Some("text/plain"), Some(b"name: x".to_vec()))
         .await
         .problem(415, "unsupported_media_type");
     alice
@@ -132,10 +113,7 @@ async fn limits_media_types_and_routes() {
         )
         .await
         .problem(400, "invalid_argument");
-    alice
-        .get("/v1/nothing-here")
-        .await
-        .problem(404, "not_found");
+    alice.get("/v1/nothing-here").await.problem(404, "not_found");
     alice
         .send(Method::PUT, NS, None, None)
         .await
@@ -153,15 +131,8 @@ async fn limits_media_types_and_routes() {
 #[tokio::test]
 async fn authentication_and_tenancy() {
     let env = Env::start().await;
-    let r = env
-        .anonymous()
-        .get("/v1/whoami")
-        .await
-        .problem(401, "unauthenticated");
-    assert_eq!(
-        r.header("www-authenticate").as_deref(),
-        Some("Bearer realm=\"krayne\"")
-    );
+    let r = env.anonymous().get("/v1/whoami").await.problem(401, "unauthenticated");
+    assert_eq!(r.header("www-authenticate").as_deref(), Some("Bearer realm=\"krayne\""));
     let r = env
         .rest("not.a.jwt")
         .get("/v1/whoami")
@@ -191,17 +162,11 @@ async fn authentication_and_tenancy() {
         .post("/v1/namespaces/shared-data/clusters", &json!({"name": "c"}))
         .await
         .problem(403, "permission_denied");
-    alice
-        .get("/v1/namespaces/shared-data/clusters")
-        .await
-        .expect(200);
+    alice.get("/v1/namespaces/shared-data/clusters").await.expect(200);
 
     let other = env.rest(&env.token("bob@example.com", &["other-team"]));
     other
-        .post(
-            "/v1/namespaces/other-team/clusters",
-            &json!({"name": "theirs"}),
-        )
+        .post("/v1/namespaces/other-team/clusters", &json!({"name": "theirs"}))
         .await
         .expect(201);
     let mine = alice.get("/v1/clusters").await.expect(200);
@@ -231,21 +196,14 @@ async fn wait_times_out_with_the_last_status_on_both_transports() {
     let env = Env::start().await;
     let alice = env.rest(&env.alice());
     alice
-        .post(
-            NS,
-            &json!({"name": "stuck", "head": {"image": "ray:invalid"}}),
-        )
+        .post(NS, &json!({"name": "stuck", "head": {"image": "ray:invalid"}}))
         .await
         .expect(201);
     let r = alice
         .get(&format!("{NS}/stuck/wait?timeout_seconds=2"))
         .await
         .problem(504, "deadline_exceeded");
-    assert!(
-        r.body["detail"].as_str().unwrap().contains("last status"),
-        "{}",
-        r.text
-    );
+    assert!(r.body["detail"].as_str().unwrap().contains("last status"), "{}", r.text);
 
     let mut g = env.grpc(&env.alice()).await;
     let request = pb::WaitClusterRequest {

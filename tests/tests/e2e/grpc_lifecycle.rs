@@ -52,11 +52,7 @@ async fn create_wait_describe_scale_delete() {
     while let Some(update) = stream.next().await {
         statuses.push(update.unwrap().cluster.unwrap().status);
     }
-    assert_eq!(
-        statuses.last().map(String::as_str),
-        Some("ready"),
-        "{statuses:?}"
-    );
+    assert_eq!(statuses.last().map(String::as_str), Some("ready"), "{statuses:?}");
     let mut deduped = statuses.clone();
     deduped.dedup();
     assert_eq!(deduped, statuses, "every update is a change");
@@ -153,19 +149,10 @@ async fn config_yaml_dry_run_and_identity() {
         .unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
 
-    let me = g
-        .identity
-        .who_am_i(pb::WhoAmIRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let me = g.identity.who_am_i(pb::WhoAmIRequest {}).await.unwrap().into_inner();
     assert_eq!(me.subject, "alice@example.com");
     assert_eq!(me.teams, ["ml-research"]);
-    let roles: Vec<(String, i32)> = me
-        .namespaces
-        .iter()
-        .map(|n| (n.namespace.clone(), n.role))
-        .collect();
+    let roles: Vec<(String, i32)> = me.namespaces.iter().map(|n| (n.namespace.clone(), n.role)).collect();
     assert_eq!(
         roles,
         [

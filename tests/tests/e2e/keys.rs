@@ -11,9 +11,7 @@ use aws_lc_rs::{
     signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _},
 };
 use axum::{Json, Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
-use base64::{
-    Engine as _, engine::general_purpose::STANDARD, engine::general_purpose::URL_SAFE_NO_PAD,
-};
+use base64::{Engine as _, engine::general_purpose::STANDARD, engine::general_purpose::URL_SAFE_NO_PAD};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
@@ -27,11 +25,8 @@ pub(crate) struct EcKey {
 
 impl EcKey {
     pub(crate) fn generate(kid: &str) -> Self {
-        let doc =
-            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new())
-                .unwrap();
-        let pair =
-            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref()).unwrap();
+        let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new()).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, doc.as_ref()).unwrap();
         let public_point = pair.public_key().as_ref().to_vec();
         let spki = pair.public_key().as_der().unwrap().as_ref().to_vec();
         Self {

@@ -2,9 +2,7 @@
 //! reflection and health, CORS, the ops endpoints.
 
 use krayne_tests::{Env, EnvOptions, server_binary};
-use tonic_health::pb::{
-    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
-};
+use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
 use tonic_reflection::pb::v1::{
     ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
     server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
@@ -21,10 +19,7 @@ async fn the_openapi_document_is_stable_and_valid() {
         .unwrap();
     assert!(printed.status.success());
     let printed: serde_json::Value = serde_json::from_slice(&printed.stdout).unwrap();
-    assert_eq!(
-        printed, served.body,
-        "`krayne-server openapi` prints what is served"
-    );
+    assert_eq!(printed, served.body, "`krayne-server openapi` prints what is served");
     let mut doc = served.body.clone();
     doc["info"]["version"] = "<version>".into();
     insta::assert_json_snapshot!("openapi", doc);
@@ -54,13 +49,9 @@ async fn the_openapi_document_is_stable_and_valid() {
 
     match which("openapi-spec-validator") {
         Some(validator) => {
-            let file =
-                std::env::temp_dir().join(format!("krayne-openapi-{}.json", std::process::id()));
+            let file = std::env::temp_dir().join(format!("krayne-openapi-{}.json", std::process::id()));
             std::fs::write(&file, served.text.as_bytes()).unwrap();
-            let out = std::process::Command::new(validator)
-                .arg(&file)
-                .output()
-                .unwrap();
+            let out = std::process::Command::new(validator).arg(&file).output().unwrap();
             let _ = std::fs::remove_file(&file);
             assert!(
                 out.status.success(),
@@ -72,9 +63,7 @@ async fn the_openapi_document_is_stable_and_valid() {
         None if std::env::var_os("CI").is_some() => {
             panic!("openapi-spec-validator must be installed in CI (.ci/run does it)")
         }
-        None => eprintln!(
-            "SKIPPED: openapi-spec-validator not installed; the document was not validated"
-        ),
+        None => eprintln!("SKIPPED: openapi-spec-validator not installed; the document was not validated"),
     }
 }
 
@@ -98,17 +87,9 @@ async fn swagger_ui_is_served_without_network() {
         !page.text.contains("unpkg.com") && !page.text.contains("cdn."),
         "the docs page loads from a CDN"
     );
-    let css = env
-        .anonymous()
-        .get("/docs/swagger-ui.css")
-        .await
-        .expect(200);
+    let css = env.anonymous().get("/docs/swagger-ui.css").await.expect(200);
     assert!(css.text.len() > 1000);
-    let init = env
-        .anonymous()
-        .get("/docs/swagger-initializer.js")
-        .await
-        .expect(200);
+    let init = env.anonymous().get("/docs/swagger-initializer.js").await.expect(200);
     assert!(init.text.contains("/openapi.json"), "{}", init.text);
 }
 
@@ -160,22 +141,16 @@ async fn cors_allows_configured_origins_only() {
     let env = Env::start_with(options).await;
     let http = reqwest::Client::new();
     let preflight = |origin: &'static str| {
-        http.request(
-            reqwest::Method::OPTIONS,
-            format!("{}/v1/clusters", env.url()),
-        )
-        .header("origin", origin)
-        .header("access-control-request-method", "GET")
-        .header("access-control-request-headers", "authorization")
-        .send()
+        http.request(reqwest::Method::OPTIONS, format!("{}/v1/clusters", env.url()))
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .header("access-control-request-headers", "authorization")
+            .send()
     };
     let allowed = preflight("https://portal.example.com").await.unwrap();
     assert!(allowed.status().is_success());
     let headers = allowed.headers();
-    assert_eq!(
-        headers["access-control-allow-origin"],
-        "https://portal.example.com"
-    );
+    assert_eq!(headers["access-control-allow-origin"], "https://portal.example.com");
     assert!(
         headers["access-control-allow-headers"]
             .to_str()
@@ -184,10 +159,7 @@ async fn cors_allows_configured_origins_only() {
     );
     let refused = preflight("https://evil.example.com").await.unwrap();
     assert!(
-        refused
-            .headers()
-            .get("access-control-allow-origin")
-            .is_none(),
+        refused.headers().get("access-control-allow-origin").is_none(),
         "{:?}",
         refused.headers()
     );
@@ -213,16 +185,14 @@ async fn ops_endpoints_need_no_token_and_report() {
         metrics.text
     );
     assert!(
-        metrics.text.contains(
-            "krayne_http_requests_total{route=\"/v1/whoami\",method=\"GET\",code=\"200\"}"
-        ),
+        metrics
+            .text
+            .contains("krayne_http_requests_total{route=\"/v1/whoami\",method=\"GET\",code=\"200\"}"),
         "{}",
         metrics.text
     );
     assert!(
-        metrics
-            .text
-            .contains("krayne_http_request_duration_seconds"),
+        metrics.text.contains("krayne_http_request_duration_seconds"),
         "{}",
         metrics.text
     );
@@ -237,24 +207,16 @@ async fn ops_endpoints_need_no_token_and_report() {
             metrics.text
         );
     }
-    env.anonymous()
-        .get("/v1/whoami")
-        .await
-        .problem(401, "unauthenticated");
+    env.anonymous().get("/v1/whoami").await.problem(401, "unauthenticated");
 
     // With Kubernetes gone, the server is alive but not ready.
-    let Env {
-        server, sandbox, ..
-    } = env;
+    let Env { server, sandbox, .. } = env;
     sandbox.shutdown().await;
     let ops = krayne_tests::Rest::new(&format!("http://{}", server.ops), None);
     ops.get("/healthz").await.expect(200);
     let not_ready = ops.get("/readyz").await.expect(503);
     assert!(
-        not_ready.body["reason"]
-            .as_str()
-            .unwrap()
-            .contains("unreachable"),
+        not_ready.body["reason"].as_str().unwrap().contains("unreachable"),
         "{}",
         not_ready.text
     );

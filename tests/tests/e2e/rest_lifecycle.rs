@@ -11,7 +11,10 @@ async fn create_wait_describe_scale_delete() {
     let alice = env.rest(&env.alice());
 
     let created = alice
-        .post(NS, &json!({"name": "life", "worker_groups": [{"name": "cpu", "replicas": 1, "max_replicas": 4}]}))
+        .post(
+            NS,
+            &json!({"name": "life", "worker_groups": [{"name": "cpu", "replicas": 1, "max_replicas": 4}]}),
+        )
         .await
         .expect(201);
     assert_eq!(created.body["cluster"]["name"], "life");
@@ -27,12 +30,7 @@ async fn create_wait_describe_scale_delete() {
         .await
         .expect(200);
     assert_eq!(ready.body["status"], "ready");
-    assert!(
-        ready.body["dashboard_url"]
-            .as_str()
-            .unwrap()
-            .ends_with(":8265")
-    );
+    assert!(ready.body["dashboard_url"].as_str().unwrap().ends_with(":8265"));
 
     let got = alice.get(&format!("{NS}/life")).await.expect(200);
     assert_eq!(got.body["num_workers"], 1);
@@ -98,10 +96,7 @@ async fn create_wait_describe_scale_delete() {
     pods_for(1).await;
 
     alice.delete(&format!("{NS}/life")).await.expect(204);
-    alice
-        .get(&format!("{NS}/life"))
-        .await
-        .problem(404, "not_found");
+    alice.get(&format!("{NS}/life")).await.problem(404, "not_found");
 }
 
 #[tokio::test]
@@ -109,22 +104,15 @@ async fn yaml_bodies_and_dry_runs() {
     let env = Env::start().await;
     let alice = env.rest(&env.alice());
     let dry = alice
-        .post_yaml(
-            &format!("{NS}?dry_run=true"),
-            "name: dry\nhead:\n  cpus: 2\n",
-        )
+        .post_yaml(&format!("{NS}?dry_run=true"), "name: dry\nhead:\n  cpus: 2\n")
         .await
         .expect(200);
     assert_eq!(dry.body["manifest"]["kind"], "RayCluster");
     assert_eq!(
-        dry.body["manifest"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]
-            ["limits"]["cpu"],
+        dry.body["manifest"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"],
         "2"
     );
-    alice
-        .get(&format!("{NS}/dry"))
-        .await
-        .problem(404, "not_found");
+    alice.get(&format!("{NS}/dry")).await.problem(404, "not_found");
     alice
         .post_yaml(NS, "name: from-yaml\nservices: {ssh: no}\n")
         .await
@@ -206,10 +194,7 @@ async fn request_ids_reach_kubernetes_and_come_back() {
     assert_eq!(create.request_id.as_deref(), Some("trace-me-42"));
 
     // Without one, the server makes one, echoes it and puts it in problems.
-    let missing = alice
-        .get(&format!("{NS}/nope"))
-        .await
-        .problem(404, "not_found");
+    let missing = alice.get(&format!("{NS}/nope")).await.problem(404, "not_found");
     assert_eq!(
         missing.header("x-request-id").as_deref(),
         missing.body["request_id"].as_str()
@@ -229,11 +214,7 @@ async fn namespaces_and_gzip() {
         json!({"namespace": "ml-team", "role": "editor", "via_teams": ["ml-research"]})
     );
     assert!(listed.body["next_page_token"].is_string());
-    let admin = env
-        .rest(&env.admin())
-        .get("/v1/namespaces")
-        .await
-        .expect(200);
+    let admin = env.rest(&env.admin()).get("/v1/namespaces").await.expect(200);
     assert_eq!(admin.body["namespaces"].as_array().unwrap().len(), 4);
 
     let res = reqwest::Client::new()

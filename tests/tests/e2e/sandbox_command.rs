@@ -9,15 +9,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 async fn the_sandbox_starts_and_its_curl_lines_work() {
     let started = Instant::now();
     let mut child = tokio::process::Command::new(server_binary())
-        .args([
-            "sandbox",
-            "--port",
-            "0",
-            "--ops-port",
-            "0",
-            "--time-scale",
-            "0.05",
-        ])
+        .args(["sandbox", "--port", "0", "--ops-port", "0", "--time-scale", "0.05"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -39,10 +31,7 @@ async fn the_sandbox_starts_and_its_curl_lines_work() {
     let curls: Vec<&String> = out.iter().filter(|l| l.starts_with("curl ")).collect();
     assert_eq!(curls.len(), 3, "{out:#?}");
     let run = |line: &str| {
-        let output = std::process::Command::new("sh")
-            .args(["-c", line])
-            .output()
-            .unwrap();
+        let output = std::process::Command::new("sh").args(["-c", line]).output().unwrap();
         assert!(
             output.status.success(),
             "{line}: {}",
@@ -51,18 +40,12 @@ async fn the_sandbox_starts_and_its_curl_lines_work() {
         String::from_utf8(output.stdout).unwrap()
     };
     let whoami = run(curls[0]);
-    assert!(
-        whoami.contains("\"subject\":\"alice@example.com\""),
-        "{whoami}"
-    );
+    assert!(whoami.contains("\"subject\":\"alice@example.com\""), "{whoami}");
     let created = run(curls[1]);
     assert!(created.contains("\"name\":\"demo\""), "{created}");
     let ready = run(curls[2]);
     assert!(ready.contains("\"status\":\"ready\""), "{ready}");
-    let kubectl = out
-        .iter()
-        .find(|l| l.contains("kubectl --kubeconfig"))
-        .unwrap();
+    let kubectl = out.iter().find(|l| l.contains("kubectl --kubeconfig")).unwrap();
     assert!(kubectl.contains("get rayclusters,pods -A"));
     child.kill().await.unwrap();
 }

@@ -49,16 +49,13 @@ fn model() -> impl Strategy<Value = Model> {
             grants,
         });
     let callers = SUBJECTS.map(|s| subset(&GROUPS).prop_map(move |g| (s, g)));
-    (
-        subset(&GROUPS[3..]),
-        proptest::collection::vec(team, 1..4),
-        callers,
-    )
-        .prop_map(|(admin_groups, teams, callers)| Model {
+    (subset(&GROUPS[3..]), proptest::collection::vec(team, 1..4), callers).prop_map(|(admin_groups, teams, callers)| {
+        Model {
             admin_groups,
             teams,
             callers: callers.to_vec(),
-        })
+        }
+    })
 }
 
 fn role_name(r: u8) -> &'static str {
@@ -87,8 +84,7 @@ impl Model {
         }
         let mut best = 0;
         for team in &self.teams {
-            let member =
-                team.subjects.contains(&subject) || team.groups.iter().any(|g| groups.contains(g));
+            let member = team.subjects.contains(&subject) || team.groups.iter().any(|g| groups.contains(g));
             if !member {
                 continue;
             }
@@ -143,41 +139,24 @@ async fn check(model: &Model) {
             );
 
             let read = rest.get(&format!("/v1/namespaces/{ns}/clusters")).await;
-            assert_eq!(
-                read.status,
-                if want >= 1 { 200 } else { 403 },
-                "REST read: {case}"
-            );
+            assert_eq!(read.status, if want >= 1 { 200 } else { 403 }, "REST read: {case}");
             let write = rest
                 .post(
                     &format!("/v1/namespaces/{ns}/clusters?dry_run=true"),
                     &json!({"name": "probe"}),
                 )
                 .await;
-            assert_eq!(
-                write.status,
-                if want >= 2 { 200 } else { 403 },
-                "REST write: {case}"
-            );
+            assert_eq!(write.status, if want >= 2 { 200 } else { 403 }, "REST write: {case}");
 
             let list = pb::ListClustersRequest {
                 namespace: ns.into(),
                 page_size: 0,
                 page_token: String::new(),
             };
-            let code = grpc
-                .clusters
-                .list_clusters(list)
-                .await
-                .err()
-                .map(|s| s.code());
+            let code = grpc.clusters.list_clusters(list).await.err().map(|s| s.code());
             assert_eq!(
                 code,
-                if want >= 1 {
-                    None
-                } else {
-                    Some(Code::PermissionDenied)
-                },
+                if want >= 1 { None } else { Some(Code::PermissionDenied) },
                 "gRPC read: {case}"
             );
             let yaml = format!("name: probe\nnamespace: {ns}\n");
@@ -185,19 +164,10 @@ async fn check(model: &Model) {
                 source: Some(Source::ConfigYaml(yaml)),
                 dry_run: true,
             };
-            let code = grpc
-                .clusters
-                .create_cluster(create)
-                .await
-                .err()
-                .map(|s| s.code());
+            let code = grpc.clusters.create_cluster(create).await.err().map(|s| s.code());
             assert_eq!(
                 code,
-                if want >= 2 {
-                    None
-                } else {
-                    Some(Code::PermissionDenied)
-                },
+                if want >= 2 { None } else { Some(Code::PermissionDenied) },
                 "gRPC write: {case}"
             );
         }
@@ -277,24 +247,12 @@ async fn an_invalid_mapping_keeps_the_last_good_one() {
     )
     .unwrap();
     for _ in 0..250 {
-        if env
-            .server
-            .log
-            .lock()
-            .unwrap()
-            .contains("team mapping not reloaded")
-        {
+        if env.server.log.lock().unwrap().contains("team mapping not reloaded") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
-    assert!(
-        env.server
-            .log
-            .lock()
-            .unwrap()
-            .contains("keeping the last good one")
-    );
+    assert!(env.server.log.lock().unwrap().contains("keeping the last good one"));
     env.rest(&alice)
         .get("/v1/namespaces/ml-team/clusters")
         .await
@@ -334,21 +292,10 @@ async fn token_mint_makes_tokens_the_server_accepts() {
     let out = std::process::Command::new(krayne_tests::server_binary())
         .args(["token", "mint", "--key"])
         .arg(env.secret_file())
-        .args([
-            "--sub",
-            "alice@example.com",
-            "--groups",
-            "ml-research",
-            "--ttl",
-            "1h",
-        ])
+        .args(["--sub", "alice@example.com", "--groups", "ml-research", "--ttl", "1h"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     let me = env.rest(&token).get("/v1/whoami").await.expect(200);
     assert_eq!(me.body["teams"], json!(["ml-research"]));
@@ -377,8 +324,5 @@ async fn an_invalid_mapping_at_start_up_refuses_to_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--teams-file") && stderr.contains("owner"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("--teams-file") && stderr.contains("owner"), "{stderr}");
 }

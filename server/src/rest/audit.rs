@@ -1,0 +1,57 @@
+//! The audit route.
+
+use axum::{Json, extract::State};
+
+use super::{
+    AppState,
+    dto::{AuditEventList, AuditQuery},
+    extract::{Caller, QueryOf},
+    problem::{ApiError, Problem},
+};
+use crate::domain::{Error, PageRequest, audit::AuditFilter};
+
+/// Checks an optional RFC 3339 time parameter.
+fn time(field: &str, value: Option<String>) -> Result<Option<String>, Error> {
+    match value {
+        Some(v) if v.parse::<jiff::Timestamp>().is_err() => Err(Error::invalid(
+            field,
+            "must be an RFC 3339 time, e.g. 2026-01-31T12:00:00Z",
+        )),
+        other => Ok(other),
+    }
+}
+
+/// Read the audit log, newest first.
+///
+/// Namespace admins see their namespaces' rows; global admins see all,
+/// including refused tokens (`auth.denied`).
+#[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
+    responses(
+        (status = 200, description = "One page of audit events", body = AuditEventList),
+        (status = 400, description = "Bad filter, page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No admin role on the namespace (or on any)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The audit database is unavailable", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn list(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    QueryOf(q): QueryOf<AuditQuery>,
+) -> Result<Json<AuditEventList>, ApiError> {
+    let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
+    let filter = AuditFilter {
+        scope: None,
+        namespace: q.namespace,
+        actor: q.actor,
+        action: q.action,
+        outcome: q.outcome,
+        cluster: q.cluster,
+        since: time("since", q.since)?,
+        until: time("until", q.until)?,
+    };
+    let p = s.service.audit_log(&cx, filter, &page).await?;
+    Ok(Json(AuditEventList {
+        events: p.items.into_iter().map(Into::into).collect(),
+        next_page_token: p.next_page_token,
+    }))
+}
