@@ -1,7 +1,10 @@
 //! Clients for both transports that say what went wrong when a test's
 //! expectation fails.
 
-use krayne_proto::v1::{cluster_service_client::ClusterServiceClient, identity_service_client::IdentityServiceClient};
+use krayne_proto::v1::{
+    audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
+    identity_service_client::IdentityServiceClient,
+};
 use reqwest::{Method, header::HeaderMap};
 use serde_json::Value;
 use tonic::{
@@ -156,6 +159,8 @@ pub struct Grpc {
     pub clusters: ClusterServiceClient<InterceptedService<Channel, Bearer>>,
     /// `krayne.v1.IdentityService`.
     pub identity: IdentityServiceClient<InterceptedService<Channel, Bearer>>,
+    /// `krayne.v1.AuditService`.
+    pub audit: AuditServiceClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Grpc {
@@ -169,7 +174,8 @@ impl Grpc {
         let bearer = Bearer(format!("Bearer {token}").parse().expect("ascii token"));
         Self {
             clusters: ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            identity: IdentityServiceClient::with_interceptor(channel.clone(), bearer),
+            identity: IdentityServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            audit: AuditServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }

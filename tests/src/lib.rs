@@ -6,7 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod clients;
+mod postgres;
+mod proxy;
 mod server;
 
 pub use clients::{Bearer, Grpc, Reply, Rest};
+pub use postgres::{TestDb, test_database};
+pub use proxy::Proxy;
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, server_binary};

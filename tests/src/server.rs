@@ -148,6 +148,8 @@ pub struct EnvOptions {
     pub jwt_args: Option<Vec<String>>,
     /// The team mapping file's content.
     pub teams: String,
+    /// The audit database; `None` is a SQLite file in the test's folder.
+    pub database_url: Option<String>,
 }
 
 impl Default for EnvOptions {
@@ -161,6 +163,7 @@ impl Default for EnvOptions {
             server_args: Vec::new(),
             jwt_args: None,
             teams: TEAMS.to_owned(),
+            database_url: None,
         }
     }
 }
@@ -173,6 +176,8 @@ pub struct Env {
     pub sandbox: Sandbox,
     secret: Vec<u8>,
     dir: tempfile::TempDir,
+    /// The audit database URL the server uses.
+    pub database: String,
 }
 
 impl Env {
@@ -204,6 +209,11 @@ impl Env {
             "--teams-file".into(),
             path(&teams),
         ];
+        let database = options
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", dir.path().join("audit.db").display()));
+        args.extend(["--database-url".into(), database.clone()]);
         match options.jwt_args {
             Some(jwt) => args.extend(jwt),
             None => args.extend(["--jwt-hs256-secret-file".into(), path(&secret_file)]),
@@ -215,6 +225,7 @@ impl Env {
             sandbox,
             secret,
             dir,
+            database,
         }
     }
 

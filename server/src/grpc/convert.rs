@@ -216,38 +216,6 @@ pub(crate) fn namespace_access(n: domain::NamespaceAccess) -> pb::NamespaceAcces
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn structured_specs_become_krayne_trees_with_only_what_is_set() {
-        let spec = pb::ClusterSpec {
-            name: "c".into(),
-            head: Some(pb::HeadSpec {
-                cpus: Some("2".into()),
-                ..Default::default()
-            }),
-            worker_groups: vec![pb::WorkerGroupSpec {
-                replicas: Some(3),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        assert_eq!(
-            spec_to_config(&spec),
-            json!({"name": "c", "head": {"cpus": "2"}, "worker_groups": [{"replicas": 3}]})
-        );
-    }
-
-    #[test]
-    fn timestamps_parse_rfc3339() {
-        let t = timestamp(Some("2025-01-02T03:04:05Z")).unwrap();
-        assert_eq!(t.seconds, 1_735_787_045);
-        assert!(timestamp(Some("yesterday")).is_none());
-    }
-}
-
 /// An audit row as the proto message.
 pub(crate) fn audit_event(e: domain::audit::AuditEntry) -> pb::AuditEvent {
     pb::AuditEvent {
@@ -278,6 +246,37 @@ pub(crate) fn audit_event(e: domain::audit::AuditEntry) -> pb::AuditEvent {
 
 /// A protobuf timestamp as RFC 3339 text.
 pub(crate) fn rfc3339(t: &prost_types::Timestamp) -> Option<String> {
-    let nanos = i32::try_from(t.nanos).ok()?;
-    jiff::Timestamp::new(t.seconds, nanos).ok().map(|t| t.to_string())
+    jiff::Timestamp::new(t.seconds, t.nanos).ok().map(|t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structured_specs_become_krayne_trees_with_only_what_is_set() {
+        let spec = pb::ClusterSpec {
+            name: "c".into(),
+            head: Some(pb::HeadSpec {
+                cpus: Some("2".into()),
+                ..Default::default()
+            }),
+            worker_groups: vec![pb::WorkerGroupSpec {
+                replicas: Some(3),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            spec_to_config(&spec),
+            json!({"name": "c", "head": {"cpus": "2"}, "worker_groups": [{"replicas": 3}]})
+        );
+    }
+
+    #[test]
+    fn timestamps_parse_rfc3339() {
+        let t = timestamp(Some("2025-01-02T03:04:05Z")).unwrap();
+        assert_eq!(t.seconds, 1_735_787_045);
+        assert!(timestamp(Some("yesterday")).is_none());
+    }
 }

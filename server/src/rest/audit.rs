@@ -33,7 +33,7 @@ fn time(field: &str, value: Option<String>) -> Result<Option<String>, Error> {
         (status = 403, description = "No admin role on the namespace (or on any)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The audit database is unavailable", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(super) async fn list(
+pub(super) async fn list_audit_events(
     State(s): State<AppState>,
     Caller(cx): Caller,
     QueryOf(q): QueryOf<AuditQuery>,

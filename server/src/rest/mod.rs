@@ -109,7 +109,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::get, clusters::delete))
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
-        .routes(routes!(audit::list))
+        .routes(routes!(audit::list_audit_events))
 }
 
 /// The OpenAPI document of the REST API.

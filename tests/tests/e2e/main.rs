@@ -2,6 +2,8 @@
 //! sandbox, over REST and gRPC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod audit_log;
+mod audit_store;
 mod auth;
 mod errors;
 mod grpc_lifecycle;

@@ -34,11 +34,17 @@ async fn the_openapi_document_is_stable_and_valid() {
         "/v1/namespaces/{namespace}/clusters/{name}/details",
         "/v1/namespaces/{namespace}/clusters/{name}/scale",
         "/v1/namespaces/{namespace}/clusters/{name}/wait",
+        "/v1/audit",
     ] {
         assert!(paths.contains_key(path), "{path} is not documented");
     }
+    let mut operation_ids = std::collections::HashSet::new();
     for (path, ops) in paths {
         for (method, op) in ops.as_object().unwrap() {
+            assert!(
+                operation_ids.insert(op["operationId"].as_str().unwrap().to_owned()),
+                "{method} {path}: duplicate operationId"
+            );
             assert!(op["summary"].is_string(), "{method} {path} has no summary");
             assert!(
                 op["responses"]["401"].is_object(),
@@ -115,6 +121,7 @@ async fn reflection_lists_services_and_health_is_serving() {
     for want in [
         "krayne.v1.ClusterService",
         "krayne.v1.IdentityService",
+        "krayne.v1.AuditService",
         "grpc.health.v1.Health",
     ] {
         assert!(names.contains(&want.to_owned()), "{names:?}");

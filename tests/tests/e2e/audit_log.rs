@@ -1,0 +1,368 @@
+//! The audit log end to end: one row per mutation on both transports and
+//! both databases, refusals too, never a token; fail-closed; crash recovery.
+
+use std::time::{Duration, Instant};
+
+use krayne_proto::v1 as pb;
+use krayne_tests::{Env, EnvOptions, Proxy, test_database};
+use serde_json::{Value, json};
+use tonic::Code;
+
+const NS: &str = "/v1/namespaces/ml-team/clusters";
+
+/// The audit rows visible to a global admin, newest first.
+async fn rows(env: &Env, query: &str) -> Vec<Value> {
+    let r = env
+        .rest(&env.admin())
+        .get(&format!("/v1/audit?page_size=1000{query}"))
+        .await
+        .expect(200);
+    r.body["events"].as_array().unwrap().clone()
+}
+
+async fn every_mutation_is_audited_once(env: Env) {
+    let alice_token = env.alice();
+    let alice = env.rest(&alice_token);
+    alice
+        .post(NS, &json!({"name": "a1", "worker_groups": [{"replicas": 1}]}))
+        .await
+        .expect(201);
+    alice
+        .post(
+            &format!("{NS}/a1/scale"),
+            &json!({"worker_group": "worker", "replicas": 2}),
+        )
+        .await
+        .expect(200);
+    alice.delete(&format!("{NS}/a1")).await.expect(204);
+    alice.post(NS, &json!({"name": "Bad_Name"})).await.expect(400);
+    alice
+        .post("/v1/namespaces/other-team/clusters", &json!({"name": "x"}))
+        .await
+        .expect(403);
+    env.rest("forged.token.here").get("/v1/whoami").await.expect(401);
+
+    let mut g = env.grpc(&alice_token).await;
+    let spec = pb::ClusterSpec {
+        name: "g1".into(),
+        namespace: Some("ml-team".into()),
+        ..Default::default()
+    };
+    let create = pb::CreateClusterRequest {
+        source: Some(pb::create_cluster_request::Source::Spec(spec)),
+        dry_run: false,
+    };
+    g.clusters.create_cluster(create).await.unwrap();
+    let scale = pb::ScaleClusterRequest {
+        namespace: "ml-team".into(),
+        name: "g1".into(),
+        worker_group: "worker".into(),
+        replicas: Some(1),
+        ..Default::default()
+    };
+    g.clusters.scale_cluster(scale).await.unwrap();
+    g.clusters
+        .delete_cluster(pb::DeleteClusterRequest {
+            namespace: "ml-team".into(),
+            name: "g1".into(),
+        })
+        .await
+        .unwrap();
+
+    // Refusals go through the batching writer: give it a moment.
+    let mut all = Vec::new();
+    for _ in 0..100 {
+        all = rows(&env, "").await;
+        if all.len() >= 9 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let find = |action: &str, cluster: &str, transport: &str| -> Vec<Value> {
+        all.iter()
+            .filter(|r| r["action"] == action && r["cluster"] == cluster && r["transport"] == transport)
+            .cloned()
+            .collect()
+    };
+    for (transport, cluster) in [("rest", "a1"), ("grpc", "g1")] {
+        for (action, http) in [("cluster.create", 201), ("cluster.scale", 200), ("cluster.delete", 204)] {
+            let found = find(action, cluster, transport);
+            assert_eq!(found.len(), 1, "{action} {cluster} over {transport}: {found:#?}");
+            let r = &found[0];
+            assert_eq!(r["outcome"], "succeeded", "{r}");
+            assert_eq!(
+                (r["http_status"].as_u64(), r["grpc_code"].as_str()),
+                (Some(http), Some("OK")),
+                "{r}"
+            );
+            assert_eq!(r["actor"]["subject"], "alice@example.com");
+            assert_eq!(r["actor"]["teams"], json!(["ml-research"]));
+            assert_eq!(r["namespace"], "ml-team");
+            assert!(r["completed_at"].is_string() && r["duration_ms"].is_u64(), "{r}");
+            assert!(r["request_id"].as_str().is_some_and(|id| !id.is_empty()));
+            assert_eq!(r["source_ip"], "127.0.0.1");
+        }
+    }
+    let created = &find("cluster.create", "a1", "rest")[0];
+    assert_eq!(created["request_summary"]["spec"]["worker_groups"][0]["replicas"], 1);
+    let invalid: Vec<&Value> = all.iter().filter(|r| r["outcome"] == "invalid").collect();
+    assert_eq!(invalid.len(), 1);
+    assert_eq!(invalid[0]["http_status"], 400);
+    let denied: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["outcome"] == "denied" && r["action"] == "cluster.create")
+        .collect();
+    assert_eq!((denied.len(), denied[0]["namespace"].as_str()), (1, Some("other-team")));
+    let unauthenticated: Vec<&Value> = all.iter().filter(|r| r["action"] == "auth.denied").collect();
+    assert_eq!(unauthenticated.len(), 1);
+    assert_eq!(unauthenticated[0]["http_status"], 401);
+    assert!(
+        !all.iter().any(|r| r["outcome"] == "pending"),
+        "no row may stay pending"
+    );
+
+    // The token appears in no column of any row.
+    let text = serde_json::to_string(&all).unwrap();
+    for secret in [
+        alice_token.as_str(),
+        alice_token.split('.').nth(2).unwrap(),
+        "forged.token.here",
+    ] {
+        assert!(!text.contains(secret), "a token reached the audit log");
+    }
+
+    // Filters, over gRPC too.
+    assert_eq!(rows(&env, "&action=cluster.scale").await.len(), 2);
+    assert_eq!(rows(&env, "&outcome=denied&namespace=other-team").await.len(), 1);
+    let mut admin = env.grpc(&env.admin()).await;
+    let by_cluster = pb::ListAuditEventsRequest {
+        cluster: "g1".into(),
+        page_size: 2,
+        ..Default::default()
+    };
+    let page = admin
+        .audit
+        .list_audit_events(by_cluster.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page.events.len(), 2);
+    let rest = pb::ListAuditEventsRequest {
+        page_token: page.next_page_token,
+        ..by_cluster
+    };
+    let next = admin.audit.list_audit_events(rest).await.unwrap().into_inner();
+    assert_eq!((next.events.len(), next.next_page_token.as_str()), (1, ""));
+    assert!(page.events.iter().chain(&next.events).all(|e| e.transport == "grpc"));
+
+    // Only admins read it.
+    alice.get("/v1/audit").await.problem(403, "permission_denied");
+    let mut g = env.grpc(&alice_token).await;
+    let denied = g
+        .audit
+        .list_audit_events(pb::ListAuditEventsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    env.rest(&env.admin())
+        .get("/v1/audit?since=yesterday")
+        .await
+        .problem(400, "invalid_argument");
+}
+
+#[tokio::test]
+async fn every_mutation_is_audited_once_on_postgres() {
+    let db = test_database().await;
+    let env = Env::start_with(EnvOptions {
+        database_url: Some(db.url.clone()),
+        ..EnvOptions::default()
+    })
+    .await;
+    every_mutation_is_audited_once(env).await;
+}
+
+#[tokio::test]
+async fn every_mutation_is_audited_once_on_sqlite() {
+    every_mutation_is_audited_once(Env::start().await).await;
+}
+
+const NS_ADMIN_TEAMS: &str = r#"
+admins: { groups: [platform-admins] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research] }
+    namespaces: { ml-team: admin, shared-data: editor }
+  - name: other
+    members: { groups: [other-team] }
+    namespaces: { other-team: editor }
+"#;
+
+#[tokio::test]
+async fn namespace_admins_read_only_their_namespaces() {
+    let env = Env::start_with(EnvOptions {
+        teams: NS_ADMIN_TEAMS.into(),
+        ..EnvOptions::default()
+    })
+    .await;
+    let lead = env.rest(&env.token("lead@example.com", &["ml-research"]));
+    lead.post(NS, &json!({"name": "mine"})).await.expect(201);
+    env.rest(&env.token("bob@example.com", &["other-team"]))
+        .post("/v1/namespaces/other-team/clusters", &json!({"name": "theirs"}))
+        .await
+        .expect(201);
+    let seen = lead.get("/v1/audit").await.expect(200);
+    let namespaces: Vec<&str> = seen.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["namespace"].as_str())
+        .collect();
+    assert_eq!(namespaces, ["ml-team"], "{}", seen.text);
+    lead.get("/v1/audit?namespace=other-team")
+        .await
+        .problem(403, "permission_denied");
+    lead.get("/v1/audit?namespace=shared-data")
+        .await
+        .problem(403, "permission_denied");
+}
+
+#[tokio::test]
+async fn mutations_fail_closed_when_the_database_is_gone() {
+    let db = test_database().await;
+    let target = db
+        .url
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(target).await;
+    let url = db.url.replacen(&target.to_string(), &proxy.addr.to_string(), 1);
+    let env = Env::start_with(EnvOptions {
+        database_url: Some(url),
+        ..EnvOptions::default()
+    })
+    .await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(NS, &json!({"name": "before", "worker_groups": [{"replicas": 1}]}))
+        .await
+        .expect(201);
+
+    proxy.down();
+    let mutating_before = mutating_requests(&env);
+    for (what, started, reply) in [
+        (
+            "create",
+            Instant::now(),
+            alice.post(NS, &json!({"name": "during"})).await,
+        ),
+        (
+            "scale",
+            Instant::now(),
+            alice
+                .post(
+                    &format!("{NS}/before/scale"),
+                    &json!({"worker_group": "worker", "replicas": 3}),
+                )
+                .await,
+        ),
+        ("delete", Instant::now(), alice.delete(&format!("{NS}/before")).await),
+    ] {
+        let reply = reply.problem(503, "unavailable");
+        assert!(
+            reply.body["detail"].as_str().unwrap().contains("nothing was changed"),
+            "{what}: {}",
+            reply.text
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{what} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(
+        mutating_requests(&env),
+        mutating_before,
+        "Kubernetes was changed without an audit row"
+    );
+    // Reads do not need the audit log.
+    let got = alice.get(&format!("{NS}/before")).await.expect(200);
+    assert_eq!(got.body["num_workers"], 1);
+    alice.get(NS).await.expect(200);
+    let ops = krayne_tests::Rest::new(&format!("http://{}", env.server.ops), None);
+    ops.get("/readyz").await.expect(503);
+
+    proxy.up();
+    for _ in 0..100 {
+        if alice.post(NS, &json!({"name": "after"})).await.status == 201 {
+            ops.get("/readyz").await.expect(200);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("mutations did not recover after the database returned");
+}
+
+/// POST/PUT/PATCH/DELETE requests the sandbox received for rayclusters.
+fn mutating_requests(env: &Env) -> usize {
+    env.sandbox
+        .requests()
+        .iter()
+        .filter(|r| r.uri.contains("/rayclusters") && ["POST", "PUT", "PATCH", "DELETE"].contains(&r.method.as_str()))
+        .count()
+}
+
+#[tokio::test]
+async fn a_row_left_pending_by_a_crash_is_resolved_at_start_up() {
+    let db = test_database().await;
+    let first = Env::start_with(EnvOptions {
+        database_url: Some(db.url.clone()),
+        ..EnvOptions::default()
+    })
+    .await;
+    first
+        .rest(&first.alice())
+        .post(NS, &json!({"name": "done"}))
+        .await
+        .expect(201);
+    drop(first);
+
+    // What a crash between the Kubernetes call and the outcome write leaves.
+    let store = krayne_server::audit::Store::connect(&krayne_server::audit::DatabaseOptions {
+        url: db.url.clone(),
+        max_connections: 1,
+        statement_timeout: Duration::from_secs(5),
+        acquire_timeout: Duration::from_secs(5),
+    })
+    .unwrap();
+    let rows = store.query(&Default::default(), 10, None).await.unwrap();
+    let mut stuck = rows[0].clone();
+    stuck.id = uuid::Uuid::now_v7().to_string();
+    stuck.cluster = Some("crashed".into());
+    stuck.outcome = krayne_server::domain::audit::Outcome::Pending;
+    stuck.completed_at = None;
+    stuck.occurred_at = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_mins(10))
+        .unwrap()
+        .to_string();
+    store.insert(&[stuck]).await.unwrap();
+
+    let second = Env::start_with(EnvOptions {
+        database_url: Some(db.url.clone()),
+        ..EnvOptions::default()
+    })
+    .await;
+    let crashed = rows_where(&second, "crashed").await;
+    assert_eq!(crashed.len(), 1);
+    assert_eq!(crashed[0]["outcome"], "unknown", "{}", crashed[0]);
+    assert!(crashed[0]["error"].as_str().unwrap().contains("check the cluster"));
+    assert_eq!(rows_where(&second, "done").await[0]["outcome"], "succeeded");
+}
+
+async fn rows_where(env: &Env, cluster: &str) -> Vec<Value> {
+    rows(env, &format!("&cluster={cluster}")).await
+}

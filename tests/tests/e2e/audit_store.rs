@@ -1,0 +1,300 @@
+//! The audit store's contract, run on Postgres and on SQLite alike.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use krayne_server::{
+    audit::{DatabaseOptions, QueueOptions, SqlAuditSink, Store},
+    domain::{
+        AuditSink as _,
+        audit::{AuditEntry, AuditFilter, Outcome, RequestMeta, Transport},
+    },
+};
+use krayne_tests::test_database;
+use serde_json::json;
+
+fn options(url: &str) -> DatabaseOptions {
+    DatabaseOptions {
+        url: url.to_owned(),
+        max_connections: 5,
+        statement_timeout: Duration::from_secs(5),
+        acquire_timeout: Duration::from_secs(5),
+    }
+}
+
+fn at(minutes_ago: i64) -> String {
+    jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_mins(minutes_ago))
+        .unwrap()
+        .to_string()
+}
+
+fn entry(action: &str, namespace: &str, subject: &str, outcome: Outcome, minutes_ago: i64) -> AuditEntry {
+    AuditEntry {
+        id: uuid::Uuid::now_v7().to_string(),
+        occurred_at: at(minutes_ago),
+        meta: RequestMeta {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            transport: Transport::Grpc,
+            source_ip: Some("10.1.2.3".into()),
+            user_agent: Some("test/1".into()),
+        },
+        subject: subject.into(),
+        email: Some(format!("{subject}@example.com")),
+        groups: vec!["g1".into(), "g2".into()],
+        teams: vec!["t1".into()],
+        action: action.into(),
+        namespace: Some(namespace.into()),
+        cluster: Some("c1".into()),
+        summary: json!({"spec": {"name": "c1"}}),
+        outcome,
+        completed_at: None,
+        http_status: None,
+        grpc_code: None,
+        error: None,
+        duration_ms: None,
+    }
+}
+
+async fn contract(url: &str) {
+    let store = Store::connect(&options(url)).unwrap();
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap(); // idempotent
+    let queues = QueueOptions {
+        batch_delay: Duration::from_millis(20),
+        ..QueueOptions::default()
+    };
+    let sink: Arc<SqlAuditSink> = SqlAuditSink::start(store.clone(), &queues);
+    sink.ping().await.unwrap();
+
+    // begin writes the pending row at once; finish completes it.
+    let mut e = entry("cluster.create", "ns-a", "alice", Outcome::Pending, 0);
+    sink.begin(&e).await.unwrap();
+    let rows = sink.query(&AuditFilter::default(), 10, None).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].outcome, Outcome::Pending);
+    assert_eq!(
+        (rows[0].id.as_str(), rows[0].subject.as_str()),
+        (e.id.as_str(), "alice")
+    );
+    assert_eq!(rows[0].groups, ["g1", "g2"]);
+    assert_eq!(rows[0].summary, json!({"spec": {"name": "c1"}}));
+    assert_eq!(rows[0].meta.transport, Transport::Grpc);
+    e.outcome = Outcome::Succeeded;
+    e.completed_at = Some(at(0));
+    e.http_status = Some(201);
+    e.grpc_code = Some("OK".into());
+    e.duration_ms = Some(12);
+    sink.finish(&e).await;
+    let done = &sink.query(&AuditFilter::default(), 10, None).await.unwrap()[0];
+    assert_eq!(
+        (done.outcome, done.http_status, done.duration_ms),
+        (Outcome::Succeeded, Some(201), Some(12))
+    );
+    assert!(done.completed_at.is_some());
+
+    // record goes through the batching writer.
+    for subject in ["bob", "carol", "dave"] {
+        let mut d = entry("cluster.delete", "ns-b", subject, Outcome::Denied, 0);
+        d.http_status = Some(403);
+        sink.record(&d).await;
+    }
+    let denied = AuditFilter {
+        outcome: Some("denied".into()),
+        ..AuditFilter::default()
+    };
+    for _ in 0..100 {
+        if sink.query(&denied, 10, None).await.unwrap().len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(sink.query(&denied, 10, None).await.unwrap().len(), 3);
+
+    // Every filter.
+    let count = |f: AuditFilter| {
+        let sink = sink.clone();
+        async move { sink.query(&f, 100, None).await.unwrap().len() }
+    };
+    assert_eq!(
+        count(AuditFilter {
+            namespace: Some("ns-b".into()),
+            ..Default::default()
+        })
+        .await,
+        3
+    );
+    assert_eq!(
+        count(AuditFilter {
+            actor: Some("alice".into()),
+            ..Default::default()
+        })
+        .await,
+        1
+    );
+    assert_eq!(
+        count(AuditFilter {
+            action: Some("cluster.create".into()),
+            ..Default::default()
+        })
+        .await,
+        1
+    );
+    assert_eq!(
+        count(AuditFilter {
+            cluster: Some("c1".into()),
+            ..Default::default()
+        })
+        .await,
+        4
+    );
+    assert_eq!(
+        count(AuditFilter {
+            cluster: Some("zz".into()),
+            ..Default::default()
+        })
+        .await,
+        0
+    );
+    assert_eq!(
+        count(AuditFilter {
+            scope: Some(vec!["ns-a".into()]),
+            ..Default::default()
+        })
+        .await,
+        1
+    );
+    assert_eq!(
+        count(AuditFilter {
+            scope: Some(vec![]),
+            ..Default::default()
+        })
+        .await,
+        0
+    );
+    assert_eq!(
+        count(AuditFilter {
+            since: Some(at(1)),
+            ..Default::default()
+        })
+        .await,
+        4
+    );
+    assert_eq!(
+        count(AuditFilter {
+            until: Some(at(1)),
+            ..Default::default()
+        })
+        .await,
+        0
+    );
+
+    // Sweeper: an old pending row becomes unknown; a fresh one stays.
+    let old = entry("cluster.scale", "ns-a", "alice", Outcome::Pending, 10);
+    let fresh = entry("cluster.scale", "ns-a", "alice", Outcome::Pending, 0);
+    store.insert(&[old.clone(), fresh.clone()]).await.unwrap();
+    assert_eq!(sink.sweep(&at(2)).await.unwrap(), 1);
+    let scale = sink
+        .query(
+            &AuditFilter {
+                action: Some("cluster.scale".into()),
+                ..Default::default()
+            },
+            10,
+            None,
+        )
+        .await
+        .unwrap();
+    let by_id = |id: &str| scale.iter().find(|r| r.id == id).unwrap().clone();
+    assert_eq!(by_id(&old.id).outcome, Outcome::Unknown);
+    assert!(by_id(&old.id).error.unwrap().contains("stopped before recording"));
+    assert_eq!(by_id(&fresh.id).outcome, Outcome::Pending);
+
+    // Retention.
+    store
+        .insert(&[entry(
+            "cluster.create",
+            "ns-c",
+            "old",
+            Outcome::Succeeded,
+            100 * 24 * 60,
+        )])
+        .await
+        .unwrap();
+    assert_eq!(store.prune(&at(90 * 24 * 60)).await.unwrap(), 1);
+}
+
+/// 1 000 rows paged newest first while more arrive: each exactly once.
+async fn paging(url: &str) {
+    let store = Store::connect(&options(url)).unwrap();
+    store.migrate().await.unwrap();
+    let sink = SqlAuditSink::start(store.clone(), &QueueOptions::default());
+    let mut written = Vec::new();
+    for chunk in 0..10 {
+        let rows: Vec<AuditEntry> = (0..100)
+            .map(|i| entry("cluster.create", "ns", &format!("u{chunk}-{i}"), Outcome::Succeeded, 0))
+            .collect();
+        store.insert(&rows).await.unwrap();
+        written.extend(rows.into_iter().map(|r| r.id));
+    }
+    let mut seen = Vec::new();
+    let mut before: Option<String> = None;
+    let mut writer = None;
+    loop {
+        let page = sink
+            .query(&AuditFilter::default(), 37, before.as_deref())
+            .await
+            .unwrap();
+        if writer.is_none() {
+            let store = store.clone();
+            writer = Some(tokio::spawn(async move {
+                for _ in 0..20 {
+                    let rows: Vec<AuditEntry> = (0..10)
+                        .map(|_| entry("cluster.create", "ns", "late", Outcome::Succeeded, 0))
+                        .collect();
+                    store.insert(&rows).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        let Some(last) = page.last() else { break };
+        before = Some(last.id.clone());
+        seen.extend(page.into_iter().map(|r| r.id));
+    }
+    if let Some(w) = writer {
+        w.await.unwrap();
+    }
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "an event appeared twice");
+    let expected: HashSet<&String> = written.iter().collect();
+    assert_eq!(
+        unique, expected,
+        "every event written before the first page, exactly once"
+    );
+    let mut newest_first = written.clone();
+    newest_first.reverse();
+    assert_eq!(seen, newest_first);
+}
+
+#[tokio::test]
+async fn contract_on_postgres() {
+    let db = test_database().await;
+    contract(&db.url).await;
+}
+
+#[tokio::test]
+async fn contract_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    contract(&format!("sqlite://{}", dir.path().join("audit.db").display())).await;
+}
+
+#[tokio::test]
+async fn paging_on_postgres() {
+    let db = test_database().await;
+    paging(&db.url).await;
+}
+
+#[tokio::test]
+async fn paging_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    paging(&format!("sqlite://{}", dir.path().join("audit.db").display())).await;
+}
