@@ -172,6 +172,13 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `90d`, `12h`, `30m`, `1h30m`: days count as 24 hours.
+fn duration(text: &str) -> Result<jiff::SignedDuration, String> {
+    let span: jiff::Span = text.parse().map_err(|e: jiff::Error| e.to_string())?;
+    span.to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|e| e.to_string())
+}
+
 /// Rows still pending after this long were left by a crash: no request
 /// lives longer (unary requests time out well before).
 pub(crate) const SWEEP_AFTER: Duration = Duration::from_secs(120);
@@ -195,10 +202,7 @@ async fn migrate(db: &DatabaseArgs) -> Result<(), String> {
 
 #[allow(clippy::print_stdout)]
 async fn prune(args: &PruneArgs) -> Result<(), String> {
-    let age: jiff::SignedDuration = args
-        .older_than
-        .parse()
-        .map_err(|e| format!("--older-than {:?}: {e}", args.older_than))?;
+    let age = duration(&args.older_than).map_err(|e| format!("--older-than {:?}: {e}", args.older_than))?;
     let cutoff = jiff::Timestamp::now()
         .checked_sub(age)
         .map_err(|e| format!("--older-than: {e}"))?;
@@ -246,7 +250,7 @@ fn mint_token(args: &MintArgs) -> Result<(), String> {
         .parse()
         .map_err(|_| format!("--alg: unknown algorithm {:?}", args.alg))?;
     let key = std::fs::read(&args.key).map_err(|e| format!("--key {}: {e}", args.key.display()))?;
-    let ttl: jiff::SignedDuration = args.ttl.parse().map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
+    let ttl = duration(&args.ttl).map_err(|e| format!("--ttl {:?}: {e}", args.ttl))?;
     let request = MintRequest {
         subject: args.sub.clone(),
         email: args.email.clone(),

@@ -72,11 +72,15 @@ pub enum Store {
 
 /// Redacts the password of a database URL, for logs.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+    let Some(scheme) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) if rest[..at].contains(':') => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &rest[at..])
         }
         _ => url.to_owned(),
     }
@@ -297,6 +301,8 @@ mod tests {
             "postgres://krayne:***@db:5432/audit"
         );
         assert_eq!(redact("postgres://db/audit"), "postgres://db/audit");
+        assert_eq!(redact("postgres://postgres@db/audit"), "postgres://postgres@db/audit");
+        assert_eq!(redact("postgres://u:p@ss@db/a"), "postgres://u:***@db/a");
         assert_eq!(redact("sqlite://audit.db"), "sqlite://audit.db");
     }
 }

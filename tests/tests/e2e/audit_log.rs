@@ -366,3 +366,75 @@ async fn a_row_left_pending_by_a_crash_is_resolved_at_start_up() {
 async fn rows_where(env: &Env, cluster: &str) -> Vec<Value> {
     rows(env, &format!("&cluster={cluster}")).await
 }
+
+#[tokio::test]
+async fn reads_are_audited_only_when_asked() {
+    let quiet = Env::start().await;
+    quiet.rest(&quiet.alice()).get(NS).await.expect(200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rows(&quiet, "&action=cluster.list").await.is_empty());
+
+    let options = EnvOptions {
+        server_args: vec!["--audit-reads".into()],
+        ..EnvOptions::default()
+    };
+    let loud = Env::start_with(options).await;
+    loud.rest(&loud.alice()).get(NS).await.expect(200);
+    for _ in 0..50 {
+        if !rows(&loud, "&action=cluster.list").await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the read was not audited");
+}
+
+fn server(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(krayne_tests::server_binary())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn migrate_and_prune_from_the_command_line() {
+    let db = test_database().await;
+    let migrated = server(&["migrate", "--database-url", &db.url]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    assert!(String::from_utf8_lossy(&migrated.stdout).contains("migrations applied"));
+    let again = server(&["migrate", "--database-url", &db.url]);
+    assert!(again.status.success(), "migrations are idempotent");
+    let pruned = server(&["audit", "prune", "--older-than", "90d", "--database-url", &db.url]);
+    assert!(pruned.status.success(), "{}", String::from_utf8_lossy(&pruned.stderr));
+    assert!(String::from_utf8_lossy(&pruned.stdout).contains("deleted 0 audit rows"));
+    let bad = server(&["migrate", "--database-url", "mysql://nope"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("postgres:// or sqlite:"));
+}
+
+#[tokio::test]
+async fn replicas_may_migrate_one_database_at_once() {
+    let db = test_database().await;
+    let options = || EnvOptions {
+        database_url: Some(db.url.clone()),
+        ..EnvOptions::default()
+    };
+    let (a, b) = tokio::join!(Env::start_with(options()), Env::start_with(options()));
+    a.rest(&a.alice())
+        .post(NS, &json!({"name": "from-a"}))
+        .await
+        .expect(201);
+    b.rest(&b.alice())
+        .post(NS, &json!({"name": "from-b"}))
+        .await
+        .expect(201);
+    assert_eq!(
+        rows(&a, "&action=cluster.create").await.len(),
+        2,
+        "both replicas write one log"
+    );
+}
