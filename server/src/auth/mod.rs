@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 
 pub use jwks::{JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
-pub use teams::{Members, Membership, Team, TeamMapping};
+pub use teams::{EXAMPLE_MAPPING, Members, Membership, Team, TeamMapping};
 pub use tokens::{MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey, mint};
 
 use crate::domain::{Error, Principal};

@@ -7,6 +7,17 @@ use serde::Deserialize;
 
 use crate::domain::{Grant, Role, check_dns1123_label};
 
+/// The mapping of the design documents (`docs/auth.md`): global admins by
+/// group, and one team with an editor namespace and a viewer pattern. The
+/// sandbox runs with it.
+pub const EXAMPLE_MAPPING: &str = r#"
+admins: { groups: [platform-admins], subjects: [] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research], subjects: [alice@example.com] }
+    namespaces: { ml-team: editor, "shared-*": viewer }
+"#;
+
 /// Members of a team (or the global admins): by token group or subject.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -122,17 +133,9 @@ impl TeamMapping {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = r#"
-admins: { groups: [platform-admins], subjects: [] }
-teams:
-  - name: ml-research
-    members: { groups: [ml-research], subjects: [alice@example.com] }
-    namespaces: { ml-team: editor, "shared-*": viewer }
-"#;
-
     #[test]
     fn the_design_example_parses_and_grants() {
-        let m = TeamMapping::parse(EXAMPLE).unwrap();
+        let m = TeamMapping::parse(EXAMPLE_MAPPING).unwrap();
         let alice = m.membership("u-1", Some("alice@example.com"), &[]);
         assert_eq!(alice.teams, ["ml-research"]);
         assert!(!alice.global_admin);

@@ -8,20 +8,12 @@ use super::start_sandbox;
 use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions},
-    auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
+    auth::{Authenticator, EXAMPLE_MAPPING, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
     config::SandboxArgs,
     k8s::KubeClusterStore,
     rest::RestSettings,
     service::ServiceSettings,
 };
-
-const TEAMS: &str = r#"
-admins: { groups: [platform-admins], subjects: [] }
-teams:
-  - name: ml-research
-    members: { groups: [ml-research], subjects: [alice@example.com] }
-    namespaces: { ml-team: editor, "shared-*": viewer }
-"#;
 
 fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String> {
     let request = MintRequest {
@@ -57,7 +49,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // A fresh signing secret per run: tokens printed below die with it.
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
-    let mapping = TeamMapping::parse(TEAMS)?;
+    let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
     let parts = Parts {
         store: Arc::new(KubeClusterStore::new(client)),
         audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,

@@ -103,9 +103,10 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
     let head = &spec.head;
     let cpus = at_least(&head.cpus, HEAD_MIN_CPUS);
     let memory = at_least(&head.memory, HEAD_MIN_MEMORY);
-    let num_cpus = match (head.runs_tasks, cpus.parse::<Quantity>()) {
-        (true, Ok(q)) => q.to_decimal_string(),
-        _ => "0".to_owned(),
+    let num_cpus = if head.runs_tasks {
+        cpus.to_decimal_string()
+    } else {
+        "0".to_owned()
     };
     let mut container = Map::new();
     container.insert("name".into(), json!("ray-head"));
@@ -118,7 +119,7 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
             {"containerPort": 10001, "name": "client"},
         ]),
     );
-    container.insert("resources".into(), resources(cpus, memory, head.gpus));
+    container.insert("resources".into(), resources(cpus.as_str(), memory.as_str(), head.gpus));
     container.insert("env".into(), env());
     if spec.services.any() {
         container.insert(
@@ -142,10 +143,10 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
 }
 
 /// `value` unless it is below `floor`; the user's text wins a tie.
-fn at_least<'a>(value: &'a Quantity, floor: &'static str) -> &'a str {
+fn at_least(value: &Quantity, floor: &'static str) -> Quantity {
     match floor.parse::<Quantity>() {
-        Ok(min) if *value < min => floor,
-        _ => value.as_str(),
+        Ok(min) if *value < min => min,
+        _ => value.clone(),
     }
 }
 
