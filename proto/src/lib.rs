@@ -1,8 +1,12 @@
 //! krayne's gRPC contract, generated from `proto/krayne/v1/*.proto`.
 //!
 //! Messages are always available; the tonic stubs come with the `client`
-//! (`*_client` modules) and `server` (`*_server` modules) features.
+//! (`*_client` modules) and `server` (`*_server` modules) features; the
+//! `config` feature adds Krayne's config-file format ([`config`]).
 #![forbid(unsafe_code)]
+
+#[cfg(feature = "config")]
+pub mod config;
 
 /// Package `krayne.v1`.
 pub mod v1 {

@@ -13,4 +13,4 @@ mod server;
 pub use clients::{Bearer, Grpc, Reply, Rest};
 pub use postgres::{TestDb, test_database};
 pub use proxy::Proxy;
-pub use server::{Env, EnvOptions, ServerProcess, TEAMS, server_binary};
+pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};

@@ -50,6 +50,21 @@ pub fn server_binary() -> PathBuf {
     bin
 }
 
+/// `target/<profile>/krayne`, the CLI (built by `cargo test --workspace`
+/// for the client's tests); `KRAYNE_BIN` overrides.
+pub fn krayne_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("KRAYNE_BIN") {
+        return PathBuf::from(path);
+    }
+    let bin = server_binary().with_file_name("krayne");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p krayne-client` (cargo test --workspace does it)",
+        bin.display()
+    );
+    bin
+}
+
 /// A running `krayne-server` process; killed when dropped.
 pub struct ServerProcess {
     child: Child,
@@ -178,6 +193,7 @@ pub struct Env {
     dir: tempfile::TempDir,
     /// The audit database URL the server uses.
     pub database: String,
+    args: Vec<String>,
 }
 
 impl Env {
@@ -226,7 +242,29 @@ impl Env {
             secret,
             dir,
             database,
+            args,
         }
+    }
+
+    /// Stops the server (SIGTERM, then waits for it to exit); `start_server`
+    /// brings it back on the same port.
+    pub async fn stop_server(&mut self) {
+        self.server.terminate();
+        let code = self.server.exit_code().await;
+        assert_eq!(code, Some(0), "krayne-server did not stop cleanly");
+    }
+
+    /// Starts the server again with the same arguments, on the same API and
+    /// ops ports, so clients that were connected reconnect to it.
+    pub async fn start_server(&mut self) {
+        let (api, ops) = (self.server.api.to_string(), self.server.ops.to_string());
+        let mut args = self.args.clone();
+        for (flag, addr) in [("--listen", api), ("--ops-listen", ops)] {
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = addr;
+            }
+        }
+        self.server = ServerProcess::spawn(&args).await;
     }
 
     /// The HS256 secret file the server trusts (default token options).

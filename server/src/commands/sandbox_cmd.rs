@@ -75,7 +75,13 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          Try it:\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/whoami\n\
          curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
-         curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n",
+         curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
+         Or with the krayne CLI (cargo build -p krayne-client puts it in target/debug/krayne):\n\
+         export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice}\n\
+         krayne whoami\n\
+         krayne create demo-cli -n ml-team --workers 2 --wait\n\
+         krayne get -n ml-team\n\
+         krayne describe demo-cli -n ml-team\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),
     );

@@ -4,6 +4,7 @@
 //! quantities and counts are checked, and every problem is reported with its
 //! field path rather than only the first.
 
+use krayne_proto::config::{keys, type_name, yaml11_bool};
 use serde_json::{Map, Value};
 
 use super::{
@@ -52,21 +53,6 @@ pub mod defaults {
     /// Autoscaler container memory.
     pub const AUTOSCALER_MEMORY: &str = "512Mi";
 }
-
-const TOP_KEYS: &[&str] = &["name", "namespace", "head", "worker_groups", "services", "autoscaler"];
-const HEAD_KEYS: &[&str] = &["cpus", "memory", "gpus", "image", "runs_tasks"];
-const GROUP_KEYS: &[&str] = &[
-    "name",
-    "replicas",
-    "min_replicas",
-    "max_replicas",
-    "cpus",
-    "memory",
-    "gpus",
-    "image",
-];
-const SERVICE_KEYS: &[&str] = &["notebook", "code_server", "ssh"];
-const AUTOSCALER_KEYS: &[&str] = &["enabled", "idle_timeout_seconds", "upscaling_mode", "cpu", "memory"];
 
 /// Which kind of resource a quantity is, for its bounds.
 #[derive(Clone, Copy)]
@@ -125,19 +111,7 @@ pub fn check_worker_counts(group: usize, replicas: u32, min: u32, max: u32) -> R
 
 /// Parses YAML or JSON text into a tree, as a request body or config file.
 pub fn parse_yaml(text: &str) -> Result<Value, Error> {
-    serde_saphyr::from_str_with_options::<Value>(text, yaml_options())
-        .map_err(|e| Error::invalid("", format!("not valid YAML or JSON: {e}")))
-}
-
-/// Typing as close to PyYAML's (which reads Krayne's files) as the parser
-/// allows: only `true`/`false` are booleans while parsing (PyYAML keeps `y`
-/// and `n` as strings), and boolean fields accept PyYAML's other spellings
-/// (see `Reader::boolean`). Duplicate keys are an error, not last-wins.
-pub(super) fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.strict_booleans = true;
-    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::Error;
-    options
+    krayne_proto::config::parse_yaml(text).map_err(|e| Error::invalid("", e.to_string()))
 }
 
 fn check_group_counts(path: &str, g: &mut WorkerGroupSpec, v: &mut Violations) {
@@ -163,31 +137,11 @@ fn check_group_counts(path: &str, g: &mut WorkerGroupSpec, v: &mut Violations) {
     }
 }
 
-/// PyYAML's boolean spellings besides `true`/`false`.
-fn yaml11_bool(s: &str) -> Option<bool> {
-    match s.to_ascii_lowercase().as_str() {
-        "yes" | "on" | "true" => Some(true),
-        "no" | "off" | "false" => Some(false),
-        _ => None,
-    }
-}
-
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
     } else {
         format!("{path}.{key}")
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
     }
 }
 
@@ -334,7 +288,7 @@ impl Reader {
             self.fail("", format!("must be a mapping, not {}", type_name(value)));
             return None;
         };
-        let map = self.object("", Some(value), TOP_KEYS)??;
+        let map = self.object("", Some(value), keys::TOP)??;
         let name = self.cluster_name(map.get("name"));
         let namespace = self.namespace(map.get("namespace"));
         let head = self.head(map.get("head"));
@@ -379,7 +333,7 @@ impl Reader {
     }
 
     fn head(&mut self, value: Option<&Value>) -> Option<HeadSpec> {
-        let map = self.object("head", value, HEAD_KEYS)?;
+        let map = self.object("head", value, keys::HEAD)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
         let cpus = self.quantity("head.cpus", get("cpus"), defaults::HEAD_CPUS, Resource::Cpu);
         let memory = self.quantity("head.memory", get("memory"), defaults::HEAD_MEMORY, Resource::Memory);
@@ -443,7 +397,7 @@ impl Reader {
     }
 
     fn worker_group(&mut self, path: &str, value: Option<&Value>) -> Option<WorkerGroupSpec> {
-        let map = self.object(path, value, GROUP_KEYS)?;
+        let map = self.object(path, value, keys::GROUP)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
         let at = |k: &str| format!("{path}.{k}");
         let name = self.group_name(&at("name"), get("name"));
@@ -489,7 +443,7 @@ impl Reader {
     }
 
     fn services(&mut self, value: Option<&Value>) -> Option<ServicesSpec> {
-        let map = self.object("services", value, SERVICE_KEYS)?;
+        let map = self.object("services", value, keys::SERVICES)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
         let notebook = self.boolean("services.notebook", get("notebook"), true);
         let code_server = self.boolean("services.code_server", get("code_server"), true);
@@ -502,7 +456,7 @@ impl Reader {
     }
 
     fn autoscaler(&mut self, value: Option<&Value>) -> Option<AutoscalerSpec> {
-        let map = self.object("autoscaler", value, AUTOSCALER_KEYS)?;
+        let map = self.object("autoscaler", value, keys::AUTOSCALER)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
         let enabled = self.boolean("autoscaler.enabled", get("enabled"), true);
         let idle = self.count(

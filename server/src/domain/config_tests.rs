@@ -494,7 +494,7 @@ mod yaml {
     #[test]
     fn overrides_apply_before_validation() {
         let mut tree = parse_yaml("name: base\nhead:\n  cpus: 1\n").unwrap();
-        crate::domain::apply_overrides(
+        krayne_proto::config::apply_overrides(
             &mut tree,
             &[
                 "head.cpus=4",
@@ -515,7 +515,7 @@ mod yaml {
     #[test]
     fn an_override_with_a_bad_value_is_reported_at_its_field() {
         let mut tree = parse_yaml("name: base\n").unwrap();
-        crate::domain::apply_overrides(&mut tree, &["head.cpus=lots"]).unwrap();
+        krayne_proto::config::apply_overrides(&mut tree, &["head.cpus=lots"]).unwrap();
         let err = ClusterSpec::from_value(&tree).unwrap_err();
         assert!(
             err.to_string().contains("head.cpus: must be a Kubernetes quantity"),

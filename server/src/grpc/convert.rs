@@ -1,7 +1,7 @@
 //! proto ⇄ domain, at the edge.
 
 use krayne_proto::v1 as pb;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::domain::{self, Role};
 
@@ -42,65 +42,6 @@ pub(crate) fn to_struct(v: Value) -> Option<prost_types::Struct> {
         Value::Object(map) => Some(proto_struct(map)),
         _ => None,
     }
-}
-
-fn put<T: serde::Serialize>(map: &mut Map<String, Value>, key: &str, value: Option<T>) {
-    if let Some(v) = value {
-        map.insert(key.to_owned(), json!(v));
-    }
-}
-
-/// A structured spec as the Krayne config tree the service validates, so
-/// both transports report the same violations at the same paths.
-pub(crate) fn spec_to_config(s: &pb::ClusterSpec) -> Value {
-    let mut m = Map::new();
-    m.insert("name".into(), json!(s.name));
-    put(&mut m, "namespace", s.namespace.as_ref());
-    if let Some(h) = &s.head {
-        let mut head = Map::new();
-        put(&mut head, "cpus", h.cpus.as_ref());
-        put(&mut head, "memory", h.memory.as_ref());
-        put(&mut head, "gpus", h.gpus);
-        put(&mut head, "image", h.image.as_ref());
-        put(&mut head, "runs_tasks", h.runs_tasks);
-        m.insert("head".into(), Value::Object(head));
-    }
-    if !s.worker_groups.is_empty() {
-        let groups = s
-            .worker_groups
-            .iter()
-            .map(|g| {
-                let mut group = Map::new();
-                put(&mut group, "name", g.name.as_ref());
-                put(&mut group, "replicas", g.replicas);
-                put(&mut group, "min_replicas", g.min_replicas);
-                put(&mut group, "max_replicas", g.max_replicas);
-                put(&mut group, "cpus", g.cpus.as_ref());
-                put(&mut group, "memory", g.memory.as_ref());
-                put(&mut group, "gpus", g.gpus);
-                put(&mut group, "image", g.image.as_ref());
-                Value::Object(group)
-            })
-            .collect();
-        m.insert("worker_groups".into(), Value::Array(groups));
-    }
-    if let Some(sv) = &s.services {
-        let mut services = Map::new();
-        put(&mut services, "notebook", sv.notebook);
-        put(&mut services, "code_server", sv.code_server);
-        put(&mut services, "ssh", sv.ssh);
-        m.insert("services".into(), Value::Object(services));
-    }
-    if let Some(a) = &s.autoscaler {
-        let mut autoscaler = Map::new();
-        put(&mut autoscaler, "enabled", a.enabled);
-        put(&mut autoscaler, "idle_timeout_seconds", a.idle_timeout_seconds);
-        put(&mut autoscaler, "upscaling_mode", a.upscaling_mode.as_ref());
-        put(&mut autoscaler, "cpu", a.cpu.as_ref());
-        put(&mut autoscaler, "memory", a.memory.as_ref());
-        m.insert("autoscaler".into(), Value::Object(autoscaler));
-    }
-    Value::Object(m)
 }
 
 /// A domain summary as the proto message.
@@ -252,26 +193,6 @@ pub(crate) fn rfc3339(t: &prost_types::Timestamp) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn structured_specs_become_krayne_trees_with_only_what_is_set() {
-        let spec = pb::ClusterSpec {
-            name: "c".into(),
-            head: Some(pb::HeadSpec {
-                cpus: Some("2".into()),
-                ..Default::default()
-            }),
-            worker_groups: vec![pb::WorkerGroupSpec {
-                replicas: Some(3),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        assert_eq!(
-            spec_to_config(&spec),
-            json!({"name": "c", "head": {"cpus": "2"}, "worker_groups": [{"replicas": 3}]})
-        );
-    }
 
     #[test]
     fn timestamps_parse_rfc3339() {

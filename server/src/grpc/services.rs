@@ -68,7 +68,7 @@ impl cluster_service_server::ClusterService for Grpc {
         let cx = self.context(&req).await?;
         let body = req.into_inner();
         let config = match body.source {
-            Some(Source::Spec(spec)) => convert::spec_to_config(&spec),
+            Some(Source::Spec(spec)) => krayne_proto::config::spec_to_tree(&spec),
             Some(Source::ConfigYaml(text)) => parse_yaml(&text).map_err(to_status)?,
             None => {
                 return Err(to_status(Error::invalid("source", "give a spec or config_yaml")));

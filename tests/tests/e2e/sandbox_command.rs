@@ -1,12 +1,13 @@
-//! `krayne-server sandbox`, as a newcomer runs it: the printed curl works.
+//! `krayne-server sandbox`, as a newcomer runs it: the printed curl and
+//! krayne lines work.
 
 use std::{process::Stdio, time::Instant};
 
-use krayne_tests::server_binary;
+use krayne_tests::{krayne_binary, server_binary};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 #[tokio::test]
-async fn the_sandbox_starts_and_its_curl_lines_work() {
+async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     let started = Instant::now();
     let mut child = tokio::process::Command::new(server_binary())
         .args(["sandbox", "--port", "0", "--ops-port", "0", "--time-scale", "0.05"])
@@ -18,7 +19,7 @@ async fn the_sandbox_starts_and_its_curl_lines_work() {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut out = Vec::new();
     while let Ok(Some(line)) = lines.next_line().await {
-        let done = line.contains("/wait?timeout_seconds=60");
+        let done = line.starts_with("krayne describe");
         out.push(line);
         if done {
             break;
@@ -45,6 +46,40 @@ async fn the_sandbox_starts_and_its_curl_lines_work() {
     assert!(created.contains("\"name\":\"demo\""), "{created}");
     let ready = run(curls[2]);
     assert!(ready.contains("\"status\":\"ready\""), "{ready}");
+
+    let export = out.iter().find(|l| l.starts_with("export KRAYNE_SERVER=")).unwrap();
+    let krayne: Vec<&String> = out
+        .iter()
+        .filter(|l| l.starts_with("krayne ") && !l.starts_with("krayne sandbox"))
+        .collect();
+    assert_eq!(krayne.len(), 4, "{out:#?}");
+    let bin_dir = krayne_binary().parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let run_cli = |line: &str| {
+        let script = format!("{export}\n{line}");
+        let output = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env(
+                "XDG_CONFIG_HOME",
+                std::env::temp_dir().join("krayne-sandbox-test-config"),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(run_cli(krayne[0]).contains("alice@example.com"));
+    assert!(run_cli(krayne[1]).contains("ready"));
+    let listed = run_cli(krayne[2]);
+    assert!(listed.contains("demo-cli") && listed.contains("demo "), "{listed}");
+    assert!(run_cli(krayne[3]).contains("Pods:"));
+
     let kubectl = out.iter().find(|l| l.contains("kubectl --kubeconfig")).unwrap();
     assert!(kubectl.contains("get rayclusters,pods -A"));
     child.kill().await.unwrap();

@@ -6,18 +6,21 @@
 
 use serde_json::{Map, Value};
 
-use super::Error;
+use super::ConfigError;
 
 /// Applies each `path=value` assignment in order.
-pub fn apply_overrides<S: AsRef<str>>(tree: &mut Value, assignments: &[S]) -> Result<(), Error> {
+pub fn apply_overrides<S: AsRef<str>>(tree: &mut Value, assignments: &[S]) -> Result<(), ConfigError> {
     assignments.iter().try_for_each(|a| apply_override(tree, a.as_ref()))
 }
 
 /// Applies one `path=value` assignment. Missing mappings on the way are
 /// created; an index one past the end of a list appends to it. An empty
 /// value (`head.image=`) resets the field to its default.
-pub fn apply_override(tree: &mut Value, assignment: &str) -> Result<(), Error> {
-    let fail = |why: String| Error::invalid("overrides", format!("{assignment:?}: {why}"));
+pub fn apply_override(tree: &mut Value, assignment: &str) -> Result<(), ConfigError> {
+    let fail = |reason: String| ConfigError::Override {
+        assignment: assignment.to_owned(),
+        reason,
+    };
     let (path, raw) = assignment
         .split_once('=')
         .ok_or_else(|| fail("expected KEY=VALUE, e.g. head.cpus=4".into()))?;
@@ -70,7 +73,7 @@ pub fn apply_override(tree: &mut Value, assignment: &str) -> Result<(), Error> {
             other => {
                 return Err(fail(format!(
                     "{walked} is {}, so it has no field {seg:?}",
-                    describe(other)
+                    super::type_name(other)
                 )));
             }
         };
@@ -113,19 +116,8 @@ fn scalar(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Null;
     }
-    serde_saphyr::from_str_with_options::<Value>(raw, super::config::yaml_options())
+    serde_saphyr::from_str_with_options::<Value>(raw, super::yaml_options())
         .unwrap_or_else(|_| Value::String(raw.to_owned()))
-}
-
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "empty",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]
@@ -201,7 +193,7 @@ mod tests {
         for (assignment, expected) in cases {
             let err = apply(json!({"name": "n", "worker_groups": [{}]}), &[assignment]).unwrap_err();
             assert!(err.contains(expected), "{assignment}: {err}");
-            assert!(err.contains("overrides"), "{err}");
+            assert!(err.starts_with("override "), "{err}");
         }
     }
 }

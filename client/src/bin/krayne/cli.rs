@@ -1,0 +1,110 @@
+//! The command line: global options and one subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::{commands, output::Format};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  other failure (e.g. a conflict, or a declined confirmation)
+  2  usage error or invalid input
+  3  cluster or namespace not found
+  4  not authenticated, or not allowed
+  5  server unavailable
+  6  timed out
+  7  already exists
+
+Configuration: --server/--token (or KRAYNE_SERVER/KRAYNE_TOKEN) win over the
+file `krayne login` writes ($XDG_CONFIG_HOME/krayne/config.yaml).";
+
+/// Create and manage Ray clusters on Kubernetes through a krayne server.
+#[derive(Debug, Parser)]
+#[command(name = "krayne", version, after_help = EXIT_CODES, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command accepts, anywhere on the line.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Global {
+    /// Server URL, e.g. http://127.0.0.1:8080.
+    #[arg(long, global = true, env = "KRAYNE_SERVER", value_name = "URL")]
+    pub(crate) server: Option<String>,
+    /// Bearer token (JWT).
+    #[arg(
+        long,
+        global = true,
+        env = "KRAYNE_TOKEN",
+        hide_env_values = true,
+        value_name = "JWT"
+    )]
+    pub(crate) token: Option<String>,
+    /// Config file [default: $XDG_CONFIG_HOME/krayne/config.yaml].
+    #[arg(long, global = true, env = "KRAYNE_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    pub(crate) output: Format,
+    /// Show error details (gRPC code, request id).
+    #[arg(long, global = true)]
+    pub(crate) debug: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create a cluster, from flags or a Krayne config file.
+    Create(commands::cluster::create::Args),
+    /// List clusters, or show one.
+    #[command(visible_alias = "list")]
+    Get(commands::cluster::get::Args),
+    /// Show a cluster's shape, pods, conditions and recent events.
+    Describe(commands::cluster::describe::Args),
+    /// Resize a worker group.
+    Scale(commands::cluster::scale::Args),
+    /// Delete a cluster (asks first unless --yes).
+    Delete(commands::cluster::delete::Args),
+    /// Wait until a cluster is ready.
+    Wait(commands::cluster::wait::Args),
+    /// Show who the server thinks you are and what you may do.
+    Whoami(commands::identity::whoami::Args),
+    /// List the namespaces you may use, with your role in each.
+    Namespaces(commands::identity::namespaces::Args),
+    /// Query the audit log.
+    Audit(commands::audit::list::Args),
+    /// Save the server URL and token to the config file (mode 0600).
+    Login(commands::config::login::Args),
+    /// Print a shell completion script.
+    Completions(commands::config::completions::Args),
+    /// Print the client version.
+    Version(commands::config::version::Args),
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn output_is_accepted_anywhere() {
+        for line in [
+            &["krayne", "-o", "json", "get"][..],
+            &["krayne", "get", "-o", "json"],
+            &["krayne", "get", "-A", "--output=json"],
+        ] {
+            let cli = Cli::try_parse_from(line).unwrap();
+            assert_eq!(cli.global.output, Format::Json, "{line:?}");
+        }
+    }
+}

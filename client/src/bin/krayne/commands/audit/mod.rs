@@ -1,0 +1,3 @@
+//! The audit log.
+
+pub(crate) mod list;

@@ -1,0 +1,168 @@
+//! `krayne create NAME`.
+
+use std::{path::PathBuf, time::Duration};
+
+use krayne_client::{ClusterConfig, CreateOptions};
+use serde_json::json;
+
+use crate::{context::Context, failure::Failure, output::note, parse};
+
+/// Create a cluster. Settings are applied in this order, later ones
+/// winning: the file (`-f`), the flags (`--workers`, `--cpus-in-head`, …),
+/// then `--set`. Flags that shape workers apply to the first worker group.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  krayne create demo -n ml-team --workers 2 --wait
+  krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml")]
+pub(crate) struct Args {
+    /// Cluster name (lowercase letters, digits and '-'); replaces the file's.
+    name: String,
+    /// Namespace [default: the file's, the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// Krayne config file (YAML or JSON).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Desired workers in the first worker group.
+    #[arg(long, value_name = "N")]
+    workers: Option<u32>,
+    /// Autoscaler lower bound of the first worker group.
+    #[arg(long, value_name = "N")]
+    min_workers: Option<u32>,
+    /// Autoscaler upper bound of the first worker group.
+    #[arg(long, value_name = "N")]
+    max_workers: Option<u32>,
+    /// Turn Ray's autoscaler off (the worker count is then fixed).
+    #[arg(long)]
+    no_autoscaling: bool,
+    /// GPUs per worker in the first worker group.
+    #[arg(long, value_name = "N")]
+    gpus_per_worker: Option<u32>,
+    /// Head CPU, a Kubernetes quantity (2, 500m).
+    #[arg(long, value_name = "CPUS")]
+    cpus_in_head: Option<String>,
+    /// Head memory, a Kubernetes quantity (8Gi).
+    #[arg(long, value_name = "MEMORY")]
+    memory_in_head: Option<String>,
+    /// Set any config field, e.g. head.image=rayproject/ray:2.43.0 or
+    /// worker_groups[1].replicas=2 (repeatable; an empty value resets it).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse::assignment)]
+    set: Vec<String>,
+    /// Wait until the cluster is ready.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits (300, 90s, 10m).
+    #[arg(long, value_parser = parse::duration, default_value = "5m", value_name = "DURATION")]
+    timeout: Duration,
+    /// Check everything and print the manifest; create nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl Args {
+    /// The flags as overrides, applied after the file.
+    fn overrides(&self) -> Vec<String> {
+        let group = "worker_groups[0]";
+        let mut o = Vec::new();
+        let mut put = |key: String, value: Option<String>| {
+            if let Some(v) = value {
+                o.push(format!("{key}={v}"));
+            }
+        };
+        put(format!("{group}.replicas"), self.workers.map(|n| n.to_string()));
+        put(format!("{group}.min_replicas"), self.min_workers.map(|n| n.to_string()));
+        put(format!("{group}.max_replicas"), self.max_workers.map(|n| n.to_string()));
+        put(format!("{group}.gpus"), self.gpus_per_worker.map(|n| n.to_string()));
+        // Quoted so `--cpus-in-head 2` stays the quantity "2".
+        put(
+            "head.cpus".into(),
+            self.cpus_in_head.as_ref().map(|q| json!(q).to_string()),
+        );
+        put(
+            "head.memory".into(),
+            self.memory_in_head.as_ref().map(|q| json!(q).to_string()),
+        );
+        put(
+            "autoscaler.enabled".into(),
+            self.no_autoscaling.then(|| "false".to_owned()),
+        );
+        o
+    }
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let config = match &args.file {
+        Some(path) => ClusterConfig::from_file(path)?,
+        None => ClusterConfig::default(),
+    };
+    let namespace = ctx.namespace(args.namespace.as_deref().or(config.get_str("namespace")));
+    let config = config
+        .name(&args.name)
+        .namespace(&namespace)
+        .set_all(&args.overrides())?
+        .set_all(&args.set)?;
+    let client = ctx.client()?;
+    let options = CreateOptions {
+        dry_run: args.dry_run,
+        wait: None,
+    };
+    let created = client.create_with(config, options).await?;
+    if args.dry_run {
+        note(&format!(
+            "dry run: {namespace}/{} is valid; this manifest would be created",
+            args.name
+        ));
+        return ctx.printer.data(&created.manifest);
+    }
+    note(&format!("cluster {namespace}/{} created", args.name));
+    let cluster = if args.wait {
+        super::wait_ready(&client, &namespace, &args.name, args.timeout).await?
+    } else {
+        created.cluster
+    };
+    super::print_cluster(ctx, &cluster)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+
+    fn overrides(line: &[&str]) -> Vec<String> {
+        let cli = Cli::try_parse_from([&["krayne", "create", "c"][..], line].concat()).unwrap();
+        let Command::Create(args) = cli.command else { panic!() };
+        args.overrides()
+    }
+
+    #[test]
+    fn krayne_flags_become_overrides_of_the_first_group_and_head() {
+        assert_eq!(
+            overrides(&[
+                "--workers",
+                "3",
+                "--min-workers",
+                "1",
+                "--max-workers",
+                "5",
+                "--gpus-per-worker",
+                "1",
+                "--cpus-in-head",
+                "2",
+                "--memory-in-head",
+                "8Gi",
+                "--no-autoscaling"
+            ]),
+            [
+                "worker_groups[0].replicas=3",
+                "worker_groups[0].min_replicas=1",
+                "worker_groups[0].max_replicas=5",
+                "worker_groups[0].gpus=1",
+                "head.cpus=\"2\"",
+                "head.memory=\"8Gi\"",
+                "autoscaler.enabled=false",
+            ]
+        );
+        assert!(overrides(&[]).is_empty());
+    }
+}

@@ -1,0 +1,164 @@
+//! `krayne describe NAME`.
+
+use comfy_table::Cell;
+use krayne_client::{json::to_json, proto::ClusterDetails};
+
+use crate::{
+    context::Context,
+    failure::Failure,
+    output::{age, or_dash, out, time},
+};
+
+/// Show a cluster's summary, shape, pods, conditions and recent events.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let client = ctx.client()?;
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let details = client.describe(&namespace, &args.name).await?;
+    if ctx.printer.structured() {
+        return ctx.printer.data(&to_json(&details)?);
+    }
+    print(ctx, &details)
+}
+
+fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {
+    let p = &ctx.printer;
+    let info = d.info.clone().unwrap_or_default();
+    let head = d.head.clone().unwrap_or_default();
+    let mut fields = vec![
+        ("Name", info.name.clone()),
+        ("Namespace", info.namespace.clone()),
+        ("Status", info.status.clone()),
+        ("Workers", format!("{}/{} ready", info.ready_workers, info.num_workers)),
+        (
+            "Autoscaling",
+            if info.autoscaling_enabled { "on" } else { "off" }.to_owned(),
+        ),
+        (
+            "Created",
+            format!(
+                "{} ({} ago)",
+                time(info.created_at.as_ref()),
+                age(info.created_at.as_ref())
+            ),
+        ),
+        ("Created by", or_dash(info.created_by.as_deref())),
+        ("Ray version", d.ray_version.clone()),
+        (
+            "Head",
+            format!(
+                "{} CPU, {} memory, {} GPU, image {}{}",
+                head.cpus,
+                head.memory,
+                head.gpus,
+                head.image,
+                if head.runs_tasks { ", runs tasks" } else { "" }
+            ),
+        ),
+        ("Services", d.services.join(", ")),
+    ];
+    for (label, url) in [
+        ("Dashboard", &info.dashboard_url),
+        ("Ray client", &info.client_url),
+        ("Notebook", &info.notebook_url),
+        ("Code server", &info.code_server_url),
+        ("SSH", &info.ssh_url),
+    ] {
+        if let Some(url) = url {
+            fields.push((label, url.clone()));
+        }
+    }
+    p.fields(&fields)?;
+
+    out("\nWorker groups:\n")?;
+    let rows = d
+        .worker_groups
+        .iter()
+        .map(|g| {
+            vec![
+                Cell::new(&g.name),
+                Cell::new(g.replicas),
+                Cell::new(g.min_replicas),
+                Cell::new(g.max_replicas),
+                Cell::new(&g.cpus),
+                Cell::new(&g.memory),
+                Cell::new(g.gpus),
+                Cell::new(&g.image),
+            ]
+        })
+        .collect();
+    p.table(
+        &["NAME", "REPLICAS", "MIN", "MAX", "CPUS", "MEMORY", "GPUS", "IMAGE"],
+        rows,
+    )?;
+
+    out("\nPods:\n")?;
+    let rows = d
+        .pods
+        .iter()
+        .map(|pod| {
+            vec![
+                Cell::new(&pod.name),
+                Cell::new(if pod.group.is_empty() {
+                    &pod.node_type
+                } else {
+                    &pod.group
+                }),
+                Cell::new(&pod.phase),
+                Cell::new(if pod.ready { "yes" } else { "no" }),
+                Cell::new(pod.restarts),
+                Cell::new(or_dash(pod.reason.as_deref())),
+                Cell::new(or_dash(pod.pod_ip.as_deref())),
+                Cell::new(or_dash(pod.node_name.as_deref())),
+            ]
+        })
+        .collect();
+    p.table(
+        &["NAME", "GROUP", "PHASE", "READY", "RESTARTS", "REASON", "IP", "NODE"],
+        rows,
+    )?;
+
+    if !d.conditions.is_empty() {
+        out("\nConditions:\n")?;
+        let rows = d
+            .conditions
+            .iter()
+            .map(|c| {
+                vec![
+                    Cell::new(&c.r#type),
+                    Cell::new(&c.status),
+                    Cell::new(or_dash(c.reason.as_deref())),
+                    Cell::new(or_dash(c.message.as_deref())),
+                ]
+            })
+            .collect();
+        p.table(&["TYPE", "STATUS", "REASON", "MESSAGE"], rows)?;
+    }
+
+    out("\nEvents:\n")?;
+    if d.events.is_empty() {
+        return out("  <none>\n");
+    }
+    let rows = d
+        .events
+        .iter()
+        .map(|e| {
+            vec![
+                Cell::new(age(e.last_seen.as_ref())),
+                Cell::new(&e.r#type),
+                Cell::new(&e.reason),
+                Cell::new(format!("{}/{}", e.object_kind, e.object_name)),
+                Cell::new(&e.message),
+            ]
+        })
+        .collect();
+    p.table(&["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)
+}

@@ -1,0 +1,119 @@
+//! Cluster lifecycle commands and how clusters are shown.
+
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod describe;
+pub(crate) mod get;
+pub(crate) mod scale;
+pub(crate) mod wait;
+
+use std::{io::IsTerminal as _, time::Duration};
+
+use comfy_table::Cell;
+use futures::TryStreamExt as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use krayne_client::{Client, json::to_json, proto::ClusterInfo};
+use serde_json::Value;
+
+use crate::{
+    context::Context,
+    failure::Failure,
+    output::{age, note, or_dash},
+};
+
+/// Clusters as a table (one row each) or as a JSON/YAML list.
+pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<(), Failure> {
+    let p = &ctx.printer;
+    if p.structured() {
+        let items = clusters.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+        return p.data(&Value::Array(items));
+    }
+    let mut header = vec!["NAME", "NAMESPACE", "STATUS", "WORKERS", "AGE"];
+    if p.wide() {
+        header.extend(["AUTOSCALING", "HEAD-IP", "DASHBOARD", "CREATED-BY"]);
+    }
+    let rows = clusters
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                Cell::new(&c.name),
+                Cell::new(&c.namespace),
+                p.status(&c.status),
+                Cell::new(format!("{}/{}", c.ready_workers, c.num_workers)),
+                Cell::new(age(c.created_at.as_ref())),
+            ];
+            if p.wide() {
+                row.extend([
+                    Cell::new(if c.autoscaling_enabled { "on" } else { "off" }),
+                    Cell::new(or_dash(c.head_ip.as_deref())),
+                    Cell::new(or_dash(c.dashboard_url.as_deref())),
+                    Cell::new(or_dash(c.created_by.as_deref())),
+                ]);
+            }
+            row
+        })
+        .collect();
+    p.table(&header, rows)
+}
+
+/// One cluster: a one-row table, or a JSON/YAML object.
+pub(crate) fn print_cluster(ctx: &Context, cluster: &ClusterInfo) -> Result<(), Failure> {
+    if ctx.printer.structured() {
+        return ctx.printer.data(&to_json(cluster)?);
+    }
+    print_clusters(ctx, std::slice::from_ref(cluster))
+}
+
+/// Waits for `ready` on the WaitCluster stream, showing the status and the
+/// time spent: a spinner on a terminal, one line per change otherwise.
+pub(crate) async fn wait_ready(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<ClusterInfo, Failure> {
+    let tty = std::io::stderr().is_terminal();
+    let spinner = if tty {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let style =
+            ProgressStyle::with_template("{spinner} [{elapsed}] {msg}").map_err(|e| Failure::Other(e.to_string()))?;
+        bar.set_style(style);
+        bar.set_message(format!("waiting for {namespace}/{name}"));
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let started = std::time::Instant::now();
+    let result = async {
+        let mut stream = std::pin::pin!(client.watch(namespace, name, timeout).await?);
+        let mut last: Option<ClusterInfo> = None;
+        while let Some(info) = stream.try_next().await? {
+            let message = format!(
+                "{namespace}/{name}: {} ({}/{} workers ready)",
+                info.status, info.ready_workers, info.num_workers
+            );
+            if tty {
+                spinner.set_message(message);
+            } else if last.as_ref().is_none_or(|l| l.status != info.status) {
+                note(&format!("[{:>4}s] {message}", started.elapsed().as_secs()));
+            }
+            last = Some(info);
+        }
+        Ok::<_, Failure>(last)
+    }
+    .await;
+    spinner.finish_and_clear();
+    match result? {
+        Some(info) if info.status == "ready" => {
+            note(&format!(
+                "cluster {namespace}/{name} is ready after {}s",
+                started.elapsed().as_secs()
+            ));
+            Ok(info)
+        }
+        _ => Err(Failure::Other(format!(
+            "the wait for {namespace}/{name} ended before it was ready"
+        ))),
+    }
+}

@@ -1,0 +1,46 @@
+//! `krayne scale NAME`.
+
+use krayne_client::Scale;
+
+use crate::{context::Context, failure::Failure, output::note};
+
+/// Resize a worker group. Without autoscaling the group is pinned to
+/// --replicas (min and max follow), as Krayne does.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("size").required(true).multiple(true).args(["replicas", "min", "max"]))]
+pub(crate) struct Args {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// Worker group.
+    #[arg(short = 'g', long = "group", default_value = "worker", value_name = "GROUP")]
+    group: String,
+    /// Desired workers.
+    #[arg(short, long, value_name = "N")]
+    replicas: Option<u32>,
+    /// Autoscaler lower bound.
+    #[arg(long, value_name = "N")]
+    min: Option<u32>,
+    /// Autoscaler upper bound.
+    #[arg(long, value_name = "N")]
+    max: Option<u32>,
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let client = ctx.client()?;
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let scale = Scale {
+        group: args.group.clone(),
+        replicas: args.replicas,
+        min_replicas: args.min,
+        max_replicas: args.max,
+    };
+    let cluster = client.scale(&namespace, &args.name, scale).await?;
+    note(&format!(
+        "cluster {namespace}/{} group {} scaled",
+        args.name, args.group
+    ));
+    super::print_cluster(ctx, &cluster)
+}

@@ -1,0 +1,23 @@
+//! `krayne namespaces`.
+
+use krayne_client::json::to_json;
+use serde_json::Value;
+
+use crate::{context::Context, failure::Failure, output::note};
+
+/// List the namespaces you may use, with your role in each.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {}
+
+pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
+    let namespaces = ctx.client()?.list_namespaces().await?;
+    if ctx.printer.structured() {
+        let items = namespaces.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+        return ctx.printer.data(&Value::Array(items));
+    }
+    if namespaces.is_empty() {
+        note("You may not use any namespace; ask a platform admin to add your team to one.");
+        return Ok(());
+    }
+    super::print_access(ctx, &namespaces)
+}

@@ -1,0 +1,44 @@
+//! One module per command: `<noun>/<verb>.rs`.
+
+pub(crate) mod audit;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod identity;
+
+use crate::{
+    cli::{Cli, Command},
+    context::Context,
+    failure::Failure,
+};
+
+/// Runs the command on a single-threaded runtime: a CLI makes one call at a
+/// time, and starting one thread is cheaper than a pool.
+pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
+    let Cli { global, command } = cli;
+    match command {
+        // These need neither the config file nor the network.
+        Command::Completions(args) => return config::completions::run(&args),
+        Command::Version(args) => return config::version::run(&args, global.output),
+        _ => {}
+    }
+    let ctx = Context::new(global)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Other(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        match command {
+            Command::Create(args) => cluster::create::run(&ctx, args).await,
+            Command::Get(args) => cluster::get::run(&ctx, args).await,
+            Command::Describe(args) => cluster::describe::run(&ctx, args).await,
+            Command::Scale(args) => cluster::scale::run(&ctx, args).await,
+            Command::Delete(args) => cluster::delete::run(&ctx, args).await,
+            Command::Wait(args) => cluster::wait::run(&ctx, args).await,
+            Command::Whoami(args) => identity::whoami::run(&ctx, args).await,
+            Command::Namespaces(args) => identity::namespaces::run(&ctx, args).await,
+            Command::Audit(args) => audit::list::run(&ctx, args).await,
+            Command::Login(args) => config::login::run(&ctx, args).await,
+            Command::Completions(_) | Command::Version(_) => Ok(()),
+        }
+    })
+}

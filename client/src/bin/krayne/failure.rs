@@ -1,0 +1,124 @@
+//! Why a command failed, its exit code, and the one line that says so.
+
+use std::{io::Write as _, process::ExitCode};
+
+use krayne_client::{ClientError, Code};
+
+/// A failed command.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Bad input found before anything was sent.
+    Usage(String),
+    /// The user declined a confirmation.
+    Declined(String),
+    /// A call failed (or its input was refused on this side).
+    Client(ClientError),
+    /// Anything else (a file could not be written, …).
+    Other(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Self::Client(e)
+    }
+}
+
+impl Failure {
+    /// The exit code, as `krayne --help` lists them.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) => 2,
+            Self::Declined(_) | Self::Other(_) => 1,
+            Self::Client(e) => match e.code() {
+                Code::InvalidArgument | Code::OutOfRange => 2,
+                Code::NotFound => 3,
+                Code::Unauthenticated | Code::PermissionDenied => 4,
+                Code::Unavailable => 5,
+                Code::DeadlineExceeded => 6,
+                Code::AlreadyExists => 7,
+                Code::Ok
+                | Code::Cancelled
+                | Code::Unknown
+                | Code::ResourceExhausted
+                | Code::FailedPrecondition
+                | Code::Aborted
+                | Code::Unimplemented
+                | Code::Internal
+                | Code::DataLoss => 1,
+            },
+        }
+    }
+
+    /// The error line, field violations, a hint and (with `debug`) details.
+    fn lines(&self, debug: bool) -> Vec<String> {
+        match self {
+            Self::Usage(m) | Self::Other(m) => vec![format!("error: {m}")],
+            Self::Declined(m) => vec![m.clone()],
+            Self::Client(e) => {
+                let mut lines = vec![format!("error: {}", e.message())];
+                lines.extend(
+                    e.violations()
+                        .iter()
+                        .filter(|v| !e.message().contains(&format!("{}: {}", v.field, v.description)))
+                        .map(|v| format!("  {}: {}", v.field, v.description)),
+                );
+                let hint = match e.code() {
+                    Code::Unauthenticated => Some("hint: pass --token, set KRAYNE_TOKEN, or run `krayne login`"),
+                    Code::PermissionDenied => Some("hint: `krayne whoami` lists the namespaces you may use"),
+                    Code::Unavailable => Some("hint: is the server running, and is --server (or KRAYNE_SERVER) right?"),
+                    _ => None,
+                };
+                lines.extend(hint.map(str::to_owned));
+                if debug {
+                    lines.push(format!("  code: {:?} ({})", e.code(), i32::from(e.code())));
+                    if let Some(id) = e.request_id() {
+                        lines.push(format!("  request id: {id}"));
+                    }
+                }
+                lines
+            }
+        }
+    }
+}
+
+/// Prints the failure, if any, to stderr and turns it into the exit code.
+pub(crate) fn report(result: Result<(), Failure>, debug: bool) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            let mut stderr = std::io::stderr().lock();
+            for line in failure.lines(debug) {
+                // Nothing sensible is left to do when stderr is gone.
+                let _ = writeln!(stderr, "{line}");
+            }
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct_per_kind() {
+        let code = |c: Code| Failure::from(ClientError::new(c, "x")).exit_code();
+        assert_eq!(Failure::Usage("x".into()).exit_code(), 2);
+        assert_eq!(code(Code::InvalidArgument), 2);
+        assert_eq!(code(Code::NotFound), 3);
+        assert_eq!(code(Code::PermissionDenied), 4);
+        assert_eq!(code(Code::Unauthenticated), 4);
+        assert_eq!(code(Code::Unavailable), 5);
+        assert_eq!(code(Code::DeadlineExceeded), 6);
+        assert_eq!(code(Code::AlreadyExists), 7);
+        assert_eq!(code(Code::Internal), 1);
+    }
+
+    #[test]
+    fn violations_are_listed_under_the_message() {
+        let e = ClientError::invalid_field("head.cpus", "must be a string");
+        let lines = Failure::from(e).lines(true);
+        assert_eq!(lines[0], "error: head.cpus: must be a string");
+        assert!(lines.iter().any(|l| l.contains("InvalidArgument")), "{lines:?}");
+    }
+}

@@ -1,0 +1,163 @@
+//! Printing: data to stdout (table, JSON or YAML), messages to stderr.
+
+use std::io::{IsTerminal as _, Write as _};
+
+use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
+use serde_json::Value;
+
+use crate::failure::Failure;
+
+/// `-o`: how data is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns.
+    Table,
+    /// Aligned columns, with more of them.
+    Wide,
+    /// JSON, with the API's field names.
+    Json,
+    /// YAML, with the API's field names.
+    Yaml,
+}
+
+/// Prints in the chosen format; colours only on a terminal without
+/// `NO_COLOR`.
+pub(crate) struct Printer {
+    pub(crate) format: Format,
+    color: bool,
+}
+
+impl Printer {
+    pub(crate) fn new(format: Format) -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        Self {
+            format,
+            color: std::io::stdout().is_terminal() && !no_color && !dumb,
+        }
+    }
+
+    /// Whether `-o json` or `-o yaml` was asked for.
+    pub(crate) fn structured(&self) -> bool {
+        matches!(self.format, Format::Json | Format::Yaml)
+    }
+
+    /// Whether `-o wide` was asked for.
+    pub(crate) fn wide(&self) -> bool {
+        self.format == Format::Wide
+    }
+
+    /// `value` as JSON for `-o json`, else as YAML.
+    pub(crate) fn data(&self, value: &Value) -> Result<(), Failure> {
+        let text = match self.format {
+            Format::Json => serde_json::to_string_pretty(value).map_err(|e| Failure::Other(e.to_string()))? + "\n",
+            Format::Table | Format::Wide | Format::Yaml => {
+                let yaml = serde_saphyr::to_string(value).map_err(|e| Failure::Other(e.to_string()))?;
+                if yaml.ends_with('\n') { yaml } else { yaml + "\n" }
+            }
+        };
+        out(&text)
+    }
+
+    /// Rows under a header, kubectl style: no borders, two spaces apart.
+    pub(crate) fn table(&self, header: &[&str], rows: Vec<Vec<Cell>>) -> Result<(), Failure> {
+        let mut table = Table::new();
+        table
+            .load_style(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header.iter().copied());
+        if self.color {
+            table.enforce_styling();
+        } else {
+            table.force_no_tty();
+        }
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 2));
+        }
+        table.add_rows(rows);
+        let text: String = table.lines().map(|l| l.trim_end().to_owned() + "\n").collect();
+        out(&text)
+    }
+
+    /// `Label:  value` lines, labels aligned.
+    pub(crate) fn fields(&self, fields: &[(&str, String)]) -> Result<(), Failure> {
+        let width = fields.iter().map(|(label, _)| label.len()).max().unwrap_or(0) + 1;
+        let text: String = fields
+            .iter()
+            .map(|(label, value)| format!("{:width$}  {value}\n", format!("{label}:")))
+            .collect();
+        out(&text)
+    }
+
+    /// A cluster status, coloured by what it means for the user.
+    pub(crate) fn status(&self, status: &str) -> Cell {
+        let color = match status {
+            "ready" => Color::Green,
+            "creating" | "running" | "containers-creating" | "pods-pending" => Color::Yellow,
+            "suspended" => Color::DarkGrey,
+            _ => Color::Red,
+        };
+        let cell = Cell::new(status);
+        if self.color { cell.fg(color) } else { cell }
+    }
+}
+
+/// Writes data to stdout. A closed pipe (`krayne get | head -1`) ends the
+/// output quietly.
+pub(crate) fn out(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::Other(format!("cannot write output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A message for the person at the terminal, on stderr.
+pub(crate) fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// How long ago `t` was, kubectl style: `45s`, `12m`, `3h`, `5d`.
+pub(crate) fn age(t: Option<&prost_types::Timestamp>) -> String {
+    let Some(t) = t else { return "<unknown>".into() };
+    let seconds = (jiff::Timestamp::now().as_second() - t.seconds).max(0);
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// RFC 3339 text of a protobuf timestamp.
+pub(crate) fn time(t: Option<&prost_types::Timestamp>) -> String {
+    t.and_then(|t| jiff::Timestamp::new(t.seconds, t.nanos).ok())
+        .map_or_else(|| "-".to_owned(), |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+/// `value` or `-`.
+pub(crate) fn or_dash(value: Option<&str>) -> String {
+    value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_like_kubectls() {
+        let ago = |s: i64| {
+            age(Some(&prost_types::Timestamp {
+                seconds: jiff::Timestamp::now().as_second() - s,
+                nanos: 0,
+            }))
+        };
+        assert_eq!(ago(5), "5s");
+        assert_eq!(ago(600), "10m");
+        assert_eq!(ago(3 * 3600), "3h");
+        assert_eq!(ago(5 * 86_400), "5d");
+        assert_eq!(age(None), "<unknown>");
+    }
+}

@@ -1,0 +1,101 @@
+//! Login and the config file, delete confirmation, completions, version,
+//! help.
+
+use krayne_tests::Env;
+
+use crate::support::Krayne;
+
+#[tokio::test]
+async fn login_writes_a_private_config_file_that_later_commands_use() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let bare = k.bare();
+    let config = bare.config_home().join("krayne").join("config.yaml");
+
+    let run = bare
+        .run(&["login", "--server", &env.url(), "--token", "wrong", "-n", "ml-team"])
+        .await
+        .code(4);
+    assert!(run.stderr().contains("invalid token"), "{}", run.stderr());
+    assert!(!config.exists(), "a rejected token is not saved");
+
+    let run = bare
+        .run(&[
+            "login",
+            "--server",
+            &env.url(),
+            "--token",
+            &env.alice(),
+            "-n",
+            "ml-team",
+        ])
+        .await
+        .code(0);
+    assert!(
+        run.stderr().contains("authenticated as alice@example.com"),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stdout().is_empty());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&config), 0o600);
+        assert_eq!(mode(config.parent().unwrap()), 0o700);
+    }
+    let saved = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        saved.contains(&env.url()) && saved.contains("namespace: ml-team"),
+        "{saved}"
+    );
+
+    // Server, token and namespace now come from the file.
+    bare.run(&["create", "from-config"]).await.code(0);
+    let one = bare.run(&["get", "from-config", "-o", "json"]).await.json();
+    assert_eq!(one["namespace"], "ml-team");
+    // Flags still win over the file.
+    bare.run(&["--token", "junk", "get"]).await.code(4);
+}
+
+#[tokio::test]
+async fn delete_asks_first_and_refuses_without_a_terminal() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "keep", "-n", "ml-team"]).await.code(0);
+    let run = k.run(&["delete", "keep", "-n", "ml-team"]).await.code(2);
+    assert!(run.stderr().contains("pass --yes"), "{}", run.stderr());
+    k.run(&["get", "keep", "-n", "ml-team"]).await.code(0);
+    k.run(&["delete", "keep", "-n", "ml-team", "--yes"]).await.code(0);
+    k.run(&["get", "keep", "-n", "ml-team"]).await.code(3);
+}
+
+#[tokio::test]
+async fn offline_commands_need_no_server() {
+    let env = Env::start().await;
+    let bare = Krayne::new(&env, "unused").bare();
+    let version = bare.run(&["version"]).await.code(0).stdout();
+    assert_eq!(version, format!("krayne {}\n", env!("CARGO_PKG_VERSION")));
+    let version = bare.run(&["version", "-o", "json"]).await.json();
+    assert_eq!(version["client"], env!("CARGO_PKG_VERSION"));
+    assert!(bare.run(&["--version"]).await.code(0).stdout().starts_with("krayne "));
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let script = bare.run(&["completions", shell]).await.code(0).stdout();
+        assert!(script.contains("krayne"), "{shell}");
+    }
+    bare.run(&["completions", "tcsh"]).await.code(2);
+    let help = bare.run(&["--help"]).await.code(0).stdout();
+    for expected in ["create", "describe", "Exit codes:", "krayne login"] {
+        assert!(help.contains(expected), "{expected}:\n{help}");
+    }
+    let help = bare.run(&["create", "--help"]).await.code(0).stdout();
+    for expected in [
+        "--workers",
+        "--no-autoscaling",
+        "--set <KEY=VALUE>",
+        "--dry-run",
+        "Examples:",
+    ] {
+        assert!(help.contains(expected), "{expected}:\n{help}");
+    }
+}

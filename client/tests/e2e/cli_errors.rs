@@ -1,0 +1,91 @@
+//! One clear line and a distinct exit code per kind of failure.
+
+use krayne_tests::Env;
+
+use crate::support::Krayne;
+
+#[tokio::test]
+async fn each_kind_of_failure_has_its_exit_code() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "taken", "-n", "ml-team"]).await.code(0);
+
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["get", "missing", "-n", "ml-team"],
+            3,
+            "error: cluster \"missing\" not found",
+        ),
+        (
+            &["describe", "x", "-n", "nowhere"],
+            4,
+            "error: alice@example.com needs the viewer role",
+        ),
+        (&["get", "-n", "other-team"], 4, "krayne whoami"),
+        (
+            &["create", "taken", "-n", "ml-team"],
+            7,
+            "error: cluster \"taken\" already exists",
+        ),
+        (
+            &["create", "bad", "-n", "ml-team", "--workers", "1", "--min-workers", "2"],
+            2,
+            "worker_groups[0].min_replicas: must be <= replicas (1)",
+        ),
+        (&["scale", "taken", "-n", "ml-team", "-g", "nope", "-r", "1"], 3, "nope"),
+        (&["get", "--bogus"], 2, "unexpected argument '--bogus'"),
+        (&["scale", "taken", "-n", "ml-team"], 2, "required"),
+        (&["create", "x", "--set", "novalue"], 2, "expected KEY=VALUE"),
+        (&["wait", "x", "--timeout", "soon"], 2, "not a duration"),
+    ];
+    for (args, code, message) in cases {
+        let run = k.run(args).await.code(*code);
+        assert!(run.stderr().contains(message), "{args:?}: {}", run.stderr());
+        assert!(run.stdout().is_empty(), "{args:?}: data on stdout: {}", run.stdout());
+    }
+
+    let anonymous = Krayne::new(&env, "not-a-jwt");
+    let run = anonymous.run(&["get"]).await.code(4);
+    assert!(run.stderr().contains("krayne login"), "{}", run.stderr());
+
+    let down = k.bare();
+    let run = down.run(&["--server", "http://127.0.0.1:1", "get"]).await.code(5);
+    assert!(run.stderr().contains("Connection refused"), "{}", run.stderr());
+    let run = down.run(&["get"]).await.code(2);
+    assert!(run.stderr().contains("no server given"), "{}", run.stderr());
+    let run = down.run(&["--server", "localhost:8080", "get"]).await.code(2);
+    assert!(run.stderr().contains("http://"), "{}", run.stderr());
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_exits_6_naming_the_status() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let run = k
+        .run(&[
+            "create",
+            "stuck",
+            "-n",
+            "ml-team",
+            "--set",
+            "head.image=rayproject/ray:doesnotexist",
+            "--wait",
+            "--timeout",
+            "2",
+        ])
+        .await
+        .code(6);
+    assert!(run.stderr().contains("image-pull-error"), "{}", run.stderr());
+    assert!(run.stdout().is_empty());
+}
+
+#[tokio::test]
+async fn debug_adds_the_code_and_request_id() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let plain = k.run(&["get", "missing", "-n", "ml-team"]).await.code(3);
+    assert_eq!(plain.stderr().lines().count(), 1, "{}", plain.stderr());
+    let debug = k.run(&["get", "missing", "-n", "ml-team", "--debug"]).await.code(3);
+    assert!(debug.stderr().contains("code: NotFound"), "{}", debug.stderr());
+    assert!(debug.stderr().contains("request id: "), "{}", debug.stderr());
+}

@@ -1,0 +1,10 @@
+//! The SDK and the `krayne` CLI against the real server binary and the
+//! sandbox.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cli_commands;
+mod cli_config;
+mod cli_errors;
+mod cli_files;
+mod sdk;
+mod support;

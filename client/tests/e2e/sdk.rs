@@ -1,0 +1,296 @@
+//! Every SDK method against the real server.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::TryStreamExt as _;
+use krayne_client::{
+    AuditQuery, Client, ClusterConfig, ClusterSpecBuilder, Code, CreateOptions, RetryPolicy, Scale, WorkerGroupBuilder,
+};
+use krayne_tests::Env;
+
+async fn client(env: &Env, token: &str) -> Client {
+    Client::connect(env.url()).await.unwrap().with_token(token)
+}
+
+#[tokio::test]
+async fn every_cluster_method_round_trips() {
+    let env = Env::start().await;
+    let c = client(&env, &env.alice()).await;
+
+    let spec = ClusterSpecBuilder::new("sdk")
+        .namespace("ml-team")
+        .head_cpus("2")
+        .worker_group(WorkerGroupBuilder::new("cpu").replicas(1).max_replicas(3))
+        .build();
+    let dry = c
+        .create_with(
+            spec.clone(),
+            CreateOptions {
+                dry_run: true,
+                wait: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.manifest["kind"], "RayCluster");
+    assert_eq!(
+        dry.manifest["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        "2"
+    );
+    assert_eq!(c.get("ml-team", "sdk").await.unwrap_err().code(), Code::NotFound);
+
+    let created = c
+        .create_with(
+            spec,
+            CreateOptions {
+                dry_run: false,
+                wait: Some(Duration::from_secs(60)),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.cluster.status, "ready");
+    assert_eq!(created.cluster.created_by.as_deref(), Some("alice@example.com"));
+
+    let got = c.get("ml-team", "sdk").await.unwrap();
+    assert_eq!(got.num_workers, 1);
+    let details = c.describe("ml-team", "sdk").await.unwrap();
+    assert_eq!(details.worker_groups[0].name, "cpu");
+    assert_eq!(details.pods.len(), 2, "{:?}", details.pods);
+
+    let scaled = c
+        .scale(
+            "ml-team",
+            "sdk",
+            Scale {
+                group: "cpu".into(),
+                replicas: Some(3),
+                ..Scale::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.num_workers, 3);
+    // Scaling up keeps a ready cluster ready (KubeRay's state does not
+    // change); the wait returns its current summary.
+    let ready = c
+        .wait_until_ready("ml-team", "sdk", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!((ready.status.as_str(), ready.num_workers), ("ready", 3));
+
+    let all = c.list_all(None).await.unwrap();
+    assert_eq!(all.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["sdk"]);
+
+    c.delete("ml-team", "sdk").await.unwrap();
+    assert_eq!(c.delete("ml-team", "sdk").await.unwrap_err().code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn identity_and_audit_methods() {
+    let env = Env::start().await;
+    let alice = client(&env, &env.alice()).await;
+    let me = alice.whoami().await.unwrap();
+    assert_eq!(me.subject, "alice@example.com");
+    assert_eq!(me.teams, ["ml-research"]);
+    let namespaces = alice.list_namespaces().await.unwrap();
+    let names: Vec<_> = namespaces.iter().map(|n| n.namespace.as_str()).collect();
+    assert_eq!(names, ["ml-team", "shared-data"]);
+
+    alice
+        .create(ClusterSpecBuilder::new("audited").namespace("ml-team").build())
+        .await
+        .unwrap();
+    let admin = client(&env, &env.admin()).await;
+    let query = AuditQuery {
+        namespace: "ml-team".into(),
+        action: "cluster.create".into(),
+        ..AuditQuery::default()
+    };
+    let events: Vec<_> = admin.audit_events(query.clone()).try_collect().await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].actor.as_ref().unwrap().subject, "alice@example.com");
+    assert_eq!(events[0].outcome, "succeeded");
+    let denied = alice.audit_page(&query, "").await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+}
+
+#[tokio::test]
+async fn list_follows_page_tokens() {
+    let env = Env::start().await;
+    let c = client(&env, &env.admin()).await;
+    for (ns, name) in [
+        ("ml-team", "a"),
+        ("ml-team", "b"),
+        ("ml-team", "c"),
+        ("other-team", "d"),
+        ("shared-data", "e"),
+    ] {
+        c.create(ClusterSpecBuilder::new(name).namespace(ns).build())
+            .await
+            .unwrap();
+    }
+    let first = c.list_page(None, 2, "").await.unwrap();
+    assert_eq!(first.clusters.len(), 2);
+    assert!(!first.next_page_token.is_empty());
+    let all: Vec<_> = c.list_paged(None, 2).try_collect().await.unwrap();
+    let names: Vec<_> = all.iter().map(|i| format!("{}/{}", i.namespace, i.name)).collect();
+    assert_eq!(
+        names,
+        ["ml-team/a", "ml-team/b", "ml-team/c", "other-team/d", "shared-data/e"]
+    );
+    let team: Vec<_> = c.list_paged(Some("ml-team"), 1).try_collect().await.unwrap();
+    assert_eq!(team.len(), 3);
+}
+
+#[tokio::test]
+async fn errors_carry_the_code_and_field_violations() {
+    let env = Env::start().await;
+    let c = client(&env, &env.alice()).await;
+    let bad = ClusterConfig::from_yaml("name: Bad_Name\nworker_groups: [{replicas: 1, min_replicas: 2}]\n")
+        .unwrap()
+        .namespace("ml-team");
+    let e = c.create_with(bad, CreateOptions::default()).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let fields: Vec<_> = e.violations().iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, ["name", "worker_groups[0].min_replicas"]);
+    assert!(e.request_id().is_some());
+
+    let other = c.get("other-team", "x").await.unwrap_err();
+    assert_eq!(other.code(), Code::PermissionDenied);
+    let anonymous = Client::connect(env.url()).await.unwrap();
+    assert_eq!(anonymous.whoami().await.unwrap_err().code(), Code::Unauthenticated);
+
+    c.create(ClusterSpecBuilder::new("twice").namespace("ml-team").build())
+        .await
+        .unwrap();
+    let again = c
+        .create(ClusterSpecBuilder::new("twice").namespace("ml-team").build())
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists);
+
+    let stuck = ClusterSpecBuilder::new("stuck")
+        .namespace("ml-team")
+        .head_image("rayproject/ray:doesnotexist")
+        .build();
+    c.create(stuck).await.unwrap();
+    let timeout = c
+        .wait_until_ready("ml-team", "stuck", Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(timeout.code(), Code::DeadlineExceeded);
+    assert!(timeout.message().contains("image-pull-error"), "{timeout}");
+
+    let unreachable = Client::connect("http://127.0.0.1:1").await.unwrap_err();
+    assert_eq!(unreachable.code(), Code::Unavailable);
+    assert!(unreachable.message().contains("refused"), "{unreachable}");
+    let bad_url = Client::connect("ftp://example.com").await.unwrap_err();
+    assert_eq!(bad_url.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn idempotent_calls_are_retried_across_a_server_restart() {
+    let mut env = Env::start().await;
+    let c = Client::builder(env.url())
+        .token(env.alice())
+        .retry(RetryPolicy {
+            max_retries: 100,
+            min_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(200),
+        })
+        .connect()
+        .await
+        .unwrap();
+    c.create(ClusterSpecBuilder::new("survivor").namespace("ml-team").build())
+        .await
+        .unwrap();
+
+    env.stop_server().await;
+    // Not idempotent, so not retried: the error comes back at once.
+    let create = c
+        .create(ClusterSpecBuilder::new("second").namespace("ml-team").build())
+        .await
+        .unwrap_err();
+    assert_eq!(create.code(), Code::Unavailable);
+
+    let reader = c.clone();
+    let get = tokio::spawn(async move { reader.get("ml-team", "survivor").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!get.is_finished(), "the get should still be retrying");
+    env.start_server().await;
+    let got = get.await.unwrap().unwrap();
+    assert_eq!(got.name, "survivor");
+
+    let none = Client::builder(env.url()).token(env.alice()).retry(RetryPolicy::none());
+    let none = none.connect().await.unwrap();
+    env.stop_server().await;
+    assert_eq!(
+        none.get("ml-team", "survivor").await.unwrap_err().code(),
+        Code::Unavailable
+    );
+}
+
+#[tokio::test]
+async fn a_token_provider_is_asked_on_every_call() {
+    let env = Env::start().await;
+    let current = Arc::new(Mutex::new("expired-token".to_owned()));
+    let asked = Arc::new(Mutex::new(0_u32));
+    let (token, count) = (current.clone(), asked.clone());
+    let c = Client::builder(env.url())
+        .token_provider(move || {
+            *count.lock().unwrap() += 1;
+            Ok(token.lock().unwrap().clone())
+        })
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(c.whoami().await.unwrap_err().code(), Code::Unauthenticated);
+    *current.lock().unwrap() = env.alice();
+    assert_eq!(c.whoami().await.unwrap().subject, "alice@example.com");
+    *current.lock().unwrap() = env.admin();
+    assert!(c.whoami().await.unwrap().global_admin);
+    assert_eq!(*asked.lock().unwrap(), 3);
+
+    let failing = c.with_token_provider(|| Err::<String, _>("the identity provider is down".to_owned()));
+    let e = failing.whoami().await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    assert!(e.message().contains("identity provider is down"), "{e}");
+}
+
+#[tokio::test]
+async fn the_pipeline_example_runs() {
+    let env = Env::start().await;
+    let example = std::path::Path::new(env!("CARGO_BIN_EXE_krayne"))
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("pipeline");
+    assert!(
+        example.exists(),
+        "{} is missing: cargo test builds examples",
+        example.display()
+    );
+    let mut cmd = std::process::Command::new(example);
+    cmd.env("KRAYNE_SERVER", env.url())
+        .env("KRAYNE_TOKEN", env.alice())
+        .env("KRAYNE_NAMESPACE", "ml-team");
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("ready"), "{stdout}");
+    let c = client(&env, &env.alice()).await;
+    assert!(
+        c.list_all(Some("ml-team")).await.unwrap().is_empty(),
+        "the example deletes its cluster"
+    );
+}
