@@ -5,6 +5,7 @@
 // A test harness: failing loudly, with the reason, is its job.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod chart;
 mod clients;
 mod postgres;
 mod proxy;

@@ -28,8 +28,6 @@ pub enum ClusterChange {
 pub trait ClusterStore: Send + Sync + 'static {
     /// Names of every namespace.
     async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error>;
-    /// Whether a namespace exists.
-    async fn namespace_exists(&self, namespace: &str, request_id: &str) -> Result<bool, Error>;
     /// Creates a RayCluster from its manifest; with `dry_run`, Kubernetes
     /// checks it and stores nothing.
     async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error>;

@@ -130,15 +130,6 @@ impl ClusterStore for KubeClusterStore {
         Ok(list.items.into_iter().map(|n| n.metadata.name).collect())
     }
 
-    async fn namespace_exists(&self, namespace: &str, request_id: &str) -> Result<bool, Error> {
-        let request = KubeRequest::new("/api/v1/namespaces").get(namespace, &GetParams::default());
-        match self.call::<Named>(request, request_id).await {
-            Ok(_) => Ok(true),
-            Err(Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error> {
         let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("default");
         let body = serde_json::to_vec(manifest).map_err(|e| Error::Internal(e.to_string()))?;

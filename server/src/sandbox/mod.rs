@@ -15,6 +15,7 @@
 //! on a RayCluster makes its pods crash-loop. Pods that fit on no simulated
 //! node stay `Pending`/`Unschedulable` until capacity frees up.
 
+mod access;
 mod api;
 mod api_error;
 mod discovery;
@@ -33,6 +34,7 @@ use std::{
     time::Duration,
 };
 
+pub use access::Access;
 pub use api::RequestRecord;
 pub use api_error::ApiError;
 pub use nodes::NodeCapacity;

@@ -5,6 +5,8 @@
 mod audit_log;
 mod audit_store;
 mod auth;
+mod chart;
+mod chart_rbac;
 mod errors;
 mod grpc_lifecycle;
 mod keys;

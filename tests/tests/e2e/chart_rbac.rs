@@ -1,0 +1,153 @@
+//! The chart's RBAC is exactly what the server uses: every REST operation is
+//! driven against the sandbox, the sandbox's request log gives each
+//! Kubernetes request's RBAC attributes, and those must equal the rules in
+//! `charts/krayne/files/rbac/` — nothing missing, nothing extra.
+
+use std::collections::BTreeSet;
+
+use krayne_server::sandbox::Access;
+use krayne_tests::{Env, Rest, chart};
+use serde_json::{Value, json};
+
+/// `group/resource[/subresource]:verb` (`core` for the core group), or
+/// `nonResource:/path:verb`.
+type Permission = String;
+
+fn group_name(group: &str) -> &str {
+    if group.is_empty() { "core" } else { group }
+}
+
+fn permissions_of(rules: &Value) -> BTreeSet<Permission> {
+    let mut out = BTreeSet::new();
+    for rule in rules.as_array().expect("a list of rules") {
+        let strings = |key: &str| -> Vec<String> {
+            rule[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        for verb in strings("verbs") {
+            assert_ne!(verb, "*", "no wildcard verbs");
+            for url in strings("nonResourceURLs") {
+                out.insert(format!("nonResource:{url}:{verb}"));
+            }
+            for group in strings("apiGroups") {
+                for resource in strings("resources") {
+                    assert_ne!(resource, "*", "no wildcard resources");
+                    out.insert(format!("{}/{resource}:{verb}", group_name(&group)));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn permission(access: &Access) -> Permission {
+    match access {
+        Access::Resource {
+            group,
+            resource,
+            subresource,
+            verb,
+            ..
+        } => match subresource {
+            Some(sub) => format!("{}/{resource}/{sub}:{verb}", group_name(group)),
+            None => format!("{}/{resource}:{verb}", group_name(group)),
+        },
+        Access::NonResource { path, verb } => format!("nonResource:{path}:{verb}"),
+    }
+}
+
+/// Calls every REST operation once, in an order that makes each succeed,
+/// and returns the `(method, path template)` pairs it called.
+async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, String)> {
+    let ns = "/v1/namespaces/{namespace}/clusters";
+    let one = "/v1/namespaces/{namespace}/clusters/{name}";
+    let concrete = |template: &str| template.replace("{namespace}", "ml-team").replace("{name}", "rbac");
+    let spec = json!({"name": "rbac", "worker_groups": [{"name": "cpu", "replicas": 1, "max_replicas": 3}]});
+    let mut called = BTreeSet::new();
+    let mut call = |method: &str, template: &str| {
+        called.insert((method.to_owned(), template.to_owned()));
+        concrete(template)
+    };
+    admin.get(&call("get", "/v1/whoami")).await.expect(200);
+    admin.get(&call("get", "/v1/namespaces")).await.expect(200);
+    admin
+        .post(&format!("{}?dry_run=true", concrete(ns)), &spec)
+        .await
+        .expect(200);
+    admin.post(&call("post", ns), &spec).await.expect(201);
+    admin
+        .get(&format!("{}?timeout_seconds=60", call("get", &format!("{one}/wait"))))
+        .await
+        .expect(200);
+    admin.get(&call("get", one)).await.expect(200);
+    admin.get(&call("get", ns)).await.expect(200);
+    admin.get(&call("get", "/v1/clusters")).await.expect(200);
+    admin.get(&call("get", &format!("{one}/details"))).await.expect(200);
+    admin
+        .post(
+            &call("post", &format!("{one}/scale")),
+            &json!({"worker_group": "cpu", "replicas": 2}),
+        )
+        .await
+        .expect(200);
+    admin.get(&call("get", "/v1/audit")).await.expect(200);
+    admin.delete(&call("delete", one)).await.expect(204);
+    let ops = Rest::new(&format!("http://{}", env.server.ops), None);
+    ops.get("/readyz").await.expect(200);
+    called
+}
+
+#[tokio::test]
+async fn chart_rbac_is_exactly_what_the_server_calls() {
+    let env = Env::start().await;
+    let admin = env.rest(&env.admin());
+    let called = drive_every_operation(&env, &admin).await;
+
+    let spec = env.anonymous().get("/openapi.json").await.expect(200).body;
+    let mut operations = BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            operations.insert((method.clone(), path.clone()));
+        }
+    }
+    assert_eq!(called, operations, "the drive covers every REST operation");
+
+    let accesses: Vec<Access> = env.sandbox.requests().iter().map(|r| r.access()).collect();
+    let used: BTreeSet<Permission> = accesses.iter().map(permission).collect();
+
+    let namespaced = permissions_of(&chart::yaml("files/rbac/namespaced.yaml"));
+    let cluster = permissions_of(&chart::yaml("files/rbac/cluster.yaml"));
+    let granted: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
+    assert_eq!(
+        used,
+        granted,
+        "used but not granted: {:?}; granted but not used: {:?}",
+        used.difference(&granted).collect::<Vec<_>>(),
+        granted.difference(&used).collect::<Vec<_>>()
+    );
+
+    // With rbac.namespaces set, namespaced rules live in Roles: the server
+    // must use them only inside a namespace, and the cluster rules never.
+    for access in &accesses {
+        let p = permission(access);
+        let in_namespace = matches!(access, Access::Resource { namespace: Some(_), .. });
+        if namespaced.contains(&p) {
+            assert!(in_namespace, "{p} is in a Role but was used cluster-wide: {access:?}");
+        } else {
+            assert!(
+                !in_namespace,
+                "{p} is in the ClusterRole only but was used in a namespace"
+            );
+        }
+    }
+
+    let rbac = chart::read("templates/rbac.yaml");
+    for file in ["files/rbac/namespaced.yaml", "files/rbac/cluster.yaml"] {
+        assert!(
+            rbac.contains(&format!(".Files.Get \"{file}\"")),
+            "rbac.yaml uses {file}"
+        );
+    }
+}
