@@ -90,6 +90,7 @@ fn the_schema_rejects_bad_values() {
             json!({"serviceMonitor": {"interval": "often"}}),
             "/serviceMonitor/interval",
         ),
+        (json!({"ingress": {"enabled": true}}), "/ingress/hosts"),
     ];
     for (overlay, expected) in cases {
         let mut values = defaults();
@@ -308,6 +309,20 @@ fn the_settings_configmap_speaks_the_servers_environment() {
     let documents = static_documents("configmap.yaml");
     let data = &object(&documents, "ConfigMap")["data"];
     assert_eq!(data["KRAYNE_TEAMS_FILE"], "/etc/krayne/teams/teams.yaml");
+    // Helm reads numbers as float64 and prints 1048576 as 1.048576e+06,
+    // which the server would refuse: numbers must go through int64/int.
+    let values = defaults();
+    for line in text.lines() {
+        for path in values_paths(line) {
+            let value = path.split('.').try_fold(&values, |v, key| v.get(key));
+            if value.is_some_and(Value::is_number) {
+                assert!(
+                    line.contains("int64") || line.contains("(int "),
+                    "{line}: a number printed as a float"
+                );
+            }
+        }
+    }
     let deployment = chart::read("templates/deployment.yaml");
     assert!(
         deployment.contains("name: KRAYNE_DATABASE_URL"),
