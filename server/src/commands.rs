@@ -12,10 +12,11 @@ use crate::{
         watch_mapping,
     },
     config::{
-        AuditCommand, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs, ServeArgs,
-        TokenCommand,
+        AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
+        ServeArgs, TokenCommand,
     },
-    k8s::KubeClusterStore,
+    domain::ClusterStore,
+    k8s::{self, CacheOptions, CachedClusterStore, KubeClusterStore},
     manifest::ManifestSettings,
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
@@ -27,6 +28,9 @@ mod sandbox_cmd;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     init_tracing(&cli.log, cli.log_json);
+    // Before anything records: the watch cache starts counting before the
+    // ops listener exists, and metrics without a recorder are lost.
+    let _ = crate::ops::metrics_handle();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
@@ -155,11 +159,11 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!(file = %args.teams_file.display(), sha256 = %hash, "team mapping loaded");
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
     let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
-    let client = kube_client(&args).await?;
+    let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
     let (mut service, rest) = settings(&args.http);
     service.audit_reads = args.audit_reads;
     let parts = Parts {
-        store: Arc::new(KubeClusterStore::new(client)),
+        store: cluster_store(client, &args.cache),
         audit: audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
         service,
@@ -170,6 +174,19 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
     Ok(())
+}
+
+/// Kubernetes behind the watch cache, or read-through when it is off.
+pub(crate) fn cluster_store(client: kube::Client, cache: &CacheArgs) -> Arc<dyn ClusterStore> {
+    if !cache.cache {
+        tracing::info!("watch cache off: every read goes to Kubernetes");
+        return Arc::new(KubeClusterStore::new(client));
+    }
+    let options = CacheOptions {
+        namespaces: cache.cache_namespaces.clone(),
+        write_wait: Duration::from_millis(cache.cache_write_wait_ms),
+    };
+    Arc::new(CachedClusterStore::start(client, &options))
 }
 
 /// `90d`, `12h`, `30m`, `1h30m`: days count as 24 hours.
@@ -214,26 +231,6 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
         .map_err(|e| format!("prune: {e}"))?;
     println!("deleted {deleted} audit rows older than {cutoff}");
     Ok(())
-}
-
-async fn kube_client(args: &ServeArgs) -> Result<kube::Client, String> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
-            let options = kube::config::KubeConfigOptions {
-                context: args.kube_context.clone(),
-                ..Default::default()
-            };
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| format!("--kubeconfig: {e}"))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
 }
 
 #[allow(clippy::print_stdout)]

@@ -139,6 +139,26 @@ pub struct ServeArgs {
     /// Audit reads (get, list, describe) too, not only changes.
     #[arg(long, env = "KRAYNE_AUDIT_READS")]
     pub audit_reads: bool,
+    /// The watch cache.
+    #[command(flatten)]
+    pub cache: CacheArgs,
+}
+
+/// The watch cache of RayClusters, pods, events and namespaces.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// Serve reads from a watch cache (`false`: every read goes to
+    /// Kubernetes).
+    #[arg(long, env = "KRAYNE_CACHE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cache: bool,
+    /// Namespaces to cache, comma-separated; empty caches every namespace
+    /// (cluster-wide watches). Reads elsewhere go to Kubernetes.
+    #[arg(long, env = "KRAYNE_CACHE_NAMESPACES", value_delimiter = ',')]
+    pub cache_namespaces: Vec<String>,
+    /// Longest a write waits for the cache to show it, in milliseconds;
+    /// reads of that cluster go to Kubernetes until it does.
+    #[arg(long, env = "KRAYNE_CACHE_WRITE_WAIT_MS", default_value_t = 3000)]
+    pub cache_write_wait_ms: u64,
 }
 
 /// How tokens are checked.
@@ -205,6 +225,9 @@ pub struct SandboxArgs {
     /// Multiply the simulated operator's delays (0 = instant).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
+    /// The watch cache.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 /// `krayne-server token …`.

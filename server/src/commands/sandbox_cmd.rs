@@ -1,6 +1,6 @@
 //! `krayne-server sandbox`: everything on one machine, nothing to install.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use jsonwebtoken::Algorithm;
 
@@ -10,7 +10,7 @@ use crate::{
     audit::{self, DatabaseOptions, QueueOptions},
     auth::{Authenticator, EXAMPLE_MAPPING, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
     config::SandboxArgs,
-    k8s::KubeClusterStore,
+    k8s,
     rest::RestSettings,
     service::ServiceSettings,
 };
@@ -38,7 +38,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     sandbox
         .write_kubeconfig(&kubeconfig)
         .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
+    let client = k8s::client(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
     let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
     let audit_db = DatabaseOptions {
         url: format!("sqlite://{}", audit_file.display()),
@@ -51,7 +51,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
     let parts = Parts {
-        store: Arc::new(KubeClusterStore::new(client)),
+        store: super::cluster_store(client, &args.cache),
         audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
         auth: Authenticator::new(verifier, mapping),
         service: ServiceSettings::default(),

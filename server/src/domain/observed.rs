@@ -27,6 +27,8 @@ pub struct ObjectMeta {
     pub creation_timestamp: Option<String>,
     /// Resource version.
     pub resource_version: Option<String>,
+    /// Set once deletion began (finalizers may keep the object a while).
+    pub deletion_timestamp: Option<String>,
     /// Labels.
     #[serde(deserialize_with = "nullable")]
     pub labels: BTreeMap<String, String>,

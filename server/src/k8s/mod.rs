@@ -1,7 +1,11 @@
 //! The only code that talks to Kubernetes: RayClusters, their pods and
 //! events, through kube-rs, into the domain's observed views.
 
+mod cache;
 mod errors;
+mod metered;
+
+pub use cache::{CacheOptions, CachedClusterStore};
 
 use axum::http::{HeaderValue, Method, Request, header};
 use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
@@ -42,16 +46,6 @@ struct NamedMeta {
     name: String,
 }
 
-/// `rayclusters`, `pods`, … from an API path, for metric labels.
-fn resource_of(path: &str) -> String {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let at = segments
-        .iter()
-        .rposition(|s| ["rayclusters", "pods", "events", "namespaces"].contains(s));
-    at.and_then(|i| segments.get(i))
-        .map_or_else(|| "other".to_owned(), |s| (*s).to_owned())
-}
-
 fn rayclusters(namespace: Option<&str>) -> KubeRequest {
     KubeRequest::new(match namespace {
         Some(ns) => format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"),
@@ -61,6 +55,36 @@ fn rayclusters(namespace: Option<&str>) -> KubeRequest {
 
 fn core(namespace: &str, plural: &str) -> KubeRequest {
     KubeRequest::new(format!("/api/v1/namespaces/{namespace}/{plural}"))
+}
+
+/// A kube client for `config` whose every request is counted in
+/// `krayne_kube_requests_total` (by verb, resource and outcome).
+pub fn client(config: kube::Config) -> Result<kube::Client, String> {
+    let builder =
+        kube::client::ClientBuilder::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    Ok(builder.with_layer(&metered::Metered).build())
+}
+
+/// Connects with `kubeconfig` (and `context`), or in-cluster configuration
+/// or the default kubeconfig when none is given.
+pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            let options = kube::config::KubeConfigOptions {
+                context: context.map(str::to_owned),
+                ..Default::default()
+            };
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("--kubeconfig: {e}"))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes configuration found (in-cluster or kubeconfig): {e}"))?,
+    };
+    client(config)
 }
 
 impl KubeClusterStore {
@@ -78,21 +102,7 @@ impl KubeClusterStore {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        let labels = [
-            ("verb", request.method().to_string()),
-            ("resource", resource_of(request.uri().path())),
-        ];
-        let started = std::time::Instant::now();
-        let result = self.client.request::<T>(request).await.map_err(errors::translate);
-        let outcome = result.as_ref().map_or_else(Error::code, |_| "ok");
-        metrics::histogram!("krayne_kube_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
-        let [verb, resource] = labels;
-        metrics::counter!(
-            "krayne_kube_requests_total",
-            &[verb, resource, ("outcome", outcome.to_owned())]
-        )
-        .increment(1);
-        result
+        self.client.request::<T>(request).await.map_err(errors::translate)
     }
 
     async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(

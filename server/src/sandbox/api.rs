@@ -48,6 +48,9 @@ pub(super) struct ApiState {
     pub bookmark_interval: Duration,
     /// `host:port` clients reach the API at.
     pub address: String,
+    /// Bumped to end every open watch (a dropped connection, as clients
+    /// see when an API server restarts).
+    pub disconnect: tokio::sync::watch::Sender<u64>,
 }
 
 type Shared = Arc<ApiState>;
@@ -299,7 +302,8 @@ fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
         Ok((first, receiver)) => {
             let store = s.store.clone();
             let interval = s.bookmark_interval;
-            tokio::spawn(stream_changes(store, w, first, receiver, tx, interval));
+            let disconnect = s.disconnect.subscribe();
+            tokio::spawn(stream_changes(store, w, (first, receiver), tx, interval, disconnect));
         }
     }
     let stream = ReceiverStream::new(rx).map(Ok::<_, Infallible>);
@@ -312,10 +316,10 @@ fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
 async fn stream_changes(
     store: Arc<Store>,
     w: WatchRequest,
-    first: Vec<Arc<Change>>,
-    mut receiver: tokio::sync::broadcast::Receiver<Arc<Change>>,
+    (first, mut receiver): (Vec<Arc<Change>>, tokio::sync::broadcast::Receiver<Arc<Change>>),
     tx: mpsc::Sender<Bytes>,
     bookmark_every: Duration,
+    mut disconnect: tokio::sync::watch::Receiver<u64>,
 ) {
     let wanted = |c: &Change| {
         c.resource == w.resource
@@ -360,6 +364,7 @@ async fn stream_changes(
             }
             () = &mut deadline => return,
             () = tx.closed() => return,
+            _ = disconnect.changed() => return,
         }
     }
 }

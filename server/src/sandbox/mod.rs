@@ -113,6 +113,7 @@ impl Sandbox {
             requests: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,
             address: addr.to_string(),
+            disconnect: watch::channel(0).0,
         });
         let (stop, stopped) = watch::channel(false);
         let mut server_stop = stopped.clone();
@@ -166,8 +167,23 @@ impl Sandbox {
         self.api.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Ends every open watch, as a restarting API server or a broken
+    /// connection would; clients resume from their last resourceVersion.
+    pub fn disconnect_watches(&self) {
+        self.api.disconnect.send_modify(|n| *n += 1);
+    }
+
+    /// Forgets the change history, as etcd compaction does: a watch
+    /// resuming from any earlier resourceVersion gets `410 Gone` and must
+    /// list again.
+    pub fn compact(&self) {
+        self.api.store.compact();
+    }
+
     /// Stops serving and waits for the tasks to end.
     pub async fn shutdown(mut self) {
+        // Open watches would hold graceful shutdown until they time out.
+        self.disconnect_watches();
         let _ = self.stop.send(true);
         for t in self.tasks.drain(..) {
             let _ = t.await;
@@ -177,6 +193,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        self.disconnect_watches();
         let _ = self.stop.send(true);
     }
 }

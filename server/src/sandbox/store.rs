@@ -119,6 +119,14 @@ impl Store {
         self.lock().rv
     }
 
+    /// Drops the kept changes and moves the resourceVersion on, so no
+    /// earlier version can be resumed from.
+    pub(super) fn compact(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.rv += 1;
+    }
+
     fn commit(&self, inner: &mut Inner, key: Key, mut object: Value, kind: ChangeKind) -> Arc<Value> {
         inner.rv += 1;
         object["metadata"]["resourceVersion"] = json!(inner.rv.to_string());

@@ -56,11 +56,12 @@ async fn follow(
     let mut cluster: Option<ObservedCluster> = None;
     let mut pods: BTreeMap<String, ObservedPod> = BTreeMap::new();
     let mut last: Option<ClusterStatus> = None;
+    let mut seen: Option<ClusterStatus> = None;
     loop {
         let change = tokio::select! {
             change = changes.next() => change,
             () = &mut deadline => {
-                let seen = last.as_ref().map_or("unknown", ClusterStatus::as_str);
+                let seen = seen.as_ref().map_or("unknown", ClusterStatus::as_str);
                 let message = format!("cluster {what} not ready after {}s (last status: {seen})", timeout.as_secs());
                 let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
                 return;
@@ -101,12 +102,15 @@ async fn follow(
         let Some(c) = &cluster else { continue };
         let current: Vec<ObservedPod> = pods.values().cloned().collect();
         let info = manifest::cluster_info(c, Some(&current));
-        if last.as_ref() == Some(&info.status) {
+        seen = Some(info.status.clone());
+        // KubeRay stays `ready` while a scale-up's new workers start: wait
+        // for them too, and report `ready` once, when it is all there.
+        let done = info.status == ClusterStatus::Ready && info.ready_workers >= info.num_workers;
+        if (info.status == ClusterStatus::Ready && !done) || last.as_ref() == Some(&info.status) {
             continue;
         }
         last = Some(info.status.clone());
-        let ready = info.status == ClusterStatus::Ready;
-        if tx.send(Ok(info)).await.is_err() || ready {
+        if tx.send(Ok(info)).await.is_err() || done {
             return;
         }
     }

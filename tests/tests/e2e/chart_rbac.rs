@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use krayne_server::sandbox::Access;
-use krayne_tests::{Env, Rest, chart};
+use krayne_tests::{Env, EnvOptions, Rest, chart};
 use serde_json::{Value, json};
 
 /// `group/resource[/subresource]:verb` (`core` for the core group), or
@@ -99,12 +99,16 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     called
 }
 
-#[tokio::test]
-async fn chart_rbac_is_exactly_what_the_server_calls() {
-    let env = Env::start().await;
+/// The RBAC attributes of every Kubernetes request a server with
+/// `server_args` makes while every REST operation is called once.
+async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
+    let env = Env::start_with(EnvOptions {
+        server_args: server_args.iter().map(|a| (*a).to_owned()).collect(),
+        ..EnvOptions::default()
+    })
+    .await;
     let admin = env.rest(&env.admin());
     let called = drive_every_operation(&env, &admin).await;
-
     let spec = env.anonymous().get("/openapi.json").await.expect(200).body;
     let mut operations = BTreeSet::new();
     for (path, item) in spec["paths"].as_object().expect("paths") {
@@ -113,35 +117,49 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         }
     }
     assert_eq!(called, operations, "the drive covers every REST operation");
+    env.sandbox.requests().iter().map(|r| r.access()).collect()
+}
 
-    let accesses: Vec<Access> = env.sandbox.requests().iter().map(|r| r.access()).collect();
-    let used: BTreeSet<Permission> = accesses.iter().map(permission).collect();
+/// The chart's Role mode: the cache watches only the namespaces the Roles
+/// are in, as the chart configures it.
+const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,other-team"];
 
+#[tokio::test]
+async fn chart_rbac_is_exactly_what_the_server_calls() {
     let namespaced = permissions_of(&chart::yaml("files/rbac/namespaced.yaml"));
     let cluster = permissions_of(&chart::yaml("files/rbac/cluster.yaml"));
     let granted: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
-    assert_eq!(
-        used,
-        granted,
-        "used but not granted: {:?}; granted but not used: {:?}",
-        used.difference(&granted).collect::<Vec<_>>(),
-        granted.difference(&used).collect::<Vec<_>>()
-    );
 
-    // With rbac.namespaces set, namespaced rules live in Roles: the server
-    // must use them only inside a namespace, and the cluster rules never.
-    for access in &accesses {
-        let p = permission(access);
-        let in_namespace = matches!(access, Access::Resource { namespace: Some(_), .. });
-        if namespaced.contains(&p) {
-            assert!(in_namespace, "{p} is in a Role but was used cluster-wide: {access:?}");
-        } else {
-            assert!(
-                !in_namespace,
-                "{p} is in the ClusterRole only but was used in a namespace"
-            );
+    let mut used = BTreeSet::new();
+    for (mode, args) in [
+        ("cached", &[][..]),
+        ("read-through", &["--cache", "false"][..]),
+        ("role mode", ROLE_MODE),
+    ] {
+        let accesses = accesses_with(args).await;
+        let here: BTreeSet<Permission> = accesses.iter().map(permission).collect();
+        let missing: Vec<_> = here.difference(&granted).collect();
+        assert!(missing.is_empty(), "{mode}: used but not granted: {missing:?}");
+        if args == ROLE_MODE {
+            // Namespaced rules live in Roles there: the server must use
+            // them only inside a namespace, and the cluster rules never.
+            for access in &accesses {
+                let p = permission(access);
+                let in_namespace = matches!(access, Access::Resource { namespace: Some(_), .. });
+                if namespaced.contains(&p) {
+                    assert!(in_namespace, "{p} is in a Role but was used cluster-wide: {access:?}");
+                } else {
+                    assert!(
+                        !in_namespace,
+                        "{p} is in the ClusterRole only but was used in a namespace"
+                    );
+                }
+            }
         }
+        used.extend(here);
     }
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(unused.is_empty(), "granted but never used: {unused:?}");
 
     let rbac = chart::read("templates/rbac.yaml");
     for file in ["files/rbac/namespaced.yaml", "files/rbac/cluster.yaml"] {
@@ -150,4 +168,9 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
             "rbac.yaml uses {file}"
         );
     }
+    let settings = chart::read("templates/configmap.yaml");
+    assert!(
+        settings.contains("KRAYNE_CACHE_NAMESPACES: {{ join \",\" .Values.rbac.namespaces"),
+        "Role mode must limit the cache to the Roles' namespaces"
+    );
 }

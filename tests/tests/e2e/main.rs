@@ -5,6 +5,7 @@
 mod audit_log;
 mod audit_store;
 mod auth;
+mod cache;
 mod chart;
 mod chart_rbac;
 mod errors;

@@ -204,9 +204,14 @@ async fn ops_endpoints_need_no_token_and_report() {
         metrics.text
     );
     for kube_metric in [
-        "krayne_kube_requests_total{verb=\"GET\",resource=\"namespaces\",outcome=\"ok\"}",
-        "krayne_kube_requests_total{verb=\"POST\",resource=\"rayclusters\",outcome=\"ok\"}",
+        "krayne_kube_requests_total{verb=\"list\",resource=\"namespaces\",outcome=\"ok\"}",
+        "krayne_kube_requests_total{verb=\"watch\",resource=\"rayclusters\",outcome=\"ok\"}",
+        "krayne_kube_requests_total{verb=\"create\",resource=\"rayclusters\",outcome=\"ok\"}",
         "krayne_kube_request_duration_seconds",
+        "krayne_cache_objects{kind=\"rayclusters\"} 1",
+        "krayne_cache_synced{kind=\"pods\"} 1",
+        "krayne_cache_reads_total{kind=\"namespaces\",source=\"cache\"}",
+        "krayne_cache_write_visible_seconds",
     ] {
         assert!(
             metrics.text.contains(kube_metric),

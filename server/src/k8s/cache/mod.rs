@@ -1,0 +1,318 @@
+//! The watch cache: kube-runtime watchers keep RayClusters, Ray pods,
+//! events and namespaces in memory, so reads cost Kubernetes nothing.
+//!
+//! kube-runtime's own reflector store has no secondary index, and `get`
+//! needs a cluster's pods without scanning every pod, so the watchers feed
+//! [`state::Collection`]s indexed by namespace and cluster instead.
+
+mod feed;
+mod follow;
+mod state;
+mod store;
+mod watched;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    time::Duration,
+};
+
+use tokio::sync::{broadcast, watch};
+
+pub use self::store::{CacheOptions, CachedClusterStore};
+use self::{
+    state::{Collection, reached},
+    watched::{NamespaceView, View},
+};
+use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
+
+/// The kinds of object the cache holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Clusters,
+    Pods,
+    Events,
+    Namespaces,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Clusters => "rayclusters",
+            Self::Pods => "pods",
+            Self::Events => "events",
+            Self::Namespaces => "namespaces",
+        }
+    }
+}
+
+/// A change waiters may care about.
+#[derive(Debug)]
+pub(crate) enum Notice {
+    /// A RayCluster changed (`None`: deleted).
+    Cluster {
+        namespace: String,
+        name: String,
+        object: Option<Arc<ObservedCluster>>,
+    },
+    /// A pod of a cluster changed (`None`: deleted).
+    Pod {
+        namespace: String,
+        cluster: String,
+        name: String,
+        object: Option<Arc<ObservedPod>>,
+    },
+    /// A relist replaced clusters or pods: re-read what you follow.
+    Resync,
+}
+
+/// What a write must be visible as before reads of it use the cache.
+#[derive(Debug, Clone)]
+pub(crate) enum Expect {
+    /// The cluster at this resourceVersion or later.
+    Version(String),
+    /// The cluster gone, or its deletion begun.
+    Gone,
+}
+
+/// Where a watcher looks: every namespace, or one.
+type Scope = Option<String>;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Health {
+    /// Listed completely at least once.
+    synced: bool,
+    /// Watching without an error since its last list.
+    serving: bool,
+}
+
+/// The cached objects and the state of the watchers feeding them.
+pub(crate) struct Cache {
+    clusters: RwLock<Collection<ObservedCluster>>,
+    pods: RwLock<Collection<ObservedPod>>,
+    events: RwLock<Collection<ObservedEvent>>,
+    namespaces: RwLock<Collection<NamespaceView>>,
+    /// `None`: every namespace; else only these.
+    covered: Option<BTreeSet<String>>,
+    health: Mutex<HashMap<(Kind, Scope), Health>>,
+    notices: broadcast::Sender<Arc<Notice>>,
+    progress: watch::Sender<u64>,
+    expected: Mutex<HashMap<(String, String), Expect>>,
+}
+
+/// A view the cache stores, and where.
+pub(crate) trait Slot: View + Sized {
+    /// Its kind.
+    const CACHE_KIND: Kind;
+    /// Its collection.
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>>;
+    /// What waiters hear when it changes (`gone`: deleted).
+    fn notice(_object: &Arc<Self>, _gone: bool) -> Option<Notice> {
+        None
+    }
+}
+
+impl Slot for ObservedCluster {
+    const CACHE_KIND: Kind = Kind::Clusters;
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
+        &cache.clusters
+    }
+    fn notice(object: &Arc<Self>, gone: bool) -> Option<Notice> {
+        Some(Notice::Cluster {
+            namespace: object.metadata.namespace.clone(),
+            name: object.metadata.name.clone(),
+            object: (!gone).then(|| object.clone()),
+        })
+    }
+}
+
+impl Slot for ObservedPod {
+    const CACHE_KIND: Kind = Kind::Pods;
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
+        &cache.pods
+    }
+    fn notice(object: &Arc<Self>, gone: bool) -> Option<Notice> {
+        use state::Indexed as _;
+        Some(Notice::Pod {
+            namespace: object.metadata.namespace.clone(),
+            cluster: object.bucket().to_owned(),
+            name: object.metadata.name.clone(),
+            object: (!gone).then(|| object.clone()),
+        })
+    }
+}
+
+impl Slot for ObservedEvent {
+    const CACHE_KIND: Kind = Kind::Events;
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
+        &cache.events
+    }
+}
+
+impl Slot for NamespaceView {
+    const CACHE_KIND: Kind = Kind::Namespaces;
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
+        &cache.namespaces
+    }
+}
+
+// A panic while holding a lock cannot leave a collection half-updated in a
+// way reads would mind (each update is one map operation), so poisoned
+// locks are used as they are.
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Cache {
+    /// An empty cache covering `namespaces` (`None`: all of them).
+    fn new(namespaces: Option<BTreeSet<String>>) -> Self {
+        let mut health = HashMap::new();
+        let scopes: Vec<Scope> = match &namespaces {
+            None => vec![None],
+            Some(set) => set.iter().cloned().map(Some).collect(),
+        };
+        for kind in [Kind::Clusters, Kind::Pods, Kind::Events] {
+            for scope in &scopes {
+                health.insert((kind, scope.clone()), Health::default());
+            }
+        }
+        health.insert((Kind::Namespaces, None), Health::default());
+        Self {
+            clusters: RwLock::default(),
+            pods: RwLock::default(),
+            events: RwLock::default(),
+            namespaces: RwLock::default(),
+            covered: namespaces,
+            health: Mutex::new(health),
+            notices: broadcast::channel(4096).0,
+            progress: watch::channel(0).0,
+            expected: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The scopes watchers run for, per kind.
+    fn scopes(&self, kind: Kind) -> Vec<Scope> {
+        match (&self.covered, kind) {
+            (_, Kind::Namespaces) | (None, _) => vec![None],
+            (Some(set), _) => set.iter().cloned().map(Some).collect(),
+        }
+    }
+
+    /// Whether reads of `kind` in `namespace` (`None`: every namespace) can
+    /// come from the cache: covered, listed, and watching without errors.
+    pub(crate) fn serving(&self, kind: Kind, namespace: Option<&str>) -> bool {
+        let scope = match (&self.covered, kind, namespace) {
+            (None, ..) | (_, Kind::Namespaces, _) => None,
+            (Some(set), _, Some(ns)) if set.contains(ns) => Some(ns.to_owned()),
+            _ => return false,
+        };
+        lock(&self.health).get(&(kind, scope)).is_some_and(|h| h.serving)
+    }
+
+    /// Every watcher has listed once.
+    pub(crate) fn synced(&self) -> bool {
+        lock(&self.health).values().all(|h| h.synced)
+    }
+
+    fn set_health(&self, kind: Kind, scope: Scope, serving: bool) {
+        let mut health = lock(&self.health);
+        let entry = health.entry((kind, scope)).or_default();
+        entry.serving = serving;
+        entry.synced |= serving;
+        let all = health.iter().filter(|((k, _), _)| *k == kind).all(|(_, h)| h.serving);
+        metrics::gauge!("krayne_cache_synced", "kind" => kind.as_str()).set(f64::from(u8::from(all)));
+    }
+
+    fn changed<T: Slot>(&self, notice: Option<Notice>) {
+        let len = read(T::collection(self)).len();
+        #[allow(clippy::cast_precision_loss)] // counts stay far below 2^52
+        metrics::gauge!("krayne_cache_objects", "kind" => T::CACHE_KIND.as_str()).set(len as f64);
+        if let Some(n) = notice {
+            let _ = self.notices.send(Arc::new(n));
+        }
+        self.progress.send_modify(|p| *p += 1);
+    }
+
+    /// A watcher (re)listed `scope`: its objects replace what was there.
+    pub(crate) fn relisted<T: Slot>(&self, scope: Option<&str>, objects: Vec<Arc<T>>) {
+        write(T::collection(self)).replace(scope, objects);
+        self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
+        metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
+        let resync = matches!(T::CACHE_KIND, Kind::Clusters | Kind::Pods).then_some(Notice::Resync);
+        self.changed::<T>(resync);
+    }
+
+    /// An object was added or changed.
+    pub(crate) fn applied<T: Slot>(&self, object: Arc<T>) {
+        write(T::collection(self)).apply(object.clone());
+        self.changed::<T>(T::notice(&object, false));
+    }
+
+    /// An object was deleted.
+    pub(crate) fn deleted<T: Slot>(&self, object: &Arc<T>) {
+        write(T::collection(self)).delete(object);
+        self.changed::<T>(T::notice(object, true));
+    }
+
+    /// A watcher failed: until it has listed again, reads go to Kubernetes.
+    pub(crate) fn failed<T: Slot>(&self, scope: Option<&str>, error: &dyn std::fmt::Display) {
+        self.set_health(T::CACHE_KIND, scope.map(str::to_owned), false);
+        metrics::counter!("krayne_cache_watch_errors_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
+        tracing::warn!(kind = T::CACHE_KIND.as_str(), scope = scope.unwrap_or("*"), %error, "watch failed; relisting");
+    }
+
+    fn satisfied(&self, namespace: &str, name: &str, expect: &Expect) -> bool {
+        let cluster = read(&self.clusters).get(namespace, "", name);
+        match expect {
+            Expect::Version(v) => cluster.is_some_and(|c| reached(c.metadata.resource_version.as_deref(), v)),
+            Expect::Gone => cluster.is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        }
+    }
+
+    /// Waits (at most `timeout`) until the cache shows the caller's write;
+    /// past that, reads of the cluster go to Kubernetes until it does.
+    pub(crate) async fn await_write(&self, namespace: &str, name: &str, expect: Expect, timeout: Duration) {
+        let started = tokio::time::Instant::now();
+        let mut progress = self.progress.subscribe();
+        loop {
+            if self.satisfied(namespace, name, &expect) {
+                metrics::histogram!("krayne_cache_write_visible_seconds").record(started.elapsed().as_secs_f64());
+                return;
+            }
+            match tokio::time::timeout_at(started + timeout, progress.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => break,
+            }
+        }
+        metrics::counter!("krayne_cache_write_wait_timeouts_total").increment(1);
+        lock(&self.expected).insert((namespace.to_owned(), name.to_owned()), expect);
+    }
+
+    /// Whether no write to `name` (any cluster of `namespace` when `None`)
+    /// is still missing from the cache.
+    pub(crate) fn fresh(&self, namespace: &str, name: Option<&str>) -> bool {
+        let mut expected = lock(&self.expected);
+        if expected.is_empty() {
+            return true;
+        }
+        expected.retain(|(ns, n), e| !self.satisfied(ns, n, e));
+        !expected
+            .keys()
+            .any(|(ns, n)| ns == namespace && name.is_none_or(|x| x == n))
+    }
+
+    /// Whether every write is visible (for reads across namespaces).
+    fn all_fresh(&self) -> bool {
+        let mut expected = lock(&self.expected);
+        expected.retain(|(ns, n), e| !self.satisfied(ns, n, e));
+        expected.is_empty()
+    }
+}

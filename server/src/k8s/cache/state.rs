@@ -1,0 +1,218 @@
+//! What the cache holds: lean views of RayClusters, their pods, events and
+//! namespaces, indexed the way reads ask for them.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
+
+use crate::domain::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
+use crate::manifest::LABEL_CLUSTER;
+
+/// An object the cache can index.
+pub(crate) trait Indexed {
+    /// Its metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// The bucket within its namespace: the cluster of a pod, `""` otherwise.
+    fn bucket(&self) -> &str {
+        ""
+    }
+}
+
+impl Indexed for ObservedCluster {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+impl Indexed for ObservedPod {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn bucket(&self) -> &str {
+        self.metadata.labels.get(LABEL_CLUSTER).map_or("", String::as_str)
+    }
+}
+
+impl Indexed for ObservedEvent {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// One kind of object: namespace → bucket → name → object.
+pub(crate) struct Collection<T> {
+    by_namespace: HashMap<String, HashMap<String, BTreeMap<String, Arc<T>>>>,
+    len: usize,
+}
+
+impl<T> Default for Collection<T> {
+    fn default() -> Self {
+        Self {
+            by_namespace: HashMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Indexed> Collection<T> {
+    /// Adds or replaces `object`.
+    pub(crate) fn apply(&mut self, object: Arc<T>) {
+        let meta = object.meta();
+        let (namespace, bucket, name) = (meta.namespace.clone(), object.bucket().to_owned(), meta.name.clone());
+        let slot = self
+            .by_namespace
+            .entry(namespace)
+            .or_default()
+            .entry(bucket)
+            .or_default();
+        if slot.insert(name, object).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// Removes `object` (by namespace, bucket and name).
+    pub(crate) fn delete(&mut self, object: &T) {
+        let meta = object.meta();
+        let Some(buckets) = self.by_namespace.get_mut(&meta.namespace) else {
+            return;
+        };
+        if let Some(names) = buckets.get_mut(object.bucket()) {
+            if names.remove(&meta.name).is_some() {
+                self.len -= 1;
+            }
+            if names.is_empty() {
+                buckets.remove(object.bucket());
+            }
+        }
+        if buckets.is_empty() {
+            self.by_namespace.remove(&meta.namespace);
+        }
+    }
+
+    /// Replaces everything in `namespace` (everything at all when `None`)
+    /// with `objects`: a relist.
+    pub(crate) fn replace(&mut self, namespace: Option<&str>, objects: Vec<Arc<T>>) {
+        match namespace {
+            Some(ns) => {
+                if let Some(old) = self.by_namespace.remove(ns) {
+                    self.len -= old.values().map(BTreeMap::len).sum::<usize>();
+                }
+            }
+            None => {
+                self.by_namespace.clear();
+                self.len = 0;
+            }
+        }
+        for object in objects {
+            self.apply(object);
+        }
+    }
+
+    /// One object.
+    pub(crate) fn get(&self, namespace: &str, bucket: &str, name: &str) -> Option<Arc<T>> {
+        self.by_namespace.get(namespace)?.get(bucket)?.get(name).cloned()
+    }
+
+    /// The objects of one bucket, by name.
+    pub(crate) fn bucket(&self, namespace: &str, bucket: &str) -> Vec<Arc<T>> {
+        self.by_namespace
+            .get(namespace)
+            .and_then(|b| b.get(bucket))
+            .map(|names| names.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The objects of a namespace, every bucket.
+    pub(crate) fn namespace(&self, namespace: &str) -> Vec<Arc<T>> {
+        self.by_namespace
+            .get(namespace)
+            .map(|b| b.values().flat_map(|names| names.values().cloned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every object.
+    pub(crate) fn all(&self) -> Vec<Arc<T>> {
+        self.by_namespace
+            .values()
+            .flat_map(|b| b.values().flat_map(|names| names.values().cloned()))
+            .collect()
+    }
+
+    /// How many objects it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Whether an object at `have` includes a write that returned `want`.
+/// resourceVersions are opaque to clients, but every API server (and the
+/// sandbox) hands out increasing integers; when either does not parse,
+/// only equality counts.
+pub(crate) fn reached(have: Option<&str>, want: &str) -> bool {
+    match (have.map(str::parse::<u64>), want.parse::<u64>()) {
+        (Some(Ok(have)), Ok(want)) => have >= want,
+        _ => have == Some(want),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ns: &str, cluster: &str, name: &str) -> Arc<ObservedPod> {
+        let mut p = ObservedPod::default();
+        p.metadata.namespace = ns.into();
+        p.metadata.name = name.into();
+        p.metadata.labels.insert(LABEL_CLUSTER.into(), cluster.into());
+        Arc::new(p)
+    }
+
+    fn names(objects: &[Arc<ObservedPod>]) -> Vec<&str> {
+        objects.iter().map(|p| p.metadata.name.as_str()).collect()
+    }
+
+    #[test]
+    fn pods_are_found_by_cluster_and_namespace() {
+        let mut c = Collection::default();
+        c.apply(pod("a", "x", "x-head"));
+        c.apply(pod("a", "x", "x-w-2"));
+        c.apply(pod("a", "x", "x-w-1"));
+        c.apply(pod("a", "y", "y-head"));
+        c.apply(pod("b", "x", "x-head"));
+        c.apply(pod("a", "x", "x-head"));
+        assert_eq!(c.len(), 5);
+        assert_eq!(names(&c.bucket("a", "x")), ["x-head", "x-w-1", "x-w-2"]);
+        assert_eq!(c.namespace("a").len(), 4);
+        assert!(c.get("b", "x", "x-head").is_some());
+        c.delete(&pod("a", "x", "x-w-1"));
+        c.delete(&pod("a", "x", "never-there"));
+        assert_eq!(c.len(), 4);
+        assert_eq!(names(&c.bucket("a", "x")), ["x-head", "x-w-2"]);
+    }
+
+    #[test]
+    fn a_relist_replaces_one_namespace_or_everything() {
+        let mut c = Collection::default();
+        c.apply(pod("a", "x", "1"));
+        c.apply(pod("a", "x", "2"));
+        c.apply(pod("b", "x", "3"));
+        c.replace(Some("a"), vec![pod("a", "y", "4")]);
+        assert_eq!(c.len(), 2);
+        assert!(c.get("a", "x", "1").is_none());
+        assert!(c.get("b", "x", "3").is_some());
+        c.replace(None, vec![pod("c", "z", "5")]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(names(&c.all()), ["5"]);
+    }
+
+    #[test]
+    fn resource_versions_compare_as_numbers_when_they_are() {
+        assert!(reached(Some("10"), "9"));
+        assert!(reached(Some("10"), "10"));
+        assert!(!reached(Some("9"), "10"));
+        assert!(!reached(None, "10"));
+        assert!(reached(Some("abc"), "abc"));
+        assert!(!reached(Some("abd"), "abc"));
+    }
+}

@@ -1,0 +1,259 @@
+//! [`ClusterStore`] over the watch cache: reads from memory, writes to
+//! Kubernetes, and each write waits until the cache shows it.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use futures::stream::BoxStream;
+use kube::{Api, runtime::watcher};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched::Watched};
+use crate::{
+    domain::{ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, ResourceKind},
+    k8s::KubeClusterStore,
+    manifest::LABEL_CLUSTER,
+};
+
+/// How the cache runs.
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// Namespaces to cache; empty means every namespace (cluster-wide
+    /// watches, which need a ClusterRole).
+    pub namespaces: Vec<String>,
+    /// Longest a write waits for the cache to show it; reads of that
+    /// cluster go to Kubernetes until it does.
+    pub write_wait: Duration,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            write_wait: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Kubernetes behind a watch cache.
+pub struct CachedClusterStore {
+    api: KubeClusterStore,
+    cache: Arc<Cache>,
+    write_wait: Duration,
+    feeds: Vec<JoinHandle<()>>,
+}
+
+impl Drop for CachedClusterStore {
+    fn drop(&mut self) {
+        for feed in &self.feeds {
+            feed.abort();
+        }
+    }
+}
+
+fn source(kind: Kind, cached: bool) {
+    let source = if cached { "cache" } else { "kubernetes" };
+    metrics::counter!("krayne_cache_reads_total", "kind" => kind.as_str(), "source" => source).increment(1);
+}
+
+impl CachedClusterStore {
+    /// Starts the watchers. Reads use the cache once it has listed; until
+    /// then (and while a watcher recovers) they go to Kubernetes.
+    pub fn start(client: kube::Client, options: &CacheOptions) -> Self {
+        let covered =
+            (!options.namespaces.is_empty()).then(|| options.namespaces.iter().cloned().collect::<BTreeSet<_>>());
+        let cache = Arc::new(Cache::new(covered));
+        let mut feeds = Vec::new();
+        let every = watcher::Config::default();
+        let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
+        for scope in cache.scopes(Kind::Clusters) {
+            feeds.push(spawn::<ObservedCluster>(&cache, &client, every.clone(), scope.clone()));
+            feeds.push(spawn::<ObservedPod>(&cache, &client, ray_pods.clone(), scope.clone()));
+            feeds.push(spawn::<ObservedEvent>(&cache, &client, every.clone(), scope));
+        }
+        feeds.push(spawn::<super::NamespaceView>(&cache, &client, every, None));
+        Self {
+            api: KubeClusterStore::new(client),
+            cache,
+            write_wait: options.write_wait,
+            feeds,
+        }
+    }
+
+    fn not_found(&self, namespace: &str, name: &str) -> Error {
+        let namespace_gone =
+            self.cache.serving(Kind::Namespaces, None) && read(&self.cache.namespaces).get("", "", namespace).is_none();
+        if namespace_gone {
+            Error::NotFound {
+                kind: ResourceKind::Namespace,
+                name: namespace.to_owned(),
+            }
+        } else {
+            Error::NotFound {
+                kind: ResourceKind::Cluster,
+                name: name.to_owned(),
+            }
+        }
+    }
+
+    async fn written(&self, cluster: &ObservedCluster) {
+        if let Some(version) = &cluster.metadata.resource_version {
+            let m = &cluster.metadata;
+            let expect = Expect::Version(version.clone());
+            self.cache
+                .await_write(&m.namespace, &m.name, expect, self.write_wait)
+                .await;
+        }
+    }
+}
+
+fn spawn<T: Slot>(
+    cache: &Arc<Cache>,
+    client: &kube::Client,
+    config: watcher::Config,
+    scope: Option<String>,
+) -> JoinHandle<()> {
+    let api: Api<Watched<T>> = match &scope {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &()),
+        None => Api::all_with(client.clone(), &()),
+    };
+    tokio::spawn(feed::<T>(cache.clone(), api, config, scope))
+}
+
+#[async_trait::async_trait]
+impl ClusterStore for CachedClusterStore {
+    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error> {
+        let cached = self.cache.serving(Kind::Namespaces, None);
+        source(Kind::Namespaces, cached);
+        if !cached {
+            return self.api.namespaces(request_id).await;
+        }
+        Ok(read(&self.cache.namespaces)
+            .all()
+            .iter()
+            .map(|n| n.metadata.name.clone())
+            .collect())
+    }
+
+    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error> {
+        let created = self.api.create(manifest, dry_run, request_id).await?;
+        if !dry_run {
+            self.written(&created).await;
+        }
+        Ok(created)
+    }
+
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error> {
+        let cached = self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.fresh(namespace, Some(name));
+        source(Kind::Clusters, cached);
+        if !cached {
+            return self.api.get(namespace, name, request_id).await;
+        }
+        let found = read(&self.cache.clusters).get(namespace, "", name);
+        found
+            .map(|c| (*c).clone())
+            .ok_or_else(|| self.not_found(namespace, name))
+    }
+
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error> {
+        let cached = self.cache.serving(Kind::Clusters, namespace)
+            && namespace.map_or_else(|| self.cache.all_fresh(), |ns| self.cache.fresh(ns, None));
+        source(Kind::Clusters, cached);
+        if !cached {
+            return self.api.list(namespace, request_id).await;
+        }
+        let clusters = read(&self.cache.clusters);
+        let found = match namespace {
+            Some(ns) => clusters.bucket(ns, ""),
+            None => clusters.all(),
+        };
+        Ok(found.iter().map(|c| (**c).clone()).collect())
+    }
+
+    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error> {
+        let cached = self.cache.serving(Kind::Pods, Some(namespace));
+        source(Kind::Pods, cached);
+        if !cached {
+            return self.api.pods(namespace, cluster, request_id).await;
+        }
+        let pods = read(&self.cache.pods);
+        let found = match cluster {
+            Some(c) => pods.bucket(namespace, c),
+            None => pods.namespace(namespace),
+        };
+        Ok(found.iter().map(|p| (**p).clone()).collect())
+    }
+
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error> {
+        let cached = self.cache.serving(Kind::Events, Some(namespace));
+        source(Kind::Events, cached);
+        if !cached {
+            return self.api.events(namespace, request_id).await;
+        }
+        let found = read(&self.cache.events).namespace(namespace);
+        Ok(found.iter().map(|e| (**e).clone()).collect())
+    }
+
+    async fn patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let patched = self.api.patch(namespace, name, patch, request_id).await?;
+        self.written(&patched).await;
+        Ok(patched)
+    }
+
+    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error> {
+        self.api.delete(namespace, name, request_id).await?;
+        self.cache
+            .await_write(namespace, name, Expect::Gone, self.write_wait)
+            .await;
+        Ok(())
+    }
+
+    async fn watch(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
+        let cached =
+            self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.serving(Kind::Pods, Some(namespace));
+        source(Kind::Clusters, cached);
+        if !cached {
+            return self.api.watch(namespace, name, request_id).await;
+        }
+        Ok(follow(self.cache.clone(), namespace.to_owned(), name.to_owned()))
+    }
+
+    async fn ping(&self) -> Result<(), Error> {
+        if !self.cache.synced() {
+            return Err(Error::Unavailable(
+                "the watch cache has not finished its first list".into(),
+            ));
+        }
+        self.api.ping().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn not_ready_until_the_first_list_completes() {
+        // Nothing listens on port 9 here: every list fails.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let store = CachedClusterStore::start(crate::k8s::client(config).unwrap(), &CacheOptions::default());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let error = store.ping().await.unwrap_err();
+        assert!(
+            matches!(&error, Error::Unavailable(m) if m.contains("first list")),
+            "{error:?}"
+        );
+        assert!(!store.cache.serving(Kind::Clusters, Some("ml-team")));
+    }
+}
