@@ -201,8 +201,9 @@ pub(super) async fn scale(
 
 /// Wait until a cluster is ready (long poll).
 ///
-/// Answers 200 with the cluster once its status is `ready`, or 504 naming
-/// the last status seen when the timeout passes first.
+/// Answers 200 with the cluster once its status is `ready` and every desired
+/// worker is ready (so also after a scale-up), or 504 naming the last status
+/// seen when the timeout passes first.
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/wait", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), WaitQuery),
     responses(
