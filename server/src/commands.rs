@@ -1,6 +1,6 @@
 //! What each `krayne-server` subcommand does.
 
-use std::{process::ExitCode, sync::Arc, time::Duration};
+use std::{process::ExitCode, time::Duration};
 
 use jsonwebtoken::Algorithm;
 
@@ -15,8 +15,7 @@ use crate::{
         AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
         ServeArgs, TokenCommand,
     },
-    domain::ClusterStore,
-    k8s::{self, CacheOptions, CachedClusterStore, KubeClusterStore},
+    k8s::{self, CacheOptions},
     manifest::ManifestSettings,
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
@@ -163,7 +162,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (mut service, rest) = settings(&args.http);
     service.audit_reads = args.audit_reads;
     let parts = Parts {
-        store: cluster_store(client, &args.cache),
+        store: k8s::cluster_store(client, cache_options(&args.cache).as_ref()),
         audit: audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
         service,
@@ -176,17 +175,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Kubernetes behind the watch cache, or read-through when it is off.
-pub(crate) fn cluster_store(client: kube::Client, cache: &CacheArgs) -> Arc<dyn ClusterStore> {
-    if !cache.cache {
-        tracing::info!("watch cache off: every read goes to Kubernetes");
-        return Arc::new(KubeClusterStore::new(client));
-    }
-    let options = CacheOptions {
+/// The watch cache's options, or `None` when it is off.
+pub(crate) fn cache_options(cache: &CacheArgs) -> Option<CacheOptions> {
+    cache.cache.then(|| CacheOptions {
         namespaces: cache.cache_namespaces.clone(),
         write_wait: Duration::from_millis(cache.cache_write_wait_ms),
-    };
-    Arc::new(CachedClusterStore::start(client, &options))
+    })
 }
 
 /// `90d`, `12h`, `30m`, `1h30m`: days count as 24 hours.

@@ -51,7 +51,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
     let parts = Parts {
-        store: super::cluster_store(client, &args.cache),
+        store: k8s::cluster_store(client, super::cache_options(&args.cache).as_ref()),
         audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
         auth: Authenticator::new(verifier, mapping),
         service: ServiceSettings::default(),

@@ -65,6 +65,18 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
     Ok(builder.with_layer(&metered::Metered).build())
 }
 
+/// Kubernetes behind the watch cache, or read-through when `cache` is
+/// `None`.
+pub fn cluster_store(client: kube::Client, cache: Option<&CacheOptions>) -> std::sync::Arc<dyn ClusterStore> {
+    match cache {
+        Some(options) => std::sync::Arc::new(CachedClusterStore::start(client, options)),
+        None => {
+            tracing::info!("watch cache off: every read goes to Kubernetes");
+            std::sync::Arc::new(KubeClusterStore::new(client))
+        }
+    }
+}
+
 /// Connects with `kubeconfig` (and `context`), or in-cluster configuration
 /// or the default kubeconfig when none is given.
 pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {

@@ -174,28 +174,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Cache {
     /// An empty cache covering `namespaces` (`None`: all of them).
     fn new(namespaces: Option<BTreeSet<String>>) -> Self {
-        let mut health = HashMap::new();
-        let scopes: Vec<Scope> = match &namespaces {
-            None => vec![None],
-            Some(set) => set.iter().cloned().map(Some).collect(),
-        };
-        for kind in [Kind::Clusters, Kind::Pods, Kind::Events] {
-            for scope in &scopes {
-                health.insert((kind, scope.clone()), Health::default());
-            }
-        }
-        health.insert((Kind::Namespaces, None), Health::default());
-        Self {
+        let cache = Self {
             clusters: RwLock::default(),
             pods: RwLock::default(),
             events: RwLock::default(),
             namespaces: RwLock::default(),
             covered: namespaces,
-            health: Mutex::new(health),
+            health: Mutex::new(HashMap::new()),
             notices: broadcast::channel(4096).0,
             progress: watch::channel(0).0,
             expected: Mutex::new(HashMap::new()),
-        }
+        };
+        // Every watcher starts unsynced, so readiness waits for all of them.
+        let kinds = [Kind::Clusters, Kind::Pods, Kind::Events, Kind::Namespaces];
+        let unsynced = kinds
+            .into_iter()
+            .flat_map(|k| cache.scopes(k).into_iter().map(move |s| ((k, s), Health::default())));
+        let unsynced: HashMap<_, _> = unsynced.collect();
+        *lock(&cache.health) = unsynced;
+        cache
     }
 
     /// The scopes watchers run for, per kind.
@@ -296,9 +293,9 @@ impl Cache {
         lock(&self.expected).insert((namespace.to_owned(), name.to_owned()), expect);
     }
 
-    /// Whether no write to `name` (any cluster of `namespace` when `None`)
-    /// is still missing from the cache.
-    pub(crate) fn fresh(&self, namespace: &str, name: Option<&str>) -> bool {
+    /// Whether no write is still missing from the cache: to `name` (any
+    /// cluster when `None`) in `namespace` (any namespace when `None`).
+    pub(crate) fn fresh(&self, namespace: Option<&str>, name: Option<&str>) -> bool {
         let mut expected = lock(&self.expected);
         if expected.is_empty() {
             return true;
@@ -306,13 +303,6 @@ impl Cache {
         expected.retain(|(ns, n), e| !self.satisfied(ns, n, e));
         !expected
             .keys()
-            .any(|(ns, n)| ns == namespace && name.is_none_or(|x| x == n))
-    }
-
-    /// Whether every write is visible (for reads across namespaces).
-    fn all_fresh(&self) -> bool {
-        let mut expected = lock(&self.expected);
-        expected.retain(|(ns, n), e| !self.satisfied(ns, n, e));
-        expected.is_empty()
+            .any(|(ns, n)| namespace.is_none_or(|x| x == ns) && name.is_none_or(|x| x == n))
     }
 }

@@ -144,7 +144,8 @@ impl ClusterStore for CachedClusterStore {
     }
 
     async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error> {
-        let cached = self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.fresh(namespace, Some(name));
+        let cached =
+            self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.fresh(Some(namespace), Some(name));
         source(Kind::Clusters, cached);
         if !cached {
             return self.api.get(namespace, name, request_id).await;
@@ -156,8 +157,7 @@ impl ClusterStore for CachedClusterStore {
     }
 
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error> {
-        let cached = self.cache.serving(Kind::Clusters, namespace)
-            && namespace.map_or_else(|| self.cache.all_fresh(), |ns| self.cache.fresh(ns, None));
+        let cached = self.cache.serving(Kind::Clusters, namespace) && self.cache.fresh(namespace, None);
         source(Kind::Clusters, cached);
         if !cached {
             return self.api.list(namespace, request_id).await;
