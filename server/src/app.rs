@@ -2,7 +2,7 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{Router, middleware};
+use axum::{Router, middleware, serve::ListenerExt as _};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 
@@ -81,6 +81,13 @@ pub async fn start(
         .await
         .map_err(|e| format!("cannot listen on {ops}: {e}"))?;
     let api_addr = api_listener.local_addr().map_err(|e| e.to_string())?;
+    // HTTP/2 writes headers, data and trailers as separate small frames;
+    // with Nagle's algorithm each waits for the peer's delayed ACK (40 ms).
+    let api_listener = api_listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let ops_addr = ops_listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopping) = watch::channel(false);
     let grace = parts.grace;

@@ -21,6 +21,7 @@ use krayne_server::{
         audit::{AuditEntry, AuditFilter, Outcome, RequestMeta, Transport},
     },
 };
+use krayne_tests::load::percentile;
 use serde_json::json;
 
 fn entry(outcome: Outcome) -> AuditEntry {
@@ -48,11 +49,6 @@ fn entry(outcome: Outcome) -> AuditEntry {
         error: None,
         duration_ms: Some(5),
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 async fn count(sink: &SqlAuditSink) -> usize {

@@ -152,6 +152,7 @@ impl Interceptor for Bearer {
 }
 
 /// gRPC clients with a token.
+#[derive(Clone)]
 pub struct Grpc {
     /// The plain channel (for health and reflection).
     pub channel: Channel,

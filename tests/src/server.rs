@@ -122,6 +122,11 @@ impl ServerProcess {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("pid")
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         self.signal("TERM");
@@ -265,6 +270,19 @@ impl Env {
             }
         }
         self.server = ServerProcess::spawn(&args).await;
+    }
+
+    /// Starts another server with this one's arguments plus `extra`, on
+    /// fresh ports: a second replica, or one configured differently.
+    pub async fn spawn_server(&self, extra: &[&str]) -> ServerProcess {
+        let mut args = self.args.clone();
+        for flag in ["--listen", "--ops-listen"] {
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = "127.0.0.1:0".into();
+            }
+        }
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        ServerProcess::spawn(&args).await
     }
 
     /// The HS256 secret file the server trusts (default token options).

@@ -1,6 +1,8 @@
 //! The ports the use cases need: where clusters live and where the audit
 //! trail goes. `k8s` and `audit` implement them; `service` uses only these.
 
+use std::sync::Arc;
+
 use futures::stream::BoxStream;
 use serde_json::Value;
 
@@ -31,14 +33,20 @@ pub trait ClusterStore: Send + Sync + 'static {
     /// Creates a RayCluster from its manifest; with `dry_run`, Kubernetes
     /// checks it and stores nothing.
     async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error>;
-    /// One RayCluster.
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error>;
+    /// One RayCluster. Reads hand out shared objects: a cache serves the
+    /// same ones to every reader without copying them.
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error>;
     /// RayClusters of one namespace, or of all when `None`.
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error>;
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
     /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
-    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error>;
+    async fn pods(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error>;
     /// Events of one namespace.
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error>;
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error>;
     /// Applies a JSON patch (RFC 6902); a `replace` of
     /// `/metadata/resourceVersion` makes it conditional (stale → `Conflict`).
     async fn patch(

@@ -7,6 +7,8 @@ mod metered;
 
 pub use cache::{CacheOptions, CachedClusterStore};
 
+use std::sync::Arc;
+
 use axum::http::{HeaderValue, Method, Request, header};
 use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
 use kube::core::{
@@ -67,12 +69,12 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
 
 /// Kubernetes behind the watch cache, or read-through when `cache` is
 /// `None`.
-pub fn cluster_store(client: kube::Client, cache: Option<&CacheOptions>) -> std::sync::Arc<dyn ClusterStore> {
+pub fn cluster_store(client: kube::Client, cache: Option<&CacheOptions>) -> Arc<dyn ClusterStore> {
     match cache {
-        Some(options) => std::sync::Arc::new(CachedClusterStore::start(client, options)),
+        Some(options) => Arc::new(CachedClusterStore::start(client, options)),
         None => {
             tracing::info!("watch cache off: every read goes to Kubernetes");
-            std::sync::Arc::new(KubeClusterStore::new(client))
+            Arc::new(KubeClusterStore::new(client))
         }
     }
 }
@@ -163,22 +165,28 @@ impl ClusterStore for KubeClusterStore {
             .await
     }
 
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error> {
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
         self.call(
             rayclusters(Some(namespace)).get(name, &GetParams::default()),
             request_id,
         )
         .await
+        .map(Arc::new)
     }
 
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error> {
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let list: ObjectList<ObservedCluster> = self
             .call(rayclusters(namespace).list(&ListParams::default()), request_id)
             .await?;
-        Ok(list.items)
+        Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
-    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error> {
+    async fn pods(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
         let selector = match cluster {
             Some(c) => format!("ray.io/cluster={c}"),
             None => "ray.io/cluster".to_owned(),
@@ -189,14 +197,14 @@ impl ClusterStore for KubeClusterStore {
                 request_id,
             )
             .await?;
-        Ok(list.items)
+        Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error> {
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error> {
         let list: ObjectList<ObservedEvent> = self
             .call(core(namespace, "events").list(&ListParams::default()), request_id)
             .await?;
-        Ok(list.items)
+        Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
     async fn patch(

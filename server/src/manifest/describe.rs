@@ -22,7 +22,7 @@ const SERVICE_PORTS: [(&str, &str, u16); 5] = [
 ];
 
 /// The cluster's summary. `pods` is `None` when they were not looked at.
-pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[ObservedPod]>) -> ClusterInfo {
+pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterInfo {
     let status = &cluster.status;
     let head_ip = [&status.head.pod_ip, &status.head.service_ip]
         .into_iter()
@@ -67,8 +67,8 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[ObservedPod]>) -> 
 /// The cluster's full picture, with its pods and recent events.
 pub fn cluster_details(
     cluster: &ObservedCluster,
-    pods: &[ObservedPod],
-    events: &[ObservedEvent],
+    pods: &[&ObservedPod],
+    events: &[&ObservedEvent],
     settings: &ManifestSettings,
 ) -> ClusterDetails {
     let head_spec = &cluster.spec.head_group_spec;
@@ -79,9 +79,9 @@ pub fn cluster_details(
         .get("num-cpus")
         .map(scalar_text)
         .unwrap_or_default();
-    let mut pod_infos: Vec<PodInfo> = pods.iter().map(pod_info).collect();
+    let mut pod_infos: Vec<PodInfo> = pods.iter().map(|p| pod_info(p)).collect();
     pod_infos.sort_by(|a, b| (a.node_type != "head", &a.name).cmp(&(b.node_type != "head", &b.name)));
-    let mut event_infos: Vec<EventInfo> = events.iter().map(event_info).collect();
+    let mut event_infos: Vec<EventInfo> = events.iter().map(|e| event_info(e)).collect();
     event_infos.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
     let skip = event_infos.len().saturating_sub(MAX_EVENTS);
     ClusterDetails {

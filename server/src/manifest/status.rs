@@ -10,7 +10,7 @@ use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod};
 use crate::domain::ClusterStatus;
 
 /// The cluster's status. `pods` is `None` when they were not looked at.
-pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[ObservedPod]>) -> ClusterStatus {
+pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterStatus {
     let from_pods = pods.map(status_from_pods);
     if let Some(status) = from_pods.as_ref().filter(|s| overrides_state(s)) {
         return status.clone();
@@ -44,15 +44,16 @@ fn overrides_state(s: &ClusterStatus) -> bool {
 
 /// Worker pods are ignored when a head exists: a worker waiting for
 /// capacity while the autoscaler works is normal.
-fn status_from_pods(pods: &[ObservedPod]) -> ClusterStatus {
+fn status_from_pods(pods: &[&ObservedPod]) -> ClusterStatus {
     if pods.is_empty() {
         return ClusterStatus::Creating;
     }
     let heads: Vec<&ObservedPod> = pods
         .iter()
+        .copied()
         .filter(|p| p.metadata.labels.get(LABEL_NODE_TYPE).map(String::as_str) == Some("head"))
         .collect();
-    let considered: Vec<&ObservedPod> = if heads.is_empty() { pods.iter().collect() } else { heads };
+    let considered: Vec<&ObservedPod> = if heads.is_empty() { pods.to_vec() } else { heads };
     considered
         .iter()
         .find_map(|p| pod_problem(p))
@@ -147,21 +148,18 @@ mod tests {
     fn phases_summarise_without_a_labelled_head() {
         let c = cluster(json!(null), json!({}));
         let failed = pod("", json!({"phase": "Failed"}));
-        assert_eq!(derive_status(&c, Some(&[failed])), ClusterStatus::PodsFailed);
+        assert_eq!(derive_status(&c, Some(&[&failed])), ClusterStatus::PodsFailed);
         let odd = pod("", json!({"phase": "Succeeded"}));
-        assert_eq!(derive_status(&c, Some(&[odd])), ClusterStatus::Unknown);
+        assert_eq!(derive_status(&c, Some(&[&odd])), ClusterStatus::Unknown);
         let worker = pod(
             "worker",
             json!({"phase": "Pending", "containerStatuses": [
                 {"state": {"waiting": {"reason": "ErrImagePull"}}}
             ]}),
         );
-        assert_eq!(
-            derive_status(&c, Some(std::slice::from_ref(&worker))),
-            ClusterStatus::ImagePullError
-        );
+        assert_eq!(derive_status(&c, Some(&[&worker])), ClusterStatus::ImagePullError);
         // With a head, the worker's problem does not count.
         let head = pod("head", running());
-        assert_eq!(derive_status(&c, Some(&[head, worker])), ClusterStatus::Running);
+        assert_eq!(derive_status(&c, Some(&[&head, &worker])), ClusterStatus::Running);
     }
 }

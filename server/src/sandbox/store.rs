@@ -71,6 +71,18 @@ struct Inner {
     history: VecDeque<Arc<Change>>,
 }
 
+impl Inner {
+    /// Objects of `r`, in one namespace or all, by key range (as etcd
+    /// keys `/registry/<resource>/<namespace>/<name>`), not by a scan of
+    /// every object.
+    fn of<'a>(&'a self, r: Resource, ns: Option<&'a str>) -> impl Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a {
+        let from = (r, ns.unwrap_or_default().to_owned(), String::new());
+        self.objects
+            .range(from..)
+            .take_while(move |((res, n, _), _)| *res == r && ns.is_none_or(|ns| ns == n))
+    }
+}
+
 /// All objects of the simulated cluster.
 pub(super) struct Store {
     inner: Mutex<Inner>,
@@ -229,13 +241,7 @@ impl Store {
     /// the resourceVersion of the snapshot.
     pub(super) fn list(&self, r: Resource, ns: Option<&str>, keep: impl Fn(&Value) -> bool) -> (Vec<Arc<Value>>, u64) {
         let inner = self.lock();
-        let items = inner
-            .objects
-            .iter()
-            .filter(|((res, n, _), _)| *res == r && ns.is_none_or(|ns| ns == n))
-            .map(|(_, o)| o.clone())
-            .filter(|o| keep(o))
-            .collect();
+        let items = inner.of(r, ns).map(|(_, o)| o.clone()).filter(|o| keep(o)).collect();
         (items, inner.rv)
     }
 
@@ -369,12 +375,18 @@ impl Store {
                 continue;
             };
             let uid = meta_str(o, "uid").to_owned();
-            let in_namespace = k.0 == Resource::Namespace;
-            for (dk, dependent) in &inner.objects {
+            let is_namespace = k.0 == Resource::Namespace;
+            // Owners and dependents share a namespace; a namespace owns all in it.
+            let ns = if is_namespace { &k.2 } else { &k.1 };
+            let candidates = Resource::ALL
+                .into_iter()
+                .filter(|r| *r != Resource::Namespace)
+                .flat_map(|r| inner.of(r, Some(ns)));
+            for (dk, dependent) in candidates {
                 let owned = dependent["metadata"]["ownerReferences"]
                     .as_array()
                     .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()));
-                if (owned || (in_namespace && dk.1 == k.2)) && !doomed.contains(dk) {
+                if (owned || is_namespace) && !doomed.contains(dk) {
                     doomed.push(dk.clone());
                 }
             }
@@ -399,9 +411,7 @@ impl Store {
         let receiver = self.changes.subscribe();
         let first = match from.filter(|rv| *rv > 0) {
             None => inner
-                .objects
-                .iter()
-                .filter(|((res, ..), _)| *res == r)
+                .of(r, None)
                 .map(|(_, o)| {
                     Arc::new(Change {
                         resource: r,

@@ -1,6 +1,9 @@
 //! Create, get, list, describe, scale, delete.
 
-use std::collections::{BTreeMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
 
 use serde_json::{Value, json};
 
@@ -47,13 +50,27 @@ pub struct ScaleInput {
     pub max_replicas: Option<u32>,
 }
 
-fn info_with_pods(cluster: &ObservedCluster, pods: &[ObservedPod]) -> ClusterInfo {
-    let mine: Vec<ObservedPod> = pods
+/// Summaries of one namespace's clusters, each with its own pods (grouped
+/// in one pass: a namespace may hold thousands).
+fn infos_with_pods(clusters: &[Arc<ObservedCluster>], pods: &[Arc<ObservedPod>]) -> Vec<ClusterInfo> {
+    let mut by_cluster: HashMap<&str, Vec<&ObservedPod>> = HashMap::new();
+    for pod in pods {
+        if let Some(cluster) = pod.metadata.labels.get(LABEL_CLUSTER) {
+            by_cluster.entry(cluster).or_default().push(pod);
+        }
+    }
+    clusters
         .iter()
-        .filter(|p| p.metadata.labels.get(LABEL_CLUSTER) == Some(&cluster.metadata.name))
-        .cloned()
-        .collect();
-    manifest::cluster_info(cluster, Some(&mine))
+        .map(|c| {
+            let mine = by_cluster.get(c.metadata.name.as_str()).map_or(&[][..], Vec::as_slice);
+            manifest::cluster_info(c, Some(mine))
+        })
+        .collect()
+}
+
+/// Borrowed views of shared objects, as the manifest rules take them.
+fn views<T>(shared: &[Arc<T>]) -> Vec<&T> {
+    shared.iter().map(|s| &**s).collect()
 }
 
 impl ClusterService {
@@ -124,7 +141,7 @@ impl ClusterService {
         let cluster = self.store.get(namespace, name, rid).await?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
         self.record_read(cx, "cluster.get", Some(namespace), Some(name)).await;
-        Ok(manifest::cluster_info(&cluster, Some(&pods)))
+        Ok(manifest::cluster_info(&cluster, Some(&views(&pods))))
     }
 
     /// Clusters of one namespace, or of every namespace the caller may see,
@@ -156,7 +173,7 @@ impl ClusterService {
                 continue;
             }
             let pods = self.store.pods(ns, None, rid).await?;
-            infos.extend(clusters.iter().map(|c| info_with_pods(c, &pods)));
+            infos.extend(infos_with_pods(&clusters, &pods));
         }
         infos.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         self.record_read(cx, "cluster.list", namespace, None).await;
@@ -186,8 +203,8 @@ impl ClusterService {
             .await;
         Ok(manifest::cluster_details(
             &cluster,
-            &pods,
-            &events,
+            &views(&pods),
+            &views(&events),
             &self.settings.manifest,
         ))
     }
@@ -230,7 +247,7 @@ impl ClusterService {
             })
             .await?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
-        Ok(manifest::cluster_info(&updated, Some(&pods)))
+        Ok(manifest::cluster_info(&updated, Some(&views(&pods))))
     }
 
     /// Deletes a cluster; Kubernetes removes its pods.

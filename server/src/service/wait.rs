@@ -100,7 +100,7 @@ async fn follow(
             }
         }
         let Some(c) = &cluster else { continue };
-        let current: Vec<ObservedPod> = pods.values().cloned().collect();
+        let current: Vec<&ObservedPod> = pods.values().collect();
         let info = manifest::cluster_info(c, Some(&current));
         seen = Some(info.status.clone());
         // KubeRay stays `ready` while a scale-up's new workers start: wait

@@ -43,6 +43,7 @@ fn every_derivation_matches_krayne() {
         assert_eq!(want["name"], name);
         let cluster: ObservedCluster = serde_json::from_value(case["obj"].clone()).unwrap();
         let pods: Option<Vec<ObservedPod>> = serde_json::from_value(case["pods"].clone()).unwrap();
+        let pods: Option<Vec<&ObservedPod>> = pods.as_ref().map(|p| p.iter().collect());
 
         let status = derive_status(&cluster, pods.as_deref());
         assert_eq!(status.as_str(), want["status"], "{name}: status");
@@ -98,6 +99,7 @@ fn describe_reports_pods_events_and_conditions() {
          "involvedObject": {"kind": "RayCluster", "name": "c"}},
     ]))
     .unwrap();
+    let (pods, events): (Vec<_>, Vec<_>) = (pods.iter().collect(), events.iter().collect());
     let d = cluster_details(&cluster, &pods, &events, &ManifestSettings::default());
     assert_eq!(d.info.status.as_str(), "running");
     assert_eq!(d.info.ready_workers, 1);

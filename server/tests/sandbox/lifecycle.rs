@@ -25,7 +25,7 @@ async fn krayne_status(client: &Client, ns: &str, name: &str) -> Option<ClusterS
         .await
         .ok()?;
     let observed: Vec<ObservedPod> = serde_json::from_value(serde_json::to_value(&listed.items).ok()?).ok()?;
-    Some(derive_status(&cluster, Some(&observed)))
+    Some(derive_status(&cluster, Some(&observed.iter().collect::<Vec<_>>())))
 }
 
 async fn wait_status(client: &Client, ns: &str, name: &str, want: ClusterStatus) {

@@ -143,7 +143,7 @@ impl ClusterStore for CachedClusterStore {
         Ok(created)
     }
 
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<ObservedCluster, Error> {
+    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
         let cached =
             self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.fresh(Some(namespace), Some(name));
         source(Kind::Clusters, cached);
@@ -151,12 +151,10 @@ impl ClusterStore for CachedClusterStore {
             return self.api.get(namespace, name, request_id).await;
         }
         let found = read(&self.cache.clusters).get(namespace, "", name);
-        found
-            .map(|c| (*c).clone())
-            .ok_or_else(|| self.not_found(namespace, name))
+        found.ok_or_else(|| self.not_found(namespace, name))
     }
 
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<ObservedCluster>, Error> {
+    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let cached = self.cache.serving(Kind::Clusters, namespace) && self.cache.fresh(namespace, None);
         source(Kind::Clusters, cached);
         if !cached {
@@ -167,31 +165,34 @@ impl ClusterStore for CachedClusterStore {
             Some(ns) => clusters.bucket(ns, ""),
             None => clusters.all(),
         };
-        Ok(found.iter().map(|c| (**c).clone()).collect())
+        Ok(found)
     }
 
-    async fn pods(&self, namespace: &str, cluster: Option<&str>, request_id: &str) -> Result<Vec<ObservedPod>, Error> {
+    async fn pods(
+        &self,
+        namespace: &str,
+        cluster: Option<&str>,
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
         let cached = self.cache.serving(Kind::Pods, Some(namespace));
         source(Kind::Pods, cached);
         if !cached {
             return self.api.pods(namespace, cluster, request_id).await;
         }
         let pods = read(&self.cache.pods);
-        let found = match cluster {
+        Ok(match cluster {
             Some(c) => pods.bucket(namespace, c),
             None => pods.namespace(namespace),
-        };
-        Ok(found.iter().map(|p| (**p).clone()).collect())
+        })
     }
 
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<ObservedEvent>, Error> {
+    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error> {
         let cached = self.cache.serving(Kind::Events, Some(namespace));
         source(Kind::Events, cached);
         if !cached {
             return self.api.events(namespace, request_id).await;
         }
-        let found = read(&self.cache.events).namespace(namespace);
-        Ok(found.iter().map(|e| (**e).clone()).collect())
+        Ok(read(&self.cache.events).namespace(namespace))
     }
 
     async fn patch(
