@@ -221,63 +221,68 @@ fn rest_reads(t: &Target) -> Vec<(&'static str, Op)> {
 /// The same reads made straight to the sandbox: what a client with
 /// kube-rs and cluster-wide access would see, without krayne in between.
 fn kube_reads(client: &kube::Client, t: &Target) -> Vec<(&'static str, Op)> {
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", "RayCluster"));
-    let rc = {
-        let (client, resource) = (client.clone(), resource.clone());
-        move |ns: &str| Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource)
-    };
-    let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let (client, rc1, rc2, rc3, t1, t2, t3) = (
-        client.clone(),
-        rc.clone(),
-        rc.clone(),
-        rc,
-        t.clone(),
-        t.clone(),
-        t.clone(),
-    );
     vec![
         (
             "get",
-            Arc::new(move |_| {
-                let (ns, name) = t1.pick();
-                let api = rc1(&ns);
-                async move { Some(api.get(&name).await.is_ok()) }.boxed()
-            }) as Op,
+            kube_op(client, t, |client, t| async move {
+                let (ns, name) = t.pick();
+                rayclusters(client, Some(&ns)).get(&name).await.is_ok()
+            }),
         ),
         (
             "describe (3 requests)",
-            Arc::new(move |_| {
-                let (ns, name) = t2.pick();
-                let (rc, pods, events) = (
-                    rc2(&ns),
+            kube_op(client, t, |client, t| async move {
+                let (ns, name) = t.pick();
+                let pods_of = ListParams::default().labels(&format!("ray.io/cluster={name}"));
+                let all_events = ListParams::default();
+                let (rc, pods) = (
+                    rayclusters(client.clone(), Some(&ns)),
                     Api::<Pod>::namespaced(client.clone(), &ns),
-                    Api::<Event>::namespaced(client.clone(), &ns),
                 );
-                async move {
-                    let pods_of = ListParams::default().labels(&format!("ray.io/cluster={name}"));
-                    let all_events = ListParams::default();
-                    let (c, p, e) = tokio::join!(rc.get(&name), pods.list(&pods_of), events.list(&all_events));
-                    Some(c.is_ok() && p.is_ok() && e.is_ok())
-                }
-                .boxed()
-            }) as Op,
+                let events = Api::<Event>::namespaced(client, &ns);
+                let (c, p, e) = tokio::join!(rc.get(&name), pods.list(&pods_of), events.list(&all_events));
+                c.is_ok() && p.is_ok() && e.is_ok()
+            }),
         ),
         (
             "list namespace",
-            Arc::new(move |_| {
-                let api = rc3(&t3.pick().0);
-                async move { Some(api.list(&ListParams::default()).await.is_ok()) }.boxed()
-            }) as Op,
+            kube_op(client, t, |client, t| async move {
+                let ns = t.pick().0;
+                rayclusters(client, Some(&ns))
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok()
+            }),
         ),
         (
             "list all (1 page)",
-            Arc::new(move |_| {
-                let api = all.clone();
-                async move { Some(api.list(&ListParams::default()).await.is_ok()) }.boxed()
-            }) as Op,
+            kube_op(client, t, |client, _| async move {
+                rayclusters(client, None).list(&ListParams::default()).await.is_ok()
+            }),
         ),
     ]
+}
+
+/// RayClusters of one namespace, or of all.
+fn rayclusters(client: kube::Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", "RayCluster"));
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    }
+}
+
+/// Requests made with kube-rs, from a shared client.
+fn kube_op<F, Fut>(client: &kube::Client, target: &Target, call: F) -> Op
+where
+    F: Fn(kube::Client, Target) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
+    let (client, target) = (client.clone(), target.clone());
+    Arc::new(move |_| {
+        let fut = call(client.clone(), target.clone());
+        async move { Some(fut.await) }.boxed()
+    })
 }
 
 /// Creates clusters named by `prefix` round robin over the namespaces, over

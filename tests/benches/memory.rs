@@ -79,24 +79,18 @@ async fn main() {
     let started = Instant::now();
     let created = bench.create_clusters(args.clusters).await;
     assert_eq!(created, args.clusters, "not every cluster was created");
+    // Every cluster and pod cached, and the counts still for 2 s: the
+    // simulated pods have started and their events arrived.
+    let mut last = Vec::new();
     let objects = loop {
-        let objects = cached_objects(http, &ops).await;
-        if count(&objects, "rayclusters") >= args.clusters && count(&objects, "pods") >= 2 * args.clusters {
-            break objects;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
-    // Let the simulated pods start and their events arrive.
-    let mut objects = objects;
-    loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let now = cached_objects(http, &ops).await;
-        let settled = now == objects;
-        objects = now;
-        if settled {
-            break;
+        let all_in = count(&now, "rayclusters") >= args.clusters && count(&now, "pods") >= 2 * args.clusters;
+        if all_in && now == last {
+            break now;
         }
-    }
+        last = now;
+    };
     let load_seconds = started.elapsed().as_secs_f64();
     let (loaded, loaded_peak) = rss_kib(pid).unwrap();
 
