@@ -2,8 +2,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use backon::{ExponentialBuilder, Retryable as _};
-use futures::{Stream, StreamExt as _, TryStreamExt as _, stream};
+use backon::{BackoffBuilder as _, ExponentialBuilder, Retryable as _};
+use futures::{Stream, StreamExt as _, TryStreamExt as _, stream, stream::BoxStream};
 use tonic::{
     Code, Request,
     service::interceptor::InterceptedService,
@@ -463,13 +463,28 @@ impl Client {
 
     /// The cluster's summary each time its status changes, starting with
     /// the current one; ends after `ready`, or with `DeadlineExceeded` when
-    /// `timeout` passes (rounded up to whole seconds, at most an hour).
+    /// `timeout` passes (rounded up to whole seconds, at most an hour). A
+    /// watch the server ends with `Unavailable` (a replica shutting down)
+    /// is resumed with the time left, as the retry policy allows.
     pub async fn watch(
         &self,
         namespace: &str,
         name: &str,
         timeout: Duration,
     ) -> Result<impl Stream<Item = Result<ClusterInfo, ClientError>> + use<>, ClientError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let first = self.open_watch(namespace, name, timeout).await?;
+        let resume = crate::watch::Resume::new(self.clone(), namespace, name, deadline, first);
+        Ok(resume.into_stream(self.retry.backoff().build()))
+    }
+
+    /// One `WaitCluster` stream, with `timeout` for the server.
+    pub(crate) async fn open_watch(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<BoxStream<'static, Result<ClusterInfo, ClientError>>, ClientError> {
         let seconds = u32::try_from(timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0))
             .unwrap_or(u32::MAX)
             .clamp(1, 3600);
@@ -488,15 +503,18 @@ impl Client {
             })
             .await?
             .into_inner();
-        Ok(stream.map(|item| {
+        let updates = stream.map(|item| {
             item.map_err(ClientError::from)?
                 .cluster
                 .ok_or_else(|| ClientError::new(Code::Internal, "the server sent no cluster"))
-        }))
+        });
+        Ok(updates.boxed())
     }
 
     /// Waits until the cluster is `ready` and returns its summary; on
     /// timeout the error is `DeadlineExceeded` and names the last status.
+    /// Like [`Client::watch`], it resumes a wait a server ends with
+    /// `Unavailable`.
     pub async fn wait_until_ready(
         &self,
         namespace: &str,

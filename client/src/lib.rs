@@ -42,6 +42,7 @@ mod client;
 mod error;
 pub mod json;
 mod spec;
+mod watch;
 
 pub use auth::TokenProvider;
 pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, RetryPolicy, Scale};

@@ -2,7 +2,7 @@
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::{Router, middleware, serve::ListenerExt as _};
+use axum::{Router, middleware};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 
@@ -11,6 +11,7 @@ use crate::{
     domain::{AuditSink, ClusterStore},
     grpc, ops,
     rest::{self, AppState, REQUEST_ID, RestSettings},
+    serve::{ConnectionLimits, serve},
     service::{ClusterService, ServiceSettings},
 };
 
@@ -26,6 +27,8 @@ pub struct Parts {
     pub service: ServiceSettings,
     /// HTTP limits and CORS.
     pub rest: RestSettings,
+    /// What a connection may do before the application sees it.
+    pub connections: ConnectionLimits,
     /// How long in-flight requests may finish after a shutdown signal.
     pub grace: Duration,
 }
@@ -67,13 +70,15 @@ pub async fn start(
         service: service.clone(),
         auth: parts.auth.clone(),
     };
-    let (grpc_routes, health) = grpc::router(service.clone(), parts.auth).await?;
+    let (grpc_routes, health) = grpc::router(service.clone(), parts.auth, parts.rest.body_limit).await?;
     let grpc_routes = grpc_routes
         .route_layer(middleware::from_fn(ops::track_http))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
     // gRPC services own their paths; every other request is REST's.
-    let app: Router = grpc_routes.fallback_service(rest::router(state, &parts.rest));
+    let app: Router = grpc_routes
+        .fallback_service(rest::router(state, &parts.rest))
+        .layer(middleware::from_fn(rest::drop_unusable_request_ids));
     let api_listener = TcpListener::bind(api)
         .await
         .map_err(|e| format!("cannot listen on {api}: {e}"))?;
@@ -81,51 +86,51 @@ pub async fn start(
         .await
         .map_err(|e| format!("cannot listen on {ops}: {e}"))?;
     let api_addr = api_listener.local_addr().map_err(|e| e.to_string())?;
-    // HTTP/2 writes headers, data and trailers as separate small frames;
-    // with Nagle's algorithm each waits for the peer's delayed ACK (40 ms).
-    let api_listener = api_listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
     let ops_addr = ops_listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopping) = watch::channel(false);
-    let grace = parts.grace;
-    let ops_app = ops::router(service);
+    let (grace, limits) = (parts.grace, parts.connections);
+    let ops_app = ops::router(service.clone());
     let task = tokio::spawn(async move {
         let mut by_stop = stopping.clone();
+        let stopping_service = service.clone();
         let signal = async move {
             tokio::select! {
                 () = shutdown => {}
                 _ = by_stop.changed() => {}
             }
             tracing::info!("shutting down: no new connections; finishing requests in flight");
-            for service in ["", "krayne.v1.ClusterService", "krayne.v1.IdentityService"] {
+            let services = [
+                "",
+                "krayne.v1.ClusterService",
+                "krayne.v1.IdentityService",
+                "krayne.v1.AuditService",
+            ];
+            for name in services {
                 health
-                    .set_service_status(service, tonic_health::ServingStatus::NotServing)
+                    .set_service_status(name, tonic_health::ServingStatus::NotServing)
                     .await;
             }
+            stopping_service.begin_shutdown();
         };
-        let (drained_tx, drained) = tokio::sync::oneshot::channel::<()>();
-        let api_server = axum::serve(api_listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                signal.await;
-                let _ = drained_tx.send(());
-            });
         let mut ops_stop = stopping;
-        let ops_server = axum::serve(ops_listener, ops_app).with_graceful_shutdown(async move {
-            let _ = ops_stop.changed().await;
+        let ops_limits = limits.clone();
+        let ops_task = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = ops_stop.changed().await;
+            };
+            serve("ops", ops_listener, ops_app, &ops_limits, stopped).await.await;
         });
-        let ops_task = tokio::spawn(async move { ops_server.await });
-        let api_task = tokio::spawn(async move { api_server.await });
-        let _ = drained.await;
+        let drained = serve("api", api_listener, app, &limits, signal).await;
+        let started = tokio::time::Instant::now();
         // In flight when the signal came: finish within the grace period.
-        if tokio::time::timeout(grace, api_task).await.is_err() {
+        if tokio::time::timeout(grace, drained).await.is_err() {
             tracing::warn!(
                 grace_seconds = grace.as_secs(),
                 "requests still in flight after the grace period; stopping anyway"
             );
         }
+        let left = grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+        service.flush_audit(left).await;
         ops_task.abort();
     });
     Ok(Running {

@@ -19,7 +19,8 @@ use crate::{
     manifest::ManifestSettings,
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
-    service::ServiceSettings,
+    serve::ConnectionLimits,
+    service::{RateLimit, ServiceSettings},
 };
 
 mod sandbox_cmd;
@@ -137,12 +138,13 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
     Ok(verifier.with_jwks(source))
 }
 
-/// The service and HTTP settings from the HTTP flags.
-pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
+/// The service, HTTP and connection settings from the HTTP flags.
+pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, ConnectionLimits) {
     let service = ServiceSettings {
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
         },
+        rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         ..ServiceSettings::default()
     };
     let rest = RestSettings {
@@ -150,7 +152,11 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings) {
         request_timeout: Duration::from_secs(http.request_timeout_seconds),
         cors_origins: http.cors_origins.clone(),
     };
-    (service, rest)
+    let connections = ConnectionLimits {
+        header_read_timeout: Duration::from_secs(http.header_read_timeout_seconds.max(1)),
+        max_header_bytes: http.max_header_bytes,
+    };
+    (service, rest, connections)
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
@@ -159,14 +165,16 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
     let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
-    let (mut service, rest) = settings(&args.http);
+    let (mut service, rest, connections) = settings(&args.http);
     service.audit_reads = args.audit_reads;
+    let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
     let parts = Parts {
-        store: k8s::cluster_store(client, cache_options(&args.cache).as_ref()),
+        store: k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
         audit: audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
         service,
         rest,
+        connections,
         grace: Duration::from_secs(args.http.shutdown_grace_seconds),
     };
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;

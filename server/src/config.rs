@@ -59,7 +59,7 @@ pub struct DatabaseArgs {
     pub database_statement_timeout_seconds: u64,
     /// Longest to wait for a connection, in seconds; past it a mutation is
     /// refused (503) rather than made without its audit row.
-    #[arg(long, env = "KRAYNE_DATABASE_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 2)]
+    #[arg(long, env = "KRAYNE_DATABASE_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 1)]
     pub database_acquire_timeout_seconds: u64,
 }
 
@@ -99,6 +99,22 @@ pub struct HttpArgs {
     /// Longest a unary request may take, in seconds.
     #[arg(long, env = "KRAYNE_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
     pub request_timeout_seconds: u64,
+    /// Longest a client may take to send a request's headers, in seconds
+    /// (HTTP/1; a slow sender's connection is closed).
+    #[arg(long, env = "KRAYNE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub header_read_timeout_seconds: u64,
+    /// Largest request head (request line and headers) in bytes; larger
+    /// ones are answered 431.
+    #[arg(long, env = "KRAYNE_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
+    /// Requests per second each caller (token subject) may make, sustained;
+    /// past it requests get 429 / RESOURCE_EXHAUSTED with a retry time.
+    /// 0 turns the limit off.
+    #[arg(long, env = "KRAYNE_RATE_LIMIT_PER_SECOND", default_value_t = 50)]
+    pub rate_limit_per_second: u32,
+    /// Requests a caller may make at once above the sustained rate.
+    #[arg(long, env = "KRAYNE_RATE_LIMIT_BURST", default_value_t = 100)]
+    pub rate_limit_burst: u32,
     /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
@@ -124,6 +140,11 @@ pub struct ServeArgs {
     /// Kubeconfig context.
     #[arg(long, env = "KRAYNE_KUBE_CONTEXT")]
     pub kube_context: Option<String>,
+    /// Longest a Kubernetes request may take, in seconds; past it the
+    /// caller gets 504 / DEADLINE_EXCEEDED instead of waiting on a slow
+    /// API server.
+    #[arg(long, env = "KRAYNE_KUBE_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub kube_timeout_seconds: u64,
     /// Team mapping YAML file; reloaded when it changes and on SIGHUP.
     #[arg(long, env = "KRAYNE_TEAMS_FILE")]
     pub teams_file: PathBuf,

@@ -14,4 +14,5 @@ pub mod manifest;
 pub mod ops;
 pub mod rest;
 pub mod sandbox;
+pub mod serve;
 pub mod service;

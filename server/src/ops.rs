@@ -60,6 +60,14 @@ async fn readyz(State(service): State<ClusterService>) -> Response {
     }
 }
 
+/// Runtime gauges, read when scraped: a task count that only grows is a
+/// leak (waits, connections or watchers that never end).
+fn record_runtime() {
+    let runtime = tokio::runtime::Handle::current().metrics();
+    #[allow(clippy::cast_precision_loss)] // task counts stay far below 2^52
+    metrics::gauge!("krayne_runtime_alive_tasks").set(runtime.num_alive_tasks() as f64);
+}
+
 /// `/healthz` (the process is up), `/readyz` (Kubernetes and the audit
 /// log answer) and `/metrics` (Prometheus text).
 pub fn router(service: ClusterService) -> Router {
@@ -67,6 +75,12 @@ pub fn router(service: ClusterService) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(move || async move { handle.render() }))
+        .route(
+            "/metrics",
+            get(move || async move {
+                record_runtime();
+                handle.render()
+            }),
+        )
         .with_state(service)
 }

@@ -55,6 +55,14 @@ impl Reply {
         self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 
+    /// The `name` of every cluster in a cluster list.
+    pub fn names(&self) -> Vec<&str> {
+        self.body["clusters"]
+            .as_array()
+            .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+            .unwrap_or_default()
+    }
+
     /// The field paths of a problem's violations.
     pub fn violation_fields(&self) -> Vec<String> {
         self.body["violations"]

@@ -10,9 +10,20 @@ mod clients;
 pub mod load;
 mod postgres;
 mod proxy;
+mod secrets;
 mod server;
 
 pub use clients::{Bearer, Grpc, Reply, Rest};
-pub use postgres::{TestDb, test_database};
+pub use postgres::{PgServer, TestDb, test_database};
 pub use proxy::Proxy;
+pub use secrets::{register_secret, secrets_in};
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
+
+/// A metric's value in Prometheus text: the first series of `name` whose
+/// labels contain `labels` (0 when there is none).
+pub fn metric(text: &str, name: &str, labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']) && l.contains(labels))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}

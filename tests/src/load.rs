@@ -53,6 +53,11 @@ impl BenchEnv {
             sandbox,
             teams: BENCH_TEAMS.into(),
             database_url: Some(db.url.clone()),
+            // One principal drives the whole load: no rate limit, and no
+            // debug log (the tests' default) to slow the server down.
+            server_args: ["--log", "info", "--rate-limit-per-second", "0"]
+                .map(str::to_owned)
+                .to_vec(),
             ..EnvOptions::default()
         })
         .await;

@@ -77,10 +77,17 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Spawns the binary with `args` and waits for its "serving" line.
+    /// Spawns the binary with `args` and waits for its "serving" line. It
+    /// logs at debug level (`KRAYNE_TEST_LOG` overrides) unless `args` set
+    /// `--log`, and its log is checked for secrets when it is dropped.
     pub async fn spawn(args: &[String]) -> Self {
+        let mut args = args.to_vec();
+        if !args.iter().any(|a| a == "--log") {
+            let level = std::env::var("KRAYNE_TEST_LOG").unwrap_or_else(|_| "debug".into());
+            args.extend(["--log".into(), level]);
+        }
         let mut child = Command::new(server_binary())
-            .args(args)
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -152,6 +159,28 @@ impl ServerProcess {
     }
 }
 
+impl Drop for ServerProcess {
+    // The test harness shows a failed test's server warnings on stderr,
+    // where libtest captures them with the test's output.
+    #[allow(clippy::print_stderr)]
+    fn drop(&mut self) {
+        let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if std::thread::panicking() {
+            // A failed test shows what the server warned about (the debug
+            // log is too long to print whole), minus anything secret.
+            let warnings: Vec<&str> = log
+                .lines()
+                .filter(|l| (l.contains("WARN") || l.contains("ERROR")) && crate::secrets_in(l).is_empty())
+                .collect();
+            let shown = &warnings[warnings.len().saturating_sub(40)..];
+            eprintln!("krayne-server's last warnings and errors:\n{}", shown.join("\n"));
+            return;
+        }
+        let found = crate::secrets_in(&log);
+        assert!(found.is_empty(), "krayne-server logged secrets: {found:#?}");
+    }
+}
+
 fn field(line: &str, key: &str) -> Option<SocketAddr> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key))
@@ -188,6 +217,24 @@ impl Default for EnvOptions {
     }
 }
 
+impl EnvOptions {
+    /// The default environment, the server started with `args` too.
+    pub fn with_args(args: &[&str]) -> Self {
+        Self {
+            server_args: args.iter().map(|a| (*a).to_owned()).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The default environment, auditing to the database at `url`.
+    pub fn with_database(url: &str) -> Self {
+        Self {
+            database_url: Some(url.to_owned()),
+            ..Self::default()
+        }
+    }
+}
+
 /// A sandbox and a real server pointed at it.
 pub struct Env {
     /// The server process.
@@ -215,7 +262,7 @@ impl Env {
         sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let teams = dir.path().join("teams.yaml");
         std::fs::write(&teams, &options.teams).expect("teams");
-        let secret = b"e2e-secret-e2e-secret-e2e-secret-0123".to_vec();
+        let secret = crate::secrets::E2E_SECRET.as_bytes().to_vec();
         let secret_file = dir.path().join("secret");
         std::fs::write(&secret_file, &secret).expect("secret");
         let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
@@ -326,6 +373,38 @@ impl Env {
     /// A REST client with `token`.
     pub fn rest(&self, token: &str) -> Rest {
         Rest::new(&self.url(), Some(token.to_owned()))
+    }
+
+    /// A client of the ops listener (`/readyz`, `/metrics`).
+    pub fn ops(&self) -> Rest {
+        Rest::new(&format!("http://{}", self.server.ops), None)
+    }
+
+    /// The requests that changed RayClusters (POST, PUT, PATCH, DELETE), in
+    /// the order the sandbox received them.
+    pub fn raycluster_writes(&self) -> Vec<krayne_server::sandbox::RequestRecord> {
+        let mut requests = self.sandbox.requests();
+        requests.retain(|r| {
+            r.uri.contains("/rayclusters") && ["POST", "PUT", "PATCH", "DELETE"].contains(&r.method.as_str())
+        });
+        requests
+    }
+
+    /// A metric's current value from `/metrics` (see [`crate::metric`]).
+    pub async fn metric(&self, name: &str, labels: &str) -> f64 {
+        crate::metric(&self.ops().get("/metrics").await.text, name, labels)
+    }
+
+    /// Waits (at most 10 s) until `name` reaches `at_least`.
+    pub async fn await_metric(&self, name: &str, at_least: f64) {
+        let started = std::time::Instant::now();
+        while self.metric(name, "").await < at_least {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{name} stayed below {at_least}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// A REST client without a token.

@@ -192,10 +192,9 @@ async fn errors_carry_the_code_and_field_violations() {
     assert_eq!(bad_url.code(), Code::InvalidArgument);
 }
 
-#[tokio::test]
-async fn idempotent_calls_are_retried_across_a_server_restart() {
-    let mut env = Env::start().await;
-    let c = Client::builder(env.url())
+/// Alice's client, retrying for as long as a server restart takes.
+async fn patient_client(env: &Env) -> Client {
+    Client::builder(env.url())
         .token(env.alice())
         .retry(RetryPolicy {
             max_retries: 100,
@@ -204,7 +203,13 @@ async fn idempotent_calls_are_retried_across_a_server_restart() {
         })
         .connect()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn idempotent_calls_are_retried_across_a_server_restart() {
+    let mut env = Env::start().await;
+    let c = patient_client(&env).await;
     c.create(ClusterSpecBuilder::new("survivor").namespace("ml-team").build())
         .await
         .unwrap();
@@ -293,4 +298,30 @@ async fn the_pipeline_example_runs() {
         c.list_all(Some("ml-team")).await.unwrap().is_empty(),
         "the example deletes its cluster"
     );
+}
+
+#[tokio::test]
+async fn a_wait_resumes_when_its_server_shuts_down() {
+    let mut options = krayne_tests::EnvOptions::default();
+    // Pods start slowly: the wait is open when the server stops.
+    options.sandbox.operator.start_delay = Duration::from_secs(3);
+    let mut env = Env::start_with(options).await;
+    let c = patient_client(&env).await;
+    c.create(ClusterSpecBuilder::new("patient").namespace("ml-team").build())
+        .await
+        .unwrap();
+    let waiter = c.clone();
+    let wait = tokio::spawn(async move {
+        waiter
+            .wait_until_ready("ml-team", "patient", Duration::from_secs(60))
+            .await
+    });
+    env.await_metric("krayne_waits_open", 1.0).await;
+    // The server ends the wait with UNAVAILABLE as it stops; the SDK
+    // waits again once a server answers on the address.
+    env.stop_server().await;
+    assert!(!wait.is_finished(), "the wait should be resuming");
+    env.start_server().await;
+    let ready = wait.await.unwrap().unwrap();
+    assert_eq!(ready.status, "ready");
 }

@@ -37,8 +37,45 @@ pub(super) fn stamp(text: &str) -> String {
         .unwrap_or_else(|_| text.to_owned())
 }
 
+/// Longest text kept in an indexed column: a B-tree entry must stay under
+/// a third of a page (2 704 bytes in Postgres), and no valid name is longer.
+const INDEXED_MAX_BYTES: usize = 256;
+
+/// `text` as any database stores it: Postgres refuses NUL in `text` and
+/// `\u0000` in `jsonb`, so a caller who sends one must not make the row
+/// (and the mutation it guards) fail.
+fn storable(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
+}
+
+/// [`storable`], cut (at a character boundary, marked with `…`) to fit an
+/// index: the refusal of an absurd name is still recorded.
+fn indexable(text: &str) -> String {
+    let text = storable(text);
+    if text.len() <= INDEXED_MAX_BYTES {
+        return text;
+    }
+    let mut end = INDEXED_MAX_BYTES - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// JSON with [`storable`] strings and keys.
 fn json(v: &impl serde::Serialize) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+    fn clean(v: Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(storable(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(clean).collect()),
+            Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (storable(&k), clean(v))).collect()),
+            other => other,
+        }
+    }
+    serde_json::to_value(v)
+        .map(clean)
+        .and_then(|v| serde_json::to_string(&v))
+        .unwrap_or_else(|_| "null".into())
 }
 
 /// The values of `e`, in [`COLUMNS`] order.
@@ -47,22 +84,22 @@ pub(super) fn values(e: &AuditEntry) -> [Option<String>; 20] {
         Some(e.id.clone()),
         Some(stamp(&e.occurred_at)),
         e.completed_at.as_deref().map(stamp),
-        Some(e.meta.request_id.clone()),
-        Some(e.subject.clone()),
-        e.email.clone(),
+        Some(storable(&e.meta.request_id)),
+        Some(indexable(&e.subject)),
+        e.email.as_deref().map(storable),
         Some(json(&e.groups)),
         Some(json(&e.teams)),
         e.meta.source_ip.clone(),
-        e.meta.user_agent.clone(),
+        e.meta.user_agent.as_deref().map(storable),
         Some(e.meta.transport.as_str().to_owned()),
-        Some(e.action.clone()),
-        e.namespace.clone(),
-        e.cluster.clone(),
+        Some(indexable(&e.action)),
+        e.namespace.as_deref().map(indexable),
+        e.cluster.as_deref().map(indexable),
         Some(json(&e.summary)),
         Some(e.outcome.as_str().to_owned()),
         e.http_status.map(|s| s.to_string()),
         e.grpc_code.clone(),
-        e.error.clone(),
+        e.error.as_deref().map(storable),
         e.duration_ms.map(|d| d.to_string()),
     ]
 }
@@ -124,12 +161,31 @@ impl From<RawRow> for AuditEntry {
 
 #[cfg(test)]
 mod tests {
-    use super::stamp;
+    use serde_json::json;
+
+    use super::{indexable, json, stamp, storable};
 
     #[test]
     fn stamps_are_fixed_width_utc() {
         assert_eq!(stamp("2025-01-02T03:04:05Z"), "2025-01-02T03:04:05.000000Z");
         assert_eq!(stamp("2025-01-02T04:04:05.5+01:00"), "2025-01-02T03:04:05.500000Z");
         assert!(stamp("2025-01-02T03:04:05.000001Z") > stamp("2025-01-02T03:04:05Z"));
+    }
+
+    #[test]
+    fn nul_never_reaches_the_database() {
+        assert_eq!(storable("a\0b"), "a\u{FFFD}b");
+        let summary = json(&json!({"worker_group": "w\0", "k\0": ["\0"]}));
+        assert!(!summary.contains("\\u0000"), "{summary}");
+        assert_eq!(summary, "{\"worker_group\":\"w\u{FFFD}\",\"k\u{FFFD}\":[\"\u{FFFD}\"]}");
+    }
+
+    #[test]
+    fn indexed_text_is_cut_at_a_character_boundary() {
+        assert_eq!(indexable("ml-team"), "ml-team");
+        let long = indexable(&"é".repeat(1_000));
+        assert!(long.len() <= 256 && long.ends_with('…'), "{}", long.len());
+        assert!(long.starts_with("éé"));
+        assert_eq!(indexable(&"x".repeat(256)).len(), 256);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::store::Store;
 use crate::domain::{
@@ -38,11 +38,27 @@ impl Default for QueueOptions {
     }
 }
 
+/// What the background writers receive.
+enum Queued {
+    /// A row to write.
+    Row(Box<AuditEntry>),
+    /// Write everything received before this, then answer.
+    Flush(oneshot::Sender<()>),
+}
+
 /// The audit log in Postgres or SQLite.
 pub struct SqlAuditSink {
     store: Store,
-    batch: mpsc::Sender<AuditEntry>,
-    retry: mpsc::Sender<AuditEntry>,
+    batch: mpsc::Sender<Queued>,
+    retry: mpsc::Sender<Queued>,
+}
+
+/// Resolves once the writer behind `queue` has handled what was queued.
+async fn drained(queue: &mpsc::Sender<Queued>) {
+    let (done, answered) = oneshot::channel();
+    if queue.send(Queued::Flush(done)).await.is_ok() {
+        let _ = answered.await;
+    }
 }
 
 fn unavailable(e: &sqlx::Error) -> Error {
@@ -95,7 +111,7 @@ impl AuditSink for SqlAuditSink {
             Ok(()) => {}
             Err(e) => {
                 tracing::warn!(id = %entry.id, error = %e, "audit outcome not written; queued for retry");
-                if self.retry.try_send(entry.clone()).is_err() {
+                if self.retry.try_send(Queued::Row(Box::new(entry.clone()))).is_err() {
                     metrics::counter!("krayne_audit_dropped_total", "queue" => "retry").increment(1);
                     tracing::error!(id = %entry.id, "audit retry queue full; the sweeper will resolve this row");
                 }
@@ -104,13 +120,19 @@ impl AuditSink for SqlAuditSink {
     }
 
     async fn record(&self, entry: &AuditEntry) {
-        if self.batch.try_send(entry.clone()).is_err() {
+        if self.batch.try_send(Queued::Row(Box::new(entry.clone()))).is_err() {
             metrics::counter!("krayne_audit_dropped_total", "queue" => "batch").increment(1);
         }
     }
 
     async fn ping(&self) -> Result<(), Error> {
         self.store.ping().await.map_err(|e| unavailable(&e))
+    }
+
+    async fn flush(&self) {
+        // Side by side: a batch stuck on a database that is down must not
+        // use up the time the outcomes (which settle `pending` rows) have.
+        tokio::join!(drained(&self.batch), drained(&self.retry));
     }
 
     async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error> {
@@ -121,47 +143,110 @@ impl AuditSink for SqlAuditSink {
     }
 }
 
-/// Batches rows until `size` or `delay`, then inserts them in one
-/// statement; a failed batch is retried with backoff, never dropped.
-async fn write_batches(store: Store, mut rx: mpsc::Receiver<AuditEntry>, size: usize, delay: Duration) {
+/// Batches rows until `size` or `delay` (or a flush), then inserts them in
+/// one statement; a failed batch is retried with backoff, never dropped.
+async fn write_batches(store: Store, mut rx: mpsc::Receiver<Queued>, size: usize, delay: Duration) {
     while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
+        let mut flushes = Vec::new();
+        let mut batch = Vec::new();
+        match first {
+            Queued::Row(e) => batch.push(*e),
+            Queued::Flush(done) => flushes.push(done),
+        }
         let deadline = tokio::time::sleep(delay);
         tokio::pin!(deadline);
-        while batch.len() < size {
+        while batch.len() < size && flushes.is_empty() {
             tokio::select! {
                 next = rx.recv() => match next {
-                    Some(e) => batch.push(e),
+                    Some(Queued::Row(e)) => batch.push(*e),
+                    Some(Queued::Flush(done)) => flushes.push(done),
                     None => break,
                 },
                 () = &mut deadline => break,
             }
         }
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match store.insert(&batch).await {
-                Ok(()) => {
-                    metrics::counter!("krayne_audit_batched_rows_total").increment(batch.len() as u64);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(rows = batch.len(), error = %e, "audit batch not written; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
+        write_batch(&store, &batch).await;
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+async fn write_batch(store: &Store, batch: &[AuditEntry]) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut written = batch.len();
+    if insert_retrying(store, batch).await.is_err() {
+        // One row the database will never take must not hold back the
+        // rest: write them one by one and drop only that row.
+        for row in batch {
+            if let Err(e) = insert_retrying(store, std::slice::from_ref(row)).await {
+                written -= 1;
+                metrics::counter!("krayne_audit_dropped_total", "queue" => "rejected").increment(1);
+                tracing::error!(id = %row.id, request_id = %row.meta.request_id, error = %e,
+                    "the database refused an audit row; dropped");
+            }
+        }
+    }
+    metrics::counter!("krayne_audit_batched_rows_total").increment(written as u64);
+}
+
+/// Inserts `rows`, retrying with backoff while the database is away; fails
+/// only on an error retrying cannot mend.
+async fn insert_retrying(store: &Store, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match store.insert(rows).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_permanent(&e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(rows = rows.len(), error = %e, "audit rows not written; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         }
     }
 }
 
+/// Whether retrying `e` cannot help: the row itself is refused (a data
+/// exception, a constraint, a size limit), not the database unreachable.
+fn is_permanent(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    let class = db.code().map(|c| c.chars().take(2).collect::<String>());
+    !matches!(db.kind(), sqlx::error::ErrorKind::Other) || matches!(class.as_deref(), Some("22" | "54"))
+}
+
 /// Retries outcomes until they are written.
-async fn retry_outcomes(store: Store, mut rx: mpsc::Receiver<AuditEntry>) {
-    while let Some(entry) = rx.recv().await {
+async fn retry_outcomes(store: Store, mut rx: mpsc::Receiver<Queued>) {
+    while let Some(queued) = rx.recv().await {
+        let entry = match queued {
+            Queued::Row(e) => e,
+            Queued::Flush(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
         let mut backoff = Duration::from_millis(200);
-        while store.finish(&entry).await.is_err() {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(10));
+        loop {
+            match store.finish(&entry).await {
+                Ok(()) => {
+                    tracing::info!(id = %entry.id, "audit outcome written after retrying");
+                    break;
+                }
+                Err(e) if is_permanent(&e) => {
+                    metrics::counter!("krayne_audit_dropped_total", "queue" => "rejected").increment(1);
+                    tracing::error!(id = %entry.id, error = %e,
+                        "the database refused an audit outcome; the sweeper will resolve the row");
+                    break;
+                }
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
         }
-        tracing::info!(id = %entry.id, "audit outcome written after retrying");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::{
     AssertSqlSafe, Database, Executor, IntoArguments, Pool, Postgres, QueryBuilder, Sqlite,
     postgres::PgPoolOptions,
-    sqlite::{SqliteConnectOptions, SqlitePoolOptions},
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
 };
 
 use super::rows::{COLUMNS, RawRow, stamp, values};
@@ -106,11 +106,19 @@ impl Store {
             Ok(Self::Postgres(pool))
         } else if o.url.starts_with("sqlite:") {
             let options: SqliteConnectOptions = o.url.parse().map_err(|e| format!("database {}: {e}", o.url))?;
-            let options = options.create_if_missing(true).busy_timeout(o.statement_timeout);
-            // One writer: SQLite serializes writes anyway.
+            // WAL: a commit is one append and one fsync, not a rollback
+            // journal's three, and readers do not block the writer.
+            let options = options
+                .create_if_missing(true)
+                .busy_timeout(o.statement_timeout)
+                .journal_mode(SqliteJournalMode::Wal);
+            // One writer: SQLite serializes writes anyway. Waiting for it is
+            // queueing, not a sign of an unreachable database (the reason
+            // for a short acquire timeout), so requests wait as long as a
+            // statement may take.
             let pool = SqlitePoolOptions::new()
                 .max_connections(1)
-                .acquire_timeout(o.acquire_timeout)
+                .acquire_timeout(o.acquire_timeout.max(o.statement_timeout))
                 .connect_lazy_with(options);
             Ok(Self::Sqlite(pool))
         } else {

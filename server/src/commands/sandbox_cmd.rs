@@ -51,11 +51,15 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
     let parts = Parts {
-        store: k8s::cluster_store(client, super::cache_options(&args.cache).as_ref()),
+        store: k8s::cluster_store(
+            k8s::KubeClusterStore::new(client),
+            super::cache_options(&args.cache).as_ref(),
+        ),
         audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
         auth: Authenticator::new(verifier, mapping),
         service: ServiceSettings::default(),
         rest: RestSettings::default(),
+        connections: crate::serve::ConnectionLimits::default(),
         grace: Duration::from_secs(5),
     };
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));

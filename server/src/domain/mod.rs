@@ -20,7 +20,7 @@ pub use cluster::{
 pub use config::{check_worker_counts, defaults, limits, parse_yaml};
 pub use error::{Error, FieldViolation, ResourceKind, Violations};
 pub use identity::{Identity, NamespaceAccess};
-pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label};
+pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};
 pub use ports::{AuditSink, ClusterChange, ClusterStore};

@@ -5,6 +5,7 @@
 pub const MAX_CLUSTER_NAME_LEN: usize = 53;
 
 const MAX_LABEL_LEN: usize = 63;
+const MAX_SUBDOMAIN_LEN: usize = 253;
 
 /// Checks a DNS-1035 label (`[a-z]([-a-z0-9]*[a-z0-9])?`) of at most `max`
 /// characters; the error says what is wrong, as Kubernetes would.
@@ -15,6 +16,17 @@ pub fn check_dns1035_label(value: &str, max: usize) -> Result<(), String> {
 /// Checks a DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, ≤ 63).
 pub fn check_dns1123_label(value: &str) -> Result<(), String> {
     check_label(value, MAX_LABEL_LEN, true)
+}
+
+/// Checks a DNS-1123 subdomain (dot-separated labels, ≤ 253): the name rule
+/// the API server applies to most objects, custom resources included.
+pub fn check_dns1123_subdomain(value: &str) -> Result<(), String> {
+    if value.len() > MAX_SUBDOMAIN_LEN {
+        return Err(format!("must be no more than {MAX_SUBDOMAIN_LEN} characters"));
+    }
+    value.split('.').try_for_each(check_dns1123_label).map_err(|_| {
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into()
+    })
 }
 
 fn check_label(value: &str, max: usize, digit_first: bool) -> Result<(), String> {
@@ -66,6 +78,24 @@ mod tests {
         assert!(check_dns1123_label(&"a".repeat(63)).is_ok());
         for bad in ["", "-a", "a-", "A", &"a".repeat(64)] {
             assert!(check_dns1123_label(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn subdomains_are_dotted_labels_up_to_253() {
+        assert!(check_dns1123_subdomain("ray.io").is_ok());
+        assert!(check_dns1123_subdomain(&[&*"a".repeat(63); 3].join(".")).is_ok());
+        for bad in [
+            "",
+            ".a",
+            "a.",
+            "a..b",
+            "A.b",
+            "a\0b",
+            &"a".repeat(64),
+            &"a.".repeat(127),
+        ] {
+            assert!(check_dns1123_subdomain(bad).is_err(), "{bad:?}");
         }
     }
 }

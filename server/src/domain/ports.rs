@@ -36,6 +36,11 @@ pub trait ClusterStore: Send + Sync + 'static {
     /// One RayCluster. Reads hand out shared objects: a cache serves the
     /// same ones to every reader without copying them.
     async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error>;
+    /// One RayCluster as Kubernetes has it now, bypassing any cache: for a
+    /// write that must retry after a conflict with a newer version.
+    async fn get_latest(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
+        self.get(namespace, name, request_id).await
+    }
     /// RayClusters of one namespace, or of all when `None`.
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
     /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
@@ -83,6 +88,8 @@ pub trait AuditSink: Send + Sync + 'static {
     async fn record(&self, entry: &AuditEntry);
     /// Whether the sink can write now (for readiness).
     async fn ping(&self) -> Result<(), Error>;
+    /// Resolves when rows queued in memory so far are written (shutdown).
+    async fn flush(&self) {}
     /// Rows matching `filter`, newest first, at most `limit`, older than
     /// the row `before` (an id from a previous page) when given.
     async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error>;

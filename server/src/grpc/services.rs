@@ -46,7 +46,11 @@ impl Grpc {
             user_agent: metadata(req, "user-agent"),
         };
         match self.auth.authenticate(metadata(req, "authorization").as_deref()).await {
-            Ok(principal) => Ok(Context { principal, meta }),
+            Ok(principal) => {
+                let cx = Context { principal, meta };
+                self.service.admit(&cx).map_err(to_status)?;
+                Ok(cx)
+            }
             Err(rejected) => {
                 self.service.record_unauthenticated(&meta, &rejected.detail).await;
                 Err(to_status(rejected.error))

@@ -7,7 +7,7 @@ mod metered;
 
 pub use cache::{CacheOptions, CachedClusterStore};
 
-use std::sync::Arc;
+use std::{future::Future, sync::Arc, time::Duration};
 
 use axum::http::{HeaderValue, Method, Request, header};
 use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
@@ -31,7 +31,11 @@ const WATCH_TIMEOUT_SECONDS: u32 = 3600;
 #[derive(Clone)]
 pub struct KubeClusterStore {
     client: kube::Client,
+    timeout: Duration,
 }
+
+/// How long a Kubernetes call may take when no timeout is set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Deserialize)]
 struct ObjectList<T> {
@@ -69,12 +73,12 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
 
 /// Kubernetes behind the watch cache, or read-through when `cache` is
 /// `None`.
-pub fn cluster_store(client: kube::Client, cache: Option<&CacheOptions>) -> Arc<dyn ClusterStore> {
+pub fn cluster_store(api: KubeClusterStore, cache: Option<&CacheOptions>) -> Arc<dyn ClusterStore> {
     match cache {
-        Some(options) => Arc::new(CachedClusterStore::start(client, options)),
+        Some(options) => Arc::new(CachedClusterStore::start(api, options)),
         None => {
             tracing::info!("watch cache off: every read goes to Kubernetes");
-            Arc::new(KubeClusterStore::new(client))
+            Arc::new(api)
         }
     }
 }
@@ -102,9 +106,36 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>
 }
 
 impl KubeClusterStore {
-    /// Uses `client` for every call.
+    /// Uses `client` for every call, each bounded by [`DEFAULT_TIMEOUT`].
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Bounds each call (and the start of each watch) by `timeout`: a
+    /// slow API server makes requests fail with `DeadlineExceeded`
+    /// rather than hang until the client gives up.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The client calls are made with.
+    pub(crate) fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Error> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(errors::translate),
+            Err(_) => Err(Error::DeadlineExceeded(format!(
+                "Kubernetes did not answer within {}s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
     }
 
     async fn call<T: DeserializeOwned>(
@@ -116,7 +147,7 @@ impl KubeClusterStore {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             request.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        self.client.request::<T>(request).await.map_err(errors::translate)
+        self.bounded(self.client.request::<T>(request)).await
     }
 
     async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(
@@ -137,7 +168,7 @@ impl KubeClusterStore {
         if let Ok(v) = HeaderValue::from_str(request_id) {
             req.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        let stream = self.client.request_events::<T>(req).await.map_err(errors::translate)?;
+        let stream = self.bounded(self.client.request_events::<T>(req)).await?;
         Ok(stream.map(|r| r.map_err(errors::translate)).boxed())
     }
 }
@@ -265,10 +296,6 @@ impl ClusterStore for KubeClusterStore {
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        self.client
-            .apiserver_version()
-            .await
-            .map(|_| ())
-            .map_err(errors::translate)
+        self.bounded(self.client.apiserver_version()).await.map(|_| ())
     }
 }

@@ -43,7 +43,11 @@ impl FromRequestParts<AppState> for Caller {
             user_agent: header_str(parts, header::USER_AGENT),
         };
         match state.auth.authenticate(authorization.as_deref()).await {
-            Ok(principal) => Ok(Self(Context { principal, meta })),
+            Ok(principal) => {
+                let cx = Context { principal, meta };
+                state.service.admit(&cx)?;
+                Ok(Self(cx))
+            }
             Err(rejected) => {
                 state.service.record_unauthenticated(&meta, &rejected.detail).await;
                 Err(rejected.error.into())

@@ -133,6 +133,26 @@ async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
     }
 }
 
+/// Longest client-chosen request id kept.
+const MAX_REQUEST_ID: usize = 128;
+
+/// Middleware: drops a client's `x-request-id` that is too long or holds
+/// more than letters, digits and `-_.:`, so that a fresh one is made. Ids
+/// go into logs, audit rows and Kubernetes requests.
+pub async fn drop_unusable_request_ids(mut request: Request, next: Next) -> Response {
+    let usable = request.headers().get_all(REQUEST_ID).iter().all(|v| {
+        !v.is_empty()
+            && v.len() <= MAX_REQUEST_ID
+            && v.as_bytes()
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b))
+    });
+    if !usable {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    next.run(request).await
+}
+
 fn cors(origins: &[String]) -> CorsLayer {
     let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
     CorsLayer::new()

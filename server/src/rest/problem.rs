@@ -143,11 +143,12 @@ pub(super) async fn render_problems(request: Request, next: Next) -> Response {
         .unwrap_or_default()
         .to_owned();
     let mut response = next.run(request).await;
-    let Some(mut problem) = response.extensions_mut().remove::<Problem>() else {
-        return response;
+    let (status, mut problem) = match response.extensions_mut().remove::<Problem>() {
+        Some(problem) => (response.status(), problem),
+        None if is_plain_error(&response) => (response.status(), plain_to_problem(response).await),
+        None => return response,
     };
     problem.request_id = request_id;
-    let status = response.status();
     let headers = std::mem::take(&mut problem.headers);
     let mut rendered = (status, Json(problem)).into_response();
     rendered.headers_mut().insert(
@@ -160,4 +161,58 @@ pub(super) async fn render_problems(request: Request, next: Next) -> Response {
         }
     }
     rendered
+}
+
+/// An error answer some layer wrote as plain text (an extractor's
+/// rejection, say) rather than as a problem.
+fn is_plain_error(response: &Response) -> bool {
+    let status = response.status();
+    let problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    (status.is_client_error() || status.is_server_error()) && !problem
+}
+
+/// The stable code of a status no domain error produced.
+fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "unauthenticated",
+        StatusCode::FORBIDDEN => "permission_denied",
+        StatusCode::CONFLICT => "conflict",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        StatusCode::REQUEST_TIMEOUT => "deadline_exceeded",
+        s if s.is_server_error() => "internal",
+        _ => "invalid_argument",
+    }
+}
+
+/// Re-writes a plain error answer as a problem, keeping its text as the
+/// detail.
+async fn plain_to_problem(response: Response) -> Problem {
+    const MAX_DETAIL: usize = 4096;
+    let status = response.status();
+    // Headers that say how to go on (`Allow`, `Retry-After`, …) stay.
+    let kept: Vec<(header::HeaderName, String)> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| ![header::CONTENT_TYPE, header::CONTENT_LENGTH].contains(name))
+        .filter_map(|(name, value)| Some((name.clone(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let text = axum::body::to_bytes(response.into_body(), MAX_DETAIL)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut problem = Problem::new(status, code_of(status), detail);
+    problem.headers = kept;
+    problem
 }

@@ -51,6 +51,8 @@ pub(super) struct ApiState {
     /// Bumped to end every open watch (a dropped connection, as clients
     /// see when an API server restarts).
     pub disconnect: tokio::sync::watch::Sender<u64>,
+    /// Added before every answer (fault injection).
+    pub latency: tokio::sync::watch::Sender<Duration>,
 }
 
 type Shared = Arc<ApiState>;
@@ -98,6 +100,10 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
             .map(str::to_owned),
     };
     s.requests.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
+    let latency = *s.latency.borrow();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     next.run(req).await
 }
 

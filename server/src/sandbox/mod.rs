@@ -9,7 +9,9 @@
 //! `kubectl` use it as they would a real cluster. It listens on 127.0.0.1
 //! only.
 //!
-//! Fault injection: images containing `doesnotexist` or `:invalid` (see
+//! Fault injection: [`Sandbox::set_latency`] delays every API request,
+//! [`Sandbox::stop_api`] takes the API server away (objects and operator
+//! stay) until [`Sandbox::start_api`]; images containing `doesnotexist` or `:invalid` (see
 //! [`OperatorOptions::bad_image_patterns`]) fail with `ErrImagePull`, then
 //! `ImagePullBackOff`; the annotation `sandbox.krayne.dev/fault: crash-loop`
 //! on a RayCluster makes its pods crash-loop. Pods that fit on no simulated
@@ -19,6 +21,7 @@ mod access;
 mod api;
 mod api_error;
 mod discovery;
+mod event_ttl;
 mod kuberay_status;
 mod nodes;
 mod operator;
@@ -60,6 +63,9 @@ pub struct SandboxOptions {
     pub bookmark_interval: Duration,
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
+    /// Events not seen again for this long are deleted (kube-apiserver's
+    /// `--event-ttl`, 1 hour by default).
+    pub event_ttl: Duration,
 }
 
 impl Default for SandboxOptions {
@@ -71,6 +77,7 @@ impl Default for SandboxOptions {
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(10),
             port: 0,
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -92,7 +99,29 @@ pub struct Sandbox {
     addr: SocketAddr,
     api: Arc<api::ApiState>,
     stop: watch::Sender<bool>,
+    server: Option<ApiServer>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// The API server's task, stoppable on its own.
+struct ApiServer {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl ApiServer {
+    fn spawn(listener: tokio::net::TcpListener, api: Arc<api::ApiState>) -> Self {
+        let (stop, mut stopped) = watch::channel(false);
+        let app = api::router(api);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.changed().await;
+                })
+                .await;
+        });
+        Self { stop, task }
+    }
 }
 
 impl Sandbox {
@@ -114,22 +143,55 @@ impl Sandbox {
             bookmark_interval: options.bookmark_interval,
             address: addr.to_string(),
             disconnect: watch::channel(0).0,
+            latency: watch::channel(Duration::ZERO).0,
         });
         let (stop, stopped) = watch::channel(false);
-        let mut server_stop = stopped.clone();
-        let app = api::router(api.clone());
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = server_stop.changed().await;
-                })
-                .await;
-        });
-        let mut tasks = vec![server];
+        let server = Some(ApiServer::spawn(listener, api.clone()));
+        let mut tasks = vec![tokio::spawn(event_ttl::expire(
+            store.clone(),
+            options.event_ttl,
+            stopped.clone(),
+        ))];
         if options.run_operator {
             tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));
         }
-        Ok(Self { addr, api, stop, tasks })
+        Ok(Self {
+            addr,
+            api,
+            stop,
+            server,
+            tasks,
+        })
+    }
+
+    /// Delays every API request by `latency` before it is answered (zero:
+    /// none), as an overloaded API server would.
+    pub fn set_latency(&self, latency: Duration) {
+        self.api.latency.send_replace(latency);
+    }
+
+    /// Takes the API server away, as when kube-apiserver is down: open
+    /// connections and watches end, new ones are refused. The objects and
+    /// the operator stay; [`Sandbox::start_api`] brings it back.
+    pub async fn stop_api(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.disconnect_watches();
+            let _ = server.stop.send(true);
+            // In-flight requests (a delayed one, say) do not hold the stop.
+            let mut task = server.task;
+            if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
+                task.abort();
+            }
+        }
+    }
+
+    /// Serves the API again, on the same address.
+    pub async fn start_api(&mut self) -> std::io::Result<()> {
+        if self.server.is_none() {
+            let listener = tokio::net::TcpListener::bind(self.addr).await?;
+            self.server = Some(ApiServer::spawn(listener, self.api.clone()));
+        }
+        Ok(())
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -183,7 +245,7 @@ impl Sandbox {
     /// Stops serving and waits for the tasks to end.
     pub async fn shutdown(mut self) {
         // Open watches would hold graceful shutdown until they time out.
-        self.disconnect_watches();
+        self.stop_api().await;
         let _ = self.stop.send(true);
         for t in self.tasks.drain(..) {
             let _ = t.await;
@@ -195,5 +257,8 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         self.disconnect_watches();
         let _ = self.stop.send(true);
+        if let Some(server) = &self.server {
+            let _ = server.stop.send(true);
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 
 use super::{ApiError, Resource};
-use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label};
+use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 
 /// KubeRay v1.7.0's `rayclusters.ray.io` CRD.
 const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
@@ -86,16 +86,6 @@ fn field_path(pointer: &str) -> String {
     out
 }
 
-/// DNS-1123 subdomain: the rule for most object names.
-fn check_subdomain(name: &str) -> Result<(), String> {
-    if name.len() > 253 {
-        return Err("must be no more than 253 characters".into());
-    }
-    name.split('.').try_for_each(check_dns1123_label).map_err(|_| {
-        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into()
-    })
-}
-
 /// Checks an object before it is stored.
 pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiError> {
     let mut causes: Vec<(String, String)> = Vec::new();
@@ -109,7 +99,7 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             Resource::Namespace => check_dns1123_label(name),
             // KubeRay derives pod and service names from it.
             Resource::RayCluster => check_dns1035_label(name, MAX_CLUSTER_NAME_LEN),
-            Resource::Pod | Resource::Service | Resource::Event => check_subdomain(name),
+            Resource::Pod | Resource::Service | Resource::Event => check_dns1123_subdomain(name),
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));

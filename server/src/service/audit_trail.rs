@@ -140,6 +140,8 @@ impl ClusterService {
         e.outcome = match &result {
             Ok(_) => Outcome::Succeeded,
             Err(Error::InvalidArgument(_)) => Outcome::Invalid,
+            // Kubernetes did not answer in time: the change may still land.
+            Err(Error::DeadlineExceeded(_)) => Outcome::Unknown,
             Err(_) => Outcome::Failed,
         };
         match &result {

@@ -135,7 +135,7 @@ impl ClusterService {
 
     /// One cluster's summary.
     pub async fn get(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterInfo, Error> {
-        self.authorize(cx, Action::Read, "cluster.get", namespace, Some(name))
+        self.authorize_cluster(cx, Action::Read, "cluster.get", namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self.store.get(namespace, name, rid).await?;
@@ -182,7 +182,7 @@ impl ClusterService {
 
     /// A cluster's full picture: shape, pods and recent events.
     pub async fn describe(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterDetails, Error> {
-        self.authorize(cx, Action::Read, "cluster.describe", namespace, Some(name))
+        self.authorize_cluster(cx, Action::Read, "cluster.describe", namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self.store.get(namespace, name, rid).await?;
@@ -212,7 +212,8 @@ impl ClusterService {
     /// Resizes one worker group. A cluster with autoscaling changes only
     /// the counts given; a fixed-size one pins min and max to replicas, as
     /// Krayne does. The result obeys create's rules; a concurrent change is
-    /// retried a bounded number of times.
+    /// retried a bounded number of times, each retry reading the cluster
+    /// from Kubernetes (the cache may not show the newer version yet).
     pub async fn scale(
         &self,
         cx: &Context,
@@ -220,7 +221,7 @@ impl ClusterService {
         name: &str,
         input: ScaleInput,
     ) -> Result<ClusterInfo, Error> {
-        self.authorize(cx, Action::Mutate, "cluster.scale", namespace, Some(name))
+        self.authorize_cluster(cx, Action::Mutate, "cluster.scale", namespace, name)
             .await?;
         if let Err(e) = check_scale_input(&input) {
             self.record_refusal(cx, "cluster.scale", Some(namespace), Some(name), &e)
@@ -235,11 +236,19 @@ impl ClusterService {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
-                    let cluster = self.store.get(namespace, name, rid).await?;
+                    let cluster = if attempt == 1 {
+                        self.store.get(namespace, name, rid).await?
+                    } else {
+                        self.store.get_latest(namespace, name, rid).await?
+                    };
                     let patch = scale_patch(&cluster, &input)?;
                     match self.store.patch(namespace, name, &patch, rid).await {
                         Err(Error::Conflict(_)) if attempt < self.settings.conflict_retries => {
-                            continue;
+                            // Jittered, growing pauses (as client-go's
+                            // RetryOnConflict): writers that collided do
+                            // not collide again in lockstep.
+                            let pause = fastrand::u64(5..=20) * attempt as u64;
+                            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                         }
                         other => return other,
                     }
@@ -252,7 +261,7 @@ impl ClusterService {
 
     /// Deletes a cluster; Kubernetes removes its pods.
     pub async fn delete(&self, cx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
-        self.authorize(cx, Action::Mutate, "cluster.delete", namespace, Some(name))
+        self.authorize_cluster(cx, Action::Mutate, "cluster.delete", namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();
         self.audited(cx, "cluster.delete", namespace, name, Value::Null, || {

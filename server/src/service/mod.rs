@@ -2,6 +2,7 @@
 //! audit → act → audit. Sees Kubernetes and the audit log only through the
 //! domain's ports.
 
+mod admission;
 mod audit_log;
 mod audit_trail;
 mod clusters;
@@ -10,10 +11,15 @@ mod wait;
 
 use std::{sync::Arc, time::Duration};
 
+pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created, ScaleInput};
+use tokio_util::sync::CancellationToken;
 
 use crate::{
-    domain::{Action, AuditSink, ClusterStore, Error, Principal, audit::RequestMeta},
+    domain::{
+        Action, AuditSink, ClusterStore, Error, Principal, audit::RequestMeta, check_dns1123_label,
+        check_dns1123_subdomain,
+    },
     manifest::ManifestSettings,
 };
 
@@ -39,6 +45,8 @@ pub struct ServiceSettings {
     pub conflict_retries: usize,
     /// Whether reads (get, list, describe, wait) are audited too.
     pub audit_reads: bool,
+    /// Requests each principal may make (`None`: unlimited).
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for ServiceSettings {
@@ -49,6 +57,7 @@ impl Default for ServiceSettings {
             max_wait: Duration::from_secs(3600),
             conflict_retries: 5,
             audit_reads: false,
+            rate_limit: RateLimit::new(50, 100),
         }
     }
 }
@@ -59,15 +68,41 @@ pub struct ClusterService {
     store: Arc<dyn ClusterStore>,
     audit: Arc<dyn AuditSink>,
     settings: Arc<ServiceSettings>,
+    admission: Arc<admission::Admission>,
+    /// Cancelled when the server starts shutting down: waits end cleanly.
+    stopping: CancellationToken,
 }
 
 impl ClusterService {
     /// A service over `store`, auditing to `audit`.
     pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
+        let admission = Arc::new(admission::Admission::new(settings.rate_limit));
         Self {
             store,
             audit,
             settings: Arc::new(settings),
+            admission,
+            stopping: CancellationToken::new(),
+        }
+    }
+
+    /// Refuses the request (`RateLimited`) when its caller is over the
+    /// per-principal rate. Transports call it right after authenticating.
+    pub fn admit(&self, cx: &Context) -> Result<(), Error> {
+        self.admission.admit(&cx.principal)
+    }
+
+    /// The server is shutting down: open waits end now, with
+    /// `Unavailable`, so clients reconnect (to another replica) instead of
+    /// being cut off when the grace period ends.
+    pub fn begin_shutdown(&self) {
+        self.stopping.cancel();
+    }
+
+    /// Writes audit rows still queued in memory, waiting at most `within`.
+    pub async fn flush_audit(&self, within: Duration) {
+        if tokio::time::timeout(within, self.audit.flush()).await.is_err() {
+            tracing::warn!("audit rows still queued at shutdown were not all written");
         }
     }
 
@@ -77,7 +112,8 @@ impl ClusterService {
         self.audit.ping().await
     }
 
-    /// Refuses (and audits) `action` on `namespace` unless the caller may.
+    /// Refuses (and audits) a namespace that cannot exist, and `action` on
+    /// `namespace` unless the caller may.
     async fn authorize(
         &self,
         cx: &Context,
@@ -86,15 +122,38 @@ impl ClusterService {
         namespace: &str,
         cluster: Option<&str>,
     ) -> Result<(), Error> {
-        if cx.principal.may(action, namespace) {
-            return Ok(());
-        }
-        let error = Error::PermissionDenied(format!(
-            "{} needs the {} role on namespace {namespace:?}",
-            cx.principal.subject,
-            action.needs()
-        ));
+        let error = match check_dns1123_label(namespace) {
+            Err(why) => Error::invalid("namespace", why),
+            Ok(()) if cx.principal.may(action, namespace) => return Ok(()),
+            Ok(()) => Error::PermissionDenied(format!(
+                "{} needs the {} role on namespace {namespace:?}",
+                cx.principal.subject,
+                action.needs()
+            )),
+        };
         self.record_refusal(cx, audit_action, Some(namespace), cluster, &error)
+            .await;
+        Err(error)
+    }
+
+    /// [`Self::authorize`] for a cluster named by the request (a path, not a
+    /// config), whose name must also be one Kubernetes could hold: a name
+    /// that cannot exist is the caller's mistake (400), whatever the
+    /// audit log's state.
+    async fn authorize_cluster(
+        &self,
+        cx: &Context,
+        action: Action,
+        audit_action: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Error> {
+        self.authorize(cx, action, audit_action, namespace, Some(name)).await?;
+        let Err(why) = check_dns1123_subdomain(name) else {
+            return Ok(());
+        };
+        let error = Error::invalid("name", why);
+        self.record_refusal(cx, audit_action, Some(namespace), Some(name), &error)
             .await;
         Err(error)
     }

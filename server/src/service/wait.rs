@@ -24,7 +24,7 @@ impl ClusterService {
         name: &str,
         timeout: Option<Duration>,
     ) -> Result<BoxStream<'static, Result<ClusterInfo, Error>>, Error> {
-        self.authorize(cx, Action::Read, "cluster.wait", namespace, Some(name))
+        self.authorize_cluster(cx, Action::Read, "cluster.wait", namespace, name)
             .await?;
         let timeout = timeout.unwrap_or(self.settings.default_wait);
         if timeout.is_zero() || timeout > self.settings.max_wait {
@@ -40,7 +40,13 @@ impl ClusterService {
         let changes = self.store.watch(namespace, name, rid).await?;
         let (tx, rx) = mpsc::channel(16);
         let what = format!("{namespace}/{name}");
-        tokio::spawn(follow(changes, tx, timeout, what));
+        let stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            let open = metrics::gauge!("krayne_waits_open");
+            open.increment(1);
+            follow(changes, tx, timeout, what, stopping).await;
+            open.decrement(1);
+        });
         Ok(ReceiverStream::new(rx).boxed())
     }
 }
@@ -50,6 +56,7 @@ async fn follow(
     tx: mpsc::Sender<Result<ClusterInfo, Error>>,
     timeout: Duration,
     what: String,
+    stopping: tokio_util::sync::CancellationToken,
 ) {
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -67,6 +74,11 @@ async fn follow(
                 return;
             }
             () = tx.closed() => return,
+            () = stopping.cancelled() => {
+                let message = "the server is shutting down; wait again (another replica will answer)";
+                let _ = tx.send(Err(Error::Unavailable(message.into()))).await;
+                return;
+            }
         };
         match change {
             None => {

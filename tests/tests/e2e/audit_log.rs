@@ -307,13 +307,8 @@ async fn mutations_fail_closed_when_the_database_is_gone() {
     panic!("mutations did not recover after the database returned");
 }
 
-/// POST/PUT/PATCH/DELETE requests the sandbox received for rayclusters.
 fn mutating_requests(env: &Env) -> usize {
-    env.sandbox
-        .requests()
-        .iter()
-        .filter(|r| r.uri.contains("/rayclusters") && ["POST", "PUT", "PATCH", "DELETE"].contains(&r.method.as_str()))
-        .count()
+    env.raycluster_writes().len()
 }
 
 #[tokio::test]
@@ -365,6 +360,86 @@ async fn a_row_left_pending_by_a_crash_is_resolved_at_start_up() {
 
 async fn rows_where(env: &Env, cluster: &str) -> Vec<Value> {
     rows(env, &format!("&cluster={cluster}")).await
+}
+
+/// Names Postgres could not keep in a row (NUL; 8 000 characters, past an
+/// index entry's limit) arrive in ordinary requests. Each is the caller's
+/// mistake on both transports (never a 503), each is audited, and the
+/// audit writer goes on: nothing is dropped, nothing stays pending.
+#[tokio::test]
+async fn names_no_object_can_have_are_refused_and_audited_on_postgres() {
+    let db = test_database().await;
+    let env = Env::start_with(EnvOptions::with_database(&db.url)).await;
+    let token = env.admin();
+    let admin = env.rest(&token);
+    admin
+        .post(NS, &json!({"name": "h1", "worker_groups": [{"replicas": 1}]}))
+        .await
+        .expect(201);
+    let noise: String = (0..8_000).map(|_| fastrand::lowercase()).collect();
+    let scale = json!({"worker_group": "worker", "replicas": 1});
+    admin
+        .get(&format!("{NS}/{noise}"))
+        .await
+        .problem(400, "invalid_argument");
+    let r = admin
+        .post(&format!("{NS}/{noise}/scale"), &scale)
+        .await
+        .problem(400, "invalid_argument");
+    assert_eq!(r.violation_fields(), ["name"]);
+    let r = admin
+        .delete(&format!("/v1/namespaces/{noise}/clusters/h1"))
+        .await
+        .problem(400, "invalid_argument");
+    assert_eq!(r.violation_fields(), ["namespace"]);
+    admin
+        .delete("/v1/namespaces/ml%00team/clusters/h1")
+        .await
+        .problem(400, "invalid_argument");
+    admin
+        .post(
+            &format!("{NS}/h1/scale"),
+            &json!({"worker_group": "w\u{0}", "replicas": 1}),
+        )
+        .await
+        .problem(404, "not_found");
+    let mut g = env.grpc(&token).await;
+    let get = pb::GetClusterRequest {
+        namespace: "ml-team".into(),
+        name: noise.clone(),
+    };
+    let e = g.clusters.get_cluster(get).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let delete = pb::DeleteClusterRequest {
+        namespace: "ml\0team".into(),
+        name: "h1".into(),
+    };
+    let e = g.clusters.delete_cluster(delete).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    admin.get(&format!("{NS}/h1")).await.expect(200);
+
+    let mut invalid = Vec::new();
+    for _ in 0..100 {
+        invalid = rows(&env, "&outcome=invalid").await;
+        if invalid.len() >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(invalid.len(), 6, "every refusal is audited: {invalid:#?}");
+    let namespaces: Vec<&str> = invalid.iter().filter_map(|r| r["namespace"].as_str()).collect();
+    assert!(namespaces.contains(&"ml\u{FFFD}team"), "{namespaces:?}");
+    assert!(
+        invalid
+            .iter()
+            .all(|r| r["cluster"].as_str().is_none_or(|c| c.len() <= 256))
+    );
+    let failed = rows(&env, "&outcome=failed&action=cluster.scale").await;
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["http_status"], 404);
+    assert_eq!(failed[0]["request_summary"]["worker_group"], "w\u{FFFD}");
+    assert!(rows(&env, "&outcome=pending").await.is_empty());
+    assert_eq!(env.metric("krayne_audit_dropped_total", "").await, 0.0);
 }
 
 #[tokio::test]

@@ -275,6 +275,88 @@ async fn paging(url: &str) {
     assert_eq!(seen, newest_first);
 }
 
+/// What a hostile caller can put in a row (NUL, names far past any index's
+/// limit) is stored, and a row the database refuses outright is dropped
+/// alone: the batching writer goes on with the rest.
+async fn hostile_rows(url: &str) {
+    let store = Store::connect(&options(url)).unwrap();
+    store.migrate().await.unwrap();
+    let queues = QueueOptions {
+        batch_delay: Duration::from_millis(200),
+        ..QueueOptions::default()
+    };
+    let sink = SqlAuditSink::start(store.clone(), &queues);
+    let noise: String = (0..5_000).map(|_| fastrand::alphanumeric()).collect();
+    let mut odd = entry("cluster.scale", "ns\0x", "alice\0", Outcome::Pending, 0);
+    odd.cluster = Some(noise.clone());
+    odd.summary = json!({"worker_group": "w\0", "k\0": ["\0"]});
+    odd.meta.user_agent = Some("agent\0".into());
+    sink.begin(&odd)
+        .await
+        .expect("a pending row with NUL and a 5 000-character name");
+    odd.outcome = Outcome::Failed;
+    odd.error = Some(format!("worker group \"w\0\" not found in {noise}"));
+    sink.finish(&odd).await;
+    let stored = sink.query(&AuditFilter::default(), 10, None).await.unwrap();
+    let row = stored.iter().find(|r| r.id == odd.id).expect("the row");
+    assert_eq!(row.outcome, Outcome::Failed, "the outcome was written");
+    assert_eq!(row.namespace.as_deref(), Some("ns\u{FFFD}x"));
+    assert_eq!(row.summary["worker_group"], "w\u{FFFD}");
+    let cluster = row.cluster.as_deref().unwrap();
+    assert!(cluster.len() <= 256 && noise.starts_with(cluster.trim_end_matches('…')));
+
+    // The first row repeats an id already stored: the database refuses it
+    // every time, and the two rows batched with it are written anyway.
+    let refused = entry("cluster.get", "ns-h", "dup", Outcome::Succeeded, 0);
+    store.insert(std::slice::from_ref(&refused)).await.unwrap();
+    let (a, b) = (
+        entry("cluster.get", "ns-h", "after-1", Outcome::Succeeded, 0),
+        entry("cluster.get", "ns-h", "after-2", Outcome::Succeeded, 0),
+    );
+    for row in [&refused, &a, &b] {
+        sink.record(row).await;
+    }
+    let in_ns = AuditFilter {
+        namespace: Some("ns-h".into()),
+        ..AuditFilter::default()
+    };
+    for _ in 0..200 {
+        if sink.query(&in_ns, 10, None).await.unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut subjects: Vec<String> = sink
+        .query(&in_ns, 10, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.subject)
+        .collect();
+    subjects.sort();
+    assert_eq!(subjects, ["after-1", "after-2", "dup"]);
+    let later = entry("cluster.get", "ns-h", "later", Outcome::Succeeded, 0);
+    sink.record(&later).await;
+    sink.flush().await;
+    assert_eq!(
+        sink.query(&in_ns, 10, None).await.unwrap().len(),
+        4,
+        "the writer went on"
+    );
+}
+
+#[tokio::test]
+async fn hostile_rows_on_postgres() {
+    let db = test_database().await;
+    hostile_rows(&db.url).await;
+}
+
+#[tokio::test]
+async fn hostile_rows_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    hostile_rows(&format!("sqlite://{}", dir.path().join("audit.db").display())).await;
+}
+
 #[tokio::test]
 async fn contract_on_postgres() {
     let db = test_database().await;

@@ -83,7 +83,8 @@ fn kube_reads(env: &Env) -> usize {
 
 #[tokio::test]
 async fn the_cache_stays_correct_under_churn() {
-    let env = Env::start().await;
+    // One admin token drives all the churn: no rate limit.
+    let env = Env::start_with(EnvOptions::with_args(&["--rate-limit-per-second", "0"])).await;
     let admin = env.rest(&env.admin());
     let readers: Vec<_> = (0..4)
         .map(|_| {
@@ -191,13 +192,9 @@ async fn the_cache_survives_a_watch_disconnect_and_410_gone() {
     assert_eq!(kube_reads(&env), before, "served from the cache again");
 }
 
+/// A counter's value; `series` is its name with its labels.
 fn counter(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    krayne_tests::metric(metrics, series, "") as u64
 }
 
 #[tokio::test]
@@ -257,11 +254,7 @@ async fn waits_follow_the_cache_not_a_kubernetes_watch_each() {
 
 #[tokio::test]
 async fn with_the_cache_off_every_read_goes_to_kubernetes() {
-    let env = Env::start_with(EnvOptions {
-        server_args: vec!["--cache".into(), "false".into()],
-        ..EnvOptions::default()
-    })
-    .await;
+    let env = Env::start_with(EnvOptions::with_args(&["--cache", "false"])).await;
     let alice = env.rest(&env.alice());
     alice.post(NS, &spec("through", 1)).await.expect(201);
     let ready = alice

@@ -1,13 +1,15 @@
-//! SIGTERM: requests in flight finish; new connections are refused.
+//! SIGTERM: requests in flight finish, waits end with a status that says
+//! to wait again, no audit row is left pending; new connections are
+//! refused.
 
 use krayne_tests::{Env, EnvOptions};
 use serde_json::json;
 
 #[tokio::test]
-async fn requests_in_flight_complete_after_sigterm() {
+async fn a_wait_in_flight_at_sigterm_ends_at_once_with_unavailable() {
     let mut options = EnvOptions::default();
     // Slow pods keep the wait below in flight when the signal comes.
-    options.sandbox.operator.start_delay = std::time::Duration::from_millis(1500);
+    options.sandbox.operator.start_delay = std::time::Duration::from_secs(30);
     let mut env = Env::start_with(options).await;
     let alice = env.rest(&env.alice());
     alice
@@ -18,15 +20,175 @@ async fn requests_in_flight_complete_after_sigterm() {
         let alice = alice.clone();
         async move {
             alice
-                .get("/v1/namespaces/ml-team/clusters/slow/wait?timeout_seconds=30")
+                .get("/v1/namespaces/ml-team/clusters/slow/wait?timeout_seconds=60")
                 .await
         }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    env.await_metric("krayne_waits_open", 1.0).await;
+    let signalled = std::time::Instant::now();
     env.server.terminate();
-    let answer = waiting.await.unwrap().expect(200);
-    assert_eq!(answer.body["status"], "ready");
+    let answer = waiting.await.unwrap().problem(503, "unavailable");
+    assert!(
+        answer.body["detail"].as_str().unwrap().contains("wait again"),
+        "{}",
+        answer.text
+    );
     assert_eq!(env.server.exit_code().await, Some(0));
+    assert!(signalled.elapsed() < std::time::Duration::from_secs(5));
     let log = env.server.log.lock().unwrap().clone();
     assert!(log.contains("shutting down"), "{log}");
+    // Stopped: nothing listens any more.
+    assert!(std::net::TcpStream::connect(env.server.api).is_err());
+}
+
+/// What one request in flight at SIGTERM got.
+#[derive(Debug)]
+enum Ended {
+    Finished,
+    WaitCut(String),
+}
+
+#[tokio::test]
+async fn sigterm_under_load_finishes_requests_and_ends_waits_cleanly() {
+    use futures::StreamExt as _;
+    use krayne_proto::v1::{self as pb, create_cluster_request::Source};
+    use sqlx::{Connection as _, PgConnection};
+    use std::time::{Duration, Instant};
+
+    const NS: &str = "/v1/namespaces/ml-team/clusters";
+    let db = krayne_tests::test_database().await;
+    let mut env = Env::start_with(EnvOptions {
+        server_args: vec!["--rate-limit-per-second".into(), "0".into()],
+        ..EnvOptions::with_database(&db.url)
+    })
+    .await;
+    let rest = env.rest(&env.alice());
+    let grpc = env.grpc(&env.alice()).await;
+    for i in 0..30 {
+        rest.post(NS, &json!({"name": format!("pre-{i}")})).await.expect(201);
+    }
+    // Their image never pulls: waits on them stay open.
+    for i in 0..10 {
+        let config = json!({"name": format!("stuck-{i}"), "head": {"image": "example.com/doesnotexist:1"}});
+        rest.post(NS, &config).await.expect(201);
+    }
+
+    // Every Kubernetes call now takes 1.5 s: the mutations below are all
+    // in flight when the signal comes.
+    env.sandbox.set_latency(Duration::from_millis(1500));
+    let before = env.raycluster_writes().len();
+    let mut unary = Vec::new();
+    for i in 0..100 {
+        let (rest, mut grpc) = (rest.clone(), grpc.clone());
+        unary.push(tokio::spawn(async move {
+            let scale = json!({"worker_group": "worker", "replicas": 2});
+            match i % 10 {
+                0..=3 => rest.post(NS, &json!({"name": format!("new-{i}")})).await.status,
+                4..=6 => {
+                    let yaml = format!("name: new-{i}\nnamespace: ml-team\n");
+                    let created = grpc
+                        .clusters
+                        .create_cluster(pb::CreateClusterRequest {
+                            source: Some(Source::ConfigYaml(yaml)),
+                            dry_run: false,
+                        })
+                        .await;
+                    created.map_or_else(|s| panic!("create new-{i}: {s:?}"), |_| 201)
+                }
+                7 | 8 => {
+                    rest.post(&format!("{NS}/pre-{}/scale", i / 10 * 3 + i % 10 - 7), &scale)
+                        .await
+                        .status
+                }
+                _ => {
+                    let scaled = grpc
+                        .clusters
+                        .scale_cluster(pb::ScaleClusterRequest {
+                            namespace: "ml-team".into(),
+                            name: format!("pre-{}", i / 10 * 3 + 2),
+                            worker_group: "worker".into(),
+                            replicas: Some(2),
+                            ..Default::default()
+                        })
+                        .await;
+                    scaled.map_or_else(|s| panic!("scale: {s:?}"), |_| 200)
+                }
+            }
+        }));
+    }
+    let mut waits = Vec::new();
+    for i in 0..10 {
+        let (rest, mut grpc) = (rest.clone(), grpc.clone());
+        waits.push(tokio::spawn(async move {
+            let name = format!("stuck-{i}");
+            if i % 2 == 0 {
+                let reply = rest.get(&format!("{NS}/{name}/wait?timeout_seconds=120")).await;
+                let reply = reply.problem(503, "unavailable");
+                Ended::WaitCut(reply.body["detail"].as_str().unwrap().to_owned())
+            } else {
+                let request = pb::WaitClusterRequest {
+                    namespace: "ml-team".into(),
+                    name,
+                    timeout_seconds: 120,
+                };
+                let mut stream = grpc.clusters.wait_cluster(request).await.unwrap().into_inner();
+                loop {
+                    match stream.next().await {
+                        Some(Ok(_)) => continue,
+                        Some(Err(status)) => {
+                            assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                            return Ended::WaitCut(status.message().to_owned());
+                        }
+                        None => return Ended::Finished,
+                    }
+                }
+            }
+        }));
+    }
+    // Signal once the 10 waits are open and Kubernetes has all 100
+    // mutations (each is then held 1.5 s).
+    env.await_metric("krayne_waits_open", 10.0).await;
+    let sent = Instant::now();
+    while env.raycluster_writes().len() < before + 100 {
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "the mutations did not all reach Kubernetes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let signalled = Instant::now();
+    env.server.terminate();
+
+    for (i, t) in unary.into_iter().enumerate() {
+        let status = t.await.unwrap();
+        assert!(
+            [200, 201].contains(&status),
+            "request {i} in flight at SIGTERM got {status}"
+        );
+    }
+    for t in waits {
+        match t.await.unwrap() {
+            Ended::WaitCut(message) => assert!(message.contains("shutting down"), "{message}"),
+            other => panic!("a wait ended without a status: {other:?}"),
+        }
+    }
+    assert_eq!(env.server.exit_code().await, Some(0));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        signalled.elapsed()
+    );
+
+    let mut conn = PgConnection::connect(&db.url).await.unwrap();
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE outcome = 'pending'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(pending, 0, "audit rows left pending by the shutdown");
+    let succeeded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE outcome = 'succeeded' AND cluster LIKE 'new-%'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(succeeded, 70);
 }

@@ -36,30 +36,38 @@ pub(super) fn follow(
                     Notice::Cluster {
                         namespace: ns,
                         name: n,
-                        object,
+                        deleted,
                     } if *ns == namespace && *n == name => {
-                        let change = object.as_ref().map_or(ClusterChange::ClusterDeleted, |c| {
-                            ClusterChange::Cluster(Box::new((**c).clone()))
-                        });
-                        tx.send(Ok(change)).await.is_ok()
+                        // A change read after a later deletion is skipped:
+                        // the deletion's own notice follows.
+                        let now = (!deleted).then(|| read(&cache.clusters).get(&namespace, "", &name));
+                        match now {
+                            None => tx.send(Ok(ClusterChange::ClusterDeleted)).await.is_ok(),
+                            Some(None) => true,
+                            Some(Some(c)) => tx
+                                .send(Ok(ClusterChange::Cluster(Box::new((*c).clone()))))
+                                .await
+                                .is_ok(),
+                        }
                     }
                     Notice::Pod {
                         namespace: ns,
                         cluster,
                         name: pod,
-                        object,
+                        deleted,
                     } if *ns == namespace && *cluster == name => {
-                        let change = match object {
-                            Some(p) => {
-                                pods.insert(pod.clone());
-                                ClusterChange::Pod(Box::new((**p).clone()))
-                            }
+                        let now = (!deleted).then(|| read(&cache.pods).get(&namespace, &name, pod));
+                        match now {
                             None => {
                                 pods.remove(pod);
-                                ClusterChange::PodDeleted(pod.clone())
+                                tx.send(Ok(ClusterChange::PodDeleted(pod.clone()))).await.is_ok()
                             }
-                        };
-                        tx.send(Ok(change)).await.is_ok()
+                            Some(None) => true,
+                            Some(Some(p)) => {
+                                pods.insert(pod.clone());
+                                tx.send(Ok(ClusterChange::Pod(Box::new((*p).clone())))).await.is_ok()
+                            }
+                        }
                     }
                     Notice::Resync => snapshot(&cache, &namespace, &name, &mut pods, &tx).await,
                     _ => true,

@@ -46,21 +46,24 @@ impl Kind {
     }
 }
 
-/// A change waiters may care about.
+/// A change waiters may care about; for a change (not a deletion) they
+/// read the object from the cache. Notices name objects rather than hold
+/// them: the channel keeps its last `NOTICES` values, and holding objects
+/// would keep thousands of stale versions alive.
 #[derive(Debug)]
 pub(crate) enum Notice {
-    /// A RayCluster changed (`None`: deleted).
+    /// A RayCluster changed, or was deleted.
     Cluster {
         namespace: String,
         name: String,
-        object: Option<Arc<ObservedCluster>>,
+        deleted: bool,
     },
-    /// A pod of a cluster changed (`None`: deleted).
+    /// A pod of a cluster changed, or was deleted.
     Pod {
         namespace: String,
         cluster: String,
         name: String,
-        object: Option<Arc<ObservedPod>>,
+        deleted: bool,
     },
     /// A relist replaced clusters or pods: re-read what you follow.
     Resync,
@@ -74,6 +77,9 @@ pub(crate) enum Expect {
     /// The cluster gone, or its deletion begun.
     Gone,
 }
+
+/// Notices kept for waiters that fall behind; past that they re-read.
+const NOTICES: usize = 4096;
 
 /// Where a watcher looks: every namespace, or one.
 type Scope = Option<String>;
@@ -106,8 +112,8 @@ pub(crate) trait Slot: View + Sized {
     const CACHE_KIND: Kind;
     /// Its collection.
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>>;
-    /// What waiters hear when it changes (`gone`: deleted).
-    fn notice(_object: &Arc<Self>, _gone: bool) -> Option<Notice> {
+    /// What waiters hear when it changes (or is deleted).
+    fn notice(_object: &Self, _deleted: bool) -> Option<Notice> {
         None
     }
 }
@@ -117,11 +123,11 @@ impl Slot for ObservedCluster {
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.clusters
     }
-    fn notice(object: &Arc<Self>, gone: bool) -> Option<Notice> {
+    fn notice(object: &Self, deleted: bool) -> Option<Notice> {
         Some(Notice::Cluster {
             namespace: object.metadata.namespace.clone(),
             name: object.metadata.name.clone(),
-            object: (!gone).then(|| object.clone()),
+            deleted,
         })
     }
 }
@@ -131,13 +137,13 @@ impl Slot for ObservedPod {
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.pods
     }
-    fn notice(object: &Arc<Self>, gone: bool) -> Option<Notice> {
+    fn notice(object: &Self, deleted: bool) -> Option<Notice> {
         use state::Indexed as _;
         Some(Notice::Pod {
             namespace: object.metadata.namespace.clone(),
             cluster: object.bucket().to_owned(),
             name: object.metadata.name.clone(),
-            object: (!gone).then(|| object.clone()),
+            deleted,
         })
     }
 }
@@ -181,7 +187,7 @@ impl Cache {
             namespaces: RwLock::default(),
             covered: namespaces,
             health: Mutex::new(HashMap::new()),
-            notices: broadcast::channel(4096).0,
+            notices: broadcast::channel(NOTICES).0,
             progress: watch::channel(0).0,
             expected: Mutex::new(HashMap::new()),
         };

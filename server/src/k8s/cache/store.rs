@@ -59,7 +59,8 @@ fn source(kind: Kind, cached: bool) {
 impl CachedClusterStore {
     /// Starts the watchers. Reads use the cache once it has listed; until
     /// then (and while a watcher recovers) they go to Kubernetes.
-    pub fn start(client: kube::Client, options: &CacheOptions) -> Self {
+    pub fn start(api: KubeClusterStore, options: &CacheOptions) -> Self {
+        let client = api.client().clone();
         let covered =
             (!options.namespaces.is_empty()).then(|| options.namespaces.iter().cloned().collect::<BTreeSet<_>>());
         let cache = Arc::new(Cache::new(covered));
@@ -73,7 +74,7 @@ impl CachedClusterStore {
         }
         feeds.push(spawn::<super::NamespaceView>(&cache, &client, every, None));
         Self {
-            api: KubeClusterStore::new(client),
+            api,
             cache,
             write_wait: options.write_wait,
             feeds,
@@ -152,6 +153,11 @@ impl ClusterStore for CachedClusterStore {
         }
         let found = read(&self.cache.clusters).get(namespace, "", name);
         found.ok_or_else(|| self.not_found(namespace, name))
+    }
+
+    async fn get_latest(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
+        source(Kind::Clusters, false);
+        self.api.get(namespace, name, request_id).await
     }
 
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
@@ -248,7 +254,10 @@ mod tests {
     async fn not_ready_until_the_first_list_completes() {
         // Nothing listens on port 9 here: every list fails.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let store = CachedClusterStore::start(crate::k8s::client(config).unwrap(), &CacheOptions::default());
+        let store = CachedClusterStore::start(
+            KubeClusterStore::new(crate::k8s::client(config).unwrap()),
+            &CacheOptions::default(),
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         let error = store.ping().await.unwrap_err();
         assert!(

@@ -1,0 +1,300 @@
+//! Dependencies going away under load: the audit database and the
+//! Kubernetes API. krayne refuses quickly and cleanly, changes nothing it
+//! cannot audit, and recovers on its own when they return.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use krayne_tests::{Env, EnvOptions, PgServer, Rest};
+use serde_json::json;
+use sqlx::{Connection as _, PgConnection};
+use tokio::sync::Mutex;
+
+const NS: &str = "/v1/namespaces/ml-team/clusters";
+
+/// One mutation's answer and when it was asked.
+struct Answer {
+    what: &'static str,
+    started: Instant,
+    took: Duration,
+    status: u16,
+    code: String,
+}
+
+/// Creates, scales and deletes clusters until `stop`, recording answers.
+async fn churn(rest: Rest, worker: usize, stop: Arc<AtomicBool>, answers: Arc<Mutex<Vec<Answer>>>) {
+    let mut i = 0;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        let name = format!("churn-{worker}-{i}");
+        let step = async |what: &'static str, reply: krayne_tests::Reply, started: Instant| {
+            let code = reply.body["code"].as_str().unwrap_or_default().to_owned();
+            let status = reply.status;
+            answers.lock().await.push(Answer {
+                what,
+                started,
+                took: started.elapsed(),
+                status,
+                code,
+            });
+            status
+        };
+        let t = Instant::now();
+        let created = rest
+            .post(
+                NS,
+                &json!({"name": name, "worker_groups": [{"replicas": 0, "min_replicas": 0}]}),
+            )
+            .await;
+        if step("create", created, t).await != 201 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        let t = Instant::now();
+        let scaled = rest
+            .post(
+                &format!("{NS}/{name}/scale"),
+                &json!({"worker_group": "worker", "replicas": 1}),
+            )
+            .await;
+        step("scale", scaled, t).await;
+        let t = Instant::now();
+        let deleted = rest.delete(&format!("{NS}/{name}")).await;
+        step("delete", deleted, t).await;
+    }
+}
+
+async fn eventually_ready(ops: &Rest, want: u16, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let status = ops.get("/readyz").await.status;
+        if status == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "/readyz answered {status}, not {want}, for {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_stopped_under_load_refuses_mutations_and_loses_no_audit_row() {
+    let pg = PgServer::start().await;
+    let env = Env::start_with(EnvOptions {
+        database_url: Some(pg.url.clone()),
+        server_args: vec!["--rate-limit-per-second".into(), "0".into()],
+        ..EnvOptions::default()
+    })
+    .await;
+    let rest = env.rest(&env.alice());
+    let (stop, answers) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(Vec::new())));
+    let workers: Vec<_> = (0..6)
+        .map(|w| tokio::spawn(churn(rest.clone(), w, stop.clone(), answers.clone())))
+        .collect();
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    pg.stop();
+    let stopped = Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Reads do not need the audit log (they come from the watch cache).
+    rest.get(NS).await.expect(200);
+    eventually_ready(&env.ops(), 503, Duration::from_secs(5)).await;
+    let resuming = Instant::now();
+    pg.resume().await;
+    let resumed = Instant::now();
+    eventually_ready(&env.ops(), 200, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.await.unwrap();
+    }
+
+    let answers = answers.lock().await;
+    // Asked while the database was down (after the stop had taken effect).
+    let during: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.started > stopped + Duration::from_millis(200) && a.started + a.took < resuming)
+        .collect();
+    assert!(
+        during.len() >= 5,
+        "too little traffic during the outage: {}",
+        during.len()
+    );
+    let slowest = during.iter().map(|a| a.took).max().unwrap_or_default();
+    eprintln!(
+        "{} mutations during the outage, slowest refusal {slowest:?}",
+        during.len()
+    );
+    for a in &during {
+        assert_eq!(
+            (a.status, a.code.as_str()),
+            (503, "unavailable"),
+            "{} during the outage",
+            a.what
+        );
+        assert!(a.took < Duration::from_secs(2), "{} took {:?}", a.what, a.took);
+    }
+    let recovered = answers
+        .iter()
+        .filter(|a| a.started > resumed && a.what == "create" && a.status == 201)
+        .count();
+    assert!(recovered > 0, "no create succeeded after the database came back");
+    let unexpected: Vec<_> = answers
+        .iter()
+        .filter(|a| ![200, 201, 204, 503].contains(&a.status))
+        .map(|a| (a.what, a.status, a.code.clone()))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+
+    // Every change Kubernetes saw has its audit row (join by request id),
+    // and outcomes written late (retried) leave nothing pending.
+    let changed: HashSet<String> = env
+        .raycluster_writes()
+        .into_iter()
+        .map(|r| r.request_id.expect("krayne sends its request id to Kubernetes"))
+        .collect();
+    let mut db = PgConnection::connect(&pg.url).await.unwrap();
+    let audited: HashSet<String> = sqlx::query_scalar::<_, String>("SELECT request_id FROM audit_events")
+        .fetch_all(&mut db)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let unaudited: Vec<_> = changed.difference(&audited).collect();
+    assert!(
+        unaudited.is_empty(),
+        "{} Kubernetes changes without an audit row: {unaudited:?}",
+        unaudited.len()
+    );
+    let started = Instant::now();
+    loop {
+        let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE outcome = 'pending'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        if pending == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{pending} rows still pending"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Time and answer of one REST call.
+async fn timed(call: impl Future<Output = krayne_tests::Reply>) -> (Duration, krayne_tests::Reply) {
+    let started = Instant::now();
+    let reply = call.await;
+    (started.elapsed(), reply)
+}
+
+#[tokio::test]
+async fn kubernetes_down_fails_fast_and_recovers_without_restart() {
+    let mut env = Env::start().await;
+    let rest = env.rest(&env.alice());
+    rest.post(NS, &json!({"name": "steady"})).await.expect(201);
+    eventually_ready(&env.ops(), 200, Duration::from_secs(10)).await;
+
+    env.sandbox.stop_api().await;
+    eventually_ready(&env.ops(), 503, Duration::from_secs(5)).await;
+    let calls = [
+        ("get", timed(rest.get(&format!("{NS}/steady"))).await),
+        ("list", timed(rest.get(NS)).await),
+        ("create", timed(rest.post(NS, &json!({"name": "during"}))).await),
+        (
+            "scale",
+            timed(rest.post(
+                &format!("{NS}/steady/scale"),
+                &json!({"worker_group": "worker", "replicas": 2}),
+            ))
+            .await,
+        ),
+        ("delete", timed(rest.delete(&format!("{NS}/steady"))).await),
+    ];
+    for (what, (took, reply)) in calls {
+        let reply = reply.problem(503, "unavailable");
+        assert!(took < Duration::from_secs(2), "{what} took {took:?}: {}", reply.text);
+    }
+    let mut grpc = env.grpc(&env.alice()).await;
+    let started = Instant::now();
+    let status = grpc
+        .clusters
+        .get_cluster(krayne_proto::v1::GetClusterRequest {
+            namespace: "ml-team".into(),
+            name: "steady".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    env.sandbox.start_api().await.unwrap();
+    eventually_ready(&env.ops(), 200, Duration::from_secs(30)).await;
+    rest.get(&format!("{NS}/steady")).await.expect(200);
+    rest.post(NS, &json!({"name": "after"})).await.expect(201);
+    rest.delete(&format!("{NS}/steady")).await.expect(204);
+}
+
+#[tokio::test]
+async fn slow_kubernetes_gets_deadline_exceeded_not_a_hang() {
+    let env = Env::start_with(EnvOptions::with_args(&["--kube-timeout-seconds", "2"])).await;
+    let uncached = env.spawn_server(&["--cache", "false"]).await;
+    let rest = env.rest(&env.alice());
+    let direct = Rest::new(&format!("http://{}", uncached.api), Some(env.alice()));
+    rest.post(NS, &json!({"name": "steady"})).await.expect(201);
+
+    env.sandbox.set_latency(Duration::from_secs(6));
+    let calls = [
+        ("create", timed(rest.post(NS, &json!({"name": "slow"}))).await),
+        (
+            "scale",
+            timed(rest.post(
+                &format!("{NS}/steady/scale"),
+                &json!({"worker_group": "worker", "replicas": 2}),
+            ))
+            .await,
+        ),
+        ("uncached get", timed(direct.get(&format!("{NS}/steady"))).await),
+        ("uncached list", timed(direct.get(NS)).await),
+    ];
+    for (what, (took, reply)) in calls {
+        let reply = reply.problem(504, "deadline_exceeded");
+        assert!(took < Duration::from_secs(4), "{what} took {took:?}: {}", reply.text);
+    }
+    // The watch cache keeps serving reads while its watches are healthy.
+    let (took, reply) = timed(rest.get(&format!("{NS}/steady"))).await;
+    reply.expect(200);
+    assert!(took < Duration::from_secs(1), "cached get took {took:?}");
+    let ops = Rest::new(&format!("http://{}", uncached.ops), None);
+    let (took, reply) = timed(ops.get("/readyz")).await;
+    reply.expect(503);
+    assert!(took < Duration::from_secs(4), "/readyz took {took:?}");
+
+    env.sandbox.set_latency(Duration::ZERO);
+    eventually_ready(&ops, 200, Duration::from_secs(10)).await;
+    rest.post(NS, &json!({"name": "after"})).await.expect(201);
+    direct.get(&format!("{NS}/steady")).await.expect(200);
+    // A create that timed out may still have landed: its audit row says so.
+    let admin = env.rest(&env.admin());
+    let rows = admin
+        .get("/v1/audit?cluster=slow&action=cluster.create")
+        .await
+        .expect(200);
+    let outcomes: Vec<&str> = rows.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["unknown"], "{}", rows.text);
+}
