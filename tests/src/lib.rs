@@ -22,8 +22,16 @@ pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_bi
 /// A metric's value in Prometheus text: the first series of `name` whose
 /// labels contain `labels` (0 when there is none).
 pub fn metric(text: &str, name: &str, labels: &str) -> f64 {
+    series(text, name, labels).next().unwrap_or(0.0)
+}
+
+/// The sum of every series of `name` (0 when there is none).
+pub fn metric_total(text: &str, name: &str) -> f64 {
+    series(text, name, "").sum()
+}
+
+fn series<'a>(text: &'a str, name: &'a str, labels: &'a str) -> impl Iterator<Item = f64> + 'a {
     text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']) && l.contains(labels))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
+        .filter(move |l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']) && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
 }

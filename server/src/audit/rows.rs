@@ -44,13 +44,13 @@ const INDEXED_MAX_BYTES: usize = 256;
 /// `text` as any database stores it: Postgres refuses NUL in `text` and
 /// `\u0000` in `jsonb`, so a caller who sends one must not make the row
 /// (and the mutation it guards) fail.
-fn storable(text: &str) -> String {
+pub(super) fn storable(text: &str) -> String {
     text.replace('\0', "\u{FFFD}")
 }
 
 /// [`storable`], cut (at a character boundary, marked with `…`) to fit an
 /// index: the refusal of an absurd name is still recorded.
-fn indexable(text: &str) -> String {
+pub(super) fn indexable(text: &str) -> String {
     let text = storable(text);
     if text.len() <= INDEXED_MAX_BYTES {
         return text;

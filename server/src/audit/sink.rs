@@ -136,10 +136,10 @@ impl AuditSink for SqlAuditSink {
     }
 
     async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error> {
-        self.store
-            .query(filter, limit, before)
-            .await
-            .map_err(|e| unavailable(&e))
+        self.store.query(filter, limit, before).await.map_err(|e| {
+            tracing::warn!(error = %e, "audit database error");
+            Error::Unavailable("the audit log cannot be read now; try again shortly".into())
+        })
     }
 }
 
@@ -209,14 +209,34 @@ async fn insert_retrying(store: &Store, rows: &[AuditEntry]) -> Result<(), sqlx:
     }
 }
 
-/// Whether retrying `e` cannot help: the row itself is refused (a data
-/// exception, a constraint, a size limit), not the database unreachable.
+/// Whether retrying `e` cannot help: the row itself is refused, not the
+/// database away.
 fn is_permanent(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = e else {
-        return false;
-    };
-    let class = db.code().map(|c| c.chars().take(2).collect::<String>());
-    !matches!(db.kind(), sqlx::error::ErrorKind::Other) || matches!(class.as_deref(), Some("22" | "54"))
+    match e {
+        sqlx::Error::Database(db) => refuses_the_row(&db.kind(), db.code().as_deref()),
+        _ => false,
+    }
+}
+
+/// A constraint, or (Postgres SQLSTATE class 22 or 54) a data exception or
+/// a program limit such as an oversized index entry, or (SQLite primary
+/// code) TOOBIG, CONSTRAINT, MISMATCH or RANGE. Connection, resource,
+/// operator-intervention (a stopping server), busy and lock errors are
+/// transient.
+fn refuses_the_row(kind: &sqlx::error::ErrorKind, code: Option<&str>) -> bool {
+    if !matches!(kind, sqlx::error::ErrorKind::Other) {
+        return true;
+    }
+    match code {
+        // SQLSTATE: five characters, the first two the class.
+        Some(sqlstate) if sqlstate.len() == 5 => matches!(&sqlstate[..2], "22" | "54"),
+        // SQLite: an extended result code in decimal; its low byte is the
+        // primary code.
+        Some(sqlite) => sqlite
+            .parse::<u32>()
+            .is_ok_and(|c| matches!(c & 0xff, 18 | 19 | 20 | 25)),
+        None => false,
+    }
 }
 
 /// Retries outcomes until they are written.
@@ -248,5 +268,42 @@ async fn retry_outcomes(store: Store, mut rx: mpsc::Receiver<Queued>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::error::ErrorKind;
+
+    use super::refuses_the_row;
+
+    #[test]
+    fn only_errors_about_the_row_itself_are_permanent() {
+        for (kind, code) in [
+            (ErrorKind::Other, "22021"), // NUL in text
+            (ErrorKind::Other, "22P02"), // not a UUID
+            (ErrorKind::Other, "54000"), // index entry too large
+            (ErrorKind::UniqueViolation, "23505"),
+            (ErrorKind::CheckViolation, "23514"),
+            (ErrorKind::Other, "18"),   // SQLITE_TOOBIG
+            (ErrorKind::Other, "3091"), // SQLITE_CONSTRAINT_DATATYPE
+        ] {
+            assert!(refuses_the_row(&kind, Some(code)), "{code}");
+        }
+        for code in [
+            "08006", // connection failure
+            "57P01", // the server is shutting down (pg_ctl stop -m fast)
+            "57P03", // the server is starting up
+            "57014", // statement timeout
+            "53300", // too many connections
+            "40001", // serialization failure
+            "5",     // SQLITE_BUSY
+            "517",   // SQLITE_BUSY_SNAPSHOT
+            "6",     // SQLITE_LOCKED
+            "22",    // SQLITE_NOLFS, not a SQLSTATE class
+        ] {
+            assert!(!refuses_the_row(&ErrorKind::Other, Some(code)), "{code}");
+        }
+        assert!(!refuses_the_row(&ErrorKind::Other, None));
     }
 }

@@ -9,7 +9,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
 };
 
-use super::rows::{COLUMNS, RawRow, stamp, values};
+use super::rows::{COLUMNS, RawRow, indexable, stamp, values};
 use crate::domain::audit::{AuditEntry, AuditFilter};
 
 /// How to connect.
@@ -19,7 +19,8 @@ pub struct DatabaseOptions {
     pub url: String,
     /// Largest pool.
     pub max_connections: u32,
-    /// Longest a statement may run (Postgres).
+    /// Longest a statement may run (Postgres); for SQLite, how long to
+    /// wait for its lock and its one connection.
     pub statement_timeout: Duration,
     /// Longest to wait for a connection.
     pub acquire_timeout: Duration,
@@ -107,7 +108,7 @@ impl Store {
         } else if o.url.starts_with("sqlite:") {
             let options: SqliteConnectOptions = o.url.parse().map_err(|e| format!("database {}: {e}", o.url))?;
             // WAL: a commit is one append and one fsync, not a rollback
-            // journal's three, and readers do not block the writer.
+            // journal's three.
             let options = options
                 .create_if_missing(true)
                 .busy_timeout(o.statement_timeout)
@@ -220,6 +221,8 @@ where
             b.push_bind(value).push_unseparated(*cast);
         }
     });
+    // A batch retried after its commit's reply was lost is already stored.
+    qb.push(" ON CONFLICT (id) DO NOTHING");
     qb.build().execute(pool).await.map(|_| ())
 }
 
@@ -261,6 +264,8 @@ where
 {
     let mut qb = QueryBuilder::<DB>::new(select);
     qb.push(" WHERE 1 = 1");
+    // Filters are stored-form text, as rows are: a NUL or an overlong
+    // name matches the row it went into (and Postgres takes the query).
     for (column, value) in [
         ("namespace", &f.namespace),
         ("actor_subject", &f.actor),
@@ -269,7 +274,7 @@ where
         ("cluster", &f.cluster),
     ] {
         if let Some(v) = value {
-            qb.push(format!(" AND {column} = ")).push_bind(v.clone());
+            qb.push(format!(" AND {column} = ")).push_bind(indexable(v));
         }
     }
     if let Some(scope) = &f.scope {

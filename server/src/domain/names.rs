@@ -24,7 +24,8 @@ pub fn check_dns1123_subdomain(value: &str) -> Result<(), String> {
     if value.len() > MAX_SUBDOMAIN_LEN {
         return Err(format!("must be no more than {MAX_SUBDOMAIN_LEN} characters"));
     }
-    value.split('.').try_for_each(check_dns1123_label).map_err(|_| {
+    // Labels are bounded by the whole (unlike DNS), as in Kubernetes.
+    value.split('.').try_for_each(|label| check_label(label, MAX_SUBDOMAIN_LEN, true)).map_err(|_| {
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into()
     })
 }
@@ -85,6 +86,7 @@ mod tests {
     fn subdomains_are_dotted_labels_up_to_253() {
         assert!(check_dns1123_subdomain("ray.io").is_ok());
         assert!(check_dns1123_subdomain(&[&*"a".repeat(63); 3].join(".")).is_ok());
+        assert!(check_dns1123_subdomain(&"a".repeat(200)).is_ok(), "no limit per label");
         for bad in [
             "",
             ".a",
@@ -92,7 +94,7 @@ mod tests {
             "a..b",
             "A.b",
             "a\0b",
-            &"a".repeat(64),
+            &"a".repeat(254),
             &"a.".repeat(127),
         ] {
             assert!(check_dns1123_subdomain(bad).is_err(), "{bad:?}");

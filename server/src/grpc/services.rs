@@ -243,6 +243,13 @@ fn non_empty(s: String) -> Option<String> {
     Some(s).filter(|s| !s.is_empty())
 }
 
+/// An optional timestamp filter as RFC 3339 text; one that is no time at
+/// all (nanos out of range, past year 9999) is refused, not ignored.
+fn time(field: &str, t: Option<&prost_types::Timestamp>) -> Result<Option<String>, Status> {
+    t.map(|t| convert::rfc3339(t).ok_or_else(|| to_status(Error::invalid(field, "is not a valid time"))))
+        .transpose()
+}
+
 #[tonic::async_trait]
 impl audit_service_server::AuditService for Grpc {
     async fn list_audit_events(
@@ -258,8 +265,8 @@ impl audit_service_server::AuditService for Grpc {
             action: non_empty(r.action),
             outcome: non_empty(r.outcome),
             cluster: non_empty(r.cluster),
-            since: r.since.as_ref().and_then(convert::rfc3339),
-            until: r.until.as_ref().and_then(convert::rfc3339),
+            since: time("since", r.since.as_ref())?,
+            until: time("until", r.until.as_ref())?,
         };
         let p = self
             .service

@@ -106,6 +106,8 @@ async fn postgres_stopped_under_load_refuses_mutations_and_loses_no_audit_row() 
     tokio::time::sleep(Duration::from_secs(4)).await;
     // Reads do not need the audit log (they come from the watch cache).
     rest.get(NS).await.expect(200);
+    // A refusal's row waits in the batching writer for the database.
+    rest.get("/v1/namespaces/other-team/clusters").await.expect(403);
     eventually_ready(&env.ops(), 503, Duration::from_secs(5)).await;
     let resuming = Instant::now();
     pg.resume().await;
@@ -180,15 +182,22 @@ async fn postgres_stopped_under_load_refuses_mutations_and_loses_no_audit_row() 
             .fetch_one(&mut db)
             .await
             .unwrap();
-        if pending == 0 {
+        let denied: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_events WHERE namespace = 'other-team'")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        if pending == 0 && denied == 1 {
             break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "{pending} rows still pending"
+            "{pending} rows still pending, {denied} refusal rows of the outage written"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The outage was waited out, not taken for rows the database refuses.
+    let metrics = env.ops().get("/metrics").await.text;
+    assert_eq!(krayne_tests::metric_total(&metrics, "krayne_audit_dropped_total"), 0.0);
 }
 
 /// Time and answer of one REST call.
