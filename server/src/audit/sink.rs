@@ -61,10 +61,13 @@ async fn drained(queue: &mpsc::Sender<Queued>) {
     }
 }
 
-fn unavailable(e: &sqlx::Error) -> Error {
+/// `Unavailable` saying what could not be done; the cause goes to the log.
+fn unavailable(e: &sqlx::Error, what: &str) -> Error {
     tracing::warn!(error = %e, "audit database error");
-    Error::Unavailable("the audit log cannot be written".into())
+    Error::Unavailable(what.to_owned())
 }
+
+const NOT_WRITTEN: &str = "the audit log cannot be written";
 
 impl SqlAuditSink {
     /// A sink over `store`, with its background writers started.
@@ -103,7 +106,7 @@ impl AuditSink for SqlAuditSink {
         let started = std::time::Instant::now();
         let written = self.store.insert(std::slice::from_ref(entry)).await;
         metrics::histogram!("krayne_audit_insert_seconds").record(started.elapsed().as_secs_f64());
-        written.map_err(|e| unavailable(&e))
+        written.map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
     async fn finish(&self, entry: &AuditEntry) {
@@ -126,7 +129,7 @@ impl AuditSink for SqlAuditSink {
     }
 
     async fn ping(&self) -> Result<(), Error> {
-        self.store.ping().await.map_err(|e| unavailable(&e))
+        self.store.ping().await.map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
     async fn flush(&self) {
@@ -136,10 +139,10 @@ impl AuditSink for SqlAuditSink {
     }
 
     async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error> {
-        self.store.query(filter, limit, before).await.map_err(|e| {
-            tracing::warn!(error = %e, "audit database error");
-            Error::Unavailable("the audit log cannot be read now; try again shortly".into())
-        })
+        self.store
+            .query(filter, limit, before)
+            .await
+            .map_err(|e| unavailable(&e, "the audit log cannot be read now; try again shortly"))
     }
 }
 
@@ -192,19 +195,28 @@ async fn write_batch(store: &Store, batch: &[AuditEntry]) {
     metrics::counter!("krayne_audit_batched_rows_total").increment(written as u64);
 }
 
-/// Inserts `rows`, retrying with backoff while the database is away; fails
-/// only on an error retrying cannot mend.
+/// Inserts `rows`, retrying while the database is away; fails only on an
+/// error retrying cannot mend.
 async fn insert_retrying(store: &Store, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
-    let mut backoff = Duration::from_millis(100);
+    retrying(Duration::from_millis(100), || store.insert(rows)).await
+}
+
+/// Runs `write` until it succeeds or fails permanently, pausing with a
+/// doubling backoff (from `first`, at most 10 s) after transient errors.
+async fn retrying<F, Fut>(first: Duration, mut write: F) -> Result<(), sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), sqlx::Error>>,
+{
+    let mut backoff = first;
     loop {
-        match store.insert(rows).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_permanent(&e) => return Err(e),
-            Err(e) => {
-                tracing::warn!(rows = rows.len(), error = %e, "audit rows not written; retrying");
+        match write().await {
+            Err(e) if !is_permanent(&e) => {
+                tracing::warn!(error = %e, "audit rows not written; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
+            done => return done,
         }
     }
 }
@@ -249,23 +261,12 @@ async fn retry_outcomes(store: Store, mut rx: mpsc::Receiver<Queued>) {
                 continue;
             }
         };
-        let mut backoff = Duration::from_millis(200);
-        loop {
-            match store.finish(&entry).await {
-                Ok(()) => {
-                    tracing::info!(id = %entry.id, "audit outcome written after retrying");
-                    break;
-                }
-                Err(e) if is_permanent(&e) => {
-                    metrics::counter!("krayne_audit_dropped_total", "queue" => "rejected").increment(1);
-                    tracing::error!(id = %entry.id, error = %e,
-                        "the database refused an audit outcome; the sweeper will resolve the row");
-                    break;
-                }
-                Err(_) => {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
+        match retrying(Duration::from_millis(200), || store.finish(&entry)).await {
+            Ok(()) => tracing::info!(id = %entry.id, "audit outcome written after retrying"),
+            Err(e) => {
+                metrics::counter!("krayne_audit_dropped_total", "queue" => "rejected").increment(1);
+                tracing::error!(id = %entry.id, error = %e,
+                    "the database refused an audit outcome; the sweeper will resolve the row");
             }
         }
     }
