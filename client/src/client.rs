@@ -238,6 +238,8 @@ pub struct AuditQuery {
     pub outcome: String,
     /// Cluster name.
     pub cluster: String,
+    /// The client's own request id (`x-correlation-id`).
+    pub correlation_id: String,
     /// Events at or after this time.
     pub since: Option<prost_types::Timestamp>,
     /// Events before this time.
@@ -562,6 +564,7 @@ impl Client {
             action: query.action.clone(),
             outcome: query.outcome.clone(),
             cluster: query.cluster.clone(),
+            correlation_id: query.correlation_id.clone(),
             since: query.since,
             until: query.until,
             page_size: query.page_size,

@@ -4,13 +4,14 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{Router, middleware};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 
 use crate::{
     auth::Authenticator,
     domain::{AuditSink, ClusterStore},
-    grpc, ops,
-    rest::{self, AppState, REQUEST_ID, RestSettings},
+    edge::{self, TrustedProxies},
+    grpc::{self, GrpcSettings},
+    ops,
+    rest::{self, AppState, RestSettings},
     serve::{ConnectionLimits, serve},
     service::{ClusterService, ServiceSettings},
 };
@@ -29,6 +30,10 @@ pub struct Parts {
     pub rest: RestSettings,
     /// What a connection may do before the application sees it.
     pub connections: ConnectionLimits,
+    /// Proxies whose forwarding headers name the client.
+    pub trusted_proxies: TrustedProxies,
+    /// Whether gRPC server reflection needs a valid token.
+    pub reflection_needs_token: bool,
     /// How long in-flight requests may finish after a shutdown signal.
     pub grace: Duration,
 }
@@ -70,15 +75,26 @@ pub async fn start(
         service: service.clone(),
         auth: parts.auth.clone(),
     };
-    let (grpc_routes, health) = grpc::router(service.clone(), parts.auth, parts.rest.body_limit).await?;
-    let grpc_routes = grpc_routes
-        .route_layer(middleware::from_fn(ops::track_http))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
-    // gRPC services own their paths; every other request is REST's.
+    let grpc_settings = GrpcSettings {
+        max_message: parts.rest.body_limit,
+        request_timeout: parts.rest.request_timeout,
+        body_timeout: parts.rest.body_timeout,
+        reflection_needs_token: parts.reflection_needs_token,
+    };
+    let grpc = grpc::router(service.clone(), parts.auth, &grpc_settings).await?;
+    let health = grpc.health;
+    let grpc_routes = grpc.routes.route_layer(middleware::from_fn(ops::track_http));
+    // gRPC services own their paths; every other request is REST's. Every
+    // request first gets its ids and source; gRPC ones then pass the gate
+    // (method, size, deadline, token) before tonic reads a byte of them.
     let app: Router = grpc_routes
         .fallback_service(rest::router(state, &parts.rest))
-        .layer(middleware::from_fn(rest::drop_unusable_request_ids));
+        .layer(middleware::from_fn_with_state(grpc.gate, grpc::gate))
+        .layer(middleware::from_fn_with_state(
+            parts.trusted_proxies,
+            edge::resolve_source,
+        ))
+        .layer(middleware::from_fn(edge::assign_request_ids));
     let api_listener = TcpListener::bind(api)
         .await
         .map_err(|e| format!("cannot listen on {api}: {e}"))?;

@@ -15,12 +15,13 @@ use crate::{
         AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
         ServeArgs, TokenCommand,
     },
+    edge::TrustedProxies,
     k8s::{self, CacheOptions},
     manifest::ManifestSettings,
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{RateLimit, ServiceSettings},
+    service::{DenialSettings, RateLimit, ServiceSettings},
 };
 
 mod sandbox_cmd;
@@ -68,8 +69,27 @@ fn init_tracing(filter: &str, json: bool) {
     let _ = if json {
         builder.json().try_init()
     } else {
-        builder.try_init()
+        builder.fmt_fields(escaped_fields()).try_init()
     };
+}
+
+/// Text-log fields with control characters escaped: JSON logs escape
+/// them by JSON's rules, but tracing's text format writes a value as it
+/// is (it escapes ESC, not newlines), so a newline in any value taken
+/// from a request would start a forged log line.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let text = format!("{value:?}");
+        let text = crate::domain::text::escape_controls(&text);
+        if field.name() == "message" {
+            writer.write_str(&text)
+        } else {
+            write!(writer, "{field}={text}")
+        }
+    })
+    .delimited(" ")
 }
 
 /// Reads the JWT flags into a verifier.
@@ -145,11 +165,16 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, Conne
             default_image: http.default_ray_image.clone(),
         },
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
+        denials: DenialSettings {
+            rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),
+            window: Duration::from_secs(http.audit_denial_window_seconds),
+        },
         ..ServiceSettings::default()
     };
     let rest = RestSettings {
         body_limit: http.body_limit_bytes,
         request_timeout: Duration::from_secs(http.request_timeout_seconds),
+        body_timeout: Duration::from_secs(http.request_body_timeout_seconds.max(1)),
         cors_origins: http.cors_origins.clone(),
     };
     let connections = ConnectionLimits {
@@ -175,6 +200,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         service,
         rest,
         connections,
+        trusted_proxies: TrustedProxies::parse(&args.http.trusted_proxies)?,
+        reflection_needs_token: args.http.grpc_reflection_requires_token,
         grace: Duration::from_secs(args.http.shutdown_grace_seconds),
     };
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;

@@ -115,6 +115,31 @@ pub struct HttpArgs {
     /// Requests a caller may make at once above the sustained rate.
     #[arg(long, env = "KRAYNE_RATE_LIMIT_BURST", default_value_t = 100)]
     pub rate_limit_burst: u32,
+    /// Longest a request body (or gRPC request message) may take to
+    /// arrive, in seconds; a body declared and never sent is cut off then.
+    #[arg(long, env = "KRAYNE_REQUEST_BODY_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub request_body_timeout_seconds: u64,
+    /// Refused authentications each source address may make per second,
+    /// sustained; past it they are answered 429 / RESOURCE_EXHAUSTED.
+    /// 0 turns the limit off.
+    #[arg(long, env = "KRAYNE_UNAUTHENTICATED_RATE_PER_SECOND", default_value_t = 10)]
+    pub unauthenticated_rate_per_second: u32,
+    /// Refused authentications a source may make at once above that rate.
+    #[arg(long, env = "KRAYNE_UNAUTHENTICATED_BURST", default_value_t = 30)]
+    pub unauthenticated_burst: u32,
+    /// Repeated refused authentications from one source within this many
+    /// seconds are audited as one row with a count (the first at once).
+    #[arg(long, env = "KRAYNE_AUDIT_DENIAL_WINDOW_SECONDS", default_value_t = 60)]
+    pub audit_denial_window_seconds: u64,
+    /// Proxies (addresses or CIDRs, comma-separated) whose
+    /// `X-Forwarded-For` / `Forwarded` headers name the client; from any
+    /// other peer those headers are ignored and the source is the peer.
+    #[arg(long, env = "KRAYNE_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
+    /// Require a valid token for gRPC server reflection (health checks
+    /// never need one).
+    #[arg(long, env = "KRAYNE_GRPC_REFLECTION_REQUIRES_TOKEN")]
+    pub grpc_reflection_requires_token: bool,
     /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,

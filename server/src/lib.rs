@@ -8,6 +8,7 @@ pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod domain;
+pub mod edge;
 pub mod grpc;
 pub mod k8s;
 pub mod manifest;

@@ -30,6 +30,7 @@ fn entry(outcome: Outcome) -> AuditEntry {
         occurred_at: jiff::Timestamp::now().to_string(),
         meta: RequestMeta {
             request_id: uuid::Uuid::new_v4().to_string(),
+            correlation_id: None,
             transport: Transport::Rest,
             source_ip: Some("10.0.0.1".into()),
             user_agent: Some("bench".into()),

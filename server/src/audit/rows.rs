@@ -3,10 +3,13 @@
 
 use serde_json::Value;
 
-use crate::domain::audit::{AuditEntry, Outcome, RequestMeta, Transport};
+use crate::domain::{
+    audit::{AuditEntry, Outcome, RequestMeta, Transport},
+    text::{MAX_FREE_TEXT_BYTES, bounded, escape_controls},
+};
 
 /// Columns in insert order.
-pub(super) const COLUMNS: [&str; 20] = [
+pub(super) const COLUMNS: [&str; 21] = [
     "id",
     "occurred_at",
     "completed_at",
@@ -27,6 +30,7 @@ pub(super) const COLUMNS: [&str; 20] = [
     "grpc_code",
     "error",
     "duration_ms",
+    "correlation_id",
 ];
 
 /// Timestamps as fixed-width UTC text, so they sort as text (SQLite) and
@@ -43,30 +47,35 @@ const INDEXED_MAX_BYTES: usize = 256;
 
 /// `text` as any database stores it: Postgres refuses NUL in `text` and
 /// `\u0000` in `jsonb`, so a caller who sends one must not make the row
-/// (and the mutation it guards) fail.
+/// (and the mutation it guards) fail; other control characters are
+/// escaped, so a value read back and printed cannot forge lines.
 pub(super) fn storable(text: &str) -> String {
-    text.replace('\0', "\u{FFFD}")
+    escape_controls(&text.replace('\0', "\u{FFFD}")).into_owned()
 }
 
-/// [`storable`], cut (at a character boundary, marked with `…`) to fit an
-/// index: the refusal of an absurd name is still recorded.
+/// [`storable`], cut to `max` bytes (at a character boundary, marked `…`).
+fn cut(text: &str, max: usize) -> String {
+    bounded(&storable(text), max).into_owned()
+}
+
+/// Free text taken from a request (user agent, error, e-mail): at most
+/// [`MAX_FREE_TEXT_BYTES`], so a flood of 60 KB headers cannot fill the
+/// database.
+pub(super) fn free_text(text: &str) -> String {
+    cut(text, MAX_FREE_TEXT_BYTES)
+}
+
+/// [`storable`], cut to fit an index: the refusal of an absurd name is
+/// still recorded.
 pub(super) fn indexable(text: &str) -> String {
-    let text = storable(text);
-    if text.len() <= INDEXED_MAX_BYTES {
-        return text;
-    }
-    let mut end = INDEXED_MAX_BYTES - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    cut(text, INDEXED_MAX_BYTES)
 }
 
 /// JSON with [`storable`] strings and keys.
 fn json(v: &impl serde::Serialize) -> String {
     fn clean(v: Value) -> Value {
         match v {
-            Value::String(s) => Value::String(storable(&s)),
+            Value::String(s) => Value::String(free_text(&s)),
             Value::Array(items) => Value::Array(items.into_iter().map(clean).collect()),
             Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (storable(&k), clean(v))).collect()),
             other => other,
@@ -79,18 +88,18 @@ fn json(v: &impl serde::Serialize) -> String {
 }
 
 /// The values of `e`, in [`COLUMNS`] order.
-pub(super) fn values(e: &AuditEntry) -> [Option<String>; 20] {
+pub(super) fn values(e: &AuditEntry) -> [Option<String>; 21] {
     [
         Some(e.id.clone()),
         Some(stamp(&e.occurred_at)),
         e.completed_at.as_deref().map(stamp),
-        Some(storable(&e.meta.request_id)),
+        Some(indexable(&e.meta.request_id)),
         Some(indexable(&e.subject)),
-        e.email.as_deref().map(storable),
+        e.email.as_deref().map(free_text),
         Some(json(&e.groups)),
         Some(json(&e.teams)),
-        e.meta.source_ip.clone(),
-        e.meta.user_agent.as_deref().map(storable),
+        e.meta.source_ip.as_deref().map(indexable),
+        e.meta.user_agent.as_deref().map(free_text),
         Some(e.meta.transport.as_str().to_owned()),
         Some(indexable(&e.action)),
         e.namespace.as_deref().map(indexable),
@@ -99,8 +108,9 @@ pub(super) fn values(e: &AuditEntry) -> [Option<String>; 20] {
         Some(e.outcome.as_str().to_owned()),
         e.http_status.map(|s| s.to_string()),
         e.grpc_code.clone(),
-        e.error.as_deref().map(storable),
+        e.error.as_deref().map(free_text),
         e.duration_ms.map(|d| d.to_string()),
+        e.meta.correlation_id.as_deref().map(indexable),
     ]
 }
 
@@ -127,6 +137,7 @@ pub(super) struct RawRow {
     grpc_code: Option<String>,
     error: Option<String>,
     duration_ms: Option<String>,
+    correlation_id: Option<String>,
 }
 
 impl From<RawRow> for AuditEntry {
@@ -137,6 +148,7 @@ impl From<RawRow> for AuditEntry {
             occurred_at: r.occurred_at,
             meta: RequestMeta {
                 request_id: r.request_id,
+                correlation_id: r.correlation_id,
                 transport: Transport::parse(&r.transport).unwrap_or(Transport::Rest),
                 source_ip: r.source_ip,
                 user_agent: r.user_agent,
@@ -163,7 +175,7 @@ impl From<RawRow> for AuditEntry {
 mod tests {
     use serde_json::json;
 
-    use super::{indexable, json, stamp, storable};
+    use super::{free_text, indexable, json, stamp, storable};
 
     #[test]
     fn stamps_are_fixed_width_utc() {
@@ -178,6 +190,16 @@ mod tests {
         let summary = json(&json!({"worker_group": "w\0", "k\0": ["\0"]}));
         assert!(!summary.contains("\\u0000"), "{summary}");
         assert_eq!(summary, "{\"worker_group\":\"w\u{FFFD}\",\"k\u{FFFD}\":[\"\u{FFFD}\"]}");
+    }
+
+    #[test]
+    fn free_text_is_bounded_and_cannot_forge_lines() {
+        let ua = free_text(&format!("x\n\u{1b}[2J{}", "u".repeat(60_000)));
+        assert!(ua.len() <= 512 && ua.ends_with('…'), "{}", ua.len());
+        assert!(ua.starts_with("x\\n\\u{1b}[2Juuu"), "{ua}");
+        assert_eq!(storable("a\0b\n"), "a\u{FFFD}b\\n");
+        let summary = json(&json!({"agent": "z".repeat(10_000)}));
+        assert!(summary.len() < 600, "{}", summary.len());
     }
 
     #[test]

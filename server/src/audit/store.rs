@@ -27,7 +27,7 @@ pub struct DatabaseOptions {
 }
 
 /// Postgres casts per column, in `COLUMNS` order.
-const PG_CASTS: [&str; 20] = [
+const PG_CASTS: [&str; 21] = [
     "::uuid",
     "::timestamptz",
     "::timestamptz",
@@ -48,19 +48,21 @@ const PG_CASTS: [&str; 20] = [
     "",
     "",
     "::bigint",
+    "",
 ];
-const NO_CASTS: [&str; 20] = [""; 20];
+const NO_CASTS: [&str; 21] = [""; 21];
 
 const PG_SELECT: &str = "SELECT id::text AS id, \
     to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS occurred_at, \
     to_char(completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS completed_at, \
     request_id, actor_subject, actor_email, actor_groups::text AS actor_groups, actor_teams::text AS actor_teams, \
     source_ip, user_agent, transport, action, namespace, cluster, request_summary::text AS request_summary, \
-    outcome, http_status::text AS http_status, grpc_code, error, duration_ms::text AS duration_ms FROM audit_events";
+    outcome, http_status::text AS http_status, grpc_code, error, duration_ms::text AS duration_ms, correlation_id \
+    FROM audit_events";
 const SQLITE_SELECT: &str = "SELECT id, occurred_at, completed_at, request_id, actor_subject, actor_email, \
     actor_groups, actor_teams, source_ip, user_agent, transport, action, namespace, cluster, request_summary, \
     outcome, CAST(http_status AS TEXT) AS http_status, grpc_code, error, \
-    CAST(duration_ms AS TEXT) AS duration_ms FROM audit_events";
+    CAST(duration_ms AS TEXT) AS duration_ms, correlation_id FROM audit_events";
 
 /// A connected audit database.
 #[derive(Clone)]
@@ -205,7 +207,7 @@ impl Store {
     }
 }
 
-async fn insert<DB>(pool: &Pool<DB>, rows: &[AuditEntry], casts: &[&str; 20]) -> Result<(), sqlx::Error>
+async fn insert<DB>(pool: &Pool<DB>, rows: &[AuditEntry], casts: &[&str; 21]) -> Result<(), sqlx::Error>
 where
     DB: Database,
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -226,7 +228,7 @@ where
     qb.build().execute(pool).await.map(|_| ())
 }
 
-async fn finish<DB>(pool: &Pool<DB>, e: &AuditEntry, casts: &[&str; 20]) -> Result<(), sqlx::Error>
+async fn finish<DB>(pool: &Pool<DB>, e: &AuditEntry, casts: &[&str; 21]) -> Result<(), sqlx::Error>
 where
     DB: Database,
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -272,6 +274,7 @@ where
         ("action", &f.action),
         ("outcome", &f.outcome),
         ("cluster", &f.cluster),
+        ("correlation_id", &f.correlation_id),
     ] {
         if let Some(v) = value {
             qb.push(format!(" AND {column} = ")).push_bind(indexable(v));

@@ -146,7 +146,9 @@ impl Verifier {
         self
     }
 
-    /// Verifies `Authorization` header text (`Bearer <jwt>`).
+    /// Verifies `Authorization` header text (`Bearer <jwt>`). The scheme
+    /// is case-insensitive and may be followed by any run of spaces or
+    /// tabs (RFC 9110 §11.1, §11.6.2).
     pub async fn verify_header(&self, header: Option<&str>) -> Result<TokenIdentity, TokenError> {
         let value = header.ok_or(TokenError::Missing)?;
         if value.len() > MAX_TOKEN_BYTES + 16 {
@@ -154,12 +156,8 @@ impl Verifier {
                 "authorization longer than {MAX_TOKEN_BYTES} bytes"
             )));
         }
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| TokenError::Invalid("authorization is not a bearer token".into()))?;
+        let token =
+            bearer_token(value).ok_or_else(|| TokenError::Invalid("authorization is not a bearer token".into()))?;
         self.verify(token).await
     }
 
@@ -170,7 +168,7 @@ impl Verifier {
                 "token longer than {MAX_TOKEN_BYTES} bytes"
             )));
         }
-        let header = decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {e}")))?;
+        let header = decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {}", why(&e))))?;
         let mut keys = self.keys.clone();
         if let Some(jwks) = &self.jwks {
             keys.extend(jwks.keys(header.kid.as_deref()).await);
@@ -186,9 +184,10 @@ impl Verifier {
             })
             .collect();
         if candidates.is_empty() {
+            // The kid is the token's text: never echoed (finding 3).
             return Err(TokenError::Invalid(format!(
-                "no configured key for alg {:?} kid {:?}",
-                header.alg, header.kid
+                "no configured key for alg {:?} and the token's kid",
+                header.alg
             )));
         }
         let mut last = TokenError::Invalid("no key verified the token".into());
@@ -204,7 +203,7 @@ impl Verifier {
                 Err(e) if matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ExpiredSignature) => {
                     return Err(TokenError::Expired);
                 }
-                Err(e) => last = TokenError::Invalid(e.to_string()),
+                Err(e) => last = TokenError::Invalid(why(&e).to_owned()),
             }
         }
         Err(last)
@@ -235,6 +234,42 @@ impl Verifier {
         let mut seen = HashSet::new();
         let groups = groups.into_iter().filter(|g| seen.insert(g.clone())).collect();
         Ok(TokenIdentity { subject, email, groups })
+    }
+}
+
+/// The token of a `Bearer` authorization value: the scheme in any case,
+/// then one or more spaces or tabs, then a non-empty token without
+/// whitespace.
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_matches([' ', '\t']);
+    let split = value.find([' ', '\t'])?;
+    let (scheme, rest) = value.split_at(split);
+    let token = rest.trim_start_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains([' ', '\t'])).then_some(token)
+}
+
+/// Why jsonwebtoken refused a token, in words of our own: its messages
+/// quote the token (an unknown `alg` value, a JSON error's input), and a
+/// token's text must never reach a log line or an audit row.
+fn why(e: &jsonwebtoken::errors::Error) -> &'static str {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::InvalidToken => "not three base64url parts",
+        K::InvalidSignature => "bad signature",
+        K::InvalidAlgorithmName | K::UnsupportedAlgorithm | K::InvalidAlgorithm | K::MissingAlgorithm => {
+            "algorithm not accepted"
+        }
+        K::MissingRequiredClaim(_) => "a required claim (exp, iss, aud) is missing",
+        K::InvalidClaimFormat(_) => "a claim has the wrong type",
+        K::ExpiredSignature => "expired",
+        K::InvalidIssuer => "wrong issuer",
+        K::InvalidAudience => "wrong audience",
+        K::InvalidSubject => "wrong subject",
+        K::ImmatureSignature => "not valid yet (nbf)",
+        K::Base64(_) => "not base64url",
+        K::Json(_) => "not JSON of a JWT's shape",
+        K::Utf8(_) => "not UTF-8",
+        _ => "not verifiable with the configured keys",
     }
 }
 
@@ -325,6 +360,23 @@ mod tests {
         assert_eq!(id.groups, ["ml"]);
     }
 
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_spaces_may_repeat() {
+        for ok in [
+            "Bearer t",
+            "bearer t",
+            "BEARER t",
+            "BeArEr   t",
+            "Bearer\tt",
+            " Bearer t ",
+        ] {
+            assert_eq!(bearer_token(ok), Some("t"), "{ok:?}");
+        }
+        for bad in ["Bearer", "Bearer ", "Basic t", "Bearert", "Bearer a b", "Bearer: t", ""] {
+            assert_eq!(bearer_token(bad), None, "{bad:?}");
+        }
+    }
+
     #[tokio::test]
     async fn bad_tokens_are_refused_generically() {
         let v = verifier();
@@ -345,6 +397,14 @@ mod tests {
                 .is_err()
         );
         assert!(v.verify(&"x".repeat(MAX_TOKEN_BYTES + 1)).await.is_err());
+        // Header parse errors never quote the token: an `alg` with a newline
+        // and ESC (base64url of {"alg":"x\n\u001b[31mFORGED"}).
+        let forged = "eyJhbGciOiJ4XG5cdTAwMWJbMzFtRk9SR0VEIn0.e30.c2ln";
+        let e = v.verify(forged).await.unwrap_err().to_string();
+        assert!(
+            !e.contains("FORGED") && !e.contains('\n') && !e.contains('\u{1b}'),
+            "{e}"
+        );
         // alg "none": header {"alg":"none"}, no signature.
         let none = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtYWxsb3J5In0.";
         assert!(v.verify(none).await.is_err());

@@ -60,6 +60,8 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         service: ServiceSettings::default(),
         rest: RestSettings::default(),
         connections: crate::serve::ConnectionLimits::default(),
+        trusted_proxies: crate::edge::TrustedProxies::default(),
+        reflection_needs_token: false,
         grace: Duration::from_secs(5),
     };
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));

@@ -55,8 +55,12 @@ impl Transport {
 /// Who asked, from where: everything about a request but its payload.
 #[derive(Debug, Clone)]
 pub struct RequestMeta {
-    /// Request id (`x-request-id`).
+    /// The server's id of the request (UUID v7), unique: it is never taken
+    /// from the client, so no caller can reuse another's.
     pub request_id: String,
+    /// The id the client sent (`x-correlation-id` or `x-request-id`), kept
+    /// apart from the request id: echoed back, stored, searchable.
+    pub correlation_id: Option<String>,
     /// Transport.
     pub transport: Transport,
     /// Client address.
@@ -142,6 +146,8 @@ pub struct AuditFilter {
     pub outcome: Option<String>,
     /// Only this cluster.
     pub cluster: Option<String>,
+    /// Only requests with this client correlation id.
+    pub correlation_id: Option<String>,
     /// At or after this time (RFC 3339).
     pub since: Option<String>,
     /// Before this time (RFC 3339).

@@ -109,6 +109,29 @@ pub fn check_worker_counts(group: usize, replicas: u32, min: u32, max: u32) -> R
     v.into_result((g.replicas, g.min_replicas, g.max_replicas))
 }
 
+/// A count (replicas and the like) as a cluster config and a scale request
+/// both read it: a whole number from 0 to `max`; `2.0` is 2 and `-0` is 0,
+/// as Krayne (pydantic) reads them.
+pub fn whole_count(value: &Value, max: u32) -> Result<u32, String> {
+    let Value::Number(n) = value else {
+        return Err(format!("must be a whole number, not {}", type_name(value)));
+    };
+    let whole = n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+            .map(|f| f as i64)
+    });
+    match whole {
+        None if n.as_u64().is_some() => Err(format!("must be at most {max}")),
+        None => Err(format!("must be a whole number, not {n}")),
+        Some(i) if i < 0 => Err("must not be negative".into()),
+        Some(i) => match u32::try_from(i) {
+            Ok(c) if c <= max => Ok(c),
+            _ => Err(format!("must be at most {max}")),
+        },
+    }
+}
+
 /// Parses YAML or JSON text into a tree, as a request body or config file.
 pub fn parse_yaml(text: &str) -> Result<Value, Error> {
     krayne_proto::config::parse_yaml(text).map_err(|e| Error::invalid("", e.to_string()))
@@ -221,26 +244,13 @@ impl Reader {
         let Some(value) = value.filter(|v| !v.is_null()) else {
             return Some(default);
         };
-        let Value::Number(n) = value else {
-            self.wrong_type(path, "a whole number", value);
-            return None;
-        };
-        // YAML `2.0` is accepted as 2, as Krayne does.
-        let whole = n.as_i64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
-                .map(|f| f as i64)
-        });
-        match whole {
-            None if n.as_u64().is_some() => self.fail(path, format!("must be at most {max}")),
-            None => self.fail(path, format!("must be a whole number, not {n}")),
-            Some(i) if i < 0 => self.fail(path, "must not be negative"),
-            Some(i) => match u32::try_from(i) {
-                Ok(c) if c <= max => return Some(c),
-                _ => self.fail(path, format!("must be at most {max}")),
-            },
+        match whole_count(value, max) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                self.fail(path, why);
+                None
+            }
         }
-        None
     }
 
     fn quantity(&mut self, path: &str, value: Option<&Value>, default: &str, resource: Resource) -> Option<Quantity> {

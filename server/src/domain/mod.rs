@@ -13,11 +13,12 @@ mod ports;
 mod principal;
 mod quantity;
 mod spec;
+pub mod text;
 
 pub use cluster::{
     ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };
-pub use config::{check_worker_counts, defaults, limits, parse_yaml};
+pub use config::{check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{Error, FieldViolation, ResourceKind, Violations};
 pub use identity::{Identity, NamespaceAccess};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};

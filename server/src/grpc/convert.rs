@@ -182,6 +182,7 @@ pub(crate) fn audit_event(e: domain::audit::AuditEntry) -> pb::AuditEvent {
         grpc_code: e.grpc_code,
         error: e.error,
         duration_ms: e.duration_ms,
+        correlation_id: e.meta.correlation_id,
     }
 }
 

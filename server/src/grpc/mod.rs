@@ -3,9 +3,13 @@
 
 mod client_faults;
 mod convert;
+mod gate;
 mod services;
 mod status;
 
+use std::{sync::Arc, time::Duration};
+
+pub(crate) use gate::{Gate, gate};
 use krayne_proto::v1::{
     audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
     identity_service_server::IdentityServiceServer,
@@ -15,16 +19,40 @@ use tonic_health::server::HealthReporter;
 
 use crate::{auth::Authenticator, service::ClusterService};
 
-/// The gRPC routes, and the health reporter that tracks serving state.
+/// Limits and switches of the gRPC transport.
+#[derive(Debug, Clone)]
+pub struct GrpcSettings {
+    /// Largest request message, in bytes (the REST body limit).
+    pub max_message: usize,
+    /// Longest a unary call may take (a client's `grpc-timeout` may
+    /// shorten it).
+    pub request_timeout: Duration,
+    /// Longest a request message may take to arrive.
+    pub body_timeout: Duration,
+    /// Whether server reflection needs a valid token (health never does).
+    pub reflection_needs_token: bool,
+}
+
+/// The gRPC routes, the health reporter that tracks serving state, and the
+/// gate every gRPC request passes first (see [`gate`]).
+pub(crate) struct GrpcParts {
+    pub(crate) routes: axum::Router,
+    pub(crate) health: HealthReporter,
+    pub(crate) gate: Gate,
+}
+
 /// Request messages over `max_message` bytes are refused
 /// (RESOURCE_EXHAUSTED, see `client_faults`), as REST refuses bodies over
 /// the same limit.
-pub async fn router(
+pub(crate) async fn router(
     service: ClusterService,
     auth: Authenticator,
-    max_message: usize,
-) -> Result<(axum::Router, HealthReporter), String> {
-    let grpc = services::Grpc { service, auth };
+    settings: &GrpcSettings,
+) -> Result<GrpcParts, String> {
+    let max_message = settings.max_message;
+    let grpc = services::Grpc {
+        service: service.clone(),
+    };
     let (reporter, health) = tonic_health::server::health_reporter();
     let health = health.max_decoding_message_size(max_message);
     reporter.set_serving::<ClusterServiceServer<services::Grpc>>().await;
@@ -41,8 +69,32 @@ pub async fn router(
         .add_service(ClusterServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(IdentityServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(AuditServiceServer::new(grpc).max_decoding_message_size(max_message));
-    let router = routes
+    let routes = routes
         .into_axum_router()
         .layer(axum::middleware::from_fn(client_faults::recode));
-    Ok((router, reporter))
+    let mut protected = vec!["krayne.v1"];
+    if settings.reflection_needs_token {
+        protected.push("grpc.reflection.v1");
+    }
+    let methods = gate::Methods::from_descriptor_sets(
+        &[
+            krayne_proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+        ],
+        &protected,
+    )?;
+    let gate = Gate {
+        service,
+        auth,
+        methods: Arc::new(methods),
+        max_message,
+        request_timeout: settings.request_timeout,
+        body_timeout: settings.body_timeout,
+    };
+    Ok(GrpcParts {
+        routes,
+        health: reporter,
+        gate,
+    })
 }

@@ -1,61 +1,34 @@
 //! `krayne.v1.ClusterService` and `krayne.v1.IdentityService` over the
 //! service layer.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use futures::{StreamExt as _, stream::BoxStream};
 use krayne_proto::v1::{
     self as pb, audit_service_server, cluster_service_server, create_cluster_request::Source, identity_service_server,
 };
 use tonic::{Request, Response, Status};
 
-use super::{convert, status::to_status};
+use super::{convert, gate::ClientDeadline, status::to_status};
 use crate::{
-    auth::Authenticator,
-    domain::{
-        Error, PageRequest,
-        audit::{RequestMeta, Transport},
-        parse_yaml,
-    },
+    domain::{Error, PageRequest, parse_yaml},
     service::{ClusterService, Context, CreateInput, ScaleInput},
 };
 
-/// Both gRPC services share the use cases and the authenticator.
+/// The gRPC services over the use cases.
 #[derive(Clone)]
 pub(crate) struct Grpc {
     pub(crate) service: ClusterService,
-    pub(crate) auth: Authenticator,
-}
-
-fn metadata<T>(req: &Request<T>, key: &str) -> Option<String> {
-    req.metadata().get(key).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 impl Grpc {
-    async fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
-        let source_ip = req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip().to_string())
-            .or_else(|| req.remote_addr().map(|a| a.ip().to_string()));
-        let meta = RequestMeta {
-            request_id: metadata(req, "x-request-id").unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-            transport: Transport::Grpc,
-            source_ip,
-            user_agent: metadata(req, "user-agent"),
-        };
-        match self.auth.authenticate(metadata(req, "authorization").as_deref()).await {
-            Ok(principal) => {
-                let cx = Context { principal, meta };
-                self.service.admit(&cx).map_err(to_status)?;
-                Ok(cx)
-            }
-            Err(rejected) => {
-                self.service.record_unauthenticated(&meta, &rejected.detail).await;
-                Err(to_status(rejected.error))
-            }
-        }
+    /// The caller, authenticated by the gate from metadata before the
+    /// message was read.
+    fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
+        req.extensions()
+            .get::<Context>()
+            .cloned()
+            .ok_or_else(|| to_status(Error::Internal("a krayne.v1 call passed no gate".into())))
     }
 }
 
@@ -69,7 +42,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::CreateClusterRequest>,
     ) -> Result<Response<pb::CreateClusterResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let body = req.into_inner();
         let config = match body.source {
             Some(Source::Spec(spec)) => krayne_proto::config::spec_to_tree(&spec),
@@ -98,7 +71,7 @@ impl cluster_service_server::ClusterService for Grpc {
     }
 
     async fn get_cluster(&self, req: Request<pb::GetClusterRequest>) -> Result<Response<pb::ClusterInfo>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let info = self.service.get(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
         Ok(Response::new(convert::cluster_info(info)))
@@ -108,7 +81,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::ListClustersRequest>,
     ) -> Result<Response<pb::ListClustersResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
         let p = self
@@ -126,7 +99,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::DescribeClusterRequest>,
     ) -> Result<Response<pb::ClusterDetails>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let details = self
             .service
@@ -140,7 +113,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::ScaleClusterRequest>,
     ) -> Result<Response<pb::ScaleClusterResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let input = ScaleInput {
             worker_group: r.worker_group,
@@ -162,7 +135,7 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::DeleteClusterRequest>,
     ) -> Result<Response<pb::DeleteClusterResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         self.service
             .delete(&cx, &r.namespace, &r.name)
@@ -177,11 +150,20 @@ impl cluster_service_server::ClusterService for Grpc {
         &self,
         req: Request<pb::WaitClusterRequest>,
     ) -> Result<Response<Self::WaitClusterStream>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
+        let client_deadline = req
+            .extensions()
+            .get::<ClientDeadline>()
+            .map(|d| d.0.saturating_duration_since(tokio::time::Instant::now()));
         let r = req.into_inner();
-        let timeout = Some(r.timeout_seconds)
+        let asked = Some(r.timeout_seconds)
             .filter(|t| *t > 0)
             .map(|t| Duration::from_secs(t.into()));
+        // The client's grpc-timeout bounds the wait too.
+        let timeout = match (asked, client_deadline) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        };
         let updates = self
             .service
             .wait(&cx, &r.namespace, &r.name, timeout)
@@ -200,7 +182,7 @@ impl cluster_service_server::ClusterService for Grpc {
 #[tonic::async_trait]
 impl identity_service_server::IdentityService for Grpc {
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Result<Response<pb::WhoAmIResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let id = self.service.whoami(&cx).await.map_err(to_status)?;
         Ok(Response::new(pb::WhoAmIResponse {
             subject: id.subject,
@@ -225,7 +207,7 @@ impl identity_service_server::IdentityService for Grpc {
         &self,
         req: Request<pb::ListNamespacesRequest>,
     ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let p = self
             .service
@@ -256,7 +238,7 @@ impl audit_service_server::AuditService for Grpc {
         &self,
         req: Request<pb::ListAuditEventsRequest>,
     ) -> Result<Response<pb::ListAuditEventsResponse>, Status> {
-        let cx = self.context(&req).await?;
+        let cx = self.context(&req)?;
         let r = req.into_inner();
         let filter = crate::domain::audit::AuditFilter {
             scope: None,
@@ -265,6 +247,7 @@ impl audit_service_server::AuditService for Grpc {
             action: non_empty(r.action),
             outcome: non_empty(r.outcome),
             cluster: non_empty(r.cluster),
+            correlation_id: non_empty(r.correlation_id),
             since: time("since", r.since.as_ref())?,
             until: time("until", r.until.as_ref())?,
         };

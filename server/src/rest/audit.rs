@@ -35,6 +35,7 @@ pub(super) async fn list_audit_events(
         action: q.action,
         outcome: q.outcome,
         cluster: q.cluster,
+        correlation_id: q.correlation_id,
         since: q.since,
         until: q.until,
     };

@@ -19,10 +19,53 @@ use super::{
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
 };
+use serde_json::Value;
+
 use crate::{
-    domain::{Error, PageRequest},
+    domain::{Error, PageRequest, Violations, limits, whole_count},
     service::{CreateInput, ScaleInput},
 };
+
+/// A scale body read with the rules a cluster config's counts follow
+/// (`1.0` is 1, `-0` is 0, `1.5` and `"2"` are refused with the field), so
+/// create and scale take the same numbers.
+fn scale_request(body: &Value) -> Result<ScaleRequest, Error> {
+    let Some(map) = body.as_object() else {
+        return Err(Error::invalid("", "the body must be a JSON object"));
+    };
+    let mut v = Violations::new();
+    const FIELDS: [&str; 4] = ["worker_group", "replicas", "min_replicas", "max_replicas"];
+    for key in map.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        v.push(
+            key.as_str(),
+            format!("unknown field; expected one of: {}", FIELDS.join(", ")),
+        );
+    }
+    let worker_group = match map.get("worker_group") {
+        Some(Value::String(g)) => g.clone(),
+        None | Some(Value::Null) => {
+            v.push("worker_group", "is required");
+            String::new()
+        }
+        Some(_) => {
+            v.push("worker_group", "must be a string");
+            String::new()
+        }
+    };
+    let mut count = |field: &str| match map.get(field) {
+        None | Some(Value::Null) => None,
+        Some(value) => whole_count(value, limits::MAX_REPLICAS)
+            .map_err(|why| v.push(field, why))
+            .ok(),
+    };
+    let (replicas, min_replicas, max_replicas) = (count("replicas"), count("min_replicas"), count("max_replicas"));
+    v.into_result(ScaleRequest {
+        worker_group,
+        replicas,
+        min_replicas,
+        max_replicas,
+    })
+}
 
 fn page(q: &PageQuery) -> Result<PageRequest, Error> {
     PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
@@ -188,8 +231,9 @@ pub(super) async fn scale(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
-    JsonBody(body): JsonBody<ScaleRequest>,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
+    let body = scale_request(&body)?;
     let input = ScaleInput {
         worker_group: body.worker_group,
         replicas: body.replicas,

@@ -476,8 +476,12 @@ pub(super) struct AuditEvent {
     pub occurred_at: String,
     /// When its outcome was recorded.
     pub completed_at: Option<String>,
-    /// Request id (`x-request-id`).
+    /// The server's request id (UUID v7), as answered in `x-request-id`
+    /// and sent to Kubernetes; never chosen by the client.
     pub request_id: String,
+    /// The id the client sent (`x-correlation-id` or `x-request-id`),
+    /// echoed back in `x-correlation-id`.
+    pub correlation_id: Option<String>,
     /// The caller.
     pub actor: Actor,
     /// Client address.
@@ -514,6 +518,7 @@ impl From<domain::audit::AuditEntry> for AuditEvent {
             occurred_at: e.occurred_at,
             completed_at: e.completed_at,
             request_id: e.meta.request_id,
+            correlation_id: e.meta.correlation_id,
             actor: Actor {
                 subject: e.subject,
                 email: e.email,
@@ -563,6 +568,9 @@ pub(super) struct AuditQuery {
     pub since: Option<String>,
     /// Before this time (RFC 3339).
     pub until: Option<String>,
+    /// Only requests whose client sent this id (`x-correlation-id` or
+    /// `x-request-id`).
+    pub correlation_id: Option<String>,
     /// Items per page (1–1000, default 100).
     pub page_size: Option<u32>,
     /// `next_page_token` of the previous page.

@@ -1,58 +1,40 @@
 //! Extractors: the authenticated caller, and bodies/queries whose
 //! rejections are problem documents.
 
-use std::net::SocketAddr;
-
 use axum::{
     body::Bytes,
-    extract::{ConnectInfo, FromRequest, FromRequestParts, Query, Request},
+    extract::{FromRequest, FromRequestParts, Query, Request},
     http::{StatusCode, header, request::Parts},
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{AppState, REQUEST_ID, problem::ApiError, problem::Problem};
+use super::{AppState, problem::ApiError, problem::Problem};
 use crate::{
-    domain::{
-        Error,
-        audit::{RequestMeta, Transport},
-        parse_yaml,
-    },
+    domain::{Error, audit::Transport, parse_yaml},
+    edge,
     service::Context,
 };
 
 /// The authenticated caller of a request, with its circumstances.
 pub(super) struct Caller(pub Context);
 
-fn header_str(parts: &Parts, name: impl header::AsHeaderName) -> Option<String> {
-    parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
-}
-
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let authorization = header_str(parts, header::AUTHORIZATION);
-        let meta = RequestMeta {
-            request_id: header_str(parts, REQUEST_ID).unwrap_or_default(),
-            transport: Transport::Rest,
-            source_ip: parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0.ip().to_string()),
-            user_agent: header_str(parts, header::USER_AGENT),
-        };
-        match state.auth.authenticate(authorization.as_deref()).await {
-            Ok(principal) => {
-                let cx = Context { principal, meta };
-                state.service.admit(&cx)?;
-                Ok(Self(cx))
-            }
-            Err(rejected) => {
-                state.service.record_unauthenticated(&meta, &rejected.detail).await;
-                Err(rejected.error.into())
-            }
-        }
+        let several = Error::invalid("authorization", "send one Authorization header, not several");
+        edge::authenticate(
+            &state.service,
+            &state.auth,
+            &parts.headers,
+            &parts.extensions,
+            Transport::Rest,
+            several,
+        )
+        .await
+        .map(Self)
+        .map_err(ApiError::from)
     }
 }
 
@@ -92,7 +74,13 @@ fn format_of(req: &Request, yaml_allowed: bool) -> Result<Format, ApiError> {
 
 async fn body_bytes(req: Request) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, &()).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if edge::is_body_timeout(&rejection) {
+            ApiError::from(Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body did not arrive in time",
+            ))
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::from(Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::{
     Router,
     extract::{DefaultBodyLimit, Request},
-    http::{HeaderName, HeaderValue, Method, StatusCode, header},
+    http::{HeaderValue, Method, StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
@@ -23,7 +23,6 @@ use tower_http::{
     catch_panic::CatchPanicLayer,
     compression::CompressionLayer,
     cors::{AllowOrigin, CorsLayer},
-    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     sensitive_headers::SetSensitiveRequestHeadersLayer,
     trace::TraceLayer,
 };
@@ -34,10 +33,12 @@ use utoipa::{
 use utoipa_axum::{router::OpenApiRouter, routes};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::{auth::Authenticator, service::ClusterService};
-
-/// Header carrying the request id, generated when the client sends none.
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use crate::edge::REQUEST_ID;
+use crate::{
+    auth::Authenticator,
+    edge::{self, BodyTimeout, CORRELATION_ID, DeadlineBody, Declared},
+    service::ClusterService,
+};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -55,6 +56,10 @@ pub struct RestSettings {
     pub body_limit: usize,
     /// Longest a unary request may take (waits have their own timeout).
     pub request_timeout: Duration,
+    /// Longest a request body may take to arrive, on every route and
+    /// both transports (a declared body never sent must not hold a
+    /// connection).
+    pub body_timeout: Duration,
     /// Origins allowed to call from a browser (exact matches).
     pub cors_origins: Vec<String>,
 }
@@ -64,6 +69,7 @@ impl Default for RestSettings {
         Self {
             body_limit: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(10),
             cors_origins: Vec::new(),
         }
     }
@@ -133,24 +139,28 @@ async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
     }
 }
 
-/// Longest client-chosen request id kept.
-const MAX_REQUEST_ID: usize = 128;
-
-/// Middleware: drops a client's `x-request-id` that is too long or holds
-/// more than letters, digits and `-_.:`, so that a fresh one is made. Ids
-/// go into logs, audit rows and Kubernetes requests.
-pub async fn drop_unusable_request_ids(mut request: Request, next: Next) -> Response {
-    let usable = request.headers().get_all(REQUEST_ID).iter().all(|v| {
-        !v.is_empty()
-            && v.len() <= MAX_REQUEST_ID
-            && v.as_bytes()
-                .iter()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(b))
-    });
-    if !usable {
-        request.headers_mut().remove(REQUEST_ID);
+/// Middleware: a body declared over the limit is refused (413) as soon as
+/// the headers are in, not after waiting for it; every body must arrive
+/// within the body timeout (else 408, see `extract`).
+async fn body_limits(limit: usize, body_timeout: Duration, request: Request, next: Next) -> Response {
+    let timed = |body| axum::body::Body::new(DeadlineBody::total(body, body_timeout, |d| Box::new(BodyTimeout(d))));
+    match edge::declared_length(request.headers()) {
+        Declared::Length(n) if n > limit as u64 => {
+            edge::drain(timed(request.into_body()));
+            return Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body declares {n} bytes; this server accepts at most {limit}"),
+            )
+            .into_response();
+        }
+        Declared::Length(_) | Declared::Nothing => {}
+        Declared::Unreadable => {
+            return Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", "unreadable Content-Length")
+                .into_response();
+        }
     }
-    next.run(request).await
+    next.run(request.map(timed)).await
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
@@ -158,8 +168,8 @@ fn cors(origins: &[String]) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(AllowOrigin::list(origins))
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
-        .expose_headers([REQUEST_ID])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID, CORRELATION_ID])
+        .expose_headers([REQUEST_ID, CORRELATION_ID])
         .max_age(Duration::from_secs(600))
 }
 
@@ -178,6 +188,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The REST API, `/openapi.json` and `/docs`, with every middleware.
 pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let limit = settings.request_timeout;
+    let (body_limit, body_timeout) = (settings.body_limit, settings.body_timeout);
     let (unary, api) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
     // Long polls carry their own timeout (timeout_seconds).
@@ -195,6 +206,9 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
                 "this route does not take that method",
             )
         })
+        .layer(middleware::from_fn(move |r, n| {
+            body_limits(body_limit, body_timeout, r, n)
+        }))
         .layer(middleware::from_fn(problem::render_problems))
         .layer(DefaultBodyLimit::max(settings.body_limit))
         .with_state(state);
@@ -203,9 +217,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .merge(rest)
         .layer(CompressionLayer::new().gzip(true))
         .layer(cors(&settings.cors_origins))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(TraceLayer::new_for_http())
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))
 }

@@ -33,17 +33,19 @@ impl RateLimit {
     }
 }
 
-/// Admits or refuses requests by their principal's rate.
-pub(super) struct Admission {
+/// One token bucket (GCRA) per key: a principal's subject, or a source
+/// address for refused authentications.
+pub(super) struct KeyedRate {
     limiter: Option<DefaultKeyedRateLimiter<String>>,
     clock: DefaultClock,
     checks: AtomicU64,
 }
 
-/// How often (in checks) buckets of idle principals are forgotten.
+/// How often (in checks) buckets of idle keys are forgotten.
 const SWEEP_EVERY: u64 = 4096;
 
-impl Admission {
+impl KeyedRate {
+    /// Buckets of `limit`; `None` admits everything.
     pub(super) fn new(limit: Option<RateLimit>) -> Self {
         Self {
             limiter: limit.map(|l| RateLimiter::keyed(Quota::per_second(l.per_second).allow_burst(l.burst))),
@@ -52,21 +54,36 @@ impl Admission {
         }
     }
 
-    /// `RateLimited` (with when to retry) if `principal` is over its rate.
-    pub(super) fn admit(&self, principal: &Principal) -> Result<(), Error> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(());
-        };
+    /// Takes one from `key`'s bucket; how long to wait when it is empty.
+    pub(super) fn over(&self, key: &str) -> Option<Duration> {
+        let limiter = self.limiter.as_ref()?;
         if self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
             limiter.retain_recent();
         }
-        limiter.check_key(&principal.subject).map_err(|not_until| {
-            metrics::counter!("krayne_rate_limited_total").increment(1);
-            let wait = not_until.wait_time_from(self.clock.now());
-            Error::RateLimited {
-                retry_after: wait.max(Duration::from_millis(1)),
+        limiter
+            .check_key(&key.to_owned())
+            .err()
+            .map(|not_until| not_until.wait_time_from(self.clock.now()).max(Duration::from_millis(1)))
+    }
+}
+
+/// Admits or refuses requests by their principal's rate.
+pub(super) struct Admission(KeyedRate);
+
+impl Admission {
+    pub(super) fn new(limit: Option<RateLimit>) -> Self {
+        Self(KeyedRate::new(limit))
+    }
+
+    /// `RateLimited` (with when to retry) if `principal` is over its rate.
+    pub(super) fn admit(&self, principal: &Principal) -> Result<(), Error> {
+        match self.0.over(&principal.subject) {
+            None => Ok(()),
+            Some(retry_after) => {
+                metrics::counter!("krayne_rate_limited_total").increment(1);
+                Err(Error::RateLimited { retry_after })
             }
-        })
+        }
     }
 }
 

@@ -50,9 +50,20 @@ impl ClusterService {
         }
     }
 
-    /// Audits a request whose token was refused (`auth.denied`); `detail`
-    /// says why, never the token.
-    pub async fn record_unauthenticated(&self, meta: &RequestMeta, detail: &str) {
+    /// Refuses a request whose token was refused: audits it as
+    /// `auth.denied` (the first from its source at once, repeats as one
+    /// summary row per window) and answers `rejected`, or `RateLimited`
+    /// when its source is over the rate of denials. `detail` says why,
+    /// never the token.
+    pub async fn refuse_unauthenticated(&self, meta: &RequestMeta, rejected: Error, detail: &str) -> Error {
+        let source = meta.source_ip.as_deref().unwrap_or("unknown");
+        let error = match self.denials.over_rate(source) {
+            Some(retry_after) => {
+                metrics::counter!("krayne_auth_denials_rate_limited_total").increment(1);
+                Error::RateLimited { retry_after }
+            }
+            None => rejected,
+        };
         let cx = Context {
             principal: crate::domain::Principal {
                 subject: String::new(),
@@ -66,12 +77,37 @@ impl ClusterService {
         };
         let mut e = self.entry(&cx, "auth.denied", None, None, Value::Null);
         e.outcome = Outcome::Denied;
-        e.http_status = Some(401);
-        e.grpc_code = Some("UNAUTHENTICATED".to_owned());
+        e.http_status = Some(error.http_status());
+        e.grpc_code = Some(error.grpc_code().1.to_owned());
         e.error = Some(detail.to_owned());
         e.completed_at = e.occurred_at.clone().into();
         e.duration_ms = Some(0);
-        self.audit.record(&e).await;
+        let limited = matches!(error, Error::RateLimited { .. });
+        for row in self.denials.note(source, e, limited) {
+            self.audit.record(&row).await;
+        }
+        error
+    }
+
+    /// Writes the summary rows of denial windows that have closed, every
+    /// window length, for as long as the service lives.
+    pub(super) fn close_denial_windows(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (denials, audit) = (std::sync::Arc::downgrade(&self.denials), self.audit.clone());
+        let every = (self.denials.window() / 4).max(std::time::Duration::from_secs(1));
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(denials) = denials.upgrade() else { return };
+                for row in denials.close(false) {
+                    audit.record(&row).await;
+                }
+            }
+        });
     }
 
     /// Audits a successful read when reads are audited.

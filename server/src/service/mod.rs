@@ -6,6 +6,7 @@ mod admission;
 mod audit_log;
 mod audit_trail;
 mod clusters;
+mod denials;
 mod identity;
 mod wait;
 
@@ -13,6 +14,7 @@ use std::{sync::Arc, time::Duration};
 
 pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created, ScaleInput};
+pub use denials::DenialSettings;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -47,6 +49,9 @@ pub struct ServiceSettings {
     pub audit_reads: bool,
     /// Requests each principal may make (`None`: unlimited).
     pub rate_limit: Option<RateLimit>,
+    /// Refused authentications: their rate per source and how they are
+    /// aggregated in the audit log.
+    pub denials: DenialSettings,
 }
 
 impl Default for ServiceSettings {
@@ -58,6 +63,7 @@ impl Default for ServiceSettings {
             conflict_retries: 5,
             audit_reads: false,
             rate_limit: RateLimit::new(50, 100),
+            denials: DenialSettings::default(),
         }
     }
 }
@@ -69,6 +75,7 @@ pub struct ClusterService {
     audit: Arc<dyn AuditSink>,
     settings: Arc<ServiceSettings>,
     admission: Arc<admission::Admission>,
+    denials: Arc<denials::Denials>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
     stopping: CancellationToken,
 }
@@ -77,13 +84,17 @@ impl ClusterService {
     /// A service over `store`, auditing to `audit`.
     pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));
-        Self {
+        let denials = Arc::new(denials::Denials::new(settings.denials));
+        let service = Self {
             store,
             audit,
             settings: Arc::new(settings),
             admission,
+            denials,
             stopping: CancellationToken::new(),
-        }
+        };
+        service.close_denial_windows();
+        service
     }
 
     /// Refuses the request (`RateLimited`) when its caller is over the
@@ -99,8 +110,12 @@ impl ClusterService {
         self.stopping.cancel();
     }
 
-    /// Writes audit rows still queued in memory, waiting at most `within`.
+    /// Writes audit rows still queued in memory (and the counts of denials
+    /// not yet summarised), waiting at most `within`.
     pub async fn flush_audit(&self, within: Duration) {
+        for row in self.denials.close(true) {
+            self.audit.record(&row).await;
+        }
         if tokio::time::timeout(within, self.audit.flush()).await.is_err() {
             tracing::warn!("audit rows still queued at shutdown were not all written");
         }

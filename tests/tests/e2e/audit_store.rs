@@ -34,6 +34,7 @@ fn entry(action: &str, namespace: &str, subject: &str, outcome: Outcome, minutes
         occurred_at: at(minutes_ago),
         meta: RequestMeta {
             request_id: uuid::Uuid::new_v4().to_string(),
+            correlation_id: None,
             transport: Transport::Grpc,
             source_ip: Some("10.1.2.3".into()),
             user_agent: Some("test/1".into()),

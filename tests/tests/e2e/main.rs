@@ -11,6 +11,8 @@ mod chart_rbac;
 mod concurrency;
 mod errors;
 mod grpc_lifecycle;
+mod hardening;
+mod hardening_grpc;
 mod hostile_input;
 mod isolation;
 mod keys;

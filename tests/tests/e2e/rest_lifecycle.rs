@@ -185,13 +185,17 @@ async fn request_ids_reach_kubernetes_and_come_back() {
         .await
         .unwrap();
     assert_eq!(res.status(), 201);
-    assert_eq!(res.headers()["x-request-id"], "trace-me-42");
+    // The client's id comes back as its correlation id; the request id is
+    // the server's own, and that is the one Kubernetes sees.
+    assert_eq!(res.headers()["x-correlation-id"], "trace-me-42");
+    let request_id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(uuid::Uuid::parse_str(&request_id).is_ok(), "{request_id}");
     let seen = env.sandbox.requests();
     let create = seen
         .iter()
         .find(|r| r.method == "POST" && r.uri.contains("/rayclusters"))
         .expect("the create reached the sandbox");
-    assert_eq!(create.request_id.as_deref(), Some("trace-me-42"));
+    assert_eq!(create.request_id.as_deref(), Some(request_id.as_str()));
 
     // Without one, the server makes one, echoes it and puts it in problems.
     let missing = alice.get(&format!("{NS}/nope")).await.problem(404, "not_found");
@@ -199,6 +203,7 @@ async fn request_ids_reach_kubernetes_and_come_back() {
         missing.header("x-request-id").as_deref(),
         missing.body["request_id"].as_str()
     );
+    assert_eq!(missing.header("x-correlation-id"), None);
 }
 
 #[tokio::test]

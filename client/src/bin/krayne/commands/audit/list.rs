@@ -34,6 +34,10 @@ pub(crate) struct Args {
     /// Only this cluster.
     #[arg(long)]
     cluster: Option<String>,
+    /// Only requests whose client sent this id (x-correlation-id or
+    /// x-request-id); the server's own request id is another column.
+    #[arg(long, value_name = "ID")]
+    correlation_id: Option<String>,
     /// Since a time (RFC 3339) or for a duration back (1h, 7d).
     #[arg(long, value_parser = parse::since, value_name = "TIME|AGO")]
     since: Option<jiff::Timestamp>,
@@ -60,6 +64,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         action: args.action.unwrap_or_default(),
         outcome: args.outcome.unwrap_or_default(),
         cluster: args.cluster.unwrap_or_default(),
+        correlation_id: args.correlation_id.unwrap_or_default(),
         since: timestamp(args.since),
         until: timestamp(args.until),
         page_size: u32::try_from(args.limit.clamp(1, 500)).unwrap_or(500),

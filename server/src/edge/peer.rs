@@ -1,0 +1,179 @@
+//! The client's address. `X-Forwarded-For` and `Forwarded` are anyone's to
+//! write, so they are believed only when the TCP peer is a configured
+//! trusted proxy (`--trusted-proxies`); otherwise the source is the peer.
+
+use std::{net::IpAddr, net::SocketAddr, sync::Arc};
+
+use axum::{
+    extract::{ConnectInfo, Request, State},
+    http::{HeaderMap, header},
+    middleware::Next,
+    response::Response,
+};
+use ipnet::IpNet;
+
+/// The address a request came from, in its extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source(pub IpAddr);
+
+/// Networks whose connections may name the client in forwarding headers.
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies(Arc<Vec<IpNet>>);
+
+impl TrustedProxies {
+    /// Parses CIDRs (`10.0.0.0/8`) or single addresses (`10.1.2.3`).
+    pub fn parse(entries: &[String]) -> Result<Self, String> {
+        let mut nets = Vec::new();
+        for entry in entries.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+            let net = entry
+                .parse::<IpNet>()
+                .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("--trusted-proxies: {entry:?} is not an address or a CIDR"))?;
+            nets.push(net);
+        }
+        Ok(Self(Arc::new(nets)))
+    }
+
+    fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|n| n.contains(&ip))
+    }
+
+    /// The client of a connection from `peer` that sent `headers`: the
+    /// nearest address in the forwarding chain that is not a trusted proxy
+    /// (walking back from the peer), or the peer when it is not trusted or
+    /// the chain is absent or unreadable.
+    pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let Some(chain) = forwarded_for(headers).or_else(|| x_forwarded_for(headers)) else {
+            return peer;
+        };
+        let mut client = peer;
+        for hop in chain.iter().rev() {
+            let Some(ip) = hop else { return client };
+            client = *ip;
+            if !self.trusts(*ip) {
+                break;
+            }
+        }
+        client
+    }
+}
+
+/// `X-Forwarded-For` hops, oldest first (`None` for an unreadable hop).
+fn x_forwarded_for(headers: &HeaderMap) -> Option<Vec<Option<IpAddr>>> {
+    let hops: Vec<Option<IpAddr>> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(|hop| parse_node(hop.trim()))
+        .collect();
+    (!hops.is_empty()).then_some(hops)
+}
+
+/// RFC 7239 `Forwarded` `for=` hops, oldest first.
+fn forwarded_for(headers: &HeaderMap) -> Option<Vec<Option<IpAddr>>> {
+    let mut hops = Vec::new();
+    for value in headers.get_all(header::FORWARDED) {
+        for element in value.to_str().unwrap_or("for=?").split(',') {
+            let node = element.split(';').find_map(|pair| {
+                let (key, value) = pair.split_once('=')?;
+                key.trim().eq_ignore_ascii_case("for").then(|| value.trim())
+            });
+            if let Some(node) = node {
+                hops.push(parse_node(node.trim_matches('"')));
+            }
+        }
+    }
+    (!hops.is_empty()).then_some(hops)
+}
+
+/// An address as forwarding headers write it: `1.2.3.4`, `1.2.3.4:80`,
+/// `[2001:db8::1]`, `[2001:db8::1]:80` or a bare IPv6 address.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(sa) = node.parse::<SocketAddr>() {
+        return Some(sa.ip());
+    }
+    node.strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Middleware: puts the request's [`Source`] in its extensions.
+pub async fn resolve_source(State(trusted): State<TrustedProxies>, mut request: Request, next: Next) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    if let Some(peer) = peer {
+        let client = trusted.client(peer, request.headers());
+        request.extensions_mut().insert(Source(client));
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn with(name: &'static str, values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(name, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn proxies(list: &[&str]) -> TrustedProxies {
+        TrustedProxies::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn forwarding_headers_are_ignored_from_untrusted_peers() {
+        let xff = with("x-forwarded-for", &["203.0.113.7"]);
+        assert_eq!(proxies(&[]).client(ip("198.51.100.1"), &xff), ip("198.51.100.1"));
+        assert_eq!(
+            proxies(&["10.0.0.0/8"]).client(ip("198.51.100.1"), &xff),
+            ip("198.51.100.1")
+        );
+    }
+
+    #[test]
+    fn the_nearest_untrusted_hop_is_the_client() {
+        let p = proxies(&["10.0.0.0/8", "192.0.2.9"]);
+        // A client-written first hop cannot hide the real one.
+        let xff = with("x-forwarded-for", &["1.1.1.1, 203.0.113.7", "10.2.3.4"]);
+        assert_eq!(p.client(ip("10.0.0.1"), &xff), ip("203.0.113.7"));
+        let fwd = with("forwarded", &[r#"for="[2001:db8::1]:4711";proto=https, for=192.0.2.9"#]);
+        assert_eq!(p.client(ip("10.0.0.1"), &fwd), ip("2001:db8::1"));
+        // Forwarded wins over X-Forwarded-For.
+        let mut both = fwd.clone();
+        both.append("x-forwarded-for", HeaderValue::from_static("203.0.113.99"));
+        assert_eq!(p.client(ip("10.0.0.1"), &both), ip("2001:db8::1"));
+    }
+
+    #[test]
+    fn unreadable_chains_fall_back_to_the_last_trusted_hop() {
+        let p = proxies(&["10.0.0.0/8"]);
+        assert_eq!(p.client(ip("10.0.0.1"), &HeaderMap::new()), ip("10.0.0.1"));
+        let junk = with("x-forwarded-for", &["203.0.113.7, garbage"]);
+        assert_eq!(p.client(ip("10.0.0.1"), &junk), ip("10.0.0.1"));
+        let all_trusted = with("x-forwarded-for", &["10.9.9.9"]);
+        assert_eq!(p.client(ip("10.0.0.1"), &all_trusted), ip("10.9.9.9"));
+    }
+
+    #[test]
+    fn bad_entries_are_refused() {
+        assert!(TrustedProxies::parse(&["10.0.0.0/33".into()]).is_err());
+        assert!(TrustedProxies::parse(&["proxy.local".into()]).is_err());
+        assert!(TrustedProxies::parse(&["::1".into(), " 127.0.0.1 ".into()]).is_ok());
+    }
+}
