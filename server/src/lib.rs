@@ -1,19 +1,14 @@
 //! krayne's server: a multi-tenant control plane for Ray clusters on
-//! Kubernetes. See `docs/architecture.md` for how the modules fit.
+//! Kubernetes. This crate is the binary and the one composition root; the
+//! parts live in crates of their own (docs/architecture.md) and are
+//! re-exported here under the names the tests use.
 #![forbid(unsafe_code)]
 
-pub mod app;
-pub mod audit;
-pub mod auth;
 pub mod commands;
 pub mod config;
-pub mod domain;
-pub mod edge;
-pub mod grpc;
-pub mod k8s;
-pub mod manifest;
-pub mod ops;
-pub mod rest;
-pub mod sandbox;
-pub mod serve;
-pub mod service;
+
+pub use krayne_api::{app, auth, edge, grpc, ops, rest, serve, service};
+pub use krayne_audit as audit;
+pub use krayne_core::{domain, manifest};
+pub use krayne_kube as k8s;
+pub use krayne_sandbox as sandbox;

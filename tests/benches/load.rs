@@ -474,7 +474,7 @@ async fn main() {
     let grpc = grpc_clients(&env.url(), token, args.clients).await;
     reads(&args, "REST", rest_reads(&cached), &mut rows).await;
     reads(&args, "gRPC", grpc_reads(&grpc, &cached), &mut rows).await;
-    let kube = kube::Client::try_from(env.sandbox.kube_config()).unwrap();
+    let kube = kube::Client::try_from(kube::Config::new(env.sandbox.url().parse().unwrap())).unwrap();
     reads(&args, "kube-rs → sandbox", kube_reads(&kube, &cached), &mut rows).await;
     let full = args.only.is_none();
     let per_1000_cached = if full {

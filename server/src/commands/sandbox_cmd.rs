@@ -38,7 +38,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     sandbox
         .write_kubeconfig(&kubeconfig)
         .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
-    let client = k8s::client(sandbox.kube_config()).map_err(|e| format!("sandbox client: {e}"))?;
+    let client = k8s::client_for_url(&sandbox.url()).map_err(|e| format!("sandbox client: {e}"))?;
     let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
     let audit_db = DatabaseOptions {
         url: format!("sqlite://{}", audit_file.display()),

@@ -1,7 +1,7 @@
 //! Every config of `krayne-reference/configs/` builds the manifest Krayne
 //! built (bar the bootstrap script text), or is rejected at Krayne's path.
 
-use krayne_server::{
+use krayne_core::{
     domain::{ClusterSpec, Error},
     manifest::{ManifestSettings, Provenance, build_manifest},
 };
@@ -148,7 +148,7 @@ fn head_clamp_keeps_the_larger_original_text() {
         let res = &head["template"]["spec"]["containers"][0]["resources"];
         assert_eq!(res["limits"]["cpu"], want_cpus, "{cpus}");
         assert_eq!(res["requests"]["memory"], want_memory, "{memory}");
-        let num_cpus: krayne_server::domain::Quantity = want_cpus.parse().unwrap();
+        let num_cpus: krayne_core::domain::Quantity = want_cpus.parse().unwrap();
         assert_eq!(head["rayStartParams"]["num-cpus"], num_cpus.to_decimal_string());
     }
 }

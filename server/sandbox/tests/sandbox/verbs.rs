@@ -211,10 +211,10 @@ async fn status_is_a_subresource() {
 
 /// A sandbox without the operator, for tests of API semantics that must
 /// see only their own writes.
-async fn start_paused() -> (krayne_server::sandbox::Sandbox, kube::Client) {
-    let options = krayne_server::sandbox::SandboxOptions {
+async fn start_paused() -> (krayne_sandbox::Sandbox, kube::Client) {
+    let options = krayne_sandbox::SandboxOptions {
         run_operator: false,
-        ..krayne_server::sandbox::SandboxOptions::fast()
+        ..krayne_sandbox::SandboxOptions::fast()
     };
     crate::start_with(options).await
 }

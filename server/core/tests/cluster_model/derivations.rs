@@ -1,7 +1,7 @@
 //! Every case of `krayne-reference/derivations/` through the read side gives
 //! Krayne's status, ClusterInfo and ClusterDetails.
 
-use krayne_server::manifest::{
+use krayne_core::manifest::{
     ManifestSettings, ObservedCluster, ObservedPod, cluster_details, cluster_info, derive_status,
 };
 use pretty_assertions::assert_eq;
@@ -92,7 +92,7 @@ fn describe_reports_pods_events_and_conditions() {
                     "containerStatuses": [{"restartCount": 2, "state": {"running": {}}}]}},
     ]))
     .unwrap();
-    let events: Vec<krayne_server::manifest::ObservedEvent> = serde_json::from_value(serde_json::json!([
+    let events: Vec<krayne_core::manifest::ObservedEvent> = serde_json::from_value(serde_json::json!([
         {"type": "Warning", "reason": "FailedScheduling", "message": "0/4 nodes", "count": 3,
          "involvedObject": {"kind": "Pod", "name": "c-w-worker-b"}, "lastTimestamp": "2025-01-01T00:00:02Z"},
         {"reason": "Created", "message": "created head", "eventTime": "2025-01-01T00:00:01Z",

@@ -10,8 +10,8 @@ use tokio::task::JoinHandle;
 
 use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched::Watched};
 use crate::{
+    KubeClusterStore,
     domain::{ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, ResourceKind},
-    k8s::KubeClusterStore,
     manifest::LABEL_CLUSTER,
 };
 
@@ -255,7 +255,7 @@ mod tests {
         // Nothing listens on port 9 here: every list fails.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let store = CachedClusterStore::start(
-            KubeClusterStore::new(crate::k8s::client(config).unwrap()),
+            KubeClusterStore::new(crate::client(config).unwrap()),
             &CacheOptions::default(),
         );
         tokio::time::sleep(Duration::from_millis(50)).await;

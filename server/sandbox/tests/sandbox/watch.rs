@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use krayne_server::sandbox::SandboxOptions;
+use krayne_sandbox::SandboxOptions;
 use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
     runtime::watcher,

@@ -1,6 +1,6 @@
 //! Snapshots of a few whole manifests, so any change to them is reviewed.
 
-use krayne_server::{
+use krayne_core::{
     domain::ClusterSpec,
     manifest::{ManifestSettings, Provenance, build_manifest},
 };

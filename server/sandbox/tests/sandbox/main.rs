@@ -13,11 +13,11 @@ mod watch;
 
 use std::time::Duration;
 
-use krayne_server::{
+use krayne_core::{
     domain::ClusterSpec,
     manifest::{ManifestSettings, Provenance, build_manifest},
-    sandbox::{Sandbox, SandboxOptions},
 };
+use krayne_sandbox::{Sandbox, SandboxOptions};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind},
@@ -33,7 +33,7 @@ pub async fn start() -> (Sandbox, Client) {
 pub async fn start_with(mut options: SandboxOptions) -> (Sandbox, Client) {
     options.namespaces.push("ml".into());
     let sandbox = Sandbox::start(options).await.unwrap();
-    let client = Client::try_from(sandbox.kube_config()).unwrap();
+    let client = Client::try_from(kube::Config::new(sandbox.url().parse().unwrap())).unwrap();
     (sandbox, client)
 }
 

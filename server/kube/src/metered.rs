@@ -9,7 +9,7 @@ use std::{
     time::Instant,
 };
 
-use axum::http::{Request, Response};
+use http::{Request, Response};
 use tower::{Layer, Service};
 
 /// The layer.

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 /// `testdata/` at the repository root.
 pub fn testdata(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(rel)
 }
 
 /// Parses a JSON file under `testdata/`.

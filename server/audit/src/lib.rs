@@ -1,5 +1,8 @@
 //! The audit log: the only code that talks to SQL. Postgres in
 //! production, SQLite (a file) as the embedded default.
+#![forbid(unsafe_code)]
+
+use krayne_core::domain;
 
 mod rows;
 mod sink;

@@ -1,5 +1,8 @@
 //! The only code that talks to Kubernetes: RayClusters, their pods and
 //! events, through kube-rs, into the domain's observed views.
+#![forbid(unsafe_code)]
+
+use krayne_core::{domain, manifest};
 
 mod cache;
 mod errors;
@@ -9,8 +12,8 @@ pub use cache::{CacheOptions, CachedClusterStore};
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use axum::http::{HeaderValue, Method, Request, header};
 use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
+use http::{HeaderValue, Method, Request, header};
 use kube::core::{
     WatchEvent,
     params::{DeleteParams, GetParams, ListParams, PostParams, WatchParams},
@@ -69,6 +72,12 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
     Ok(builder.with_layer(&metered::Metered).build())
+}
+
+/// A client of the API server at `url` with no credentials (the sandbox).
+pub fn client_for_url(url: &str) -> Result<kube::Client, String> {
+    let uri = url.parse().map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    client(kube::Config::new(uri))
 }
 
 /// Kubernetes behind the watch cache, or read-through when `cache` is

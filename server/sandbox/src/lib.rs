@@ -16,6 +16,9 @@
 //! `ImagePullBackOff`; the annotation `sandbox.krayne.dev/fault: crash-loop`
 //! on a RayCluster makes its pods crash-loop. Pods that fit on no simulated
 //! node stay `Pending`/`Unschedulable` until capacity frees up.
+#![forbid(unsafe_code)]
+
+use krayne_core::domain;
 
 mod access;
 mod api;
@@ -202,12 +205,6 @@ impl Sandbox {
     /// Where it listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    /// A kube-rs configuration pointing at the sandbox.
-    pub fn kube_config(&self) -> kube::Config {
-        let uri = axum::http::Uri::from_maybe_shared(self.url()).unwrap_or_default();
-        kube::Config::new(uri)
     }
 
     /// Writes a kubeconfig (context `krayne-sandbox`) for `kubectl` and

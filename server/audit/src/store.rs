@@ -136,8 +136,8 @@ impl Store {
     /// replicas may start together).
     pub async fn migrate(&self) -> Result<(), String> {
         match self {
-            Self::Postgres(p) => sqlx::migrate!("../migrations/postgres").run(p).await,
-            Self::Sqlite(p) => sqlx::migrate!("../migrations/sqlite").run(p).await,
+            Self::Postgres(p) => sqlx::migrate!("../../migrations/postgres").run(p).await,
+            Self::Sqlite(p) => sqlx::migrate!("../../migrations/sqlite").run(p).await,
         }
         .map_err(|e| format!("migrations: {e}"))
     }

@@ -2,7 +2,7 @@
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
-use krayne_server::sandbox::SandboxOptions;
+use krayne_sandbox::SandboxOptions;
 use kube::api::{ListParams, PostParams};
 
 use crate::{api_error, eventually, raycluster, rayclusters, start_with};

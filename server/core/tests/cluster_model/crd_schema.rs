@@ -5,11 +5,11 @@
 use std::sync::OnceLock;
 
 use jsonschema::Validator;
-use krayne_server::{
+use krayne_core::{
     domain::ClusterSpec,
     manifest::{ManifestSettings, Provenance, build_manifest},
-    sandbox::raycluster_schema,
 };
+use krayne_sandbox::raycluster_schema;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

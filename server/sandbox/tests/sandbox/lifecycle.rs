@@ -2,11 +2,11 @@
 //! and read back through the cluster model's status rules.
 
 use k8s_openapi::api::core::v1::{Event, Pod};
-use krayne_server::{
+use krayne_core::{
     domain::ClusterStatus,
     manifest::{ObservedCluster, ObservedPod, derive_status},
-    sandbox::{FAULT_ANNOTATION, NodeCapacity, SandboxOptions},
 };
+use krayne_sandbox::{FAULT_ANNOTATION, NodeCapacity, SandboxOptions};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -81,7 +81,7 @@ async fn a_cluster_becomes_ready_then_scales_and_goes() {
         (condition("HeadPodReady"), condition("RayClusterProvisioned")),
         (json!("True"), json!("True"))
     );
-    let schema = krayne_server::sandbox::raycluster_schema(false).unwrap();
+    let schema = krayne_sandbox::raycluster_schema(false).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let as_json = serde_json::to_value(&ready).unwrap();
     let errors: Vec<String> = validator.iter_errors(&as_json).map(|e| e.to_string()).collect();

@@ -1,0 +1,178 @@
+//! The layering of docs/architecture.md, as Cargo resolves it: this test
+//! reads `cargo metadata` (and `cargo tree` for one crate's own features)
+//! and fails when a crate depends on what its layer may not (normal and
+//! build dependencies; tests may use anything).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    process::Command,
+};
+
+use serde_json::Value;
+
+/// Normal and build dependencies by package name, and which of them are
+/// workspace members under `server/`.
+struct Graph {
+    deps: BTreeMap<String, BTreeSet<String>>,
+    server_crates: BTreeSet<String>,
+}
+
+/// The host's target triple: metadata for other platforms would need
+/// crates (Windows ones) that were never downloaded.
+fn host() -> String {
+    let out = Command::new("rustc").arg("-vV").output().expect("rustc -vV");
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("a host line")
+        .to_owned()
+}
+
+fn graph() -> Graph {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--locked",
+            "--filter-platform",
+        ])
+        .arg(host())
+        .current_dir(&root)
+        .output()
+        .expect("cargo metadata");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let server_dir = root.join("server").canonicalize().unwrap();
+    let server_crates = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            let manifest = Path::new(p["manifest_path"].as_str().unwrap());
+            manifest.canonicalize().is_ok_and(|m| m.starts_with(&server_dir))
+        })
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().unwrap() {
+        let name = names[node["id"].as_str().unwrap()].to_owned();
+        let runtime = node["deps"].as_array().unwrap().iter().filter(|d| {
+            d["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null() || k["kind"] == "build")
+        });
+        let entry = deps.entry(name).or_default();
+        for d in runtime {
+            entry.insert(names[d["pkg"].as_str().unwrap()].to_owned());
+        }
+    }
+    Graph { deps, server_crates }
+}
+
+impl Graph {
+    fn direct(&self, name: &str) -> &BTreeSet<String> {
+        self.deps.get(name).unwrap_or_else(|| panic!("no package {name}"))
+    }
+
+    /// Everything `name` depends on, with the features it alone turns on
+    /// (`cargo metadata` unifies features across the workspace, so a
+    /// crate's optional dependencies that another member enables would
+    /// show up as its own; `cargo tree -p` resolves for that crate only).
+    fn transitive(&self, name: &str) -> BTreeSet<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "--offline",
+                "--locked",
+                "-e",
+                "normal,build",
+                "--prefix",
+                "none",
+                "-p",
+                name,
+            ])
+            .args(["--target", &host()])
+            .current_dir(root)
+            .output()
+            .expect("cargo tree");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| *n != name)
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[test]
+fn the_core_has_no_runtime_and_no_adapter() {
+    let g = graph();
+    let all = g.transitive("krayne-core");
+    assert!(all.contains("serde_json") && all.contains("krayne-proto"), "{all:?}");
+    for banned in ["tokio", "tonic", "axum", "hyper", "kube", "sqlx"] {
+        assert!(!all.contains(banned), "krayne-core depends on {banned}");
+    }
+}
+
+#[test]
+fn the_api_never_reaches_kubernetes_or_sql() {
+    let g = graph();
+    let all = g.transitive("krayne-api");
+    assert!(all.contains("axum") && all.contains("tonic"), "{all:?}");
+    for banned in [
+        "kube",
+        "kube-client",
+        "sqlx",
+        "sqlx-core",
+        "krayne-kube",
+        "krayne-audit",
+        "krayne-sandbox",
+    ] {
+        assert!(!all.contains(banned), "krayne-api depends on {banned}");
+    }
+}
+
+#[test]
+fn one_crate_on_kube_one_on_sqlx() {
+    let g = graph();
+    assert!(g.server_crates.len() >= 6, "{:?}", g.server_crates);
+    for krate in &g.server_crates {
+        let direct = g.direct(krate);
+        assert!(
+            !direct.contains("kube") || krate == "krayne-kube",
+            "{krate} depends on kube; only krayne-kube may"
+        );
+        assert!(
+            !direct.contains("sqlx") || krate == "krayne-audit",
+            "{krate} depends on sqlx; only krayne-audit may"
+        );
+    }
+    assert!(!g.transitive("krayne-sandbox").contains("krayne-api"));
+}
+
+#[test]
+fn the_client_speaks_only_the_contract() {
+    let g = graph();
+    let ours: Vec<String> = g
+        .transitive("krayne-client")
+        .into_iter()
+        .filter(|d| d.starts_with("krayne-"))
+        .collect();
+    assert_eq!(ours, ["krayne-proto"], "krayne-client depends on {ours:?}");
+}
