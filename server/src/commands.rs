@@ -52,7 +52,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-#[allow(clippy::print_stderr)]
+#[expect(clippy::print_stderr)]
 fn fail(message: &str) -> ExitCode {
     eprintln!("krayne-server: {message}");
     ExitCode::FAILURE
@@ -190,20 +190,17 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
     let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
-    let (mut service, rest, connections) = settings(&args.http);
-    service.audit_reads = args.audit_reads;
     let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
-    let parts = Parts {
-        store: k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
-        audit: audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
+    let mut parts = Parts::new(
+        k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
+        audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
-        service,
-        rest,
-        connections,
-        trusted_proxies: TrustedProxies::parse(&args.http.trusted_proxies)?,
-        reflection_needs_token: args.http.grpc_reflection_requires_token,
-        grace: Duration::from_secs(args.http.shutdown_grace_seconds),
-    };
+    );
+    (parts.service, parts.rest, parts.connections) = settings(&args.http);
+    parts.service.audit_reads = args.audit_reads;
+    parts.trusted_proxies = TrustedProxies::parse(&args.http.trusted_proxies)?;
+    parts.reflection_needs_token = args.http.grpc_reflection_requires_token;
+    parts.grace = Duration::from_secs(args.http.shutdown_grace_seconds);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
@@ -238,7 +235,7 @@ pub(crate) fn database(db: &DatabaseArgs) -> DatabaseOptions {
     }
 }
 
-#[allow(clippy::print_stdout)]
+#[expect(clippy::print_stdout)]
 async fn migrate(db: &DatabaseArgs) -> Result<(), String> {
     let store = audit::Store::connect(&database(db))?;
     store.migrate().await?;
@@ -246,7 +243,7 @@ async fn migrate(db: &DatabaseArgs) -> Result<(), String> {
     Ok(())
 }
 
-#[allow(clippy::print_stdout)]
+#[expect(clippy::print_stdout)]
 async fn prune(args: &PruneArgs) -> Result<(), String> {
     let age = duration(&args.older_than).map_err(|e| format!("--older-than {:?}: {e}", args.older_than))?;
     let cutoff = jiff::Timestamp::now()
@@ -262,14 +259,14 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
     Ok(())
 }
 
-#[allow(clippy::print_stdout)]
+#[expect(clippy::print_stdout)]
 fn openapi() -> Result<(), String> {
     let doc = crate::rest::openapi().to_pretty_json().map_err(|e| e.to_string())?;
     println!("{doc}");
     Ok(())
 }
 
-#[allow(clippy::print_stdout)]
+#[expect(clippy::print_stdout)]
 fn mint_token(args: &MintArgs) -> Result<(), String> {
     let alg: Algorithm = args
         .alg

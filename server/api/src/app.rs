@@ -38,6 +38,24 @@ pub struct Parts {
     pub grace: Duration,
 }
 
+impl Parts {
+    /// Parts over `store`, `audit` and `auth`, every limit at its default
+    /// (each subcommand then sets what its flags say).
+    pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, auth: Authenticator) -> Self {
+        Self {
+            store,
+            audit,
+            auth,
+            service: ServiceSettings::default(),
+            rest: RestSettings::default(),
+            connections: ConnectionLimits::default(),
+            trusted_proxies: TrustedProxies::default(),
+            reflection_needs_token: false,
+            grace: Duration::from_secs(20),
+        }
+    }
+}
+
 /// A server whose listeners are bound and serving.
 pub struct Running {
     /// Address of the API.
@@ -115,17 +133,7 @@ pub async fn start(
                 _ = by_stop.changed() => {}
             }
             tracing::info!("shutting down: no new connections; finishing requests in flight");
-            let services = [
-                "",
-                "krayne.v1.ClusterService",
-                "krayne.v1.IdentityService",
-                "krayne.v1.AuditService",
-            ];
-            for name in services {
-                health
-                    .set_service_status(name, tonic_health::ServingStatus::NotServing)
-                    .await;
-            }
+            grpc::not_serving(&health).await;
             stopping_service.begin_shutdown();
         };
         let mut ops_stop = stopping;

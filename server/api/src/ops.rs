@@ -49,22 +49,32 @@ pub async fn track_http(request: Request, next: Next) -> Response {
     response
 }
 
+/// Ready when Kubernetes and the audit log answer. Problems that do not
+/// stop serving (a rule missing from krayne's RBAC hurts one kind of
+/// request, not all) are listed but leave it ready: taking every replica
+/// out of service would turn one missing rule into an outage.
 async fn readyz(State(service): State<ClusterService>) -> Response {
-    match service.ready().await {
-        Ok(()) => Json(json!({"status": "ready"})).into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "not ready", "reason": e.to_string()})),
-        )
-            .into_response(),
+    let problems = service.problems();
+    let mut body = match service.ready().await {
+        Ok(()) => json!({"status": "ready"}),
+        Err(e) => json!({"status": "not ready", "reason": e.to_string()}),
+    };
+    if !problems.is_empty() {
+        body["problems"] = json!(problems);
     }
+    let status = if body["status"] == "ready" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }
 
 /// Runtime gauges, read when scraped: a task count that only grows is a
 /// leak (waits, connections or watchers that never end).
 fn record_runtime() {
     let runtime = tokio::runtime::Handle::current().metrics();
-    #[allow(clippy::cast_precision_loss)] // task counts stay far below 2^52
+    #[expect(clippy::cast_precision_loss)] // task counts stay far below 2^52
     metrics::gauge!("krayne_runtime_alive_tasks").set(runtime.num_alive_tasks() as f64);
 }
 

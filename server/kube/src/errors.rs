@@ -36,10 +36,10 @@ fn from_status(s: &Status) -> Error {
             }
             Error::InvalidArgument(v)
         }
-        (403, _) => Error::PermissionDenied(format!(
-            "krayne's Kubernetes service account may not do this: {}",
-            s.message
-        )),
+        // Kubernetes refusing krayne is krayne's misconfiguration (a rule
+        // missing from its Role), not the caller's lack of rights: a 500,
+        // whose detail (logged, never answered) does not name the account.
+        (403, _) => Error::Internal("Kubernetes forbade krayne's own request (RBAC); see the error log".into()),
         (401, _) => Error::Unavailable("Kubernetes rejected krayne's credentials".into()),
         (429, _) => Error::Unavailable("Kubernetes is throttling requests; try again shortly".into()),
         (code, _) if code >= 500 => Error::Unavailable(format!("Kubernetes answered {code}")),
@@ -90,7 +90,7 @@ mod tests {
         ));
         assert_eq!(code(status(409, "AlreadyExists", "rayclusters")), "already_exists");
         assert_eq!(code(status(409, "Conflict", "rayclusters")), "conflict");
-        assert_eq!(code(status(403, "Forbidden", "rayclusters")), "permission_denied");
+        assert_eq!(code(status(403, "Forbidden", "rayclusters")), "internal");
         assert_eq!(code(status(503, "ServiceUnavailable", "")), "unavailable");
         assert_eq!(code(status(429, "TooManyRequests", "")), "unavailable");
         let invalid = translate(status(422, "Invalid", "RayCluster"));

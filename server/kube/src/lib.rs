@@ -22,7 +22,9 @@ use kube::core::{
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::domain::{ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod};
+use crate::domain::{
+    ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+};
 
 /// Header carrying krayne's request id to the Kubernetes API.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -194,9 +196,14 @@ impl ClusterStore for KubeClusterStore {
         Ok(list.items.into_iter().map(|n| n.metadata.name).collect())
     }
 
-    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error> {
-        let namespace = manifest["metadata"]["namespace"].as_str().unwrap_or("default");
-        let body = serde_json::to_vec(manifest).map_err(|e| Error::Internal(e.to_string()))?;
+    async fn create(
+        &self,
+        cluster: &RenderedCluster,
+        dry_run: bool,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let namespace = cluster.namespace();
+        let body = serde_json::to_vec(cluster.manifest()).map_err(|e| Error::Internal(e.to_string()))?;
         let params = PostParams {
             dry_run,
             ..PostParams::default()
@@ -251,10 +258,10 @@ impl ClusterStore for KubeClusterStore {
         &self,
         namespace: &str,
         name: &str,
-        patch: &Value,
+        patch: &ClusterPatch,
         request_id: &str,
     ) -> Result<ObservedCluster, Error> {
-        let body = serde_json::to_vec(patch).map_err(|e| Error::Internal(e.to_string()))?;
+        let body = serde_json::to_vec(patch.as_json()).map_err(|e| Error::Internal(e.to_string()))?;
         let uri = format!("/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{name}");
         let request = Request::builder()
             .method(Method::PATCH)
@@ -289,7 +296,7 @@ impl ClusterStore for KubeClusterStore {
                     WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
                 })
             });
-        let of_cluster = ListParams::default().labels(&format!("ray.io/cluster={name}"));
+        let of_cluster = ListParams::default().labels(&format!("{}={name}", manifest::LABEL_CLUSTER));
         let pods = self
             .events_of::<ObservedPod>(core(namespace, "pods"), of_cluster, request_id)
             .await?
@@ -306,5 +313,9 @@ impl ClusterStore for KubeClusterStore {
 
     async fn ping(&self) -> Result<(), Error> {
         self.bounded(self.client.apiserver_version()).await.map(|_| ())
+    }
+
+    fn problems(&self) -> Vec<String> {
+        metered::rbac_problem().into_iter().collect()
     }
 }

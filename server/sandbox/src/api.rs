@@ -53,7 +53,14 @@ pub(super) struct ApiState {
     pub disconnect: tokio::sync::watch::Sender<u64>,
     /// Added before every answer (fault injection).
     pub latency: tokio::sync::watch::Sender<Duration>,
+    /// `(verb, resource)` pairs RBAC refuses (fault injection: a missing
+    /// rule in the caller's Role).
+    pub forbidden: Mutex<Vec<(String, String)>>,
 }
+
+/// The identity the sandbox's RBAC names in a refusal: the ServiceAccount
+/// krayne's chart creates.
+pub const SERVICE_ACCOUNT_USER: &str = "system:serviceaccount:krayne:krayne";
 
 type Shared = Arc<ApiState>;
 
@@ -99,10 +106,30 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     };
+    let access = entry.access();
     s.requests.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     let latency = *s.latency.borrow();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+    if let crate::Access::Resource {
+        group,
+        resource,
+        verb,
+        namespace,
+        ..
+    } = access
+    {
+        let refused = s
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|(v, r)| *v == verb && *r == resource);
+        if refused {
+            return ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, &group, &resource, namespace.as_deref())
+                .into_response();
+        }
     }
     next.run(req).await
 }

@@ -114,6 +114,28 @@ impl ApiError {
         )
     }
 
+    /// 403 as RBAC words it: `user` may not `verb` the resource.
+    pub fn forbidden(user: &str, verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let scope = namespace.map_or_else(
+            || "at the cluster scope".to_owned(),
+            |ns| format!("in the namespace \"{ns}\""),
+        );
+        let mut e = Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{qualified} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}"
+            ),
+        );
+        e.details = Some(json!({"kind": resource, "group": group}));
+        e
+    }
+
     /// 410 for a watch from a `resourceVersion` no longer kept.
     pub fn gone(rv: u64) -> Self {
         Self::new(410, "Expired", format!("too old resource version: {rv}"))

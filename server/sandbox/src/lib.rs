@@ -41,7 +41,7 @@ use std::{
 };
 
 pub use access::Access;
-pub use api::RequestRecord;
+pub use api::{RequestRecord, SERVICE_ACCOUNT_USER};
 pub use api_error::ApiError;
 pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
@@ -147,6 +147,7 @@ impl Sandbox {
             address: addr.to_string(),
             disconnect: watch::channel(0).0,
             latency: watch::channel(Duration::ZERO).0,
+            forbidden: Mutex::new(Vec::new()),
         });
         let (stop, stopped) = watch::channel(false);
         let server = Some(ApiServer::spawn(listener, api.clone()));
@@ -171,6 +172,17 @@ impl Sandbox {
     /// none), as an overloaded API server would.
     pub fn set_latency(&self, latency: Duration) {
         self.api.latency.send_replace(latency);
+    }
+
+    /// Makes RBAC refuse `verb` on `resource` (e.g. `patch`, `rayclusters`)
+    /// to every caller, with 403 `Forbidden` naming the ServiceAccount, as
+    /// when a rule is missing from krayne's Role.
+    pub fn forbid(&self, verb: &str, resource: &str) {
+        self.api
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((verb.to_owned(), resource.to_owned()));
     }
 
     /// Takes the API server away, as when kube-apiserver is down: open

@@ -11,8 +11,6 @@ use crate::{
     auth::{Authenticator, EXAMPLE_MAPPING, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
     config::SandboxArgs,
     k8s,
-    rest::RestSettings,
-    service::ServiceSettings,
 };
 
 fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String> {
@@ -28,7 +26,7 @@ fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String
 }
 
 /// Runs the sandbox until SIGINT/SIGTERM.
-#[allow(clippy::print_stdout)]
+#[expect(clippy::print_stdout)]
 pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let sandbox = start_sandbox(&args).await?;
     let kubeconfig = args
@@ -50,20 +48,15 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
-    let parts = Parts {
-        store: k8s::cluster_store(
+    let mut parts = Parts::new(
+        k8s::cluster_store(
             k8s::KubeClusterStore::new(client),
             super::cache_options(&args.cache).as_ref(),
         ),
-        audit: audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
-        auth: Authenticator::new(verifier, mapping),
-        service: ServiceSettings::default(),
-        rest: RestSettings::default(),
-        connections: crate::serve::ConnectionLimits::default(),
-        trusted_proxies: crate::edge::TrustedProxies::default(),
-        reflection_needs_token: false,
-        grace: Duration::from_secs(5),
-    };
+        audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
+        Authenticator::new(verifier, mapping),
+    );
+    parts.grace = Duration::from_secs(5);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
     let running = app::start(parts, api, ops, app::shutdown_signal()).await?;

@@ -307,3 +307,62 @@ async fn slow_kubernetes_gets_deadline_exceeded_not_a_hang() {
         .collect();
     assert_eq!(outcomes, ["unknown"], "{}", rows.text);
 }
+
+/// Kubernetes refusing krayne (a rule missing from its Role) is the
+/// server's misconfiguration: the caller gets 500 `internal` with its
+/// request id and nothing about the ServiceAccount; the log line, the
+/// metric and `/readyz` name what was refused.
+#[tokio::test]
+async fn kubernetes_forbidding_krayne_is_an_internal_error() {
+    let env = Env::start().await;
+    let alice = env.rest(&env.alice());
+    alice.post(NS, &json!({"name": "rbac"})).await.expect(201);
+    env.sandbox.forbid("patch", "rayclusters");
+    let scale = json!({"worker_group": "worker", "replicas": 1});
+    let refused = alice
+        .post(&format!("{NS}/rbac/scale"), &scale)
+        .await
+        .problem(500, "internal");
+    let text = refused.text.to_lowercase();
+    assert!(
+        !text.contains("serviceaccount") && !text.contains("forbidden"),
+        "{}",
+        refused.text
+    );
+    let mut g = env.grpc(&env.alice()).await;
+    let status = g
+        .clusters
+        .scale_cluster(krayne_proto::v1::ScaleClusterRequest {
+            namespace: "ml-team".into(),
+            name: "rbac".into(),
+            worker_group: "worker".into(),
+            replicas: Some(1),
+            min_replicas: None,
+            max_replicas: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal);
+    assert!(!status.message().contains("serviceaccount"), "{status:?}");
+    // Reads still work: only the patch rule is missing.
+    alice.get(&format!("{NS}/rbac")).await.expect(200);
+
+    let labels = r#"verb="patch""#;
+    assert!(env.metric("krayne_kube_forbidden_total", labels).await >= 2.0);
+    let log = env.server.log.lock().unwrap().clone();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Kubernetes forbade krayne's own request"))
+        .expect("an error line");
+    assert!(
+        line.contains("ERROR") && line.contains("patch rayclusters in namespace ml-team"),
+        "{line}"
+    );
+    let ready = env.ops().get("/readyz").await.expect(200);
+    let problems = ready.body["problems"].to_string();
+    assert!(
+        problems.contains("patch rayclusters in namespace ml-team"),
+        "{}",
+        ready.text
+    );
+}

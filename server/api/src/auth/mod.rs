@@ -52,7 +52,7 @@ impl Authenticator {
         let id = self.verifier.verify_header(authorization).await.map_err(|e| {
             tracing::info!(reason = %e, "authentication failed");
             Rejection {
-                error: Error::Unauthenticated(e.public().to_owned()),
+                error: Error::Unauthenticated(e.public()),
                 detail: e.to_string(),
             }
         })?;

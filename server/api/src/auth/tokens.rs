@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::jwks::JwksSource;
+use crate::domain::AuthFailure;
 
 /// Tokens larger than this are refused before any parsing. 8 KiB is what
 /// common proxies allow for a header; HTTP/2 itself refuses header blocks
@@ -112,12 +113,12 @@ pub enum TokenError {
 }
 
 impl TokenError {
-    /// The generic text a client may see.
-    pub fn public(&self) -> &'static str {
+    /// What a client may be told.
+    pub fn public(&self) -> AuthFailure {
         match self {
-            Self::Missing => "missing bearer token",
-            Self::Expired => "token expired",
-            Self::Invalid(_) => "invalid token",
+            Self::Missing => AuthFailure::MissingToken,
+            Self::Expired => AuthFailure::ExpiredToken,
+            Self::Invalid(_) => AuthFailure::InvalidToken,
         }
     }
 }
@@ -383,12 +384,12 @@ mod tests {
         assert_eq!(v.verify_header(None).await, Err(TokenError::Missing));
         assert_eq!(
             v.verify_header(Some("Basic abc")).await.unwrap_err().public(),
-            "invalid token"
+            AuthFailure::InvalidToken
         );
         let expired = mint(&request(-120), Algorithm::HS256, SECRET).unwrap();
         assert_eq!(v.verify(&expired).await, Err(TokenError::Expired));
         let other = mint(&request(60), Algorithm::HS256, b"another-secret-another-secret-xx").unwrap();
-        assert_eq!(v.verify(&other).await.unwrap_err().public(), "invalid token");
+        assert_eq!(v.verify(&other).await.unwrap_err().public(), AuthFailure::InvalidToken);
         let mut wrong_aud = request(60);
         wrong_aud.audience = "else".into();
         assert!(

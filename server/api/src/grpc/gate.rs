@@ -22,7 +22,7 @@ use tonic::Status;
 use super::status::to_status;
 use crate::{
     auth::Authenticator,
-    domain::{Error, audit::Transport},
+    domain::{AuthFailure, Error, audit::Transport},
     edge::{self, DeadlineBody, Declared},
     service::ClusterService,
 };
@@ -171,7 +171,7 @@ pub(crate) async fn gate(State(gate): State<Gate>, mut request: Request, next: N
         },
     };
     if method.needs_token {
-        let several = Error::Unauthenticated("send one authorization entry, not several".into());
+        let several = Error::Unauthenticated(AuthFailure::SeveralCredentials);
         match edge::authenticate(
             &gate.service,
             &gate.auth,

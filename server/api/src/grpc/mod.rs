@@ -41,6 +41,17 @@ pub(crate) struct GrpcParts {
     pub(crate) gate: Gate,
 }
 
+/// Reports every service (and the server as a whole) NOT_SERVING, as the
+/// server starts shutting down.
+pub(crate) async fn not_serving(health: &HealthReporter) {
+    health
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    health.set_not_serving::<ClusterServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<IdentityServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<AuditServiceServer<services::Grpc>>().await;
+}
+
 /// Request messages over `max_message` bytes are refused
 /// (RESOURCE_EXHAUSTED, see `client_faults`), as REST refuses bodies over
 /// the same limit.

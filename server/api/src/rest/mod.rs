@@ -189,12 +189,11 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let limit = settings.request_timeout;
     let (body_limit, body_timeout) = (settings.body_limit, settings.body_timeout);
-    let (unary, api) = api_routes().split_for_parts();
+    let (unary, _) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
     // Long polls carry their own timeout (timeout_seconds).
     let (waits, _) = OpenApiRouter::new().routes(routes!(clusters::wait)).split_for_parts();
-    let mut doc = openapi();
-    doc.paths.paths.extend(api.paths.paths);
+    let doc = openapi();
     let rest = unary
         .merge(waits)
         .route_layer(middleware::from_fn(crate::ops::track_http))

@@ -10,7 +10,7 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{Error, FieldViolation};
+use crate::domain::{AuthFailure, Error, FieldViolation};
 
 /// A problem document (`application/problem+json`).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -76,10 +76,15 @@ impl From<Error> for Problem {
                 p.violations = v.as_slice().to_vec();
             }
             Error::Unauthenticated(why) => {
-                let value = if why == "missing bearer token" {
-                    r#"Bearer realm="krayne""#.to_owned()
-                } else {
-                    format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
+                // RFC 6750 §3.1: no error code when no credentials were sent.
+                let value = match why {
+                    AuthFailure::MissingToken => r#"Bearer realm="krayne""#.to_owned(),
+                    AuthFailure::SeveralCredentials => {
+                        format!(r#"Bearer realm="krayne", error="invalid_request", error_description="{why}""#)
+                    }
+                    AuthFailure::ExpiredToken | AuthFailure::InvalidToken => {
+                        format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
+                    }
                 };
                 p.headers.push((header::WWW_AUTHENTICATE, value));
             }

@@ -2,6 +2,7 @@
 //! admins everything.
 
 use super::{ClusterService, Context};
+use crate::domain::audit::AuditAction;
 use crate::domain::{
     Action, Error, Page, PageRequest,
     audit::{AuditEntry, AuditFilter},
@@ -21,7 +22,10 @@ impl ClusterService {
         let after = check_filter(&filter, page)?;
         if !cx.principal.global_admin {
             match &filter.namespace {
-                Some(ns) => self.authorize(cx, Action::ReadAudit, "audit.list", ns, None).await?,
+                Some(ns) => {
+                    self.authorize(cx, Action::ReadAudit, AuditAction::AuditList, ns, None)
+                        .await?
+                }
                 None => {
                     let namespaces = self.store.namespaces(&cx.meta.request_id).await?;
                     let mine: Vec<String> = namespaces
@@ -33,7 +37,7 @@ impl ClusterService {
                             "{} needs the admin role on a namespace to read its audit log",
                             cx.principal.subject
                         ));
-                        self.record_refusal(cx, "audit.list", None, None, &e).await;
+                        self.record_refusal(cx, AuditAction::AuditList, None, None, &e).await;
                         return Err(e);
                     }
                     filter.scope = Some(mine);

@@ -5,25 +5,17 @@ use std::{future::Future, time::Instant};
 use serde_json::Value;
 
 use super::{ClusterService, Context};
+use crate::domain::audit::AuditAction;
 use crate::domain::{
     Error,
     audit::{AuditEntry, Outcome, RequestMeta},
 };
 
-/// The REST status of a successful mutation.
-fn success_status(action: &str) -> u16 {
-    match action {
-        "cluster.create" => 201,
-        "cluster.delete" => 204,
-        _ => 200,
-    }
-}
-
 impl ClusterService {
     fn entry(
         &self,
         cx: &Context,
-        action: &str,
+        action: AuditAction,
         namespace: Option<&str>,
         cluster: Option<&str>,
         summary: Value,
@@ -37,7 +29,7 @@ impl ClusterService {
             email: p.email.clone(),
             groups: p.groups.clone(),
             teams: p.teams.clone(),
-            action: action.to_owned(),
+            action: action.as_str().to_owned(),
             namespace: namespace.map(str::to_owned),
             cluster: cluster.map(str::to_owned),
             summary,
@@ -75,7 +67,7 @@ impl ClusterService {
             },
             meta: meta.clone(),
         };
-        let mut e = self.entry(&cx, "auth.denied", None, None, Value::Null);
+        let mut e = self.entry(&cx, AuditAction::AuthDenied, None, None, Value::Null);
         e.outcome = Outcome::Denied;
         e.http_status = Some(error.http_status());
         e.grpc_code = Some(error.grpc_code().1.to_owned());
@@ -111,7 +103,13 @@ impl ClusterService {
     }
 
     /// Audits a successful read when reads are audited.
-    pub(super) async fn record_read(&self, cx: &Context, action: &str, namespace: Option<&str>, cluster: Option<&str>) {
+    pub(super) async fn record_read(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: Option<&str>,
+        cluster: Option<&str>,
+    ) {
         if !self.settings.audit_reads {
             return;
         }
@@ -128,7 +126,7 @@ impl ClusterService {
     pub(super) async fn record_refusal(
         &self,
         cx: &Context,
-        action: &str,
+        action: AuditAction,
         namespace: Option<&str>,
         cluster: Option<&str>,
         error: &Error,
@@ -151,7 +149,7 @@ impl ClusterService {
     pub(super) async fn audited<T, F, Fut>(
         &self,
         cx: &Context,
-        action: &str,
+        action: AuditAction,
         namespace: &str,
         cluster: &str,
         summary: Value,
@@ -182,7 +180,7 @@ impl ClusterService {
         };
         match &result {
             Ok(_) => {
-                e.http_status = Some(success_status(action));
+                e.http_status = Some(action.success_status());
                 e.grpc_code = Some("OK".to_owned());
             }
             Err(error) => {

@@ -1,19 +1,20 @@
 //! Create, get, list, describe, scale, delete.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{HashMap, HashSet},
     sync::Arc,
 };
 
 use serde_json::{Value, json};
 
 use super::{ClusterService, Context};
+use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
         Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, ObservedCluster, ObservedPod, Page, PageRequest,
-        ResourceKind, check_dns1123_label, check_worker_counts, limits,
+        check_dns1123_label,
     },
-    manifest::{self, LABEL_CLUSTER, Provenance},
+    manifest::{self, Provenance, ScaleInput, check_scale_input, scale_patch},
 };
 
 /// A create request: a Krayne config tree, and the namespace of the URL
@@ -37,25 +38,12 @@ pub struct Created {
     pub manifest: Value,
 }
 
-/// A scale request: one worker group, any of three counts.
-#[derive(Debug, Clone, Default)]
-pub struct ScaleInput {
-    /// Worker group name.
-    pub worker_group: String,
-    /// New replicas.
-    pub replicas: Option<u32>,
-    /// New lower bound.
-    pub min_replicas: Option<u32>,
-    /// New upper bound.
-    pub max_replicas: Option<u32>,
-}
-
 /// Summaries of one namespace's clusters, each with its own pods (grouped
 /// in one pass: a namespace may hold thousands).
 fn infos_with_pods(clusters: &[Arc<ObservedCluster>], pods: &[Arc<ObservedPod>]) -> Vec<ClusterInfo> {
     let mut by_cluster: HashMap<&str, Vec<&ObservedPod>> = HashMap::new();
     for pod in pods {
-        if let Some(cluster) = pod.metadata.labels.get(LABEL_CLUSTER) {
+        if let Some(cluster) = pod.cluster_name() {
             by_cluster.entry(cluster).or_default().push(pod);
         }
     }
@@ -84,7 +72,8 @@ impl ClusterService {
                     "namespace",
                     format!("must match the namespace in the URL ({url:?}), or be left out"),
                 );
-                self.record_refusal(cx, "cluster.create", Some(url), None, &e).await;
+                self.record_refusal(cx, AuditAction::ClusterCreate, Some(url), None, &e)
+                    .await;
                 return Err(e);
             }
             (Some(url), _) => {
@@ -97,12 +86,18 @@ impl ClusterService {
             (None, None) => crate::domain::defaults::NAMESPACE.to_owned(),
         };
         let name = config.get("name").and_then(Value::as_str).map(str::to_owned);
-        self.authorize(cx, Action::Mutate, "cluster.create", &namespace, name.as_deref())
-            .await?;
+        self.authorize(
+            cx,
+            Action::Mutate,
+            AuditAction::ClusterCreate,
+            &namespace,
+            name.as_deref(),
+        )
+        .await?;
         let spec = match ClusterSpec::from_value(&config) {
             Ok(spec) => spec,
             Err(e) => {
-                self.record_refusal(cx, "cluster.create", Some(&namespace), name.as_deref(), &e)
+                self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), name.as_deref(), &e)
                     .await;
                 return Err(e);
             }
@@ -116,31 +111,32 @@ impl ClusterService {
             created_by: Some(&cx.principal.subject),
             team: team.as_deref(),
         };
-        let manifest = manifest::build_manifest(&spec, &self.settings.manifest, &who);
+        let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let rid = cx.meta.request_id.as_str();
         let observed = if input.dry_run {
-            self.store.create(&manifest, true, rid).await?
+            self.store.create(&rendered, true, rid).await?
         } else {
             let summary = json!({"spec": spec.to_value()});
-            self.audited(cx, "cluster.create", &namespace, &spec.name, summary, || {
-                self.store.create(&manifest, false, rid)
+            self.audited(cx, AuditAction::ClusterCreate, &namespace, &spec.name, summary, || {
+                self.store.create(&rendered, false, rid)
             })
             .await?
         };
         Ok(Created {
             cluster: manifest::cluster_info(&observed, Some(&[])),
-            manifest,
+            manifest: rendered.into_manifest(),
         })
     }
 
     /// One cluster's summary.
     pub async fn get(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterInfo, Error> {
-        self.authorize_cluster(cx, Action::Read, "cluster.get", namespace, name)
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterGet, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self.store.get(namespace, name, rid).await?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
-        self.record_read(cx, "cluster.get", Some(namespace), Some(name)).await;
+        self.record_read(cx, AuditAction::ClusterGet, Some(namespace), Some(name))
+            .await;
         Ok(manifest::cluster_info(&cluster, Some(&views(&pods))))
     }
 
@@ -155,7 +151,8 @@ impl ClusterService {
         let rid = &cx.meta.request_id;
         let namespaces = match namespace {
             Some(ns) => {
-                self.authorize(cx, Action::Read, "cluster.list", ns, None).await?;
+                self.authorize(cx, Action::Read, AuditAction::ClusterList, ns, None)
+                    .await?;
                 vec![ns.to_owned()]
             }
             None => self
@@ -176,13 +173,13 @@ impl ClusterService {
             infos.extend(infos_with_pods(&clusters, &pods));
         }
         infos.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        self.record_read(cx, "cluster.list", namespace, None).await;
+        self.record_read(cx, AuditAction::ClusterList, namespace, None).await;
         Ok(page.apply(infos, |i| format!("{}/{}", i.namespace, i.name)))
     }
 
     /// A cluster's full picture: shape, pods and recent events.
     pub async fn describe(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterDetails, Error> {
-        self.authorize_cluster(cx, Action::Read, "cluster.describe", namespace, name)
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self.store.get(namespace, name, rid).await?;
@@ -199,7 +196,7 @@ impl ClusterService {
             .into_iter()
             .filter(|e| e.involved_object.name.as_deref().is_some_and(|n| about.contains(n)))
             .collect();
-        self.record_read(cx, "cluster.describe", Some(namespace), Some(name))
+        self.record_read(cx, AuditAction::ClusterDescribe, Some(namespace), Some(name))
             .await;
         Ok(manifest::cluster_details(
             &cluster,
@@ -221,10 +218,10 @@ impl ClusterService {
         name: &str,
         input: ScaleInput,
     ) -> Result<ClusterInfo, Error> {
-        self.authorize_cluster(cx, Action::Mutate, "cluster.scale", namespace, name)
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterScale, namespace, name)
             .await?;
         if let Err(e) = check_scale_input(&input) {
-            self.record_refusal(cx, "cluster.scale", Some(namespace), Some(name), &e)
+            self.record_refusal(cx, AuditAction::ClusterScale, Some(namespace), Some(name), &e)
                 .await;
             return Err(e);
         }
@@ -232,7 +229,7 @@ impl ClusterService {
                              "min_replicas": input.min_replicas, "max_replicas": input.max_replicas});
         let rid = cx.meta.request_id.as_str();
         let updated = self
-            .audited(cx, "cluster.scale", namespace, name, summary, || async {
+            .audited(cx, AuditAction::ClusterScale, namespace, name, summary, || async {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
@@ -261,190 +258,12 @@ impl ClusterService {
 
     /// Deletes a cluster; Kubernetes removes its pods.
     pub async fn delete(&self, cx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
-        self.authorize_cluster(cx, Action::Mutate, "cluster.delete", namespace, name)
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterDelete, namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();
-        self.audited(cx, "cluster.delete", namespace, name, Value::Null, || {
+        self.audited(cx, AuditAction::ClusterDelete, namespace, name, Value::Null, || {
             self.store.delete(namespace, name, rid)
         })
         .await
-    }
-}
-
-fn check_scale_input(input: &ScaleInput) -> Result<(), Error> {
-    let mut v = crate::domain::Violations::new();
-    if input.worker_group.is_empty() {
-        v.push("worker_group", "is required");
-    }
-    if input.replicas.is_none() && input.min_replicas.is_none() && input.max_replicas.is_none() {
-        v.push(
-            "replicas",
-            "at least one of replicas, min_replicas or max_replicas is required",
-        );
-    }
-    for (field, value) in [
-        ("replicas", input.replicas),
-        ("min_replicas", input.min_replicas),
-        ("max_replicas", input.max_replicas),
-    ] {
-        if value.is_some_and(|n| n > limits::MAX_REPLICAS) {
-            v.push(field, format!("must be at most {}", limits::MAX_REPLICAS));
-        }
-    }
-    v.into_result(())
-}
-
-/// The conditional JSON patch that scales one group of `cluster`.
-fn scale_patch(cluster: &ObservedCluster, input: &ScaleInput) -> Result<Value, Error> {
-    let groups = &cluster.spec.worker_group_specs;
-    let (index, group) = groups
-        .iter()
-        .enumerate()
-        .find(|(_, g)| g.group_name == input.worker_group)
-        .ok_or_else(|| Error::NotFound {
-            kind: ResourceKind::WorkerGroup,
-            name: input.worker_group.clone(),
-        })?;
-    let current = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-    let (mut replicas, mut min, mut max) = (
-        current(group.replicas),
-        current(group.min_replicas),
-        current(group.max_replicas),
-    );
-    if cluster.spec.enable_in_tree_autoscaling == Some(true) {
-        replicas = input.replicas.unwrap_or(replicas);
-        min = input.min_replicas.unwrap_or(min);
-        max = input.max_replicas.unwrap_or(max);
-    } else {
-        replicas = input.replicas.unwrap_or(replicas);
-        (min, max) = (replicas, replicas);
-    }
-    let (replicas, min, max) = check_worker_counts(index, replicas, min, max)?;
-    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
-    let path = |f: &str| format!("/spec/workerGroupSpecs/{index}/{f}");
-    let mut ops = BTreeMap::new();
-    ops.insert("replicas", replicas);
-    ops.insert("minReplicas", min);
-    ops.insert("maxReplicas", max);
-    let mut patch = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
-    patch.extend(
-        ops.into_iter()
-            .map(|(f, v)| json!({"op": "add", "path": path(f), "value": v})),
-    );
-    Ok(Value::Array(patch))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cluster(autoscaling: bool) -> ObservedCluster {
-        serde_json::from_value(json!({
-            "metadata": {"name": "c", "resourceVersion": "7"},
-            "spec": {"enableInTreeAutoscaling": autoscaling, "workerGroupSpecs": [
-                {"groupName": "a", "replicas": 1, "minReplicas": 0, "maxReplicas": 3},
-                {"groupName": "b", "replicas": 2, "minReplicas": 1, "maxReplicas": 4},
-            ]},
-        }))
-        .unwrap()
-    }
-
-    fn values(patch: &Value) -> Vec<(String, Value)> {
-        patch
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|op| (op["path"].as_str().unwrap().to_owned(), op["value"].clone()))
-            .collect()
-    }
-
-    #[test]
-    fn autoscaling_clusters_change_only_what_is_given() {
-        let input = ScaleInput {
-            worker_group: "b".into(),
-            replicas: Some(3),
-            ..ScaleInput::default()
-        };
-        let p = values(&scale_patch(&cluster(true), &input).unwrap());
-        assert_eq!(p[0], ("/metadata/resourceVersion".into(), json!("7")));
-        assert!(p.contains(&("/spec/workerGroupSpecs/1/replicas".into(), json!(3))));
-        assert!(p.contains(&("/spec/workerGroupSpecs/1/minReplicas".into(), json!(1))));
-        assert!(p.contains(&("/spec/workerGroupSpecs/1/maxReplicas".into(), json!(4))));
-    }
-
-    #[test]
-    fn fixed_size_clusters_pin_min_and_max() {
-        let input = ScaleInput {
-            worker_group: "a".into(),
-            replicas: Some(5),
-            min_replicas: Some(1),
-            ..ScaleInput::default()
-        };
-        let p = values(&scale_patch(&cluster(false), &input).unwrap());
-        for f in ["replicas", "minReplicas", "maxReplicas"] {
-            assert!(
-                p.contains(&(format!("/spec/workerGroupSpecs/0/{f}"), json!(5))),
-                "{f}: {p:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_result_obeys_creates_rules() {
-        let input = ScaleInput {
-            worker_group: "b".into(),
-            replicas: Some(0),
-            ..ScaleInput::default()
-        };
-        let e = scale_patch(&cluster(true), &input).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid request: worker_groups[1].min_replicas: must be <= replicas (0)"
-        );
-        let raised = ScaleInput {
-            worker_group: "a".into(),
-            replicas: Some(9),
-            ..ScaleInput::default()
-        };
-        let p = values(&scale_patch(&cluster(true), &raised).unwrap());
-        assert!(p.contains(&("/spec/workerGroupSpecs/0/maxReplicas".into(), json!(9))));
-        let missing = ScaleInput {
-            worker_group: "zz".into(),
-            replicas: Some(1),
-            ..ScaleInput::default()
-        };
-        assert!(matches!(
-            scale_patch(&cluster(true), &missing),
-            Err(Error::NotFound {
-                kind: ResourceKind::WorkerGroup,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn scale_needs_a_group_and_a_count() {
-        assert!(
-            check_scale_input(&ScaleInput {
-                worker_group: "a".into(),
-                ..ScaleInput::default()
-            })
-            .is_err()
-        );
-        assert!(
-            check_scale_input(&ScaleInput {
-                replicas: Some(1),
-                ..ScaleInput::default()
-            })
-            .is_err()
-        );
-        assert!(
-            check_scale_input(&ScaleInput {
-                worker_group: "a".into(),
-                replicas: Some(10_001),
-                ..ScaleInput::default()
-            })
-            .is_err()
-        );
     }
 }

@@ -13,10 +13,12 @@ mod wait;
 use std::{sync::Arc, time::Duration};
 
 pub use admission::RateLimit;
-pub use clusters::{CreateInput, Created, ScaleInput};
+pub use clusters::{CreateInput, Created};
 pub use denials::DenialSettings;
+pub use krayne_core::manifest::ScaleInput;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
         Action, AuditSink, ClusterStore, Error, Principal, audit::RequestMeta, check_dns1123_label,
@@ -127,13 +129,19 @@ impl ClusterService {
         self.audit.ping().await
     }
 
+    /// Problems an operator must fix that do not stop serving (`/readyz`
+    /// reports them): a request Kubernetes forbade krayne, say.
+    pub fn problems(&self) -> Vec<String> {
+        self.store.problems()
+    }
+
     /// Refuses (and audits) a namespace that cannot exist, and `action` on
     /// `namespace` unless the caller may.
     async fn authorize(
         &self,
         cx: &Context,
         action: Action,
-        audit_action: &str,
+        audit_action: AuditAction,
         namespace: &str,
         cluster: Option<&str>,
     ) -> Result<(), Error> {
@@ -159,7 +167,7 @@ impl ClusterService {
         &self,
         cx: &Context,
         action: Action,
-        audit_action: &str,
+        audit_action: AuditAction,
         namespace: &str,
         name: &str,
     ) -> Result<(), Error> {

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{ClusterService, Context};
+use crate::domain::audit::AuditAction;
 use crate::{
     domain::{Action, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind},
     manifest,
@@ -24,7 +25,7 @@ impl ClusterService {
         name: &str,
         timeout: Option<Duration>,
     ) -> Result<BoxStream<'static, Result<ClusterInfo, Error>>, Error> {
-        self.authorize_cluster(cx, Action::Read, "cluster.wait", namespace, name)
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterWait, namespace, name)
             .await?;
         let timeout = timeout.unwrap_or(self.settings.default_wait);
         if timeout.is_zero() || timeout > self.settings.max_wait {
@@ -39,7 +40,10 @@ impl ClusterService {
         self.store.get(namespace, name, rid).await?;
         let changes = self.store.watch(namespace, name, rid).await?;
         let (tx, rx) = mpsc::channel(16);
-        let what = format!("{namespace}/{name}");
+        let what = Waited {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
         let stopping = self.stopping.clone();
         tokio::spawn(async move {
             let open = metrics::gauge!("krayne_waits_open");
@@ -51,11 +55,17 @@ impl ClusterService {
     }
 }
 
+/// The cluster a wait follows.
+struct Waited {
+    namespace: String,
+    name: String,
+}
+
 async fn follow(
     mut changes: BoxStream<'static, Result<ClusterChange, Error>>,
     tx: mpsc::Sender<Result<ClusterInfo, Error>>,
     timeout: Duration,
-    what: String,
+    what: Waited,
     stopping: tokio_util::sync::CancellationToken,
 ) {
     let deadline = tokio::time::sleep(timeout);
@@ -69,7 +79,12 @@ async fn follow(
             change = changes.next() => change,
             () = &mut deadline => {
                 let seen = seen.as_ref().map_or("unknown", ClusterStatus::as_str);
-                let message = format!("cluster {what} not ready after {}s (last status: {seen})", timeout.as_secs());
+                let message = format!(
+                    "cluster {}/{} not ready after {}s (last status: {seen})",
+                    what.namespace,
+                    what.name,
+                    timeout.as_secs()
+                );
                 let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
                 return;
             }
@@ -94,11 +109,10 @@ async fn follow(
                 return;
             }
             Some(Ok(ClusterChange::ClusterDeleted)) => {
-                let name = what.rsplit('/').next().unwrap_or_default().to_owned();
                 let _ = tx
                     .send(Err(Error::NotFound {
                         kind: ResourceKind::Cluster,
-                        name,
+                        name: what.name.clone(),
                     }))
                     .await;
                 return;

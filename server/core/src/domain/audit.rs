@@ -33,6 +33,55 @@ impl Outcome {
     }
 }
 
+/// What an audited request did, as stored in a row's `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditAction {
+    /// Create a cluster.
+    ClusterCreate,
+    /// Read one cluster.
+    ClusterGet,
+    /// List clusters.
+    ClusterList,
+    /// Describe one cluster.
+    ClusterDescribe,
+    /// Resize a worker group.
+    ClusterScale,
+    /// Delete a cluster.
+    ClusterDelete,
+    /// Wait for a cluster to be ready.
+    ClusterWait,
+    /// Read the audit log.
+    AuditList,
+    /// A request whose token was refused.
+    AuthDenied,
+}
+
+impl AuditAction {
+    /// `cluster.create`, `auth.denied`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClusterCreate => "cluster.create",
+            Self::ClusterGet => "cluster.get",
+            Self::ClusterList => "cluster.list",
+            Self::ClusterDescribe => "cluster.describe",
+            Self::ClusterScale => "cluster.scale",
+            Self::ClusterDelete => "cluster.delete",
+            Self::ClusterWait => "cluster.wait",
+            Self::AuditList => "audit.list",
+            Self::AuthDenied => "auth.denied",
+        }
+    }
+
+    /// The REST status of a success.
+    pub fn success_status(self) -> u16 {
+        match self {
+            Self::ClusterCreate => 201,
+            Self::ClusterDelete => 204,
+            _ => 200,
+        }
+    }
+}
+
 /// The transport a request came by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {

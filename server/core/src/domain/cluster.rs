@@ -73,15 +73,6 @@ impl ClusterStatus {
             .find(|k| k.as_str() == s)
             .unwrap_or_else(|| Self::Other(s.to_owned()))
     }
-
-    /// Whether the status is a problem a person must fix (bad image, crash
-    /// loop, no capacity, failed pods).
-    pub fn is_problem(&self) -> bool {
-        matches!(
-            self,
-            Self::Unschedulable | Self::ImagePullError | Self::CrashLoop | Self::PodsFailed
-        )
-    }
 }
 
 impl fmt::Display for ClusterStatus {
@@ -278,7 +269,5 @@ mod tests {
             assert_eq!(ClusterStatus::parse(s).as_str(), s);
         }
         assert_eq!(ClusterStatus::parse("failed"), ClusterStatus::Other("failed".into()));
-        assert!(ClusterStatus::CrashLoop.is_problem());
-        assert!(!ClusterStatus::Ready.is_problem());
     }
 }

@@ -77,17 +77,6 @@ impl ClusterSpec {
     pub fn from_yaml_str(text: &str) -> Result<Self, Error> {
         Self::from_value(&parse_yaml(text)?)
     }
-
-    /// Checks the rules that relate fields to each other (used again after
-    /// a change such as scaling), applying Krayne's raise of `max_replicas`.
-    pub fn revalidate(mut self) -> Result<Self, Error> {
-        let mut violations = Violations::new();
-        for (i, group) in self.worker_groups.iter_mut().enumerate() {
-            let path = format!("worker_groups[{i}]");
-            check_group_counts(&path, group, &mut violations);
-        }
-        violations.into_result(self)
-    }
 }
 
 /// Checks a worker group's counts after a change (scaling) with the rules

@@ -99,6 +99,38 @@ impl fmt::Display for ResourceKind {
     }
 }
 
+/// Why a caller is not authenticated, in the words it may be told (never
+/// the reason in detail: that goes to logs and the audit trail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No credentials at all.
+    MissingToken,
+    /// A token past its `exp`.
+    ExpiredToken,
+    /// Any other token that does not verify.
+    InvalidToken,
+    /// More than one `Authorization`: which is the caller's is unknown.
+    SeveralCredentials,
+}
+
+impl AuthFailure {
+    /// The text the caller sees.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissingToken => "missing bearer token",
+            Self::ExpiredToken => "token expired",
+            Self::InvalidToken => "invalid token",
+            Self::SeveralCredentials => "send one authorization header, not several",
+        }
+    }
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Everything that can go wrong, closed so that each transport maps every
 /// case exhaustively. `Display` is the message a caller may see: it never
 /// carries tokens, SQL or internal detail.
@@ -107,9 +139,9 @@ pub enum Error {
     /// The request is malformed; every problem is listed with its field.
     #[error("invalid request: {0}")]
     InvalidArgument(Violations),
-    /// No valid credentials. The text is generic (`invalid token`).
+    /// No valid credentials, and in general terms why.
     #[error("{0}")]
-    Unauthenticated(String),
+    Unauthenticated(AuthFailure),
     /// Authenticated but not allowed.
     #[error("{0}")]
     PermissionDenied(String),

@@ -12,6 +12,7 @@ mod paging;
 mod ports;
 mod principal;
 mod quantity;
+mod rendered;
 mod spec;
 pub mod text;
 
@@ -19,7 +20,7 @@ pub use cluster::{
     ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };
 pub use config::{check_worker_counts, defaults, limits, parse_yaml, whole_count};
-pub use error::{Error, FieldViolation, ResourceKind, Violations};
+pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use identity::{Identity, NamespaceAccess};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
@@ -27,4 +28,5 @@ pub use paging::{Page, PageRequest};
 pub use ports::{AuditSink, ClusterChange, ClusterStore};
 pub use principal::{Action, Grant, Principal, Role};
 pub use quantity::{Quantity, QuantityError};
+pub use rendered::{ClusterPatch, RenderedCluster};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};

@@ -236,6 +236,16 @@ pub struct ObservedPod {
     pub status: PodStatus,
 }
 
+impl ObservedPod {
+    /// The cluster the pod belongs to (KubeRay's `ray.io/cluster` label).
+    pub fn cluster_name(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .get(crate::manifest::LABEL_CLUSTER)
+            .map(String::as_str)
+    }
+}
+
 /// A pod's spec, the parts krayne reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

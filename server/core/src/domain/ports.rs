@@ -4,10 +4,9 @@
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
-use serde_json::Value;
 
 use super::{
-    Error, ObservedCluster, ObservedEvent, ObservedPod,
+    ClusterPatch, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -30,9 +29,14 @@ pub enum ClusterChange {
 pub trait ClusterStore: Send + Sync + 'static {
     /// Names of every namespace.
     async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error>;
-    /// Creates a RayCluster from its manifest; with `dry_run`, Kubernetes
-    /// checks it and stores nothing.
-    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error>;
+    /// Creates a RayCluster; with `dry_run`, Kubernetes checks it and
+    /// stores nothing.
+    async fn create(
+        &self,
+        cluster: &RenderedCluster,
+        dry_run: bool,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error>;
     /// One RayCluster. Reads hand out shared objects: a cache serves the
     /// same ones to every reader without copying them.
     async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error>;
@@ -52,13 +56,13 @@ pub trait ClusterStore: Send + Sync + 'static {
     ) -> Result<Vec<Arc<ObservedPod>>, Error>;
     /// Events of one namespace.
     async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error>;
-    /// Applies a JSON patch (RFC 6902); a `replace` of
-    /// `/metadata/resourceVersion` makes it conditional (stale → `Conflict`).
+    /// Applies a patch the core made (a scale); it names the version it
+    /// was made from, so a stale one fails with `Conflict`.
     async fn patch(
         &self,
         namespace: &str,
         name: &str,
-        patch: &Value,
+        patch: &ClusterPatch,
         request_id: &str,
     ) -> Result<ObservedCluster, Error>;
     /// Deletes a RayCluster (Kubernetes removes its pods and service).
@@ -73,6 +77,11 @@ pub trait ClusterStore: Send + Sync + 'static {
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error>;
     /// Whether Kubernetes answers (for readiness).
     async fn ping(&self) -> Result<(), Error>;
+    /// Problems an operator must fix that do not stop the server from
+    /// serving (reported by `/readyz`), e.g. a rule missing from its RBAC.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Where the audit trail goes.

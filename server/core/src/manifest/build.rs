@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{ANNOTATION_CREATED_BY, LABEL_TEAM, bootstrap_script};
-use crate::domain::{ClusterSpec, Quantity, ServicesSpec};
+use crate::domain::{ClusterSpec, Quantity, RenderedCluster, ServicesSpec};
 
 /// Server-side settings the manifest depends on.
 #[derive(Debug, Clone)]
@@ -34,7 +34,16 @@ const HEAD_MIN_CPUS: &str = "1";
 const HEAD_MIN_MEMORY: &str = "4Gi";
 const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
-/// Builds the RayCluster object for `spec`.
+/// The RayCluster of `spec`, ready for the cluster-store port.
+pub fn render(spec: &ClusterSpec, settings: &ManifestSettings, who: &Provenance) -> RenderedCluster {
+    RenderedCluster::new(
+        spec.namespace.clone(),
+        spec.name.clone(),
+        build_manifest(spec, settings, who),
+    )
+}
+
+/// The RayCluster manifest of `spec`, as JSON (see [`render`]).
 pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Provenance) -> Value {
     let mut spec_json = Map::new();
     spec_json.insert("headGroupSpec".into(), head_group(spec, settings));

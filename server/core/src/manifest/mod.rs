@@ -5,12 +5,14 @@
 mod bootstrap;
 mod build;
 mod describe;
+mod scale;
 mod status;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
-pub use build::{ManifestSettings, Provenance, build_manifest};
+pub use build::{ManifestSettings, Provenance, build_manifest, render};
 pub use describe::{cluster_details, cluster_info};
+pub use scale::{ScaleInput, check_scale_input, scale_patch};
 pub use status::derive_status;
 
 /// Label KubeRay puts on every pod of a cluster (value: cluster name).

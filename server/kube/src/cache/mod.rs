@@ -236,7 +236,7 @@ impl Cache {
 
     fn changed<T: Slot>(&self, notice: Option<Notice>) {
         let len = read(T::collection(self)).len();
-        #[allow(clippy::cast_precision_loss)] // counts stay far below 2^52
+        #[expect(clippy::cast_precision_loss)] // counts stay far below 2^52
         metrics::gauge!("krayne_cache_objects", "kind" => T::CACHE_KIND.as_str()).set(len as f64);
         if let Some(n) = notice {
             let _ = self.notices.send(Arc::new(n));

@@ -7,7 +7,6 @@ use std::{
 };
 
 use crate::domain::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
-use crate::manifest::LABEL_CLUSTER;
 
 /// An object the cache can index.
 pub(crate) trait Indexed {
@@ -30,7 +29,7 @@ impl Indexed for ObservedPod {
         &self.metadata
     }
     fn bucket(&self) -> &str {
-        self.metadata.labels.get(LABEL_CLUSTER).map_or("", String::as_str)
+        self.cluster_name().unwrap_or("")
     }
 }
 
@@ -164,7 +163,9 @@ mod tests {
         let mut p = ObservedPod::default();
         p.metadata.namespace = ns.into();
         p.metadata.name = name.into();
-        p.metadata.labels.insert(LABEL_CLUSTER.into(), cluster.into());
+        p.metadata
+            .labels
+            .insert(crate::manifest::LABEL_CLUSTER.into(), cluster.into());
         Arc::new(p)
     }
 

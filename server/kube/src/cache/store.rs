@@ -5,13 +5,15 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use futures::stream::BoxStream;
 use kube::{Api, runtime::watcher};
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched::Watched};
 use crate::{
     KubeClusterStore,
-    domain::{ClusterChange, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, ResourceKind},
+    domain::{
+        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+        ResourceKind,
+    },
     manifest::LABEL_CLUSTER,
 };
 
@@ -136,8 +138,13 @@ impl ClusterStore for CachedClusterStore {
             .collect())
     }
 
-    async fn create(&self, manifest: &Value, dry_run: bool, request_id: &str) -> Result<ObservedCluster, Error> {
-        let created = self.api.create(manifest, dry_run, request_id).await?;
+    async fn create(
+        &self,
+        cluster: &RenderedCluster,
+        dry_run: bool,
+        request_id: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let created = self.api.create(cluster, dry_run, request_id).await?;
         if !dry_run {
             self.written(&created).await;
         }
@@ -205,7 +212,7 @@ impl ClusterStore for CachedClusterStore {
         &self,
         namespace: &str,
         name: &str,
-        patch: &Value,
+        patch: &ClusterPatch,
         request_id: &str,
     ) -> Result<ObservedCluster, Error> {
         let patched = self.api.patch(namespace, name, patch, request_id).await?;
@@ -243,6 +250,10 @@ impl ClusterStore for CachedClusterStore {
             ));
         }
         self.api.ping().await
+    }
+
+    fn problems(&self) -> Vec<String> {
+        self.api.problems()
     }
 }
 
