@@ -7,4 +7,5 @@ mod cli_config;
 mod cli_errors;
 mod cli_files;
 mod sdk;
+mod shapes;
 mod support;

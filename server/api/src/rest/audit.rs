@@ -7,6 +7,7 @@ use super::{
     dto::{AuditEventList, AuditQuery},
     extract::{Caller, QueryOf},
     problem::{ApiError, Problem},
+    responses::Refusals,
 };
 use crate::domain::{PageRequest, audit::AuditFilter};
 
@@ -18,9 +19,9 @@ use crate::domain::{PageRequest, audit::AuditFilter};
     responses(
         (status = 200, description = "One page of audit events", body = AuditEventList),
         (status = 400, description = "Bad filter, page size or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No admin role on the namespace (or on any)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The audit database is unavailable", body = Problem, content_type = "application/problem+json"),
+        Refusals,
     ))]
 pub(super) async fn list_audit_events(
     State(s): State<AppState>,

@@ -18,6 +18,7 @@ use super::{
     },
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
+    responses::{Bodies, KubernetesReads, Refusals},
 };
 use serde_json::Value;
 
@@ -79,8 +80,7 @@ fn page(q: &PageQuery) -> Result<PageRequest, Error> {
     responses(
         (status = 200, description = "One page of clusters", body = ClusterList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn list_all(
     State(s): State<AppState>,
@@ -96,9 +96,8 @@ pub(super) async fn list_all(
     responses(
         (status = 200, description = "One page of clusters", body = ClusterList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn list(
     State(s): State<AppState>,
@@ -124,13 +123,13 @@ pub(super) async fn list(
         (status = 201, description = "Created", body = CreateClusterResponse),
         (status = 200, description = "Dry run: checked, nothing created", body = CreateClusterResponse),
         (status = 400, description = "Invalid config, with every violation", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The namespace does not exist", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A cluster of that name exists", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing created", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
+        Refusals, Bodies,
     ))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -159,29 +158,31 @@ pub(super) async fn create(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster", body = ClusterInfo),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn get(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
-    Ok(Json(s.service.get(&cx, &namespace, &name).await?.into()))
+    Ok(Json(s.service.get(&cx, &namespace, &name).await?))
 }
 
 /// Delete a cluster; Kubernetes removes its pods shortly after.
 #[utoipa::path(delete, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
+        Refusals,
     ))]
 pub(super) async fn delete(
     State(s): State<AppState>,
@@ -196,18 +197,18 @@ pub(super) async fn delete(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/details", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster in full", body = ClusterDetails),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn describe(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(s.service.describe(&cx, &namespace, &name).await?.into()))
+    Ok(Json(s.service.describe(&cx, &namespace, &name).await?))
 }
 
 /// Resize one worker group.
@@ -220,12 +221,13 @@ pub(super) async fn describe(
     responses(
         (status = 200, description = "The cluster after scaling", body = ClusterInfo),
         (status = 400, description = "Invalid counts", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster or worker group", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
+        Refusals, Bodies,
     ))]
 pub(super) async fn scale(
     State(s): State<AppState>,
@@ -240,7 +242,7 @@ pub(super) async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?.into()))
+    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?))
 }
 
 /// Wait until a cluster is ready (long poll).
@@ -253,11 +255,11 @@ pub(super) async fn scale(
     responses(
         (status = 200, description = "The cluster, ready", body = ClusterInfo),
         (status = 400, description = "Bad timeout", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster (or it was deleted while waiting)", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals,
     ))]
 pub(super) async fn wait(
     State(s): State<AppState>,
@@ -271,6 +273,6 @@ pub(super) async fn wait(
     while let Some(update) = updates.next().await {
         last = Some(update?);
     }
-    last.map(|info| Json(info.into()))
+    last.map(Json)
         .ok_or_else(|| Error::Internal("the wait ended without a status".into()).into())
 }

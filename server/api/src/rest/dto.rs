@@ -10,262 +10,10 @@ use crate::{
     service::Created,
 };
 
-/// A cluster's summary.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct ClusterInfo {
-    /// Cluster name.
-    pub name: String,
-    /// Namespace.
-    pub namespace: String,
-    /// `creating`, `running`, `ready`, `suspended`, `unschedulable`,
-    /// `image-pull-error`, `crash-loop`, `containers-creating`,
-    /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
-    pub status: String,
-    /// Head pod IP, else head service IP.
-    pub head_ip: Option<String>,
-    /// Ray dashboard.
-    pub dashboard_url: Option<String>,
-    /// Ray client address.
-    pub client_url: Option<String>,
-    /// Jupyter, when on.
-    pub notebook_url: Option<String>,
-    /// code-server, when on.
-    pub code_server_url: Option<String>,
-    /// SSH, when on.
-    pub ssh_url: Option<String>,
-    /// Desired workers over all groups.
-    pub num_workers: u32,
-    /// Whether Ray's autoscaler runs.
-    pub autoscaling_enabled: bool,
-    /// Creation time (RFC 3339).
-    pub created_at: Option<String>,
-    /// Workers KubeRay reports ready.
-    pub ready_workers: u32,
-    /// Whether suspended.
-    pub suspended: bool,
-    /// Subject that created it through krayne.
-    pub created_by: Option<String>,
-    /// Kubernetes resourceVersion this summary was read at.
-    pub resource_version: Option<String>,
-}
+pub(super) use crate::domain::{ClusterDetails, ClusterInfo, NamespaceAccess};
 
-impl From<domain::ClusterInfo> for ClusterInfo {
-    fn from(i: domain::ClusterInfo) -> Self {
-        Self {
-            name: i.name,
-            namespace: i.namespace,
-            status: i.status.as_str().to_owned(),
-            head_ip: i.head_ip,
-            dashboard_url: i.dashboard_url,
-            client_url: i.client_url,
-            notebook_url: i.notebook_url,
-            code_server_url: i.code_server_url,
-            ssh_url: i.ssh_url,
-            num_workers: i.num_workers,
-            autoscaling_enabled: i.autoscaling_enabled,
-            created_at: i.created_at,
-            ready_workers: i.ready_workers,
-            suspended: i.suspended,
-            created_by: i.created_by,
-            resource_version: i.resource_version,
-        }
-    }
-}
-
-/// A cluster's full picture.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct ClusterDetails {
-    /// The summary.
-    pub info: ClusterInfo,
-    /// The head as deployed.
-    pub head: HeadDetails,
-    /// Worker groups as deployed.
-    pub worker_groups: Vec<WorkerGroupDetails>,
-    /// Ray version from the head image tag.
-    pub ray_version: String,
-    /// Python version (`unknown`, as Krayne reports it).
-    pub python_version: String,
-    /// Services on the head.
-    pub services: Vec<String>,
-    /// KubeRay's conditions.
-    pub conditions: Vec<Condition>,
-    /// Pods, head first.
-    pub pods: Vec<PodInfo>,
-    /// Recent events, oldest first.
-    pub events: Vec<EventInfo>,
-}
-
-/// The head as deployed.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct HeadDetails {
-    /// CPU.
-    pub cpus: String,
-    /// Memory.
-    pub memory: String,
-    /// GPUs.
-    pub gpus: u32,
-    /// Image.
-    pub image: String,
-    /// Whether Ray schedules tasks on the head.
-    pub runs_tasks: bool,
-}
-
-/// A worker group as deployed.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct WorkerGroupDetails {
-    /// Name.
-    pub name: String,
-    /// Desired workers.
-    pub replicas: u32,
-    /// Lower bound.
-    pub min_replicas: u32,
-    /// Upper bound.
-    pub max_replicas: u32,
-    /// CPU per worker.
-    pub cpus: String,
-    /// Memory per worker.
-    pub memory: String,
-    /// GPUs per worker.
-    pub gpus: u32,
-    /// Image.
-    pub image: String,
-}
-
-/// A Kubernetes-style condition.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct Condition {
-    /// Type.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False`, `Unknown`.
-    pub status: String,
-    /// Reason.
-    pub reason: Option<String>,
-    /// Message.
-    pub message: Option<String>,
-    /// Last change.
-    pub last_transition_time: Option<String>,
-}
-
-/// A pod of the cluster.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct PodInfo {
-    /// Name.
-    pub name: String,
-    /// `head` or `worker`.
-    pub node_type: String,
-    /// Worker group; empty for the head.
-    pub group: String,
-    /// Phase.
-    pub phase: String,
-    /// Ready.
-    pub ready: bool,
-    /// What is wrong, if anything.
-    pub reason: Option<String>,
-    /// Detail.
-    pub message: Option<String>,
-    /// Pod IP.
-    pub pod_ip: Option<String>,
-    /// Node.
-    pub node_name: Option<String>,
-    /// Container restarts.
-    pub restarts: u32,
-    /// Creation time.
-    pub created_at: Option<String>,
-}
-
-/// A Kubernetes event.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct EventInfo {
-    /// `Normal` or `Warning`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Reason.
-    pub reason: String,
-    /// Message.
-    pub message: String,
-    /// Kind of the object.
-    pub object_kind: String,
-    /// Name of the object.
-    pub object_name: String,
-    /// Occurrences.
-    pub count: u32,
-    /// Last occurrence.
-    pub last_seen: Option<String>,
-}
-
-impl From<domain::ClusterDetails> for ClusterDetails {
-    fn from(d: domain::ClusterDetails) -> Self {
-        Self {
-            info: d.info.into(),
-            head: HeadDetails {
-                cpus: d.head.cpus,
-                memory: d.head.memory,
-                gpus: d.head.gpus,
-                image: d.head.image,
-                runs_tasks: d.head.runs_tasks,
-            },
-            worker_groups: d
-                .worker_groups
-                .into_iter()
-                .map(|g| WorkerGroupDetails {
-                    name: g.name,
-                    replicas: g.replicas,
-                    min_replicas: g.min_replicas,
-                    max_replicas: g.max_replicas,
-                    cpus: g.cpus,
-                    memory: g.memory,
-                    gpus: g.gpus,
-                    image: g.image,
-                })
-                .collect(),
-            ray_version: d.ray_version,
-            python_version: d.python_version,
-            services: d.services,
-            conditions: d
-                .conditions
-                .into_iter()
-                .map(|c| Condition {
-                    type_: c.type_,
-                    status: c.status,
-                    reason: c.reason,
-                    message: c.message,
-                    last_transition_time: c.last_transition_time,
-                })
-                .collect(),
-            pods: d
-                .pods
-                .into_iter()
-                .map(|p| PodInfo {
-                    name: p.name,
-                    node_type: p.node_type,
-                    group: p.group,
-                    phase: p.phase,
-                    ready: p.ready,
-                    reason: p.reason,
-                    message: p.message,
-                    pod_ip: p.pod_ip,
-                    node_name: p.node_name,
-                    restarts: p.restarts,
-                    created_at: p.created_at,
-                })
-                .collect(),
-            events: d
-                .events
-                .into_iter()
-                .map(|e| EventInfo {
-                    type_: e.type_,
-                    reason: e.reason,
-                    message: e.message,
-                    object_kind: e.object_kind,
-                    object_name: e.object_name,
-                    count: e.count,
-                    last_seen: e.last_seen,
-                })
-                .collect(),
-        }
-    }
-}
+/// The caller as the server sees them (the schema is named `WhoAmI`).
+pub(super) type WhoAmI = domain::Identity;
 
 /// One page of clusters.
 #[derive(Debug, Serialize, ToSchema)]
@@ -276,10 +24,10 @@ pub(super) struct ClusterList {
     pub next_page_token: Option<String>,
 }
 
-impl From<Page<domain::ClusterInfo>> for ClusterList {
-    fn from(p: Page<domain::ClusterInfo>) -> Self {
+impl From<Page<ClusterInfo>> for ClusterList {
+    fn from(p: Page<ClusterInfo>) -> Self {
         Self {
-            clusters: p.items.into_iter().map(Into::into).collect(),
+            clusters: p.items,
             next_page_token: p.next_page_token,
         }
     }
@@ -298,7 +46,7 @@ pub(super) struct CreateClusterResponse {
 impl From<Created> for CreateClusterResponse {
     fn from(c: Created) -> Self {
         Self {
-            cluster: c.cluster.into(),
+            cluster: c.cluster,
             manifest: c.manifest,
         }
     }
@@ -319,27 +67,6 @@ pub(super) struct ScaleRequest {
     pub max_replicas: Option<u32>,
 }
 
-/// A namespace and the caller's role on it.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct NamespaceAccess {
-    /// Namespace.
-    pub namespace: String,
-    /// `viewer`, `editor` or `admin`.
-    pub role: String,
-    /// Teams whose grants match it.
-    pub via_teams: Vec<String>,
-}
-
-impl From<domain::NamespaceAccess> for NamespaceAccess {
-    fn from(n: domain::NamespaceAccess) -> Self {
-        Self {
-            namespace: n.namespace,
-            role: n.role.as_str().to_owned(),
-            via_teams: n.via_teams,
-        }
-    }
-}
-
 /// One page of namespaces.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct NamespaceList {
@@ -347,58 +74,6 @@ pub(super) struct NamespaceList {
     pub namespaces: Vec<NamespaceAccess>,
     /// Pass as `page_token` for the next page; absent on the last.
     pub next_page_token: Option<String>,
-}
-
-/// A grant of the team mapping.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct Grant {
-    /// Team.
-    pub team: String,
-    /// Namespace or `prefix*`.
-    pub pattern: String,
-    /// Role.
-    pub role: String,
-}
-
-/// The caller as the server sees them.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct WhoAmI {
-    /// Subject.
-    pub subject: String,
-    /// E-mail.
-    pub email: Option<String>,
-    /// Groups from the token.
-    pub groups: Vec<String>,
-    /// Teams from the mapping.
-    pub teams: Vec<String>,
-    /// Whether a global admin.
-    pub global_admin: bool,
-    /// Effective role per existing namespace.
-    pub namespaces: Vec<NamespaceAccess>,
-    /// Every grant that applies, including patterns matching nothing yet.
-    pub grants: Vec<Grant>,
-}
-
-impl From<domain::Identity> for WhoAmI {
-    fn from(i: domain::Identity) -> Self {
-        Self {
-            subject: i.subject,
-            email: i.email,
-            groups: i.groups,
-            teams: i.teams,
-            global_admin: i.global_admin,
-            namespaces: i.namespaces.into_iter().map(Into::into).collect(),
-            grants: i
-                .grants
-                .into_iter()
-                .map(|g| Grant {
-                    team: g.team,
-                    pattern: g.pattern,
-                    role: g.role.as_str().to_owned(),
-                })
-                .collect(),
-        }
-    }
 }
 
 /// Query of list routes.

@@ -7,6 +7,7 @@ use super::{
     dto::{NamespaceList, PageQuery, WhoAmI},
     extract::{Caller, QueryOf},
     problem::{ApiError, Problem},
+    responses::{KubernetesReads, Refusals},
 };
 use crate::domain::PageRequest;
 
@@ -17,11 +18,10 @@ use crate::domain::PageRequest;
 #[utoipa::path(get, path = "/v1/whoami", tag = "identity",
     responses(
         (status = 200, description = "The caller", body = WhoAmI),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
-    Ok(Json(s.service.whoami(&cx).await?.into()))
+    Ok(Json(s.service.whoami(&cx).await?))
 }
 
 /// The namespaces the caller may use, with their role.
@@ -29,8 +29,7 @@ pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Res
     responses(
         (status = 200, description = "One page of namespaces", body = NamespaceList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
+        Refusals, KubernetesReads,
     ))]
 pub(super) async fn namespaces(
     State(s): State<AppState>,
@@ -40,7 +39,7 @@ pub(super) async fn namespaces(
     let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
     let p = s.service.namespaces(&cx, &page).await?;
     Ok(Json(NamespaceList {
-        namespaces: p.items.into_iter().map(Into::into).collect(),
+        namespaces: p.items,
         next_page_token: p.next_page_token,
     }))
 }

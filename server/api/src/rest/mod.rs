@@ -8,6 +8,7 @@ mod dto;
 mod extract;
 mod identity;
 mod problem;
+mod responses;
 
 use std::time::Duration;
 

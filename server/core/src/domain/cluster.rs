@@ -89,43 +89,48 @@ impl Serialize for ClusterStatus {
 
 /// A cluster's summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct ClusterInfo {
-    /// Name.
+    /// Cluster name.
     pub name: String,
     /// Namespace.
     pub namespace: String,
-    /// Derived status.
+    /// `creating`, `running`, `ready`, `suspended`, `unschedulable`,
+    /// `image-pull-error`, `crash-loop`, `containers-creating`,
+    /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
+    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub status: ClusterStatus,
     /// Head pod IP, else head service IP.
     pub head_ip: Option<String>,
-    /// `http://<head_ip>:8265`.
+    /// Ray dashboard.
     pub dashboard_url: Option<String>,
-    /// `ray://<head_ip>:10001`.
+    /// Ray client address.
     pub client_url: Option<String>,
-    /// `http://<head_ip>:8888` when the notebook is on.
+    /// Jupyter, when on.
     pub notebook_url: Option<String>,
-    /// `http://<head_ip>:8443` when code-server is on.
+    /// code-server, when on.
     pub code_server_url: Option<String>,
-    /// `ssh://<head_ip>:22` when ssh is on.
+    /// SSH, when on.
     pub ssh_url: Option<String>,
     /// Desired workers over all groups.
     pub num_workers: u32,
-    /// Whether Ray's autoscaler is on.
+    /// Whether Ray's autoscaler runs.
     pub autoscaling_enabled: bool,
-    /// Creation time (RFC 3339), as Kubernetes reports it.
+    /// Creation time (RFC 3339).
     pub created_at: Option<String>,
     /// Workers KubeRay reports ready.
     pub ready_workers: u32,
-    /// `spec.suspend`.
+    /// Whether suspended.
     pub suspended: bool,
     /// Subject that created it through krayne.
     pub created_by: Option<String>,
-    /// Kubernetes `resourceVersion`, for read-your-writes and conflicts.
+    /// Kubernetes resourceVersion this summary was read at.
     pub resource_version: Option<String>,
 }
 
 /// A cluster's full picture.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct ClusterDetails {
     /// The summary.
     pub info: ClusterInfo,
@@ -133,28 +138,29 @@ pub struct ClusterDetails {
     pub head: HeadDetails,
     /// Worker groups as deployed.
     pub worker_groups: Vec<WorkerGroupDetails>,
-    /// Ray version from the head image tag, or `unknown`.
+    /// Ray version from the head image tag.
     pub ray_version: String,
-    /// Python version; Krayne 0.3.8 always reports `unknown`.
+    /// Python version (`unknown`, as Krayne reports it).
     pub python_version: String,
-    /// Services on the head: `dashboard`, `client`, then enabled extras.
+    /// Services on the head.
     pub services: Vec<String>,
     /// KubeRay's conditions.
     pub conditions: Vec<Condition>,
-    /// The cluster's pods, head first.
+    /// Pods, head first.
     pub pods: Vec<PodInfo>,
-    /// Recent events about the cluster and its pods, oldest first.
+    /// Recent events, oldest first.
     pub events: Vec<EventInfo>,
 }
 
 /// The head as deployed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct HeadDetails {
-    /// CPU request.
+    /// CPU.
     pub cpus: String,
-    /// Memory request.
+    /// Memory.
     pub memory: String,
-    /// GPU request.
+    /// GPUs.
     pub gpus: u32,
     /// Image.
     pub image: String,
@@ -164,20 +170,21 @@ pub struct HeadDetails {
 
 /// A worker group as deployed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct WorkerGroupDetails {
-    /// Group name.
+    /// Name.
     pub name: String,
     /// Desired workers.
     pub replicas: u32,
-    /// Autoscaler lower bound.
+    /// Lower bound.
     pub min_replicas: u32,
-    /// Autoscaler upper bound.
+    /// Upper bound.
     pub max_replicas: u32,
-    /// CPU request per worker.
+    /// CPU per worker.
     pub cpus: String,
-    /// Memory request per worker.
+    /// Memory per worker.
     pub memory: String,
-    /// GPU request per worker.
+    /// GPUs per worker.
     pub gpus: u32,
     /// Image.
     pub image: String,
@@ -185,36 +192,38 @@ pub struct WorkerGroupDetails {
 
 /// A Kubernetes-style condition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Condition {
-    /// Type, e.g. `HeadPodReady`.
+    /// Type.
     #[serde(rename = "type")]
     pub type_: String,
-    /// `True`, `False` or `Unknown`.
+    /// `True`, `False`, `Unknown`.
     pub status: String,
-    /// Machine-readable reason.
+    /// Reason.
     pub reason: Option<String>,
-    /// Human-readable message.
+    /// Message.
     pub message: Option<String>,
-    /// Last change (RFC 3339).
+    /// Last change.
     pub last_transition_time: Option<String>,
 }
 
-/// One pod of a cluster.
+/// A pod of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct PodInfo {
-    /// Pod name.
+    /// Name.
     pub name: String,
     /// `head` or `worker`.
     pub node_type: String,
     /// Worker group; empty for the head.
     pub group: String,
-    /// Pod phase.
+    /// Phase.
     pub phase: String,
-    /// Ready condition.
+    /// Ready.
     pub ready: bool,
-    /// What is wrong, e.g. `Unschedulable`, `ImagePullBackOff`.
+    /// What is wrong, if anything.
     pub reason: Option<String>,
-    /// Detail for `reason`.
+    /// Detail.
     pub message: Option<String>,
     /// Pod IP.
     pub pod_ip: Option<String>,
@@ -222,27 +231,28 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     /// Container restarts.
     pub restarts: u32,
-    /// Creation time (RFC 3339).
+    /// Creation time.
     pub created_at: Option<String>,
 }
 
 /// A Kubernetes event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct EventInfo {
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: String,
-    /// Reason, e.g. `FailedScheduling`.
+    /// Reason.
     pub reason: String,
     /// Message.
     pub message: String,
-    /// Kind of the object it is about.
+    /// Kind of the object.
     pub object_kind: String,
-    /// Name of the object it is about.
+    /// Name of the object.
     pub object_name: String,
     /// Occurrences.
     pub count: u32,
-    /// Last occurrence (RFC 3339).
+    /// Last occurrence.
     pub last_seen: Option<String>,
 }
 

@@ -2,19 +2,22 @@
 
 use super::{Grant, Role};
 
-/// A namespace and the caller's effective role on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A namespace and the caller's role on it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct NamespaceAccess {
     /// Namespace.
     pub namespace: String,
-    /// Highest role any grant gives.
+    /// `viewer`, `editor` or `admin`.
+    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub role: Role,
     /// Teams whose grants match it.
     pub via_teams: Vec<String>,
 }
 
 /// The caller as the server sees them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = WhoAmI))]
 pub struct Identity {
     /// Subject.
     pub subject: String,
@@ -28,6 +31,6 @@ pub struct Identity {
     pub global_admin: bool,
     /// Effective role per existing namespace.
     pub namespaces: Vec<NamespaceAccess>,
-    /// Every grant that applies, as written.
+    /// Every grant that applies, including patterns matching nothing yet.
     pub grants: Vec<Grant>,
 }

@@ -53,14 +53,16 @@ impl Action {
     }
 }
 
-/// One line of the team mapping that applies to a principal.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A grant of the team mapping.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Grant {
-    /// Team name.
+    /// Team.
     pub team: String,
-    /// A namespace, or a prefix ending in `*`.
+    /// Namespace or `prefix*`.
     pub pattern: String,
-    /// Role granted.
+    /// Role.
+    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub role: Role,
 }
 
