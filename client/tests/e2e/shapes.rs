@@ -1,6 +1,6 @@
 //! One shape per answer: the same cluster (and caller) read over REST and
 //! over gRPC — in protobuf's JSON mapping, as `krayne -o json` prints it —
-//! carry the same fields with the same values.
+//! carry the same fields with the same values; so do audit events.
 
 use std::time::Duration;
 
@@ -83,5 +83,20 @@ async fn rest_and_grpc_answers_carry_the_same_fields() {
     let whoami = to_json(&client.whoami().await.unwrap()).unwrap();
     let rest = alice.get("/v1/whoami").await.expect(200).body;
     compare("whoami", &rest, &whoami, &mut problems);
+
+    let admin = Client::connect(env.url()).await.unwrap().with_token(env.admin());
+    let query = krayne_client::AuditQuery {
+        action: "cluster.create".into(),
+        ..krayne_client::AuditQuery::default()
+    };
+    let page = admin.audit_page(&query, "").await.unwrap();
+    let grpc_event = to_json(&page.events[0]).unwrap();
+    let rest = env
+        .rest(&env.admin())
+        .get("/v1/audit?action=cluster.create")
+        .await
+        .expect(200)
+        .body;
+    compare("audit", &rest["events"][0], &grpc_event, &mut problems);
     assert!(problems.is_empty(), "REST and gRPC differ:\n{}", problems.join("\n"));
 }

@@ -157,32 +157,32 @@ pub(crate) fn namespace_access(n: domain::NamespaceAccess) -> pb::NamespaceAcces
     }
 }
 
-/// An audit row as the proto message.
-pub(crate) fn audit_event(e: domain::audit::AuditEntry) -> pb::AuditEvent {
+/// An audit event (the view REST serves as it is) as the proto message.
+pub(crate) fn audit_event(e: domain::audit::AuditEvent) -> pb::AuditEvent {
     pb::AuditEvent {
         occurred_at: timestamp(Some(&e.occurred_at)),
         completed_at: timestamp(e.completed_at.as_deref()),
         id: e.id,
-        request_id: e.meta.request_id,
+        request_id: e.request_id,
         actor: Some(pb::Actor {
-            subject: e.subject,
-            email: e.email,
-            groups: e.groups,
-            teams: e.teams,
+            subject: e.actor.subject,
+            email: e.actor.email,
+            groups: e.actor.groups,
+            teams: e.actor.teams,
         }),
-        source_ip: e.meta.source_ip,
-        user_agent: e.meta.user_agent,
-        transport: e.meta.transport.as_str().to_owned(),
+        source_ip: e.source_ip,
+        user_agent: e.user_agent,
+        transport: e.transport,
         action: e.action,
         namespace: e.namespace,
         cluster: e.cluster,
-        request_summary: to_struct(e.summary),
-        outcome: e.outcome.as_str().to_owned(),
+        request_summary: to_struct(e.request_summary),
+        outcome: e.outcome,
         http_status: e.http_status.map(u32::from),
         grpc_code: e.grpc_code,
         error: e.error,
         duration_ms: e.duration_ms,
-        correlation_id: e.meta.correlation_id,
+        correlation_id: e.correlation_id,
     }
 }
 

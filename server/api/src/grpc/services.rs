@@ -257,7 +257,7 @@ impl audit_service_server::AuditService for Grpc {
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ListAuditEventsResponse {
-            events: p.items.into_iter().map(convert::audit_event).collect(),
+            events: p.items.into_iter().map(|e| convert::audit_event(e.into())).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),
         }))
     }

@@ -1,5 +1,6 @@
 //! What one audit row says.
 
+use serde::Serialize;
 use serde_json::Value;
 
 /// How a request ended, as the audit log records it.
@@ -201,4 +202,93 @@ pub struct AuditFilter {
     pub since: Option<String>,
     /// Before this time (RFC 3339).
     pub until: Option<String>,
+}
+
+/// Who made an audited request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Actor {
+    /// Token subject (empty when the token was refused).
+    pub subject: String,
+    /// E-mail.
+    pub email: Option<String>,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Teams.
+    pub teams: Vec<String>,
+}
+
+/// One audited request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct AuditEvent {
+    /// Event id (UUID v7, time-ordered).
+    pub id: String,
+    /// When the request arrived.
+    pub occurred_at: String,
+    /// When its outcome was recorded.
+    pub completed_at: Option<String>,
+    /// The server's request id (UUID v7), as answered in `x-request-id`
+    /// and sent to Kubernetes; never chosen by the client.
+    pub request_id: String,
+    /// The id the client sent (`x-correlation-id` or `x-request-id`),
+    /// echoed back in `x-correlation-id`.
+    pub correlation_id: Option<String>,
+    /// The caller.
+    pub actor: Actor,
+    /// Client address.
+    pub source_ip: Option<String>,
+    /// Client user agent.
+    pub user_agent: Option<String>,
+    /// `rest` or `grpc`.
+    pub transport: String,
+    /// `cluster.create`, `cluster.scale`, `cluster.delete`, `auth.denied`, …
+    pub action: String,
+    /// Namespace acted on.
+    pub namespace: Option<String>,
+    /// Cluster acted on.
+    pub cluster: Option<String>,
+    /// What was asked, without secrets.
+    #[cfg_attr(feature = "schema", schema(value_type = Object))]
+    pub request_summary: Value,
+    /// `pending`, `succeeded`, `failed`, `denied`, `invalid` or `unknown`.
+    pub outcome: String,
+    /// HTTP status of the answer.
+    pub http_status: Option<u16>,
+    /// gRPC code of the answer.
+    pub grpc_code: Option<String>,
+    /// Error message given to the caller.
+    pub error: Option<String>,
+    /// Duration in milliseconds.
+    pub duration_ms: Option<u64>,
+}
+
+impl From<AuditEntry> for AuditEvent {
+    fn from(e: AuditEntry) -> Self {
+        Self {
+            id: e.id,
+            occurred_at: e.occurred_at,
+            completed_at: e.completed_at,
+            request_id: e.meta.request_id,
+            correlation_id: e.meta.correlation_id,
+            actor: Actor {
+                subject: e.subject,
+                email: e.email,
+                groups: e.groups,
+                teams: e.teams,
+            },
+            source_ip: e.meta.source_ip,
+            user_agent: e.meta.user_agent,
+            transport: e.meta.transport.as_str().to_owned(),
+            action: e.action,
+            namespace: e.namespace,
+            cluster: e.cluster,
+            request_summary: e.summary,
+            outcome: e.outcome.as_str().to_owned(),
+            http_status: e.http_status,
+            grpc_code: e.grpc_code,
+            error: e.error,
+            duration_ms: e.duration_ms,
+        }
+    }
 }
