@@ -198,7 +198,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     );
     (parts.service, parts.rest, parts.connections) = settings(&args.http);
     parts.service.audit_reads = args.audit_reads;
-    parts.trusted_proxies = TrustedProxies::parse(&args.http.trusted_proxies)?;
+    let header = args
+        .http
+        .trusted_proxy_header
+        .parse()
+        .map_err(|e| format!("--trusted-proxy-header {e}"))?;
+    parts.trusted_proxies = TrustedProxies::parse(&args.http.trusted_proxies)?.with_header(header);
     parts.reflection_needs_token = args.http.grpc_reflection_requires_token;
     parts.grace = Duration::from_secs(args.http.shutdown_grace_seconds);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;

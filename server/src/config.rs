@@ -136,6 +136,10 @@ pub struct HttpArgs {
     /// other peer those headers are ignored and the source is the peer.
     #[arg(long, env = "KRAYNE_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
+    /// The forwarding header the trusted proxies write, `x-forwarded-for`
+    /// or `forwarded`; the other is ignored (a client could write it).
+    #[arg(long, env = "KRAYNE_TRUSTED_PROXY_HEADER", default_value = "x-forwarded-for")]
+    pub trusted_proxy_header: String,
     /// Require a valid token for gRPC server reflection (health checks
     /// never need one).
     #[arg(long, env = "KRAYNE_GRPC_REFLECTION_REQUIRES_TOKEN")]

@@ -132,12 +132,17 @@ impl H2 {
         }
     }
 
-    /// Opens a gRPC stream to `path` with `headers` (besides the content
-    /// type and `te`), sends `body` if any, and ends the request when `end`.
+    /// Opens a gRPC stream to `path` with `headers` (and `te`, and the
+    /// content type `application/grpc` unless `headers` name one), sends
+    /// `body` if any, and ends the request when `end`.
     pub async fn open(&mut self, path: &str, headers: &[(&str, &str)], body: Option<Bytes>, end: bool) -> Stream {
-        let mut request = http::Request::post(format!("http://{}{path}", self.authority))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers");
+        let mut request = http::Request::post(format!("http://{}{path}", self.authority)).header("te", "trailers");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        {
+            request = request.header("content-type", "application/grpc");
+        }
         for (name, value) in headers {
             request = request.header(*name, *value);
         }

@@ -1,4 +1,10 @@
-//! Kubernetes errors → the domain enum, in one place.
+//! Kubernetes errors → the domain enum, in one place; and the refusals of
+//! krayne's own RBAC, which are an operator's problem, never the caller's.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
 use kube::core::Status;
 
@@ -36,15 +42,89 @@ fn from_status(s: &Status) -> Error {
             }
             Error::InvalidArgument(v)
         }
-        // Kubernetes refusing krayne is krayne's misconfiguration (a rule
-        // missing from its Role), not the caller's lack of rights: a 500,
-        // whose detail (logged, never answered) does not name the account.
-        (403, _) => Error::Internal("Kubernetes forbade krayne's own request (RBAC); see the error log".into()),
+        // RBAC refusing krayne is krayne's misconfiguration (a rule missing
+        // from its Role), not the caller's lack of rights: a 500 whose
+        // detail (logged, never answered) does not name the account. Other
+        // 403s (an exceeded ResourceQuota, an admission webhook, a
+        // namespace being deleted) are about the request: said as they are.
+        (403, _) => match rbac_refusal(&s.message) {
+            Some(rule) => {
+                forbidden(&rule);
+                Error::Internal("Kubernetes forbade krayne's own request (RBAC); see the error log".into())
+            }
+            None => Error::FailedPrecondition(format!("Kubernetes refused the request: {}", s.message)),
+        },
         (401, _) => Error::Unavailable("Kubernetes rejected krayne's credentials".into()),
         (429, _) => Error::Unavailable("Kubernetes is throttling requests; try again shortly".into()),
         (code, _) if code >= 500 => Error::Unavailable(format!("Kubernetes answered {code}")),
         _ => Error::Internal(format!("unexpected Kubernetes answer {}: {}", s.code, s.message)),
     }
+}
+
+/// What RBAC refused, read from its message: `… User "system:…" cannot
+/// patch resource "rayclusters" in API group "ray.io" in the namespace
+/// "ml-team"` (or `at the cluster scope`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RbacRule {
+    verb: String,
+    resource: String,
+    namespace: Option<String>,
+}
+
+fn rbac_refusal(message: &str) -> Option<RbacRule> {
+    let (_, rest) = message.split_once(" cannot ")?;
+    let (verb, rest) = rest.split_once(" resource \"")?;
+    let (resource, rest) = rest.split_once('"')?;
+    let namespace = rest
+        .split_once("in the namespace \"")
+        .and_then(|(_, ns)| ns.split_once('"'))
+        .map(|(ns, _)| ns.to_owned());
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-._*/".contains(c));
+    (plain(verb) && plain(resource)).then(|| RbacRule {
+        verb: verb.to_owned(),
+        resource: resource.to_owned(),
+        namespace,
+    })
+}
+
+/// The latest RBAC refusal of this process (one Kubernetes client).
+static LAST_FORBIDDEN: Mutex<Option<(String, Instant)>> = Mutex::new(None);
+
+/// How long `/readyz` reports an RBAC refusal.
+const REPORTED_FOR: Duration = Duration::from_secs(600);
+
+/// Logs, counts and remembers an RBAC refusal of krayne's own request.
+fn forbidden(rule: &RbacRule) {
+    let scope = rule
+        .namespace
+        .as_deref()
+        .map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns}"));
+    let what = format!("{} {} {scope}", rule.verb, rule.resource);
+    tracing::error!(
+        verb = %rule.verb,
+        resource = %rule.resource,
+        namespace = rule.namespace.as_deref().unwrap_or(""),
+        "Kubernetes forbade krayne's own request: its ServiceAccount's RBAC lacks a rule for {what}"
+    );
+    metrics::counter!(
+        "krayne_kube_forbidden_total",
+        "verb" => rule.verb.clone(),
+        "resource" => rule.resource.clone(),
+        "namespace" => rule.namespace.clone().unwrap_or_default()
+    )
+    .increment(1);
+    *LAST_FORBIDDEN.lock().unwrap_or_else(|p| p.into_inner()) = Some((what, Instant::now()));
+}
+
+/// What `/readyz` should report about krayne's RBAC: the latest refusal in
+/// the last ten minutes.
+pub(super) fn rbac_problem() -> Option<String> {
+    let last = LAST_FORBIDDEN.lock().unwrap_or_else(|p| p.into_inner());
+    let (what, at) = last.as_ref().filter(|(_, at)| at.elapsed() < REPORTED_FOR)?;
+    Some(format!(
+        "Kubernetes forbade krayne's {what} {} s ago: its ServiceAccount's RBAC lacks that rule",
+        at.elapsed().as_secs()
+    ))
 }
 
 #[cfg(test)]
@@ -72,6 +152,28 @@ mod tests {
     }
 
     #[test]
+    fn rbac_refusals_are_told_from_other_403s() {
+        let rbac = r#"rayclusters.ray.io "a" is forbidden: User "system:serviceaccount:krayne:krayne" cannot patch resource "rayclusters" in API group "ray.io" in the namespace "ml-team""#;
+        assert_eq!(
+            rbac_refusal(rbac),
+            Some(RbacRule {
+                verb: "patch".into(),
+                resource: "rayclusters".into(),
+                namespace: Some("ml-team".into()),
+            })
+        );
+        let cluster_scope = r#"namespaces is forbidden: User "u" cannot list resource "namespaces" in API group "" at the cluster scope"#;
+        assert_eq!(rbac_refusal(cluster_scope).unwrap().namespace, None);
+        for other in [
+            r#"rayclusters.ray.io "a" is forbidden: exceeded quota: compute, requested: limits.cpu=8"#,
+            r#"admission webhook "validate.kyverno.svc" denied the request: images must be signed"#,
+            r#"pods "p" is forbidden: unable to create new content in namespace ml because it is being terminated"#,
+        ] {
+            assert_eq!(rbac_refusal(other), None, "{other}");
+        }
+    }
+
+    #[test]
     fn statuses_map_to_the_domain() {
         let code = |e: kube::Error| translate(e).code();
         assert!(matches!(
@@ -90,7 +192,7 @@ mod tests {
         ));
         assert_eq!(code(status(409, "AlreadyExists", "rayclusters")), "already_exists");
         assert_eq!(code(status(409, "Conflict", "rayclusters")), "conflict");
-        assert_eq!(code(status(403, "Forbidden", "rayclusters")), "internal");
+        assert_eq!(code(status(403, "Forbidden", "rayclusters")), "failed_precondition");
         assert_eq!(code(status(503, "ServiceUnavailable", "")), "unavailable");
         assert_eq!(code(status(429, "TooManyRequests", "")), "unavailable");
         let invalid = translate(status(422, "Invalid", "RayCluster"));

@@ -316,6 +316,6 @@ impl ClusterStore for KubeClusterStore {
     }
 
     fn problems(&self) -> Vec<String> {
-        metered::rbac_problem().into_iter().collect()
+        errors::rbac_problem().into_iter().collect()
     }
 }

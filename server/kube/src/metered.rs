@@ -1,14 +1,12 @@
 //! Counts every request krayne makes to Kubernetes — its own calls and the
 //! cache's lists and watches — by verb and resource, as a tower layer on
-//! the kube client; and notices when Kubernetes forbids one (krayne's own
-//! RBAC lacks a rule: an operator's problem, never the caller's).
+//! the kube client.
 
 use std::{
     future::Future,
     pin::Pin,
-    sync::Mutex,
     task::{Context, Poll},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use http::{Request, Response};
@@ -47,7 +45,6 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let (verb, resource) = labels(request.method().as_str(), request.uri().path(), request.uri().query());
-        let namespace = namespace_of(request.uri().path());
         let started = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
@@ -60,65 +57,11 @@ where
             let labels = [("verb", verb), ("resource", resource)];
             metrics::histogram!("krayne_kube_request_duration_seconds", &labels)
                 .record(started.elapsed().as_secs_f64());
-            if matches!(&result, Ok(r) if r.status() == http::StatusCode::FORBIDDEN) {
-                forbidden(&labels[0].1, &labels[1].1, namespace.as_deref());
-            }
             let [verb, resource] = labels;
             metrics::counter!("krayne_kube_requests_total", &[verb, resource, ("outcome", outcome)]).increment(1);
             result
         })
     }
-}
-
-/// A request Kubernetes forbade.
-struct Forbidden {
-    what: String,
-    at: Instant,
-}
-
-/// The latest forbidden request of this process (one Kubernetes client).
-static LAST_FORBIDDEN: Mutex<Option<Forbidden>> = Mutex::new(None);
-
-/// How long `/readyz` reports a forbidden request.
-const REPORTED_FOR: Duration = Duration::from_secs(600);
-
-/// Logs, counts and remembers a request Kubernetes forbade.
-fn forbidden(verb: &str, resource: &str, namespace: Option<&str>) {
-    let scope = namespace.map_or_else(|| "cluster-wide".to_owned(), |ns| format!("in namespace {ns}"));
-    let what = format!("{verb} {resource} {scope}");
-    tracing::error!(
-        verb,
-        resource,
-        namespace = namespace.unwrap_or(""),
-        "Kubernetes forbade krayne's own request: its ServiceAccount's RBAC lacks a rule for {what}"
-    );
-    metrics::counter!("krayne_kube_forbidden_total", "verb" => verb.to_owned(), "resource" => resource.to_owned())
-        .increment(1);
-    *LAST_FORBIDDEN.lock().unwrap_or_else(|p| p.into_inner()) = Some(Forbidden {
-        what,
-        at: Instant::now(),
-    });
-}
-
-/// What `/readyz` should report about krayne's RBAC: the latest request
-/// Kubernetes forbade in the last ten minutes.
-pub(super) fn rbac_problem() -> Option<String> {
-    let last = LAST_FORBIDDEN.lock().unwrap_or_else(|p| p.into_inner());
-    let f = last.as_ref().filter(|f| f.at.elapsed() < REPORTED_FOR)?;
-    Some(format!(
-        "Kubernetes forbade krayne's {} {} s ago: its ServiceAccount's RBAC lacks that rule",
-        f.what,
-        f.at.elapsed().as_secs()
-    ))
-}
-
-/// The namespace a request path names, if any.
-fn namespace_of(path: &str) -> Option<String> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    segments
-        .windows(3)
-        .find(|w| w[0] == "namespaces")
-        .map(|w| w[1].to_owned())
 }
 
 /// The RBAC verb and the resource of a request, for metric labels.
@@ -147,18 +90,6 @@ fn labels(method: &str, path: &str, query: Option<&str>) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::labels;
-
-    #[test]
-    fn namespaces_of_paths() {
-        use super::namespace_of;
-        assert_eq!(
-            namespace_of("/apis/ray.io/v1/namespaces/ml/rayclusters/a").as_deref(),
-            Some("ml")
-        );
-        assert_eq!(namespace_of("/api/v1/namespaces/ml/pods").as_deref(), Some("ml"));
-        assert_eq!(namespace_of("/api/v1/namespaces/ml"), None);
-        assert_eq!(namespace_of("/apis/ray.io/v1/rayclusters"), None);
-    }
 
     #[test]
     fn verbs_and_resources() {

@@ -399,19 +399,34 @@ async fn source_addresses_come_from_trusted_proxies_only() {
         ("x-forwarded-for", "198.51.100.1, 203.0.113.7, 10.1.1.1"),
     )
     .await;
-    send(
-        &proxied,
-        "via-forwarded",
-        ("forwarded", "for=\"[2001:db8::7]:443\";proto=https"),
-    )
-    .await;
+    // The proxy writes X-Forwarded-For: a client's own `Forwarded` (passed
+    // through untouched by such proxies) names nobody.
+    send(&proxied, "spoofed", ("forwarded", "for=8.8.8.8")).await;
     let rows = await_rows(&proxied, "action=cluster.create", 2).await;
-    let by_cluster = |name: &str| {
+    let source = |rows: &[Value], name: &str| {
         rows.iter()
             .find(|r| r["cluster"] == name)
             .map(|r| r["source_ip"].clone())
             .unwrap()
     };
-    assert_eq!(by_cluster("via-xff"), "203.0.113.7");
-    assert_eq!(by_cluster("via-forwarded"), "2001:db8::7");
+    assert_eq!(source(&rows, "via-xff"), "203.0.113.7");
+    assert_eq!(source(&rows, "spoofed"), "127.0.0.1");
+
+    let rfc = Env::start_with(EnvOptions::with_args(&[
+        "--trusted-proxies",
+        "127.0.0.1",
+        "--trusted-proxy-header",
+        "forwarded",
+    ]))
+    .await;
+    send(
+        &rfc,
+        "via-forwarded",
+        ("forwarded", "for=\"[2001:db8::7]:443\";proto=https"),
+    )
+    .await;
+    send(&rfc, "xff-ignored", ("x-forwarded-for", "8.8.8.8")).await;
+    let rows = await_rows(&rfc, "action=cluster.create", 2).await;
+    assert_eq!(source(&rows, "via-forwarded"), "2001:db8::7");
+    assert_eq!(source(&rows, "xff-ignored"), "127.0.0.1");
 }

@@ -153,6 +153,65 @@ async fn unknown_grpc_methods_are_unimplemented() {
     }
 }
 
+/// A served method's path is gated whatever the content type says: no
+/// spelling of it reaches a handler without a token (found in review).
+#[tokio::test]
+async fn every_content_type_on_a_method_path_passes_the_gate() {
+    let env = Env::start().await;
+    let mut h2 = H2::connect(env.server.api).await;
+    let whoami = frame(&pb::WhoAmIRequest {}.encode_to_vec());
+    for content_type in [
+        "Application/GRPC",
+        "application/grpc-web",
+        "application/json",
+        "text/plain",
+    ] {
+        let answer = h2
+            .unary(WHOAMI, &[("content-type", content_type)], whoami.clone())
+            .await;
+        assert_eq!(answer.code, Code::Unauthenticated as i32, "{content_type}: {answer:?}");
+    }
+    let token = bearer(&env.alice());
+    let answer = h2
+        .unary(
+            WHOAMI,
+            &[("content-type", "Application/GRPC+proto"), ("authorization", &token)],
+            whoami,
+        )
+        .await;
+    assert_eq!(answer.code, 0, "{answer:?}");
+
+    // Closed reflection stays closed, and a silent body on health is still
+    // cut off at the deadline, whatever the content type.
+    let closed = Env::start_with(EnvOptions::with_args(&[
+        "--grpc-reflection-requires-token",
+        "--request-body-timeout-seconds",
+        "2",
+    ]))
+    .await;
+    let mut h2 = H2::connect(closed.server.api).await;
+    let list = frame(
+        &ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        }
+        .encode_to_vec(),
+    );
+    let reflection = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
+    let answer = h2.unary(reflection, &[("content-type", "text/plain")], list).await;
+    assert_eq!(answer.code, Code::Unauthenticated as i32, "{answer:?}");
+    let silent = h2
+        .open(
+            HEALTH,
+            &[("content-type", "text/plain"), ("content-length", "100")],
+            None,
+            false,
+        )
+        .await;
+    let answer = silent.grpc_answer(Duration::from_secs(8)).await.expect("an answer");
+    assert_eq!(answer.code, Code::DeadlineExceeded as i32, "{answer:?}");
+}
+
 /// Findings 1 and 6 for gRPC: a declared size over the message limit is
 /// refused at once, whatever comes after.
 #[tokio::test]

@@ -50,7 +50,9 @@ impl Authenticator {
     /// The caller of a request with this `Authorization` header.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Rejection> {
         let id = self.verifier.verify_header(authorization).await.map_err(|e| {
-            tracing::info!(reason = %e, "authentication failed");
+            // Debug, not info: a token-less flood must not become a log
+            // flood (the audit log aggregates refusals per source).
+            tracing::debug!(reason = %e, "authentication failed");
             Rejection {
                 error: Error::Unauthenticated(e.public()),
                 detail: e.to_string(),

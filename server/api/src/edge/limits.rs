@@ -122,6 +122,12 @@ impl http_body::Body for DeadlineBody {
         if this.failed {
             return Poll::Ready(None);
         }
+        // A total deadline holds even for a sender that always has data
+        // ready (the inner body would never be Pending).
+        if this.idle.is_none() && this.sleep.as_mut().poll(cx).is_ready() {
+            this.failed = true;
+            return Poll::Ready(Some(Err((this.on_timeout)(this.limit))));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(idle) = this.idle {
@@ -191,6 +197,19 @@ mod tests {
         let idle = DeadlineBody::idle(Body::from_stream(stream), Duration::from_secs(10), timeout);
         let all = axum::body::to_bytes(Body::new(idle), 1024).await.unwrap();
         assert_eq!(all.len(), 5, "40 s in all, never 10 s without a frame");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_total_deadline_holds_for_a_sender_that_never_pauses() {
+        let endless = futures::stream::repeat_with(|| Ok::<_, std::io::Error>(Bytes::from_static(b"x")))
+            .then(|chunk| async move {
+                tokio::time::advance(Duration::from_millis(1)).await;
+                chunk
+            })
+            .boxed();
+        let body = DeadlineBody::total(Body::from_stream(endless), Duration::from_secs(1), timeout);
+        let err = axum::body::to_bytes(Body::new(body), usize::MAX).await.unwrap_err();
+        assert!(is_body_timeout(&err), "{err}");
     }
 
     #[tokio::test]

@@ -16,11 +16,45 @@ use ipnet::IpNet;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source(pub IpAddr);
 
-/// Networks whose connections may name the client in forwarding headers.
+/// The one forwarding header the trusted proxies write. Only that one is
+/// read: most proxies append to `X-Forwarded-For` and pass a client's own
+/// `Forwarded` through untouched (or the other way round), so reading
+/// whichever is present would let a client name any address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (nginx, most ingresses and cloud load balancers).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded`.
+    Forwarded,
+}
+
+impl std::str::FromStr for ForwardedHeader {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(Self::XForwardedFor),
+            "forwarded" => Ok(Self::Forwarded),
+            other => Err(format!("{other:?}: expected x-forwarded-for or forwarded")),
+        }
+    }
+}
+
+/// Networks whose connections may name the client in a forwarding header.
 #[derive(Debug, Clone, Default)]
-pub struct TrustedProxies(Arc<Vec<IpNet>>);
+pub struct TrustedProxies {
+    nets: Arc<Vec<IpNet>>,
+    header: ForwardedHeader,
+}
 
 impl TrustedProxies {
+    /// Reads the client from `header` instead of `X-Forwarded-For`.
+    pub fn with_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
     /// Parses CIDRs (`10.0.0.0/8`) or single addresses (`10.1.2.3`).
     pub fn parse(entries: &[String]) -> Result<Self, String> {
         let mut nets = Vec::new();
@@ -31,23 +65,30 @@ impl TrustedProxies {
                 .map_err(|_| format!("--trusted-proxies: {entry:?} is not an address or a CIDR"))?;
             nets.push(net);
         }
-        Ok(Self(Arc::new(nets)))
+        Ok(Self {
+            nets: Arc::new(nets),
+            header: ForwardedHeader::default(),
+        })
     }
 
     fn trusts(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.0.iter().any(|n| n.contains(&ip))
+        self.nets.iter().any(|n| n.contains(&ip))
     }
 
     /// The client of a connection from `peer` that sent `headers`: the
-    /// nearest address in the forwarding chain that is not a trusted proxy
+    /// nearest address in the configured header's chain that is not a trusted proxy
     /// (walking back from the peer), or the peer when it is not trusted or
     /// the chain is absent or unreadable.
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         if !self.trusts(peer) {
             return peer;
         }
-        let Some(chain) = forwarded_for(headers).or_else(|| x_forwarded_for(headers)) else {
+        let chain = match self.header {
+            ForwardedHeader::XForwardedFor => x_forwarded_for(headers),
+            ForwardedHeader::Forwarded => forwarded_for(headers),
+        };
+        let Some(chain) = chain else {
             return peer;
         };
         let mut client = peer;
@@ -152,12 +193,15 @@ mod tests {
         // A client-written first hop cannot hide the real one.
         let xff = with("x-forwarded-for", &["1.1.1.1, 203.0.113.7", "10.2.3.4"]);
         assert_eq!(p.client(ip("10.0.0.1"), &xff), ip("203.0.113.7"));
+        // Only the configured header counts: a client's own `Forwarded`
+        // passed through an X-Forwarded-For proxy names nobody.
         let fwd = with("forwarded", &[r#"for="[2001:db8::1]:4711";proto=https, for=192.0.2.9"#]);
-        assert_eq!(p.client(ip("10.0.0.1"), &fwd), ip("2001:db8::1"));
-        // Forwarded wins over X-Forwarded-For.
+        assert_eq!(p.client(ip("10.0.0.1"), &fwd), ip("10.0.0.1"));
         let mut both = fwd.clone();
         both.append("x-forwarded-for", HeaderValue::from_static("203.0.113.99"));
-        assert_eq!(p.client(ip("10.0.0.1"), &both), ip("2001:db8::1"));
+        assert_eq!(p.client(ip("10.0.0.1"), &both), ip("203.0.113.99"));
+        let rfc = p.clone().with_header(ForwardedHeader::Forwarded);
+        assert_eq!(rfc.client(ip("10.0.0.1"), &both), ip("2001:db8::1"));
     }
 
     #[test]

@@ -97,7 +97,8 @@ pub(crate) fn is_grpc(request: &Request) -> bool {
     request
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+        .and_then(|v| v.as_bytes().get(..16))
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(b"application/grpc"))
 }
 
 /// A trailers-only answer with `status`.
@@ -133,15 +134,19 @@ fn message_timeout(limit: Duration) -> BoxError {
     )))
 }
 
-/// Middleware in front of every route: gRPC requests pass the gate, all
-/// others go on untouched.
+/// Middleware in front of every route: requests for a gRPC method pass the
+/// gate, other gRPC-typed requests are UNIMPLEMENTED, the rest (REST) go on
+/// untouched.
 pub(crate) async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    if !is_grpc(&request) {
-        return next.run(request).await;
-    }
+    // A served method's path passes the gate whatever its content type
+    // says (tonic routes by path), so no spelling of the content type
+    // reaches a handler ungated; other paths are gRPC's only if typed so.
     let path = request.uri().path().to_owned();
     let Some(method) = gate.methods.get(&path) else {
-        return answer(Status::unimplemented(format!("no method {path} on this server")));
+        if is_grpc(&request) {
+            return answer(Status::unimplemented(format!("no method {path} on this server")));
+        }
+        return next.run(request).await;
     };
     let frame_limit = (gate.max_message as u64).saturating_add(5);
     match edge::declared_length(request.headers()) {

@@ -17,11 +17,11 @@ use crate::domain::{PageRequest, audit::AuditFilter};
 /// including refused tokens (`auth.denied`).
 #[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
     responses(
+        Refusals,
         (status = 200, description = "One page of audit events", body = AuditEventList),
         (status = 400, description = "Bad filter, page size or token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No admin role on the namespace (or on any)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The audit database is unavailable", body = Problem, content_type = "application/problem+json"),
-        Refusals,
     ))]
 pub(super) async fn list_audit_events(
     State(s): State<AppState>,

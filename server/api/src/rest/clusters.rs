@@ -78,9 +78,9 @@ fn page(q: &PageQuery) -> Result<PageRequest, Error> {
 /// left out rather than refused.
 #[utoipa::path(get, path = "/v1/clusters", tag = "clusters", params(PageQuery),
     responses(
+        Refusals, KubernetesReads,
         (status = 200, description = "One page of clusters", body = ClusterList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
-        Refusals, KubernetesReads,
     ))]
 pub(super) async fn list_all(
     State(s): State<AppState>,
@@ -94,10 +94,10 @@ pub(super) async fn list_all(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), PageQuery),
     responses(
+        Refusals, KubernetesReads,
         (status = 200, description = "One page of clusters", body = ClusterList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        Refusals, KubernetesReads,
     ))]
 pub(super) async fn list(
     State(s): State<AppState>,
@@ -120,6 +120,7 @@ pub(super) async fn list(
         (ClusterConfig = "application/yaml"),
     )),
     responses(
+        Refusals, Bodies,
         (status = 201, description = "Created", body = CreateClusterResponse),
         (status = 200, description = "Dry run: checked, nothing created", body = CreateClusterResponse),
         (status = 400, description = "Invalid config, with every violation", body = Problem, content_type = "application/problem+json"),
@@ -129,7 +130,6 @@ pub(super) async fn list(
         (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing created", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
-        Refusals, Bodies,
     ))]
 pub(super) async fn create(
     State(s): State<AppState>,
@@ -158,11 +158,11 @@ pub(super) async fn create(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        Refusals, KubernetesReads,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster", body = ClusterInfo),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
-        Refusals, KubernetesReads,
     ))]
 pub(super) async fn get(
     State(s): State<AppState>,
@@ -176,13 +176,13 @@ pub(super) async fn get(
 #[utoipa::path(delete, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        Refusals,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
-        Refusals,
     ))]
 pub(super) async fn delete(
     State(s): State<AppState>,
@@ -197,11 +197,11 @@ pub(super) async fn delete(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/details", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
+        Refusals, KubernetesReads,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster in full", body = ClusterDetails),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
-        Refusals, KubernetesReads,
     ))]
 pub(super) async fn describe(
     State(s): State<AppState>,
@@ -219,6 +219,7 @@ pub(super) async fn describe(
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     request_body = ScaleRequest,
     responses(
+        Refusals, Bodies,
         (status = 200, description = "The cluster after scaling", body = ClusterInfo),
         (status = 400, description = "Invalid counts", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
@@ -227,7 +228,6 @@ pub(super) async fn describe(
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
-        Refusals, Bodies,
     ))]
 pub(super) async fn scale(
     State(s): State<AppState>,
@@ -253,13 +253,13 @@ pub(super) async fn scale(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/wait", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), WaitQuery),
     responses(
+        Refusals,
         (status = 200, description = "The cluster, ready", body = ClusterInfo),
         (status = 400, description = "Bad timeout", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster (or it was deleted while waiting)", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
-        Refusals,
     ))]
 pub(super) async fn wait(
     State(s): State<AppState>,

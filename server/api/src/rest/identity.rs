@@ -17,8 +17,8 @@ use crate::domain::PageRequest;
 /// every grant behind them: enough to answer "why can't I see X".
 #[utoipa::path(get, path = "/v1/whoami", tag = "identity",
     responses(
-        (status = 200, description = "The caller", body = WhoAmI),
         Refusals, KubernetesReads,
+        (status = 200, description = "The caller", body = WhoAmI),
     ))]
 pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
     Ok(Json(s.service.whoami(&cx).await?))
@@ -27,9 +27,9 @@ pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Res
 /// The namespaces the caller may use, with their role.
 #[utoipa::path(get, path = "/v1/namespaces", tag = "identity", params(PageQuery),
     responses(
+        Refusals, KubernetesReads,
         (status = 200, description = "One page of namespaces", body = NamespaceList),
         (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
-        Refusals, KubernetesReads,
     ))]
 pub(super) async fn namespaces(
     State(s): State<AppState>,

@@ -1,7 +1,8 @@
 //! Error answers several routes share, declared once for the OpenAPI
-//! document (`responses(…, Refusals)` in a route's `#[utoipa::path]`), so
-//! each operation lists the 4xx and 5xx it can really return. The variants
-//! are never built: each only names a status and its problem document.
+//! document (`responses(Refusals, …)` in a route's `#[utoipa::path]`, first,
+//! so a route's own description of the same status wins), so each
+//! operation lists the 4xx and 5xx it can really return. The variants are
+//! never built: each only names a status and its problem document.
 #![expect(dead_code, reason = "response declarations for utoipa; never constructed")]
 
 use utoipa::IntoResponses;
@@ -11,6 +12,13 @@ use super::problem::Problem;
 /// What any route under `/v1` can answer before or besides its own work.
 #[derive(IntoResponses)]
 pub(super) enum Refusals {
+    /// A request krayne cannot read at all.
+    #[response(
+        status = 400,
+        description = "Malformed request: an unreadable `Content-Length`, several `Authorization` headers, a bad query",
+        content_type = "application/problem+json"
+    )]
+    InvalidArgument(Problem),
     /// No valid token.
     #[response(
         status = 401,
@@ -25,6 +33,13 @@ pub(super) enum Refusals {
         content_type = "application/problem+json"
     )]
     RateLimited(Problem),
+    /// A declared body over the limit (any method).
+    #[response(
+        status = 413,
+        description = "Body (or its declared length) over the limit",
+        content_type = "application/problem+json"
+    )]
+    PayloadTooLarge(Problem),
     /// krayne's fault.
     #[response(
         status = 500,
@@ -32,6 +47,13 @@ pub(super) enum Refusals {
         content_type = "application/problem+json"
     )]
     Internal(Problem),
+    /// Too slow.
+    #[response(
+        status = 504,
+        description = "No answer in time (Kubernetes too slow, or the request timeout)",
+        content_type = "application/problem+json"
+    )]
+    DeadlineExceeded(Problem),
 }
 
 /// What a route that reads from Kubernetes (or its cache) can answer.

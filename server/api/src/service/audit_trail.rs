@@ -11,6 +11,20 @@ use crate::domain::{
     audit::{AuditEntry, Outcome, RequestMeta},
 };
 
+/// The key refused authentications are limited and aggregated by: the
+/// address, or for IPv6 its /64 (one host commonly holds a whole /64, and
+/// could otherwise pick a fresh address for every request).
+fn source_key(source: Option<&str>) -> String {
+    match source.and_then(|s| s.parse::<std::net::IpAddr>().ok()) {
+        Some(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        Some(ip) => ip.to_canonical().to_string(),
+        None => source.unwrap_or("unknown").to_owned(),
+    }
+}
+
 impl ClusterService {
     fn entry(
         &self,
@@ -48,7 +62,8 @@ impl ClusterService {
     /// when its source is over the rate of denials. `detail` says why,
     /// never the token.
     pub async fn refuse_unauthenticated(&self, meta: &RequestMeta, rejected: Error, detail: &str) -> Error {
-        let source = meta.source_ip.as_deref().unwrap_or("unknown");
+        let source = source_key(meta.source_ip.as_deref());
+        let source = source.as_str();
         let error = match self.denials.over_rate(source) {
             Some(retry_after) => {
                 metrics::counter!("krayne_auth_denials_rate_limited_total").increment(1);
@@ -193,5 +208,19 @@ impl ClusterService {
         e.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
         self.audit.finish(&e).await;
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_key;
+
+    #[test]
+    fn ipv6_sources_are_keyed_by_their_64() {
+        assert_eq!(source_key(Some("2001:db8:1:2:aaaa::1")), "2001:db8:1:2::/64");
+        assert_eq!(source_key(Some("2001:db8:1:2:bbbb::9")), "2001:db8:1:2::/64");
+        assert_eq!(source_key(Some("203.0.113.7")), "203.0.113.7");
+        assert_eq!(source_key(Some("::ffff:203.0.113.7")), "203.0.113.7");
+        assert_eq!(source_key(None), "unknown");
     }
 }
