@@ -20,12 +20,14 @@ ENV CARGO_INCREMENTAL=0 \
     CARGO_TERM_COLOR=never \
     RUSTFLAGS="--remap-path-prefix=/src=. --remap-path-prefix=/usr/local/cargo=cargo"
 COPY . .
+# The commit `GET /v1/version` reports.
+ARG REVISION=unknown
 # Cache mounts keep the registry and target/ between builds, so only what
 # changed recompiles; the binaries are copied out because the cache is not
 # part of the layer.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked --bin krayne-server --bin krayne \
+    KRAYNE_GIT_COMMIT="${REVISION}" cargo build --release --locked --bin krayne-server --bin krayne \
     && mkdir -p /out \
     && cp target/release/krayne-server target/release/krayne /out/
 

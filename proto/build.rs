@@ -9,6 +9,7 @@ const PROTOS: &[&str] = &[
     "krayne/v1/cluster.proto",
     "krayne/v1/identity.proto",
     "krayne/v1/audit.proto",
+    "krayne/v1/version.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

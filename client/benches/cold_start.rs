@@ -64,6 +64,7 @@ async fn main() {
     let mut json = Vec::new();
     for args in [
         &["--help"][..],
+        &["version", "--client"],
         &["version"],
         &["get", "-n", "ml-team"],
         &["get", "-A", "-o", "json"],

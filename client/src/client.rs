@@ -17,6 +17,7 @@ use crate::{
         self, ClusterDetails, ClusterInfo, ClusterSpec, NamespaceAccess, WhoAmIResponse,
         audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
         create_cluster_request::Source, identity_service_client::IdentityServiceClient,
+        version_service_client::VersionServiceClient,
     },
 };
 
@@ -299,6 +300,12 @@ impl Client {
         IdentityServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 
+    /// Without the token: the version is asked before (and without)
+    /// logging in, and a broken token provider must not hide it.
+    fn versions(&self) -> VersionServiceClient<Channel> {
+        VersionServiceClient::new(self.channel.clone())
+    }
+
     fn audit(&self) -> AuditServiceClient<Service> {
         AuditServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
@@ -530,6 +537,13 @@ impl Client {
         }
         last.filter(|info| info.status == "ready")
             .ok_or_else(|| ClientError::new(Code::Unknown, "the wait ended before the cluster was ready"))
+    }
+
+    /// The server's version, the commit it was built from, its API version
+    /// and the features it has on. Needs no token.
+    pub async fn server_version(&self) -> Result<proto::GetVersionResponse, ClientError> {
+        let response = retrying!(self, versions, get_version, proto::GetVersionRequest {})?;
+        Ok(response.into_inner())
     }
 
     /// Who the server thinks the caller is, and what it may do.

@@ -27,6 +27,7 @@ named! {
     proto::WhoAmIResponse => "krayne.v1.WhoAmIResponse",
     proto::NamespaceAccess => "krayne.v1.NamespaceAccess",
     proto::AuditEvent => "krayne.v1.AuditEvent",
+    proto::GetVersionResponse => "krayne.v1.GetVersionResponse",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

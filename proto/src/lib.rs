@@ -33,7 +33,10 @@ mod tests {
             .filter(|f| f.package() == "krayne.v1")
             .flat_map(|f| f.service.iter().map(|s| s.name().to_owned()))
             .collect();
-        assert_eq!(services, ["ClusterService", "IdentityService", "AuditService"]);
+        assert_eq!(
+            services,
+            ["ClusterService", "IdentityService", "AuditService", "VersionService"]
+        );
     }
 
     #[test]

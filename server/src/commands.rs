@@ -15,6 +15,7 @@ use crate::{
         AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
         ServeArgs, TokenCommand,
     },
+    domain::VersionInfo,
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
     manifest::ManifestSettings,
@@ -206,10 +207,37 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.trusted_proxies = TrustedProxies::parse(&args.http.trusted_proxies)?.with_header(header);
     parts.reflection_needs_token = args.http.grpc_reflection_requires_token;
     parts.grace = Duration::from_secs(args.http.shutdown_grace_seconds);
+    parts.service.version = version_info(&[
+        ("watch-cache", args.cache.cache),
+        ("audit-reads", args.audit_reads),
+        ("trusted-proxies", !args.http.trusted_proxies.is_empty()),
+        ("reflection-needs-token", args.http.grpc_reflection_requires_token),
+    ]);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
     Ok(())
+}
+
+/// The commit the binary was built from (`KRAYNE_GIT_COMMIT` at build
+/// time; the Dockerfile passes its `REVISION`).
+const COMMIT: &str = match option_env!("KRAYNE_GIT_COMMIT") {
+    Some(commit) => commit,
+    None => "unknown",
+};
+
+/// What `GET /v1/version` answers: this build, and the features that are on.
+pub(crate) fn version_info(features: &[(&str, bool)]) -> VersionInfo {
+    VersionInfo {
+        server_version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit: COMMIT.to_owned(),
+        api_version: "v1".to_owned(),
+        features: features
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| (*f).to_owned())
+            .collect(),
+    }
 }
 
 /// The watch cache's options, or `None` when it is off.

@@ -79,6 +79,22 @@ async fn offline_commands_need_no_server() {
     let version = bare.run(&["version", "-o", "json"]).await.json();
     assert_eq!(version["client"], env!("CARGO_PKG_VERSION"));
     assert!(bare.run(&["--version"]).await.code(0).stdout().starts_with("krayne "));
+    // With a server: both versions, as kubectl prints them; `--client` asks
+    // no server.
+    let k = Krayne::new(&env, "unused");
+    let both = k.run(&["version"]).await.code(0).stdout();
+    let v = env!("CARGO_PKG_VERSION");
+    assert!(
+        both.starts_with(&format!(
+            "Client: krayne {v}\nServer: krayne-server {v} (API v1, commit "
+        )),
+        "{both}"
+    );
+    let json = k.run(&["version", "-o", "json"]).await.json();
+    assert_eq!(json["server"]["server_version"], v);
+    assert_eq!(json["server"]["api_version"], "v1");
+    let client = k.run(&["version", "--client"]).await.code(0).stdout();
+    assert_eq!(client, format!("krayne {v}\n"));
     for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
         let script = bare.run(&["completions", shell]).await.code(0).stdout();
         assert!(script.contains("krayne"), "{shell}");

@@ -57,6 +57,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         Authenticator::new(verifier, mapping),
     );
     parts.grace = Duration::from_secs(5);
+    parts.service.version = super::version_info(&[("sandbox", true), ("watch-cache", args.cache.cache)]);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
     let running = app::start(parts, api, ops, app::shutdown_signal()).await?;

@@ -70,6 +70,7 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         called.insert((method.to_owned(), template.to_owned()));
         concrete(template)
     };
+    admin.get(&call("get", "/v1/version")).await.expect(200);
     admin.get(&call("get", "/v1/whoami")).await.expect(200);
     admin.get(&call("get", "/v1/namespaces")).await.expect(200);
     admin

@@ -35,6 +35,7 @@ async fn the_openapi_document_is_stable_and_valid() {
         "/v1/namespaces/{namespace}/clusters/{name}/scale",
         "/v1/namespaces/{namespace}/clusters/{name}/wait",
         "/v1/audit",
+        "/v1/version",
     ] {
         assert!(paths.contains_key(path), "{path} is not documented");
     }
@@ -46,8 +47,17 @@ async fn the_openapi_document_is_stable_and_valid() {
                 "{method} {path}: duplicate operationId"
             );
             assert!(op["summary"].is_string(), "{method} {path} has no summary");
+            // Only the version needs no token (`security: [{}]`); every other
+            // operation documents its 401.
+            let open = op["security"] == serde_json::json!([{}]);
+            assert_eq!(
+                open,
+                path == "/v1/version",
+                "{method} {path}: security {}",
+                op["security"]
+            );
             assert!(
-                op["responses"]["401"].is_object(),
+                open || op["responses"]["401"].is_object(),
                 "{method} {path} does not document 401"
             );
         }
@@ -232,4 +242,35 @@ async fn ops_endpoints_need_no_token_and_report() {
         "{}",
         not_ready.text
     );
+}
+
+/// `GET /v1/version` and `VersionService/GetVersion` answer without a
+/// token, alike: the build, the API version and the features switched on.
+#[tokio::test]
+async fn the_version_needs_no_token() {
+    let env = Env::start_with(EnvOptions::with_args(&["--audit-reads"])).await;
+    let rest = env.anonymous().get("/v1/version").await.expect(200).body;
+    assert_eq!(rest["server_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(rest["api_version"], "v1");
+    assert!(rest["commit"].as_str().is_some_and(|c| !c.is_empty()));
+    let features: Vec<&str> = rest["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert_eq!(features, ["watch-cache", "audit-reads"]);
+    let channel = tonic::transport::Channel::from_shared(env.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let grpc = krayne_proto::v1::version_service_client::VersionServiceClient::new(channel)
+        .get_version(krayne_proto::v1::GetVersionRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(grpc.server_version, rest["server_version"].as_str().unwrap());
+    assert_eq!(grpc.commit, rest["commit"].as_str().unwrap());
+    assert_eq!(grpc.features, features);
 }

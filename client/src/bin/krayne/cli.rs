@@ -81,7 +81,7 @@ pub(crate) enum Command {
     Login(commands::config::login::Args),
     /// Print a shell completion script.
     Completions(commands::config::completions::Args),
-    /// Print the client version.
+    /// Print the client's version, and the server's when one is configured.
     Version(commands::config::version::Args),
 }
 

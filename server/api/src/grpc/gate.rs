@@ -45,8 +45,8 @@ pub(crate) struct Methods(HashMap<String, Method>);
 
 impl Methods {
     /// The methods in `sets` (encoded `FileDescriptorSet`s); those of
-    /// packages in `protected` need a token.
-    pub(crate) fn from_descriptor_sets(sets: &[&[u8]], protected: &[&str]) -> Result<Self, String> {
+    /// packages in `protected` need a token, but for the `public` paths.
+    pub(crate) fn from_descriptor_sets(sets: &[&[u8]], protected: &[&str], public: &[&str]) -> Result<Self, String> {
         let mut methods = HashMap::new();
         for set in sets {
             let set = prost_types::FileDescriptorSet::decode(*set).map_err(|e| format!("descriptor set: {e}"))?;
@@ -58,7 +58,7 @@ impl Methods {
                         let method = Method {
                             client_streaming: m.client_streaming(),
                             server_streaming: m.server_streaming(),
-                            needs_token: protected.contains(&package.as_str()),
+                            needs_token: protected.contains(&package.as_str()) && !public.contains(&path.as_str()),
                         };
                         methods.insert(path, method);
                     }
@@ -244,6 +244,7 @@ mod tests {
                 tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             ],
             &["krayne.v1"],
+            &["/krayne.v1.VersionService/GetVersion"],
         )
         .unwrap();
         let get = m.get("/krayne.v1.ClusterService/GetCluster").unwrap();
@@ -255,5 +256,6 @@ mod tests {
             .unwrap();
         assert!(reflection.client_streaming && !reflection.needs_token);
         assert!(m.get("/krayne.v1.ClusterService/Nope").is_none());
+        assert!(!m.get("/krayne.v1.VersionService/GetVersion").unwrap().needs_token);
     }
 }

@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 pub(crate) use gate::{Gate, gate};
 use krayne_proto::v1::{
     audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
-    identity_service_server::IdentityServiceServer,
+    identity_service_server::IdentityServiceServer, version_service_server::VersionServiceServer,
 };
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
@@ -50,6 +50,7 @@ pub(crate) async fn not_serving(health: &HealthReporter) {
     health.set_not_serving::<ClusterServiceServer<services::Grpc>>().await;
     health.set_not_serving::<IdentityServiceServer<services::Grpc>>().await;
     health.set_not_serving::<AuditServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<VersionServiceServer<services::Grpc>>().await;
 }
 
 /// Request messages over `max_message` bytes are refused
@@ -69,6 +70,7 @@ pub(crate) async fn router(
     reporter.set_serving::<ClusterServiceServer<services::Grpc>>().await;
     reporter.set_serving::<IdentityServiceServer<services::Grpc>>().await;
     reporter.set_serving::<AuditServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<VersionServiceServer<services::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -79,7 +81,8 @@ pub(crate) async fn router(
         .add_service(reflection)
         .add_service(ClusterServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(IdentityServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
-        .add_service(AuditServiceServer::new(grpc).max_decoding_message_size(max_message));
+        .add_service(AuditServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
+        .add_service(VersionServiceServer::new(grpc).max_decoding_message_size(max_message));
     let routes = routes
         .into_axum_router()
         .layer(axum::middleware::from_fn(client_faults::recode));
@@ -94,6 +97,8 @@ pub(crate) async fn router(
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
         ],
         &protected,
+        // Clients ask the version before they log in, as `/v1/version`.
+        &["/krayne.v1.VersionService/GetVersion"],
     )?;
     let gate = Gate {
         service,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::{StreamExt as _, stream::BoxStream};
 use krayne_proto::v1::{
     self as pb, audit_service_server, cluster_service_server, create_cluster_request::Source, identity_service_server,
+    version_service_server,
 };
 use tonic::{Request, Response, Status};
 
@@ -259,6 +260,19 @@ impl audit_service_server::AuditService for Grpc {
         Ok(Response::new(pb::ListAuditEventsResponse {
             events: p.items.into_iter().map(|e| convert::audit_event(e.into())).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl version_service_server::VersionService for Grpc {
+    async fn get_version(&self, _: Request<pb::GetVersionRequest>) -> Result<Response<pb::GetVersionResponse>, Status> {
+        let v = self.service.version();
+        Ok(Response::new(pb::GetVersionResponse {
+            server_version: v.server_version,
+            commit: v.commit,
+            api_version: v.api_version,
+            features: v.features,
         }))
     }
 }

@@ -9,7 +9,7 @@ use super::{
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
-use crate::domain::PageRequest;
+use crate::domain::{PageRequest, VersionInfo};
 
 /// Who the caller is.
 ///
@@ -42,4 +42,16 @@ pub(super) async fn namespaces(
         namespaces: p.items,
         next_page_token: p.next_page_token,
     }))
+}
+
+/// The server's version, build and switched-on features.
+///
+/// Needs no token (like `/healthz`): clients ask it before they log in, and
+/// `krayne version` compares it with its own.
+#[utoipa::path(get, path = "/v1/version", tag = "identity", security(()),
+    responses(
+        (status = 200, description = "The server's version", body = VersionInfo),
+    ))]
+pub(super) async fn version(State(s): State<AppState>) -> Json<VersionInfo> {
+    Json(s.service.version())
 }

@@ -111,6 +111,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(identity::whoami))
         .routes(routes!(identity::namespaces))
+        .routes(routes!(identity::version))
         .routes(routes!(clusters::list_all))
         .routes(routes!(clusters::list, clusters::create))
         .routes(routes!(clusters::get, clusters::delete))

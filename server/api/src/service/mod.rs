@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, AuditSink, ClusterStore, Error, Principal, audit::RequestMeta, check_dns1123_label,
+        Action, AuditSink, ClusterStore, Error, Principal, VersionInfo, audit::RequestMeta, check_dns1123_label,
         check_dns1123_subdomain,
     },
     manifest::ManifestSettings,
@@ -54,6 +54,8 @@ pub struct ServiceSettings {
     /// Refused authentications: their rate per source and how they are
     /// aggregated in the audit log.
     pub denials: DenialSettings,
+    /// What `version` answers.
+    pub version: VersionInfo,
 }
 
 impl Default for ServiceSettings {
@@ -66,6 +68,12 @@ impl Default for ServiceSettings {
             audit_reads: false,
             rate_limit: RateLimit::new(50, 100),
             denials: DenialSettings::default(),
+            version: VersionInfo {
+                server_version: env!("CARGO_PKG_VERSION").to_owned(),
+                commit: "unknown".to_owned(),
+                api_version: "v1".to_owned(),
+                features: Vec::new(),
+            },
         }
     }
 }
@@ -121,6 +129,12 @@ impl ClusterService {
         if tokio::time::timeout(within, self.audit.flush()).await.is_err() {
             tracing::warn!("audit rows still queued at shutdown were not all written");
         }
+    }
+
+    /// The server's version, build and switched-on features (no caller
+    /// needed: clients ask before they authenticate).
+    pub fn version(&self) -> VersionInfo {
+        self.settings.version.clone()
     }
 
     /// Whether Kubernetes and the audit log both answer.

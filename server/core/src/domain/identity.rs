@@ -34,3 +34,17 @@ pub struct Identity {
     /// Every grant that applies, including patterns matching nothing yet.
     pub grants: Vec<Grant>,
 }
+
+/// The server's version, as `GET /v1/version` and `GetVersion` answer it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct VersionInfo {
+    /// krayne-server's version (semver), e.g. `0.1.0`.
+    pub server_version: String,
+    /// The commit it was built from, or `unknown`.
+    pub commit: String,
+    /// The API version both transports speak: `v1`.
+    pub api_version: String,
+    /// Features switched on, e.g. `watch-cache`, `audit-reads`, `trusted-proxies`.
+    pub features: Vec<String>,
+}

@@ -21,7 +21,7 @@ pub use cluster::{
 };
 pub use config::{check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
-pub use identity::{Identity, NamespaceAccess};
+pub use identity::{Identity, NamespaceAccess, VersionInfo};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};

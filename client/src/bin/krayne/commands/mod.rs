@@ -18,7 +18,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
     match command {
         // These need neither the config file nor the network.
         Command::Completions(args) => return config::completions::run(&args),
-        Command::Version(args) => return config::version::run(&args, global.output),
+        Command::Version(args) if args.client => return config::version::client_only(global.output),
         _ => {}
     }
     let ctx = Context::new(global)?;
@@ -38,7 +38,8 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Namespaces(args) => identity::namespaces::run(&ctx, args).await,
             Command::Audit(args) => audit::list::run(&ctx, args).await,
             Command::Login(args) => config::login::run(&ctx, args).await,
-            Command::Completions(_) | Command::Version(_) => Ok(()),
+            Command::Version(args) => config::version::run(&ctx, args).await,
+            Command::Completions(_) => Ok(()),
         }
     })
 }
