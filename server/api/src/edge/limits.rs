@@ -36,7 +36,7 @@ pub fn is_body_timeout(error: &(dyn StdError + 'static)) -> bool {
 
 /// The `Content-Length` a request declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Declared {
+enum Declared {
     /// None (no body, or a chunked one).
     Nothing,
     /// This many bytes.
@@ -46,7 +46,7 @@ pub enum Declared {
 }
 
 /// What `headers` declare of the body's length.
-pub fn declared_length(headers: &HeaderMap) -> Declared {
+fn declared_length(headers: &HeaderMap) -> Declared {
     let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
     let Some(first) = values.next() else {
         return Declared::Nothing;
@@ -58,6 +58,39 @@ pub fn declared_length(headers: &HeaderMap) -> Declared {
     }
 }
 
+/// Why a request's declared body is refused before it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclaredRefusal {
+    /// It declares more bytes than the limit.
+    TooLarge(u64),
+    /// Its `Content-Length` is not one number.
+    Unreadable,
+}
+
+/// Checks what `request` declares of its body against `limit` (`None`:
+/// no limit, for streams of messages). A body declared over the limit is
+/// drained in the background under `deadline`, and the request refused;
+/// both transports answer the refusal in their own words.
+pub fn check_declared(
+    request: axum::extract::Request,
+    limit: Option<u64>,
+    deadline: Duration,
+    on_timeout: fn(Duration) -> BoxError,
+) -> Result<axum::extract::Request, DeclaredRefusal> {
+    match declared_length(request.headers()) {
+        Declared::Length(n) if limit.is_some_and(|limit| n > limit) => {
+            drain(Body::new(DeadlineBody::total(
+                request.into_body(),
+                deadline,
+                on_timeout,
+            )));
+            Err(DeclaredRefusal::TooLarge(n))
+        }
+        Declared::Length(_) | Declared::Nothing => Ok(request),
+        Declared::Unreadable => Err(DeclaredRefusal::Unreadable),
+    }
+}
+
 /// Most of a refused body read (and thrown away) after the answer.
 const DRAIN_BYTES: usize = 8 * 1024 * 1024;
 
@@ -65,7 +98,7 @@ const DRAIN_BYTES: usize = 8 * 1024 * 1024;
 /// in the background. An HTTP/1.1 client that sends its body while the
 /// server has already answered (an early 413) gets to finish writing and
 /// reads the answer, instead of a reset connection and a broken pipe.
-pub fn drain(body: Body) {
+fn drain(body: Body) {
     tokio::spawn(async move {
         let mut data = body.into_data_stream();
         let mut read = 0;

@@ -11,5 +11,5 @@ mod peer;
 
 pub use caller::{Authorization, authenticate, authorization, request_meta};
 pub use ids::{CORRELATION_ID, REQUEST_ID, RequestIds, assign_request_ids};
-pub use limits::{BodyTimeout, DeadlineBody, Declared, declared_length, drain, is_body_timeout};
+pub use limits::{BodyTimeout, DeadlineBody, DeclaredRefusal, check_declared, is_body_timeout};
 pub use peer::{ForwardedHeader, Source, TrustedProxies, resolve_source};

@@ -23,7 +23,7 @@ use super::status::to_status;
 use crate::{
     auth::Authenticator,
     domain::{AuthFailure, Error, audit::Transport},
-    edge::{self, DeadlineBody, Declared},
+    edge::{self, DeadlineBody, DeclaredRefusal},
     service::ClusterService,
 };
 
@@ -137,33 +137,30 @@ fn message_timeout(limit: Duration) -> BoxError {
 /// Middleware in front of every route: requests for a gRPC method pass the
 /// gate, other gRPC-typed requests are UNIMPLEMENTED, the rest (REST) go on
 /// untouched.
-pub(crate) async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     // A served method's path passes the gate whatever its content type
     // says (tonic routes by path), so no spelling of the content type
     // reaches a handler ungated; other paths are gRPC's only if typed so.
-    let path = request.uri().path().to_owned();
-    let Some(method) = gate.methods.get(&path) else {
+    let Some(method) = gate.methods.get(request.uri().path()) else {
         if is_grpc(&request) {
+            let path = request.uri().path();
             return answer(Status::unimplemented(format!("no method {path} on this server")));
         }
         return next.run(request).await;
     };
-    let frame_limit = (gate.max_message as u64).saturating_add(5);
-    match edge::declared_length(request.headers()) {
-        Declared::Length(n) if n > frame_limit && !method.client_streaming => {
-            edge::drain(Body::new(DeadlineBody::total(
-                request.into_body(),
-                gate.body_timeout,
-                message_timeout,
-            )));
+    // The 5-byte frame prefix comes on top of the message; a stream of
+    // messages (reflection) has no total to declare.
+    let frame_limit = (!method.client_streaming).then(|| (gate.max_message as u64).saturating_add(5));
+    let mut request = match edge::check_declared(request, frame_limit, gate.body_timeout, message_timeout) {
+        Ok(request) => request,
+        Err(DeclaredRefusal::TooLarge(n)) => {
             return answer(Status::resource_exhausted(format!(
                 "the request declares {n} bytes; messages are limited to {} bytes",
                 gate.max_message
             )));
         }
-        Declared::Length(_) | Declared::Nothing => {}
-        Declared::Unreadable => return answer(Status::invalid_argument("unreadable content-length")),
-    }
+        Err(DeclaredRefusal::Unreadable) => return answer(Status::invalid_argument("unreadable content-length")),
+    };
     let client_deadline = match request.headers().get("grpc-timeout") {
         None => None,
         Some(v) => match v.to_str().ok().and_then(parse_grpc_timeout) {

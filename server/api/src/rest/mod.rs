@@ -37,7 +37,7 @@ use utoipa_swagger_ui::SwaggerUi;
 pub use crate::edge::REQUEST_ID;
 use crate::{
     auth::Authenticator,
-    edge::{self, BodyTimeout, CORRELATION_ID, DeadlineBody, Declared},
+    edge::{self, BodyTimeout, CORRELATION_ID, DeadlineBody, DeclaredRefusal},
     service::ClusterService,
 };
 
@@ -145,24 +145,22 @@ async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
 /// the headers are in, not after waiting for it; every body must arrive
 /// within the body timeout (else 408, see `extract`).
 async fn body_limits(limit: usize, body_timeout: Duration, request: Request, next: Next) -> Response {
-    let timed = |body| axum::body::Body::new(DeadlineBody::total(body, body_timeout, |d| Box::new(BodyTimeout(d))));
-    match edge::declared_length(request.headers()) {
-        Declared::Length(n) if n > limit as u64 => {
-            edge::drain(timed(request.into_body()));
-            return Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body declares {n} bytes; this server accepts at most {limit}"),
-            )
-            .into_response();
+    let on_timeout = |d| -> axum::BoxError { Box::new(BodyTimeout(d)) };
+    match edge::check_declared(request, Some(limit as u64), body_timeout, on_timeout) {
+        Ok(request) => {
+            let timed = |body| axum::body::Body::new(DeadlineBody::total(body, body_timeout, on_timeout));
+            next.run(request.map(timed)).await
         }
-        Declared::Length(_) | Declared::Nothing => {}
-        Declared::Unreadable => {
-            return Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", "unreadable Content-Length")
-                .into_response();
+        Err(DeclaredRefusal::TooLarge(n)) => Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body declares {n} bytes; this server accepts at most {limit}"),
+        )
+        .into_response(),
+        Err(DeclaredRefusal::Unreadable) => {
+            Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", "unreadable Content-Length").into_response()
         }
     }
-    next.run(request.map(timed)).await
 }
 
 fn cors(origins: &[String]) -> CorsLayer {
