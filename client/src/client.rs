@@ -11,7 +11,7 @@ use tonic::{
 };
 
 use crate::{
-    ClientError, ClusterConfig,
+    ClientError, ClusterConfig, FieldViolation,
     auth::{Bearer, TokenProvider},
     proto::{
         self, ClusterDetails, ClusterInfo, ClusterSpec, NamespaceAccess, WhoAmIResponse,
@@ -202,6 +202,13 @@ pub struct CreateOptions {
     pub dry_run: bool,
     /// Wait up to this long for the cluster to be ready.
     pub wait: Option<Duration>,
+    /// What the server does with keys below the top level it does not know
+    /// and values it converts as Krayne does (`"2"` for an integer):
+    /// `Strict` refuses them, `Warn` (the default, also `Unspecified`)
+    /// returns them in [`Created::warnings`], `Ignore` accepts them
+    /// silently. Only a config document can hold them; a structured spec
+    /// cannot.
+    pub field_validation: proto::FieldValidation,
 }
 
 /// A created cluster (or, with `dry_run`, the would-be one).
@@ -211,6 +218,9 @@ pub struct Created {
     pub cluster: ClusterInfo,
     /// The RayCluster manifest sent to Kubernetes.
     pub manifest: serde_json::Value,
+    /// What the server accepted but reports (mode `Warn`): each ignored
+    /// key or converted value at its field path.
+    pub warnings: Vec<FieldViolation>,
 }
 
 /// A worker-group resize; unset fields keep their value.
@@ -355,6 +365,7 @@ impl Client {
             .create_cluster(self.request(proto::CreateClusterRequest {
                 source: Some(source),
                 dry_run: options.dry_run,
+                field_validation: options.field_validation.into(),
             }))
             .await?
             .into_inner();
@@ -372,7 +383,19 @@ impl Client {
             }
             _ => cluster,
         };
-        Ok(Created { cluster, manifest })
+        let warnings = response
+            .warnings
+            .into_iter()
+            .map(|w| FieldViolation {
+                field: w.field,
+                description: w.description,
+            })
+            .collect();
+        Ok(Created {
+            cluster,
+            manifest,
+            warnings,
+        })
     }
 
     /// One cluster's summary.

@@ -343,6 +343,7 @@ fn grpc_create(grpc: &Arc<Vec<Grpc>>, t: &Target, created: &Arc<Mutex<Vec<(Strin
             let request = CreateClusterRequest {
                 source: Some(Source::Spec(spec)),
                 dry_run: false,
+                field_validation: 0,
             };
             let ok = g.clusters.create_cluster(request).await.is_ok();
             if ok {

@@ -189,3 +189,14 @@ impl Grpc {
         }
     }
 }
+
+/// The field paths of a gRPC status's `BadRequest` details (none when it
+/// has none).
+pub fn bad_request_fields(status: &tonic::Status) -> Vec<String> {
+    use tonic_types::StatusExt as _;
+    status
+        .get_error_details()
+        .bad_request()
+        .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
+        .unwrap_or_default()
+}

@@ -14,11 +14,18 @@ pub mod raw;
 mod secrets;
 mod server;
 
-pub use clients::{Bearer, Grpc, Reply, Rest};
+pub use clients::{Bearer, Grpc, Reply, Rest, bad_request_fields};
 pub use postgres::{PgServer, TestDb, test_database};
 pub use proxy::Proxy;
 pub use secrets::{register_secret, secrets_in};
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
+
+/// Where `tool` is on the `PATH`, if it is.
+pub fn which(tool: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
 
 /// A metric's value in Prometheus text: the first series of `name` whose
 /// labels contain `labels` (0 when there is none).

@@ -227,3 +227,102 @@ async fn a_krayne_file_creates_the_same_cluster_through_the_cli_and_rest() {
         assert_ne!(cli.body["head"], json!(null));
     }
 }
+
+/// A file written for an older Krayne: an unknown key in a worker group, a
+/// count and a flag as strings.
+const LEGACY: &str = "name: legacy\nnamespace: ml-team\nworker_groups:\n  - name: cpu\n    replicas: \"2\"\n    \
+                      gpu_type: t4\nservices:\n  ssh: \"no\"\n";
+
+#[tokio::test]
+async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silently() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("legacy.yaml");
+    std::fs::write(&file, LEGACY).unwrap();
+    let file = file.to_str().unwrap();
+    let warnings = [
+        "Warning: worker_groups[0].gpu_type: unknown field, ignored",
+        "Warning: worker_groups[0].replicas: the string \"2\" read as 2",
+        "Warning: services.ssh: the string \"no\" read as false",
+    ];
+
+    let warned = k
+        .run(&["create", "legacy", "-f", file, "--dry-run", "-o", "json"])
+        .await;
+    let stderr = warned.stderr();
+    let manifest = warned.json();
+    assert_eq!(worker(&manifest, 0)["replicas"], 2, "stdout is the manifest alone");
+    let printed: Vec<&str> = stderr.lines().filter(|l| l.starts_with("Warning: ")).collect();
+    assert_eq!(printed, warnings, "{stderr}");
+
+    let strict = k
+        .run(&[
+            "create",
+            "legacy",
+            "-f",
+            file,
+            "--dry-run",
+            "--field-validation",
+            "strict",
+        ])
+        .await
+        .code(2);
+    let stderr = strict.stderr();
+    for path in ["worker_groups[0].gpu_type", "worker_groups[0].replicas", "services.ssh"] {
+        assert!(stderr.contains(path), "{path} missing from: {stderr}");
+    }
+    assert!(strict.stdout().is_empty());
+
+    let ignored = k
+        .run(&[
+            "create",
+            "legacy",
+            "-f",
+            file,
+            "--field-validation",
+            "ignore",
+            "-o",
+            "json",
+        ])
+        .await;
+    let stderr = ignored.stderr();
+    let created = ignored.json();
+    assert!(!stderr.contains("Warning:"), "{stderr}");
+    assert_eq!(created["name"], "legacy");
+
+    let bad = k
+        .run(&["create", "other", "--field-validation", "lenient"])
+        .await
+        .code(2);
+    assert!(bad.stderr().contains("strict, warn, ignore"), "{}", bad.stderr());
+}
+
+#[tokio::test]
+async fn the_sdk_returns_the_warnings() {
+    use krayne_client::{ClusterConfig, CreateOptions, proto::FieldValidation};
+    let env = Env::start().await;
+    let client = krayne_client::Client::builder(env.url())
+        .token(env.alice())
+        .connect()
+        .await
+        .unwrap();
+    let config = ClusterConfig::from_yaml(LEGACY).unwrap();
+    let dry = CreateOptions {
+        dry_run: true,
+        ..CreateOptions::default()
+    };
+    let warned = client.create_with(config.clone(), dry).await.unwrap();
+    let fields: Vec<&str> = warned.warnings.iter().map(|w| w.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["worker_groups[0].gpu_type", "worker_groups[0].replicas", "services.ssh"]
+    );
+    let strict = CreateOptions {
+        field_validation: FieldValidation::Strict,
+        ..dry
+    };
+    let refused = client.create_with(config, strict).await.unwrap_err();
+    assert_eq!(refused.code(), krayne_client::Code::InvalidArgument);
+    assert_eq!(refused.violations().len(), 3, "{refused}");
+}

@@ -30,7 +30,7 @@ async fn every_cluster_method_round_trips() {
             spec.clone(),
             CreateOptions {
                 dry_run: true,
-                wait: None,
+                ..CreateOptions::default()
             },
         )
         .await
@@ -46,8 +46,8 @@ async fn every_cluster_method_round_trips() {
         .create_with(
             spec,
             CreateOptions {
-                dry_run: false,
                 wait: Some(Duration::from_secs(60)),
+                ..CreateOptions::default()
             },
         )
         .await

@@ -42,14 +42,58 @@ pub enum ConfigError {
 }
 
 /// Parses YAML or JSON text into a tree, as a request body or config file.
+///
+/// Scalars are typed as PyYAML (which reads Krayne's files) types them:
+/// a plain `yes`, `No`, `ON` or `off` is a boolean, while `y`, `n` and
+/// every quoted string stay strings. The parser knows only one of those
+/// two sets, so the text is read with each and the trees merged.
 pub fn parse_yaml(text: &str) -> Result<Value, ConfigError> {
-    serde_saphyr::from_str_with_options::<Value>(text, yaml_options()).map_err(|e| ConfigError::Syntax(e.to_string()))
+    let mut tree = serde_saphyr::from_str_with_options::<Value>(text, yaml_options())
+        .map_err(|e| ConfigError::Syntax(e.to_string()))?;
+    let mut yaml11 = yaml_options();
+    yaml11.strict_booleans = false;
+    if let Ok(with_yaml11) = serde_saphyr::from_str_with_options::<Value>(text, yaml11) {
+        pyyaml_booleans(&mut tree, &with_yaml11);
+    }
+    Ok(tree)
 }
 
-/// Typing as close to PyYAML's (which reads Krayne's files) as the parser
-/// allows: only `true`/`false` are booleans while parsing (PyYAML keeps `y`
-/// and `n` as strings), and boolean fields accept PyYAML's other spellings
-/// (see [`yaml11_bool`]). Duplicate keys are an error, not last-wins.
+/// Turns into booleans the strings that the YAML 1.1 reading typed as
+/// booleans (so they were plain scalars) and that PyYAML's resolver
+/// spells as booleans.
+fn pyyaml_booleans(tree: &mut Value, yaml11: &Value) {
+    match (tree, yaml11) {
+        (v @ Value::String(_), Value::Bool(b)) if v.as_str().is_some_and(is_pyyaml_bool) => {
+            *v = Value::Bool(*b);
+        }
+        (Value::Array(items), Value::Array(others)) => {
+            for (item, other) in items.iter_mut().zip(others) {
+                pyyaml_booleans(item, other);
+            }
+        }
+        (Value::Object(map), Value::Object(others)) => {
+            for (key, item) in map.iter_mut() {
+                if let Some(other) = others.get(key) {
+                    pyyaml_booleans(item, other);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// PyYAML's boolean words: `yes|Yes|YES|no|No|NO|true|True|TRUE|false|…|on|…|off|…`.
+fn is_pyyaml_bool(s: &str) -> bool {
+    ["yes", "no", "true", "false", "on", "off"].iter().any(|w| {
+        let mut title = (*w).to_owned();
+        title[..1].make_ascii_uppercase();
+        s == *w || s == title || s == w.to_ascii_uppercase()
+    })
+}
+
+/// Parser options: only `true`/`false` are booleans (see [`parse_yaml`]
+/// for PyYAML's other spellings). Duplicate keys are an error, not
+/// last-wins.
 pub fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
@@ -99,5 +143,26 @@ pub fn yaml11_bool(s: &str) -> Option<bool> {
         "yes" | "on" | "true" => Some(true),
         "no" | "off" | "false" => Some(false),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::parse_yaml;
+
+    #[test]
+    fn scalars_are_typed_as_pyyaml_types_them() {
+        let tree = parse_yaml("a: yes\nb: 'yes'\nc: y\nd: Off\ne: \"on\"\nf: [YES, n, No]\ng: oN\nh: true\n").unwrap();
+        assert_eq!(
+            tree,
+            json!({"a": true, "b": "yes", "c": "y", "d": false, "e": "on", "f": [true, "n", false], "g": "oN", "h": true})
+        );
+        let json = parse_yaml(r#"{"services": {"ssh": "yes", "notebook": "true", "code_server": false}}"#).unwrap();
+        assert_eq!(
+            json,
+            json!({"services": {"ssh": "yes", "notebook": "true", "code_server": false}})
+        );
     }
 }

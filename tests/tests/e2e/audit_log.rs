@@ -51,6 +51,7 @@ async fn every_mutation_is_audited_once(env: Env) {
     let create = pb::CreateClusterRequest {
         source: Some(pb::create_cluster_request::Source::Spec(spec)),
         dry_run: false,
+        field_validation: 0,
     };
     g.clusters.create_cluster(create).await.unwrap();
     let scale = pb::ScaleClusterRequest {

@@ -51,6 +51,7 @@ async fn fifty_concurrent_creates_of_one_name_make_one_cluster() {
                     .create_cluster(pb::CreateClusterRequest {
                         source: Some(Source::ConfigYaml("name: contested\nnamespace: ml-team\n".into())),
                         dry_run: false,
+                        field_validation: 0,
                     })
                     .await;
                 match created {

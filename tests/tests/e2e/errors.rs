@@ -5,7 +5,6 @@ use krayne_tests::Env;
 use reqwest::Method;
 use serde_json::json;
 use tonic::Code;
-use tonic_types::StatusExt as _;
 
 const NS: &str = "/v1/namespaces/ml-team/clusters";
 
@@ -13,6 +12,7 @@ fn create(spec_yaml: &str) -> pb::CreateClusterRequest {
     pb::CreateClusterRequest {
         source: Some(Source::ConfigYaml(spec_yaml.into())),
         dry_run: false,
+        field_validation: 0,
     }
 }
 
@@ -29,15 +29,7 @@ async fn invalid_configs_list_every_field_on_both_transports() {
     let yaml = "name: Bad_Name\nnamespace: ml-team\nworkers: 3\nworker_groups: [{replicas: 1, min_replicas: 2}]\n";
     let status = g.clusters.create_cluster(create(yaml)).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
-    let details = status.get_error_details();
-    let fields: Vec<&str> = details
-        .bad_request()
-        .unwrap()
-        .field_violations
-        .iter()
-        .map(|v| v.field.as_str())
-        .collect();
-    assert_eq!(fields, want);
+    assert_eq!(krayne_tests::bad_request_fields(&status), want);
 }
 
 #[tokio::test]

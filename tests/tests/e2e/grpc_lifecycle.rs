@@ -28,6 +28,7 @@ async fn create_wait_describe_scale_delete() {
         .create_cluster(pb::CreateClusterRequest {
             source: Some(Source::Spec(spec("life"))),
             dry_run: false,
+            field_validation: 0,
         })
         .await
         .unwrap()
@@ -134,6 +135,7 @@ async fn config_yaml_dry_run_and_identity() {
         .create_cluster(pb::CreateClusterRequest {
             source: Some(Source::ConfigYaml("name: dry\nnamespace: ml-team\n".into())),
             dry_run: true,
+            field_validation: 0,
         })
         .await
         .unwrap()

@@ -202,6 +202,7 @@ async fn client_request_ids_are_only_correlation_ids() {
             "name: viagrpc\nnamespace: ml-team\n".into(),
         )),
         dry_run: false,
+        field_validation: 0,
     });
     request
         .metadata_mut()
@@ -345,7 +346,36 @@ async fn create_and_scale_read_numbers_alike() {
             .await
             .expect(200);
     }
-    for bad in ["1.5", "\"2\"", "-1", "1e20"] {
+    // `"2"` is a Krayne document's lax conversion (a warning, refused only
+    // with field_validation=strict); a scale body is typed JSON and refuses it.
+    let lax = r#"{"name": "lax", "worker_groups": [{"name": "cpu", "replicas": "2"}]}"#;
+    let warned = alice
+        .send(Method::POST, NS, Some("application/json"), Some(lax.into()))
+        .await
+        .expect(201);
+    assert_eq!(warned.body["warnings"][0]["field"], "worker_groups[0].replicas");
+    let strict = alice
+        .send(
+            Method::POST,
+            &format!("{NS}?field_validation=strict"),
+            Some("application/json"),
+            Some(lax.replace("\"lax\"", "\"strict\"").into()),
+        )
+        .await
+        .problem(400, "invalid_argument");
+    assert_eq!(strict.violation_fields(), ["worker_groups[0].replicas"]);
+    let scale = r#"{"worker_group": "cpu", "replicas": "2"}"#;
+    let refused = alice
+        .send(
+            Method::POST,
+            &format!("{NS}/lax/scale"),
+            Some("application/json"),
+            Some(scale.into()),
+        )
+        .await
+        .problem(400, "invalid_argument");
+    assert_eq!(refused.violation_fields(), ["replicas"]);
+    for bad in ["1.5", "-1", "1e20"] {
         let create = format!(r#"{{"name": "bad", "worker_groups": [{{"name": "cpu", "replicas": {bad}}}]}}"#);
         let refused = alice
             .send(Method::POST, NS, Some("application/json"), Some(create.into_bytes()))

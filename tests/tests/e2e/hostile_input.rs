@@ -4,7 +4,7 @@
 //! installed (CI installs it), fuzzes the REST API from its OpenAPI
 //! document as well.
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use bytes::{Buf as _, BufMut as _};
 use futures::{StreamExt as _, stream};
@@ -483,14 +483,9 @@ async fn corrupt_and_oversized_grpc_messages_get_statuses() {
     g.identity.who_am_i(krayne_proto::v1::WhoAmIRequest {}).await.unwrap();
 }
 
-fn which(tool: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file())
-}
-
 #[tokio::test]
 async fn schemathesis_finds_no_server_errors() {
-    let Some(schemathesis) = which("schemathesis") else {
+    let Some(schemathesis) = krayne_tests::which("schemathesis") else {
         assert!(
             std::env::var_os("CI").is_none(),
             "schemathesis must be installed in CI (.ci/run does it)"
@@ -510,8 +505,11 @@ async fn schemathesis_finds_no_server_errors() {
         .args(["--max-examples", "40", "--seed", "1", "--workers", "2", "--no-color"])
         .args(["--generation-database", "none"])
         .args(["--request-timeout", "30"])
+        .args(["--report", "har"])
         .arg("--report-dir")
         .arg(report.path())
+        .arg("--report-har-path")
+        .arg(report.path().join("run.har"))
         .output()
         .await
         .unwrap();
@@ -521,5 +519,94 @@ async fn schemathesis_finds_no_server_errors() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(output.status.success(), "schemathesis found problems:\n{text}");
-    eprintln!("{}", text.lines().rev().take(8).collect::<Vec<_>>().join("\n"));
+    let figures = fuzzing_figures(report.path());
+    assert_eq!(figures.server_errors, 0, "{figures:?}");
+    assert!(
+        figures.nested_creates >= 20 && figures.model_keys_reached.len() >= 18,
+        "the typed schema should drive nested cluster bodies: {figures:?}"
+    );
+    let summary = format!(
+        "{figures:?}\n{}",
+        text.lines().rev().take(8).collect::<Vec<_>>().join("\n")
+    );
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis-figures.log"),
+        &summary,
+    )
+    .unwrap();
+    eprintln!("{summary}");
+}
+
+/// What schemathesis sent, from its HAR report.
+#[derive(Debug, Default)]
+#[allow(dead_code, reason = "read through Debug, in the log")]
+struct FuzzingFigures {
+    requests: usize,
+    server_errors: usize,
+    statuses: std::collections::BTreeMap<u64, usize>,
+    /// Create bodies (JSON objects) with at least one of head,
+    /// worker_groups, services, autoscaler holding a non-empty object.
+    nested_creates: usize,
+    creates: usize,
+    /// The model's nested keys sent (`head.cpus`, `worker_groups[].replicas`…).
+    model_keys_reached: std::collections::BTreeSet<String>,
+    /// Other nested keys sent (a `warn` each, by default).
+    unknown_nested_keys: usize,
+}
+
+fn fuzzing_figures(dir: &Path) -> FuzzingFigures {
+    use krayne_proto::config::keys;
+    let har = std::fs::read(dir.join("run.har")).expect("schemathesis wrote its HAR report");
+    let har: Value = serde_json::from_slice(&har).unwrap();
+    let mut f = FuzzingFigures::default();
+    for entry in har["log"]["entries"].as_array().unwrap() {
+        f.requests += 1;
+        let status = entry["response"]["status"].as_u64().unwrap_or(0);
+        *f.statuses.entry(status).or_default() += 1;
+        if status >= 500 {
+            f.server_errors += 1;
+        }
+        let request = &entry["request"];
+        let url = request["url"].as_str().unwrap_or_default();
+        if request["method"] != "POST" || !url.split('?').next().unwrap_or_default().ends_with("/clusters") {
+            continue;
+        }
+        f.creates += 1;
+        let Ok(Value::Object(body)) = serde_json::from_str::<Value>(request["postData"]["text"].as_str().unwrap_or(""))
+        else {
+            continue;
+        };
+        let mut nested = false;
+        for (key, value) in &body {
+            let objects: Vec<&serde_json::Map<String, Value>> = match value {
+                Value::Object(m) => vec![m],
+                Value::Array(items) => items.iter().filter_map(Value::as_object).collect(),
+                _ => vec![],
+            };
+            let known = match key.as_str() {
+                "head" => keys::HEAD,
+                "worker_groups" => keys::GROUP,
+                "services" => keys::SERVICES,
+                "autoscaler" => keys::AUTOSCALER,
+                _ => &[],
+            };
+            for m in objects.into_iter().filter(|m| !m.is_empty()) {
+                nested = true;
+                let at = if value.is_array() {
+                    format!("{key}[]")
+                } else {
+                    key.clone()
+                };
+                for k in m.keys() {
+                    if known.contains(&k.as_str()) {
+                        f.model_keys_reached.insert(format!("{at}.{k}"));
+                    } else {
+                        f.unknown_nested_keys += 1;
+                    }
+                }
+            }
+        }
+        f.nested_creates += usize::from(nested);
+    }
+    f
 }

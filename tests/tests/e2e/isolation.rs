@@ -101,6 +101,7 @@ async fn probe_grpc(env: &Env, p: &Probe) {
         .create_cluster(pb::CreateClusterRequest {
             source: Some(Source::ConfigYaml(format!("name: intruder\nnamespace: {ns}\n"))),
             dry_run: false,
+            field_validation: 0,
         })
         .await;
     denied("CreateCluster", create.unwrap_err());

@@ -63,7 +63,7 @@ async fn the_openapi_document_is_stable_and_valid() {
         }
     }
 
-    match which("openapi-spec-validator") {
+    match krayne_tests::which("openapi-spec-validator") {
         Some(validator) => {
             let file = std::env::temp_dir().join(format!("krayne-openapi-{}.json", std::process::id()));
             std::fs::write(&file, served.text.as_bytes()).unwrap();
@@ -81,12 +81,6 @@ async fn the_openapi_document_is_stable_and_valid() {
         }
         None => eprintln!("SKIPPED: openapi-spec-validator not installed; the document was not validated"),
     }
-}
-
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 #[tokio::test]

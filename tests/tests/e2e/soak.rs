@@ -67,6 +67,7 @@ async fn grpc_cycle(g: &mut Grpc, name: &str, errors: &Errors) -> u64 {
     let create = pb::CreateClusterRequest {
         source: Some(Source::ConfigYaml(yaml)),
         dry_run: false,
+        field_validation: 0,
     };
     check("create", g.clusters.create_cluster(create).await.map(|_| ()));
     let get = pb::GetClusterRequest {

@@ -163,6 +163,7 @@ async fn check(model: &Model) {
             let create = pb::CreateClusterRequest {
                 source: Some(Source::ConfigYaml(yaml)),
                 dry_run: true,
+                field_validation: 0,
             };
             let code = grpc.clusters.create_cluster(create).await.err().map(|s| s.code());
             assert_eq!(

@@ -5,6 +5,28 @@ use serde_json::{Map, Value};
 
 use crate::domain::{self, Role};
 
+/// The request's `field_validation`; unspecified is `warn`.
+pub(crate) fn field_validation(value: i32) -> Result<domain::FieldValidation, domain::Error> {
+    use domain::FieldValidation as Mode;
+    match pb::FieldValidation::try_from(value) {
+        Ok(pb::FieldValidation::Unspecified | pb::FieldValidation::Warn) => Ok(Mode::Warn),
+        Ok(pb::FieldValidation::Strict) => Ok(Mode::Strict),
+        Ok(pb::FieldValidation::Ignore) => Ok(Mode::Ignore),
+        Err(_) => Err(domain::Error::invalid(
+            "field_validation",
+            format!("unknown value {value}; use STRICT, WARN or IGNORE"),
+        )),
+    }
+}
+
+/// A field warning as the wire carries it.
+pub(crate) fn field_warning(w: domain::FieldViolation) -> pb::FieldWarning {
+    pb::FieldWarning {
+        field: w.field,
+        description: w.description,
+    }
+}
+
 /// RFC 3339 text → protobuf timestamp.
 pub(crate) fn timestamp(text: Option<&str>) -> Option<prost_types::Timestamp> {
     let t: jiff::Timestamp = text?.parse().ok()?;

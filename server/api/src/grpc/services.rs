@@ -52,6 +52,7 @@ impl cluster_service_server::ClusterService for Grpc {
                 return Err(to_status(Error::invalid("source", "give a spec or config_yaml")));
             }
         };
+        let field_validation = convert::field_validation(body.field_validation).map_err(to_status)?;
         let created = self
             .service
             .create(
@@ -60,6 +61,7 @@ impl cluster_service_server::ClusterService for Grpc {
                     config,
                     namespace: None,
                     dry_run: body.dry_run,
+                    field_validation,
                 },
             )
             .await
@@ -68,6 +70,7 @@ impl cluster_service_server::ClusterService for Grpc {
         Ok(Response::new(pb::CreateClusterResponse {
             cluster: Some(convert::cluster_info(created.cluster)),
             manifest,
+            warnings: created.warnings.into_iter().map(convert::field_warning).collect(),
         }))
     }
 

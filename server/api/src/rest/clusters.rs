@@ -13,23 +13,24 @@ use futures::StreamExt as _;
 use super::{
     AppState,
     dto::{
-        ClusterConfig, ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery,
-        ScaleRequest, WaitQuery,
+        ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery, ScaleRequest,
+        WaitQuery,
     },
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
     responses::{Bodies, KubernetesReads, Refusals},
+    warnings::warning_headers,
 };
 use serde_json::Value;
 
 use crate::{
-    domain::{Error, PageRequest, Violations, limits, whole_count},
+    domain::{ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
     service::{CreateInput, ScaleInput},
 };
 
-/// A scale body read with the rules a cluster config's counts follow
-/// (`1.0` is 1, `-0` is 0, `1.5` and `"2"` are refused with the field), so
-/// create and scale take the same numbers.
+/// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and
+/// `"2"` are refused with the field). Scale is not a Krayne document, so
+/// `field_validation`'s conversions of create do not apply.
 fn scale_request(body: &Value) -> Result<ScaleRequest, Error> {
     let Some(map) = body.as_object() else {
         return Err(Error::invalid("", "the body must be a JSON object"));
@@ -112,18 +113,24 @@ pub(super) async fn list(
 ///
 /// Every problem with the config is reported at once, with its field path.
 /// With `dry_run=true` Kubernetes checks the manifest, nothing is created,
-/// and the answer is 200 with the manifest.
+/// and the answer is 200 with the manifest. What `field_validation=warn`
+/// accepts but reports comes back as `Warning: 299 - "<field>: <what>"`
+/// headers and in the body's `warnings`.
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
     request_body(content(
-        (ClusterConfig = "application/json"),
-        (ClusterConfig = "application/yaml"),
+        (ClusterSpec = "application/json"),
+        (ClusterSpec = "application/yaml"),
     )),
     responses(
         Refusals, Bodies,
-        (status = 201, description = "Created", body = CreateClusterResponse),
-        (status = 200, description = "Dry run: checked, nothing created", body = CreateClusterResponse),
-        (status = 400, description = "Invalid config, with every violation", body = Problem, content_type = "application/problem+json"),
+        (status = 201, description = "Created", body = CreateClusterResponse, headers(
+            ("Warning" = String, description = "One per ignored key or converted value (`field_validation=warn`): `299 - \"<field>: <what>\"`"),
+        )),
+        (status = 200, description = "Dry run: checked, nothing created", body = CreateClusterResponse, headers(
+            ("Warning" = String, description = "One per ignored key or converted value (`field_validation=warn`): `299 - \"<field>: <what>\"`"),
+        )),
+        (status = 400, description = "Invalid config or query, with every violation", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The namespace does not exist", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A cluster of that name exists", body = Problem, content_type = "application/problem+json"),
@@ -139,6 +146,7 @@ pub(super) async fn create(
     ConfigBody(config): ConfigBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let dry_run = q.dry_run.unwrap_or(false);
+    let field_validation = q.field_validation()?;
     let created = s
         .service
         .create(
@@ -147,11 +155,13 @@ pub(super) async fn create(
                 config,
                 namespace: Some(namespace),
                 dry_run,
+                field_validation,
             },
         )
         .await?;
     let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, Json(CreateClusterResponse::from(created))))
+    let headers = warning_headers(&created.warnings);
+    Ok((status, headers, Json(CreateClusterResponse::from(created))))
 }
 
 /// Get one cluster's summary.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
-    domain::{self, Page},
+    domain::{self, FieldValidation, FieldViolation, Page},
     service::Created,
 };
 
@@ -38,9 +38,14 @@ impl From<Page<ClusterInfo>> for ClusterList {
 pub(super) struct CreateClusterResponse {
     /// The cluster (for a dry run, as it would be).
     pub cluster: ClusterInfo,
-    /// The RayCluster manifest.
-    #[schema(value_type = Object)]
+    /// The RayCluster manifest (`ray.io/v1` `RayCluster`): free-form here
+    /// because its schema is KubeRay's CRD, not krayne's.
+    #[schema(schema_with = domain::schema::free_form_object)]
     pub manifest: Value,
+    /// What `field_validation=warn` accepted but reports: ignored keys and
+    /// converted values, each at its field path; also sent as `Warning: 299`
+    /// headers. Empty for a clean config.
+    pub warnings: Vec<FieldViolation>,
 }
 
 impl From<Created> for CreateClusterResponse {
@@ -48,6 +53,7 @@ impl From<Created> for CreateClusterResponse {
         Self {
             cluster: c.cluster,
             manifest: c.manifest,
+            warnings: c.warnings,
         }
     }
 }
@@ -92,6 +98,26 @@ pub(super) struct PageQuery {
 pub(super) struct CreateQuery {
     /// Check the cluster with Kubernetes and return its manifest; create nothing.
     pub dry_run: Option<bool>,
+    /// What to do with what Krayne accepts but a clean config would not
+    /// say — keys below the top level that the model does not know, and
+    /// values converted as pydantic's lax mode converts them (`"2"` for an
+    /// integer, `"yes"` for a boolean): `strict` refuses them (400, each
+    /// at its field path), `warn` (the default) accepts them and reports
+    /// each in `Warning: 299` headers and the body's `warnings`, `ignore`
+    /// accepts them silently. Unknown top-level keys are always refused.
+    #[param(value_type = Option<FieldValidation>)]
+    pub field_validation: Option<String>,
+}
+
+impl CreateQuery {
+    /// The mode asked for, `warn` when none.
+    pub(super) fn field_validation(&self) -> Result<FieldValidation, domain::Error> {
+        match self.field_validation.as_deref() {
+            None => Ok(FieldValidation::default()),
+            Some(text) => FieldValidation::parse(text)
+                .ok_or_else(|| domain::Error::invalid("field_validation", "must be strict, warn or ignore")),
+        }
+    }
 }
 
 /// Query of wait.
@@ -100,33 +126,6 @@ pub(super) struct CreateQuery {
 pub(super) struct WaitQuery {
     /// Give up after this many seconds (1–3600, default 300).
     pub timeout_seconds: Option<u64>,
-}
-
-/// Krayne's cluster config (JSON, or YAML with `Content-Type:
-/// application/yaml`). Only `name` is required; unknown keys are refused.
-/// Documents the request body only: the body is read as a tree and checked
-/// by the cluster model, which reports every problem at once.
-#[derive(Debug, ToSchema)]
-#[expect(dead_code, reason = "a schema for OpenAPI; bodies are read as config trees")]
-pub(super) struct ClusterConfig {
-    /// DNS-1035 label, at most 53 characters.
-    pub name: String,
-    /// Must match the namespace in the URL when given.
-    pub namespace: Option<String>,
-    /// `{cpus: "1", memory: "4Gi", gpus: 0, image, runs_tasks: false}`.
-    #[schema(value_type = Object)]
-    pub head: Option<Value>,
-    /// List of `{name: worker, replicas: 0, min_replicas: 0, max_replicas: 1,
-    /// cpus: "1", memory: "2Gi", gpus: 0, image}`; absent = one default group.
-    #[schema(value_type = Vec<Object>)]
-    pub worker_groups: Option<Vec<Value>>,
-    /// `{notebook: true, code_server: true, ssh: true}`.
-    #[schema(value_type = Object)]
-    pub services: Option<Value>,
-    /// `{enabled: true, idle_timeout_seconds: 60, upscaling_mode: Default,
-    /// cpu: "500m", memory: "512Mi"}`.
-    #[schema(value_type = Object)]
-    pub autoscaler: Option<Value>,
 }
 
 pub(super) use crate::domain::audit::AuditEvent;

@@ -9,6 +9,7 @@ mod extract;
 mod identity;
 mod problem;
 mod responses;
+mod warnings;
 
 use std::time::Duration;
 
@@ -85,6 +86,8 @@ impl Default for RestSettings {
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerAuth),
+    // Query parameters refer to these; routes register only body schemas.
+    components(schemas(crate::domain::FieldValidation)),
     security(("bearer" = [])),
     tags(
         (name = "clusters", description = "Ray cluster lifecycle"),
@@ -169,7 +172,7 @@ fn cors(origins: &[String]) -> CorsLayer {
         .allow_origin(AllowOrigin::list(origins))
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID, CORRELATION_ID])
-        .expose_headers([REQUEST_ID, CORRELATION_ID])
+        .expose_headers([REQUEST_ID, CORRELATION_ID, header::WARNING])
         .max_age(Duration::from_secs(600))
 }
 
@@ -220,3 +223,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod schema_tests;

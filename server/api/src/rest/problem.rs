@@ -30,19 +30,9 @@ pub struct Problem {
     pub request_id: String,
     /// For invalid input: every problem with its field path.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[schema(value_type = Vec<Violation>)]
     pub violations: Vec<FieldViolation>,
     #[serde(skip)]
     headers: Vec<(header::HeaderName, String)>,
-}
-
-/// One invalid field.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct Violation {
-    /// Field path, e.g. `worker_groups[1].min_replicas`.
-    pub field: String,
-    /// What is wrong with it.
-    pub description: String,
 }
 
 impl Problem {

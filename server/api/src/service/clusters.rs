@@ -11,8 +11,8 @@ use super::{ClusterService, Context};
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, ObservedCluster, ObservedPod, Page, PageRequest,
-        check_dns1123_label,
+        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedCluster,
+        ObservedPod, Page, PageRequest, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, scale_patch},
 };
@@ -27,6 +27,8 @@ pub struct CreateInput {
     pub namespace: Option<String>,
     /// Check and return the manifest only.
     pub dry_run: bool,
+    /// What to do with unknown nested keys and converted scalars.
+    pub field_validation: FieldValidation,
 }
 
 /// What create returns.
@@ -36,6 +38,8 @@ pub struct Created {
     pub cluster: ClusterInfo,
     /// The RayCluster manifest sent to Kubernetes.
     pub manifest: Value,
+    /// Ignored keys and converted values of the config (mode `warn`).
+    pub warnings: Vec<FieldViolation>,
 }
 
 /// Summaries of one namespace's clusters, each with its own pods (grouped
@@ -94,8 +98,8 @@ impl ClusterService {
             name.as_deref(),
         )
         .await?;
-        let spec = match ClusterSpec::from_value(&config) {
-            Ok(spec) => spec,
+        let (spec, warnings) = match ClusterSpec::read(&config, input.field_validation) {
+            Ok(read) => (read.spec, read.warnings),
             Err(e) => {
                 self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), name.as_deref(), &e)
                     .await;
@@ -116,7 +120,11 @@ impl ClusterService {
         let observed = if input.dry_run {
             self.store.create(&rendered, true, rid).await?
         } else {
-            let summary = json!({"spec": spec.to_value()});
+            let summary = json!({
+                "spec": spec.to_value(),
+                "field_validation": input.field_validation.as_str(),
+                "warnings": warnings.len(),
+            });
             self.audited(cx, AuditAction::ClusterCreate, &namespace, &spec.name, summary, || {
                 self.store.create(&rendered, false, rid)
             })
@@ -125,6 +133,7 @@ impl ClusterService {
         Ok(Created {
             cluster: manifest::cluster_info(&observed, Some(&[])),
             manifest: rendered.into_manifest(),
+            warnings,
         })
     }
 

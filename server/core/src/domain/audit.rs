@@ -21,6 +21,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Self; 6] = [
+        Self::Pending,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Denied,
+        Self::Invalid,
+        Self::Unknown,
+    ];
+
     /// `pending`, `succeeded`, …
     pub fn as_str(self) -> &'static str {
         match self {
@@ -58,6 +68,19 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
+    /// Every action.
+    pub const ALL: [Self; 9] = [
+        Self::ClusterCreate,
+        Self::ClusterGet,
+        Self::ClusterList,
+        Self::ClusterDescribe,
+        Self::ClusterScale,
+        Self::ClusterDelete,
+        Self::ClusterWait,
+        Self::AuditList,
+        Self::AuthDenied,
+    ];
+
     /// `cluster.create`, `auth.denied`, …
     pub fn as_str(self) -> &'static str {
         match self {
@@ -93,6 +116,9 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Both transports.
+    pub const ALL: [Self; 2] = [Self::Rest, Self::Grpc];
+
     /// `rest` or `grpc`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -161,16 +187,7 @@ pub struct AuditEntry {
 impl Outcome {
     /// Parses `pending`, `succeeded`, …
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Pending,
-            Self::Succeeded,
-            Self::Failed,
-            Self::Denied,
-            Self::Invalid,
-            Self::Unknown,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
     }
 }
 
@@ -223,13 +240,17 @@ pub struct Actor {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct AuditEvent {
     /// Event id (UUID v7, time-ordered).
+    #[cfg_attr(feature = "schema", schema(format = "uuid"))]
     pub id: String,
     /// When the request arrived.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub occurred_at: String,
     /// When its outcome was recorded.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub completed_at: Option<String>,
     /// The server's request id (UUID v7), as answered in `x-request-id`
     /// and sent to Kubernetes; never chosen by the client.
+    #[cfg_attr(feature = "schema", schema(format = "uuid"))]
     pub request_id: String,
     /// The id the client sent (`x-correlation-id` or `x-request-id`),
     /// echoed back in `x-correlation-id`.
@@ -241,17 +262,22 @@ pub struct AuditEvent {
     /// Client user agent.
     pub user_agent: Option<String>,
     /// `rest` or `grpc`.
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::transport))]
     pub transport: String,
     /// `cluster.create`, `cluster.scale`, `cluster.delete`, `auth.denied`, …
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::audit_action))]
     pub action: String,
     /// Namespace acted on.
     pub namespace: Option<String>,
     /// Cluster acted on.
     pub cluster: Option<String>,
-    /// What was asked, without secrets.
-    #[cfg_attr(feature = "schema", schema(value_type = Object))]
+    /// What was asked, without secrets: free-form because its keys depend
+    /// on the action (a create's config, a scale's counts, a denial's
+    /// reason).
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::free_form_object))]
     pub request_summary: Value,
     /// `pending`, `succeeded`, `failed`, `denied`, `invalid` or `unknown`.
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::outcome))]
     pub outcome: String,
     /// HTTP status of the answer.
     pub http_status: Option<u16>,

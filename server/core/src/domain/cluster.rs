@@ -35,6 +35,21 @@ pub enum ClusterStatus {
 }
 
 impl ClusterStatus {
+    /// Every status krayne derives itself (all but `Other`).
+    pub const KNOWN: [Self; 11] = [
+        Self::Creating,
+        Self::Running,
+        Self::Ready,
+        Self::Suspended,
+        Self::Unschedulable,
+        Self::ImagePullError,
+        Self::CrashLoop,
+        Self::ContainersCreating,
+        Self::PodsPending,
+        Self::PodsFailed,
+        Self::Unknown,
+    ];
+
     /// The status string Krayne uses.
     pub fn as_str(&self) -> &str {
         match self {
@@ -55,20 +70,7 @@ impl ClusterStatus {
 
     /// Parses a status string; anything unknown is kept as `Other`.
     pub fn parse(s: &str) -> Self {
-        let known = [
-            Self::Creating,
-            Self::Running,
-            Self::Ready,
-            Self::Suspended,
-            Self::Unschedulable,
-            Self::ImagePullError,
-            Self::CrashLoop,
-            Self::ContainersCreating,
-            Self::PodsPending,
-            Self::PodsFailed,
-            Self::Unknown,
-        ];
-        known
+        Self::KNOWN
             .into_iter()
             .find(|k| k.as_str() == s)
             .unwrap_or_else(|| Self::Other(s.to_owned()))
@@ -98,7 +100,6 @@ pub struct ClusterInfo {
     /// `creating`, `running`, `ready`, `suspended`, `unschedulable`,
     /// `image-pull-error`, `crash-loop`, `containers-creating`,
     /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
-    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub status: ClusterStatus,
     /// Head pod IP, else head service IP.
     pub head_ip: Option<String>,
@@ -117,6 +118,7 @@ pub struct ClusterInfo {
     /// Whether Ray's autoscaler runs.
     pub autoscaling_enabled: bool,
     /// Creation time (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub created_at: Option<String>,
     /// Workers KubeRay reports ready.
     pub ready_workers: u32,
@@ -143,6 +145,7 @@ pub struct ClusterDetails {
     /// Python version (`unknown`, as Krayne reports it).
     pub python_version: String,
     /// Services on the head.
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::service_names))]
     pub services: Vec<String>,
     /// KubeRay's conditions.
     pub conditions: Vec<Condition>,
@@ -198,12 +201,14 @@ pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False`, `Unknown`.
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::condition_status))]
     pub status: String,
     /// Reason.
     pub reason: Option<String>,
     /// Message.
     pub message: Option<String>,
     /// Last change.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub last_transition_time: Option<String>,
 }
 
@@ -217,7 +222,8 @@ pub struct PodInfo {
     pub node_type: String,
     /// Worker group; empty for the head.
     pub group: String,
-    /// Phase.
+    /// Kubernetes' pod phase.
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::pod_phase))]
     pub phase: String,
     /// Ready.
     pub ready: bool,
@@ -232,6 +238,7 @@ pub struct PodInfo {
     /// Container restarts.
     pub restarts: u32,
     /// Creation time.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub created_at: Option<String>,
 }
 
@@ -241,6 +248,7 @@ pub struct PodInfo {
 pub struct EventInfo {
     /// `Normal` or `Warning`.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "schema", schema(schema_with = super::schema::event_type))]
     pub type_: String,
     /// Reason.
     pub reason: String,
@@ -253,6 +261,7 @@ pub struct EventInfo {
     /// Occurrences.
     pub count: u32,
     /// Last occurrence.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub last_seen: Option<String>,
 }
 

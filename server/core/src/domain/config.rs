@@ -1,16 +1,67 @@
 //! Reading Krayne's `ClusterConfig` (JSON or YAML) into a [`ClusterSpec`].
 //!
-//! Stricter than Krayne: unknown keys are rejected at every level, names,
-//! quantities and counts are checked, and every problem is reported with its
-//! field path rather than only the first.
+//! Accepts what Krayne 0.3.8 accepts by default: unknown keys below the
+//! top level are ignored and scalars convert as in pydantic's lax mode,
+//! each reported as a warning; [`FieldValidation`] makes them errors or
+//! silent, as Kubernetes' `fieldValidation` does. Names, quantities and
+//! counts are checked more closely than Krayne does, and every problem is
+//! reported with its field path rather than only the first.
 
-use krayne_proto::config::{keys, type_name, yaml11_bool};
+use krayne_proto::config::{keys, type_name};
 use serde_json::{Map, Value};
 
 use super::{
-    AutoscalerSpec, ClusterSpec, Error, HeadSpec, Quantity, ServicesSpec, UpscalingMode, Violations, WorkerGroupSpec,
+    AutoscalerSpec, ClusterSpec, Error, FieldViolation, HeadSpec, Quantity, ServicesSpec, UpscalingMode, Violations,
+    WorkerGroupSpec,
+    lax::{self, Lax},
     names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label},
 };
+
+/// What to do with what Krayne accepts but a clean document would not
+/// say: an unknown key below the top level, or a scalar converted as
+/// pydantic's lax mode does (`"2"` for an integer, `"yes"` for a boolean).
+/// Unknown top-level keys are an error in every mode, as in Krayne.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(rename_all = "lowercase"))]
+pub enum FieldValidation {
+    /// Refuse them, each with its field path.
+    Strict,
+    /// Accept them and report each as a warning (the default).
+    #[default]
+    Warn,
+    /// Accept them silently, as Krayne does.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// Every mode.
+    pub const ALL: [Self; 3] = [Self::Strict, Self::Warn, Self::Ignore];
+
+    /// `strict`, `warn` or `ignore`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::Warn => "warn",
+            Self::Ignore => "ignore",
+        }
+    }
+
+    /// Reads a mode in any ASCII case (Kubernetes spells them `Strict`,
+    /// `Warn`, `Ignore`).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// A document read into a spec, with what it took to read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadConfig {
+    /// The cluster.
+    pub spec: ClusterSpec,
+    /// Ignored keys and converted values, in document order; empty unless
+    /// the mode was [`FieldValidation::Warn`].
+    pub warnings: Vec<FieldViolation>,
+}
 
 /// Upper bounds that keep one request from asking for the absurd.
 pub mod limits {
@@ -62,14 +113,26 @@ enum Resource {
 }
 
 impl ClusterSpec {
-    /// Reads a Krayne config tree, reporting every violation.
-    pub fn from_value(value: &Value) -> Result<Self, Error> {
-        let mut r = Reader::default();
+    /// Reads a Krayne config tree, reporting every violation, or every
+    /// ignored key and converted value as `mode` says.
+    pub fn read(value: &Value, mode: FieldValidation) -> Result<ReadConfig, Error> {
+        let mut r = Reader {
+            mode,
+            ..Reader::default()
+        };
         let spec = r.cluster(value);
         match spec {
-            Some(spec) if r.violations.is_empty() => Ok(spec),
+            Some(spec) if r.violations.is_empty() => Ok(ReadConfig {
+                spec,
+                warnings: r.warnings,
+            }),
             _ => Err(Error::InvalidArgument(r.violations)),
         }
+    }
+
+    /// Reads a Krayne config tree as Krayne does (warnings dropped).
+    pub fn from_value(value: &Value) -> Result<Self, Error> {
+        Self::read(value, FieldValidation::Ignore).map(|r| r.spec)
     }
 
     /// Parses YAML (JSON is YAML) text into a config tree; see
@@ -161,7 +224,9 @@ fn join(path: &str, key: &str) -> String {
 /// was wrong (and reported), so rules that need it are skipped.
 #[derive(Default)]
 struct Reader {
+    mode: FieldValidation,
     violations: Violations,
+    warnings: Vec<FieldViolation>,
 }
 
 impl Reader {
@@ -169,11 +234,26 @@ impl Reader {
         self.violations.push(path, description);
     }
 
+    /// Something Krayne accepts that a clean document would not say:
+    /// `strict` refuses it, `warn` reports it, `ignore` lets it pass.
+    fn lenient(&mut self, path: &str, warning: String, refusal: impl FnOnce() -> String) {
+        match self.mode {
+            FieldValidation::Strict => self.fail(path, format!("{} (field_validation=strict)", refusal())),
+            FieldValidation::Warn => self.warnings.push(FieldViolation {
+                field: path.to_owned(),
+                description: warning,
+            }),
+            FieldValidation::Ignore => {}
+        }
+    }
+
     fn wrong_type(&mut self, path: &str, expected: &str, got: &Value) {
         self.fail(path, format!("must be {expected}, not {}", type_name(got)));
     }
 
-    /// A mapping with only `known` keys. `null` counts as an empty mapping.
+    /// A mapping whose `known` keys are read. `null` counts as an empty
+    /// mapping. Other keys are an error at the top level (`path` empty)
+    /// and ignored below it, as Krayne's models do.
     fn object<'v>(
         &mut self,
         path: &str,
@@ -183,11 +263,14 @@ impl Reader {
         match value {
             None | Some(Value::Null) => Some(None),
             Some(Value::Object(map)) => {
+                let expected = || format!("unknown field; expected one of: {}", known.join(", "));
                 for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
-                    self.fail(
-                        &join(path, key),
-                        format!("unknown field; expected one of: {}", known.join(", ")),
-                    );
+                    let at = join(path, key);
+                    if path.is_empty() {
+                        self.fail(&at, expected());
+                    } else {
+                        self.lenient(&at, "unknown field, ignored".into(), expected);
+                    }
                 }
                 Some(Some(map))
             }
@@ -209,8 +292,9 @@ impl Reader {
         }
     }
 
-    /// A string, or a number written as one (Krayne coerces `cpus: 4`).
-    fn lenient_string(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
+    /// A quantity's text: a string, or a number written as one (Krayne
+    /// coerces `cpus: 4`; the schema allows both).
+    fn quantity_text(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
         match value {
             Some(Value::Number(n)) => Some(Some(n.to_string())),
             other => self.string(path, other),
@@ -218,12 +302,20 @@ impl Reader {
     }
 
     fn boolean(&mut self, path: &str, value: Option<&Value>, default: bool) -> Option<bool> {
-        match value {
-            None | Some(Value::Null) => Some(default),
-            Some(Value::Bool(b)) => Some(*b),
-            Some(Value::String(s)) if yaml11_bool(s).is_some() => yaml11_bool(s),
-            Some(other) => {
-                self.wrong_type(path, "true or false", other);
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return Some(default);
+        };
+        match lax::boolean(value) {
+            Lax::Exact(b) => Some(b),
+            Lax::Converted(b) => {
+                let got = lax::describe(value);
+                self.lenient(path, format!("{got} read as {b}"), || {
+                    format!("must be true or false, not {got}")
+                });
+                Some(b)
+            }
+            Lax::Invalid(why) => {
+                self.fail(path, why);
                 None
             }
         }
@@ -233,17 +325,35 @@ impl Reader {
         let Some(value) = value.filter(|v| !v.is_null()) else {
             return Some(default);
         };
-        match whole_count(value, max) {
-            Ok(c) => Some(c),
-            Err(why) => {
+        let count = match lax::int(value) {
+            Lax::Exact(i) => i,
+            Lax::Converted(i) => {
+                let got = lax::describe(value);
+                self.lenient(path, format!("{got} read as {i}"), || {
+                    format!("must be a whole number, not {got}")
+                });
+                i
+            }
+            Lax::Invalid(why) => {
                 self.fail(path, why);
+                return None;
+            }
+        };
+        match u32::try_from(count) {
+            Ok(c) if c <= max => Some(c),
+            _ if count < 0 => {
+                self.fail(path, "must not be negative");
+                None
+            }
+            _ => {
+                self.fail(path, format!("must be at most {max}"));
                 None
             }
         }
     }
 
     fn quantity(&mut self, path: &str, value: Option<&Value>, default: &str, resource: Resource) -> Option<Quantity> {
-        let text = self.lenient_string(path, value)?;
+        let text = self.quantity_text(path, value)?;
         let text = text.as_deref().unwrap_or(default);
         let q = match text.parse::<Quantity>() {
             Ok(q) => q,
@@ -429,8 +539,13 @@ impl Reader {
     }
 
     fn group_name(&mut self, path: &str, value: Option<&Value>) -> Option<String> {
+        if let Some(Value::Number(n)) = value {
+            self.lenient(path, format!("{n} read as the string \"{n}\""), || {
+                format!("must be a string, not {n}")
+            });
+        }
         let name = self
-            .lenient_string(path, value)?
+            .quantity_text(path, value)?
             .unwrap_or_else(|| defaults::GROUP_NAME.to_owned());
         match check_dns1123_label(&name) {
             Ok(()) => Some(name),
@@ -498,3 +613,7 @@ impl Reader {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "field_validation_tests.rs"]
+mod field_validation_tests;

@@ -2,8 +2,10 @@
 
 use std::{fmt, time::Duration};
 
-/// One problem with one field of a request.
+/// One problem with one field of a request; in a create's `warnings`,
+/// what was ignored or converted there.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = Violation))]
 pub struct FieldViolation {
     /// Path of the field, e.g. `worker_groups[1].min_replicas`.
     pub field: String,

@@ -9,7 +9,6 @@ pub struct NamespaceAccess {
     /// Namespace.
     pub namespace: String,
     /// `viewer`, `editor` or `admin`.
-    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub role: Role,
     /// Teams whose grants match it.
     pub via_teams: Vec<String>,

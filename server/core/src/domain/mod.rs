@@ -6,6 +6,7 @@ mod cluster;
 mod config;
 mod error;
 mod identity;
+mod lax;
 mod names;
 pub mod observed;
 mod paging;
@@ -13,13 +14,15 @@ mod ports;
 mod principal;
 mod quantity;
 mod rendered;
+#[cfg(feature = "schema")]
+pub mod schema;
 mod spec;
 pub mod text;
 
 pub use cluster::{
     ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };
-pub use config::{check_worker_counts, defaults, limits, parse_yaml, whole_count};
+pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use identity::{Identity, NamespaceAccess, VersionInfo};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};

@@ -4,6 +4,7 @@ use std::fmt;
 
 /// A role on a namespace; each includes the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Get, list, describe, wait.
@@ -62,7 +63,6 @@ pub struct Grant {
     /// Namespace or `prefix*`.
     pub pattern: String,
     /// Role.
-    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub role: Role,
 }
 

@@ -8,66 +8,138 @@ use serde::Serialize;
 use super::Quantity;
 
 /// A validated cluster request. Serializes back to Krayne's format.
+///
+/// Its OpenAPI schema (`ClusterConfig`) is the request body of create:
+/// only `name` is required, every other field shows Krayne's default.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = ClusterConfig))]
+// Krayne refuses unknown top-level keys; the schema says so
+// (`additionalProperties: false`). Nested sections take unknown keys
+// (`field_validation`), so they say nothing.
+#[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
-    /// DNS-1035 label, at most 53 characters.
+    /// DNS-1035 label (lower-case letters, digits and `-`, starting with a
+    /// letter), at most 53 characters (KubeRay's limit).
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+            min_length = 1,
+            max_length = 53,
+            example = "train"
+        )
+    )]
     pub name: String,
-    /// Kubernetes namespace (DNS-1123 label).
+    /// Kubernetes namespace (DNS-1123 label); must equal the namespace in
+    /// the URL when both are given.
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            required = false,
+            default = "default",
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            min_length = 1,
+            max_length = 63
+        )
+    )]
     pub namespace: String,
     /// The head node.
+    #[cfg_attr(feature = "schema", schema(required = false))]
     pub head: HeadSpec,
-    /// Worker groups with unique names; may be empty.
+    /// Worker groups with unique names; may be empty. Absent: one group
+    /// `worker` with Krayne's defaults.
+    #[cfg_attr(feature = "schema", schema(required = false, max_items = 32, default = json!([{"name": "worker", "replicas": 0, "min_replicas": 0, "max_replicas": 1, "cpus": "1", "memory": "2Gi", "gpus": 0}])))]
     pub worker_groups: Vec<WorkerGroupSpec>,
     /// Services started on the head.
+    #[cfg_attr(feature = "schema", schema(required = false))]
     pub services: ServicesSpec,
     /// Ray's in-tree autoscaler.
+    #[cfg_attr(feature = "schema", schema(required = false))]
     pub autoscaler: AutoscalerSpec,
 }
 
 /// The head node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = HeadConfig))]
 pub struct HeadSpec {
-    /// CPU, > 0.
+    /// CPU, > 0, at most 1024; raised to 1 in the pod when lower (Krayne).
+    #[cfg_attr(feature = "schema", schema(required = false, default = "1"))]
     pub cpus: Quantity,
-    /// Memory, > 0.
+    /// Memory, > 0, at most 16Ti; raised to 4Gi in the pod when lower.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "4Gi"))]
     pub memory: Quantity,
     /// NVIDIA GPUs.
+    #[cfg_attr(feature = "schema", schema(required = false, default = 0, maximum = 16))]
     pub gpus: u32,
-    /// Container image; `None` means the server's default Ray image.
+    /// Container image; absent means the server's default Ray image.
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            required = false,
+            pattern = r"^\S+$",
+            max_length = 512,
+            example = "rayproject/ray:2.43.0-py312"
+        )
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Whether Ray schedules tasks on the head.
+    #[cfg_attr(feature = "schema", schema(required = false, default = false))]
     pub runs_tasks: bool,
 }
 
 /// A group of identical workers; `min_replicas <= replicas <= max_replicas`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = WorkerGroupConfig))]
 pub struct WorkerGroupSpec {
     /// DNS-1123 label, unique in the cluster.
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            required = false,
+            default = "worker",
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            min_length = 1,
+            max_length = 63
+        )
+    )]
     pub name: String,
     /// Desired workers.
+    #[cfg_attr(feature = "schema", schema(required = false, default = 0, maximum = 10000))]
     pub replicas: u32,
-    /// Autoscaler lower bound.
+    /// Autoscaler lower bound; at most `replicas`.
+    #[cfg_attr(feature = "schema", schema(required = false, default = 0, maximum = 10000))]
     pub min_replicas: u32,
-    /// Autoscaler upper bound.
+    /// Autoscaler upper bound; raised to `replicas` when lower (Krayne).
+    #[cfg_attr(feature = "schema", schema(required = false, default = 1, maximum = 10000))]
     pub max_replicas: u32,
-    /// CPU per worker, > 0.
+    /// CPU per worker, > 0, at most 1024.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "1"))]
     pub cpus: Quantity,
-    /// Memory per worker, > 0.
+    /// Memory per worker, > 0, at most 16Ti.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "2Gi"))]
     pub memory: Quantity,
-    /// NVIDIA GPUs per worker.
+    /// NVIDIA GPUs per worker; a GPU group gets the `-gpu` image.
+    #[cfg_attr(feature = "schema", schema(required = false, default = 0, maximum = 16))]
     pub gpus: u32,
-    /// Container image; `None` means the server's default Ray image.
+    /// Container image; absent means the server's default Ray image.
+    #[cfg_attr(feature = "schema", schema(required = false, pattern = r"^\S+$", max_length = 512))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
 }
 
 /// Services started on the head node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = ServicesConfig))]
 pub struct ServicesSpec {
     /// Jupyter on 8888.
+    #[cfg_attr(feature = "schema", schema(required = false, default = true))]
     pub notebook: bool,
     /// code-server on 8443.
+    #[cfg_attr(feature = "schema", schema(required = false, default = true))]
     pub code_server: bool,
     /// sshd on 22, pod loopback only.
+    #[cfg_attr(feature = "schema", schema(required = false, default = true))]
     pub ssh: bool,
 }
 
@@ -80,21 +152,28 @@ impl ServicesSpec {
 
 /// Ray's in-tree autoscaler.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = AutoscalerConfig))]
 pub struct AutoscalerSpec {
     /// Whether it runs.
+    #[cfg_attr(feature = "schema", schema(required = false, default = true))]
     pub enabled: bool,
-    /// Seconds a worker may idle before removal.
+    /// Seconds a worker may idle before removal (at most 7 days).
+    #[cfg_attr(feature = "schema", schema(required = false, default = 60, maximum = 604800))]
     pub idle_timeout_seconds: u32,
     /// How eagerly it adds workers.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "Default"))]
     pub upscaling_mode: UpscalingMode,
     /// CPU of the autoscaler container, > 0.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "500m"))]
     pub cpu: Quantity,
     /// Memory of the autoscaler container, > 0.
+    #[cfg_attr(feature = "schema", schema(required = false, default = "512Mi"))]
     pub memory: Quantity,
 }
 
 /// KubeRay's `autoscalerOptions.upscalingMode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum UpscalingMode {
     /// Scale up as needed.
     Default,

@@ -12,6 +12,17 @@ use crate::domain::{ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetai
 /// How many events `describe` returns at most (the newest).
 const MAX_EVENTS: usize = 50;
 
+/// The services `describe` reports, in Krayne's order.
+pub const SERVICE_NAMES: [&str; 5] = {
+    let mut names = [""; 5];
+    let mut i = 0;
+    while i < SERVICE_PORTS.len() {
+        names[i] = SERVICE_PORTS[i].0;
+        i += 1;
+    }
+    names
+};
+
 /// Head ports krayne reports as services, in Krayne's order.
 const SERVICE_PORTS: [(&str, &str, u16); 5] = [
     ("dashboard", "http", 8265),

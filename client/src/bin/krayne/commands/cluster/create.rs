@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use krayne_client::{ClusterConfig, CreateOptions};
+use krayne_client::{ClusterConfig, CreateOptions, proto};
 use serde_json::json;
 
 use crate::{context::Context, failure::Failure, output::note, parse};
@@ -13,7 +13,8 @@ use crate::{context::Context, failure::Failure, output::note, parse};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   krayne create demo -n ml-team --workers 2 --wait
-  krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml")]
+  krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml
+  krayne create demo -f old-krayne.yaml --field-validation strict --dry-run")]
 pub(crate) struct Args {
     /// Cluster name (lowercase letters, digits and '-'); replaces the file's.
     name: String,
@@ -57,6 +58,33 @@ pub(crate) struct Args {
     /// Check everything and print the manifest; create nothing.
     #[arg(long)]
     dry_run: bool,
+    /// What to do with keys below the top level that the cluster model
+    /// does not know, and values converted as Krayne converts them ("2"
+    /// for a number, "yes" for a boolean): refuse them, print a warning
+    /// for each on stderr, or accept them silently.
+    #[arg(long, value_enum, default_value_t = FieldValidation::Warn, value_name = "MODE")]
+    field_validation: FieldValidation,
+}
+
+/// `--field-validation`, as kubectl spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FieldValidation {
+    /// Refuse them, each at its field path.
+    Strict,
+    /// Accept them; print `Warning: <field>: <what>` for each.
+    Warn,
+    /// Accept them silently, as Krayne does.
+    Ignore,
+}
+
+impl From<FieldValidation> for proto::FieldValidation {
+    fn from(mode: FieldValidation) -> Self {
+        match mode {
+            FieldValidation::Strict => Self::Strict,
+            FieldValidation::Warn => Self::Warn,
+            FieldValidation::Ignore => Self::Ignore,
+        }
+    }
 }
 
 impl Args {
@@ -105,8 +133,12 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let options = CreateOptions {
         dry_run: args.dry_run,
         wait: None,
+        field_validation: args.field_validation.into(),
     };
     let created = client.create_with(config, options).await?;
+    for warning in &created.warnings {
+        note(&format!("Warning: {}: {}", warning.field, warning.description));
+    }
     if args.dry_run {
         note(&format!(
             "dry run: {namespace}/{} is valid; this manifest would be created",
