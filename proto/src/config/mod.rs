@@ -92,11 +92,13 @@ fn is_pyyaml_bool(s: &str) -> bool {
 }
 
 /// Parser options: only `true`/`false` are booleans (see [`parse_yaml`]
-/// for PyYAML's other spellings). Duplicate keys are an error, not
-/// last-wins.
+/// for PyYAML's other spellings); a plain number with a leading zero is
+/// octal, as in YAML 1.1 and PyYAML (`010` is 8). Duplicate keys are an
+/// error, not last-wins.
 pub fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
+    options.legacy_octal_numbers = true;
     options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::Error;
     options
 }
@@ -164,5 +166,7 @@ mod tests {
             json,
             json!({"services": {"ssh": "yes", "notebook": "true", "code_server": false}})
         );
+        let numbers = parse_yaml("a: 010\nb: '010'\nc: 10\nd: 0\ne: -07\n").unwrap();
+        assert_eq!(numbers, json!({"a": 8, "b": "010", "c": 10, "d": 0, "e": -7}));
     }
 }

@@ -111,13 +111,13 @@ fn split_path(path: &str) -> Option<Vec<&str>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// The value typed as a YAML scalar; text YAML cannot read stays a string.
+/// The value typed as a YAML scalar in a file would be (so `off` is a
+/// boolean, as PyYAML reads it); text YAML cannot read stays a string.
 fn scalar(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Null;
     }
-    serde_saphyr::from_str_with_options::<Value>(raw, super::yaml_options())
-        .unwrap_or_else(|_| Value::String(raw.to_owned()))
+    super::parse_yaml(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
 }
 
 #[cfg(test)]
@@ -141,12 +141,15 @@ mod tests {
     fn types_values_as_yaml_scalars() {
         let t = apply(
             json!({}),
-            &["a=3", "b=true", "c=4Gi", "d=\"4\"", "e=500m", "f=1.5", "g=x=y"],
+            &[
+                "a=3", "b=true", "c=4Gi", "d=\"4\"", "e=500m", "f=1.5", "g=x=y", "h=off", "i='no'", "j=y", "k=010",
+            ],
         )
         .unwrap();
         assert_eq!(
             t,
-            json!({"a": 3, "b": true, "c": "4Gi", "d": "4", "e": "500m", "f": 1.5, "g": "x=y"})
+            json!({"a": 3, "b": true, "c": "4Gi", "d": "4", "e": "500m", "f": 1.5, "g": "x=y",
+                   "h": false, "i": "no", "j": "y", "k": 8})
         );
     }
 

@@ -8,7 +8,7 @@
 import createClient from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 
-type ClusterConfig = components["schemas"]["ClusterConfig"];
+type ClusterConfig = paths["/v1/namespaces/{namespace}/clusters"]["post"]["requestBody"]["content"]["application/json"];
 type Problem = components["schemas"]["Problem"];
 type ClusterStatus = components["schemas"]["ClusterStatus"];
 
@@ -178,7 +178,8 @@ async function main(): Promise<void> {
     params: { path: cluster },
     body: { worker_group: "cpu", replicas: 1, min_replicas: 2 },
   });
-  check(tooMany.error !== undefined, "min above replicas is refused");
+  check(tooMany.error !== undefined && tooMany.error.code === "invalid_argument", "min above replicas is refused");
+  check((tooMany.error.violations ?? []).some((v) => v.field.endsWith("min_replicas")), problem(tooMany.error));
   ok("scale refused", problem(tooMany.error));
 
   for (const name of ["portal-train", "portal-a", "portal-b"]) {

@@ -119,8 +119,8 @@ pub(super) async fn list(
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
     request_body(content(
-        (ClusterSpec = "application/json"),
-        (ClusterSpec = "application/yaml"),
+        (inline(ClusterSpec) = "application/json"),
+        (inline(ClusterSpec) = "application/yaml"),
     )),
     responses(
         Refusals, Bodies,

@@ -87,7 +87,8 @@ impl Default for RestSettings {
     ),
     modifiers(&BearerAuth),
     // Query parameters refer to these; routes register only body schemas.
-    components(schemas(crate::domain::FieldValidation)),
+    // The create body is inline; its sections refer to these.
+    components(schemas(crate::domain::FieldValidation, crate::domain::Quantity, crate::domain::UpscalingMode)),
     security(("bearer" = [])),
     tags(
         (name = "clusters", description = "Ray cluster lifecycle"),

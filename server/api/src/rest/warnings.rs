@@ -3,42 +3,65 @@
 
 use axum::http::{HeaderMap, HeaderValue, header};
 
-use crate::domain::{FieldViolation, text::bounded};
+use crate::domain::FieldViolation;
 
 /// At most this many `Warning` headers; the body's `warnings` has them all.
 const MAX_HEADERS: usize = 32;
-/// At most this many bytes of one warning's text in a header.
-const MAX_TEXT_BYTES: usize = 256;
+/// At most this many bytes of one header's value (after escaping).
+const MAX_VALUE_BYTES: usize = 256;
+/// At most this many bytes of `Warning` headers in all (kube-apiserver
+/// keeps to 4 KiB; clients such as Node's limit all headers to 16 KiB).
+const MAX_TOTAL_BYTES: usize = 4096;
 
-/// One `Warning: 299 - "<field>: <what>"` header per warning (the first
-/// [`MAX_HEADERS`], then one saying how many more the body holds).
+/// One `Warning: 299 - "<field>: <what>"` header per warning while they
+/// fit in [`MAX_HEADERS`] and [`MAX_TOTAL_BYTES`], then one saying how many
+/// more the body holds.
 pub(super) fn warning_headers(warnings: &[FieldViolation]) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    let texts = warnings.iter().take(MAX_HEADERS).map(ToString::to_string);
-    let more = warnings.len().saturating_sub(MAX_HEADERS);
-    let rest = (more > 0).then(|| format!("{more} more warnings in the response body"));
-    for text in texts.chain(rest) {
-        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{}\"", quoted(&text))) {
+    let mut total = 0;
+    let mut sent = 0;
+    for warning in warnings {
+        let value = header_value(&warning.to_string());
+        if sent == MAX_HEADERS || total + value.len() > MAX_TOTAL_BYTES {
+            break;
+        }
+        total += value.len();
+        sent += 1;
+        if let Ok(value) = HeaderValue::from_str(&value) {
             headers.append(header::WARNING, value);
         }
+    }
+    let more = warnings.len() - sent;
+    if more > 0
+        && let Ok(value) = HeaderValue::from_str(&header_value(&format!("{more} more warnings in the response body")))
+    {
+        headers.append(header::WARNING, value);
     }
     headers
 }
 
-/// The inside of an HTTP quoted-string: `"` and `\` escaped, and anything
-/// but printable ASCII (a header value's safe set) as `\u{…}`.
-fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in bounded(text, MAX_TEXT_BYTES).chars() {
+/// `299 - "<text>"`: `"` and `\` escaped, anything but printable ASCII (a
+/// header value's safe set) as `\u{…}`, then cut to [`MAX_VALUE_BYTES`].
+fn header_value(text: &str) -> String {
+    const CUT: &str = "...\"";
+    let mut out = String::from("299 - \"");
+    for c in text.chars() {
+        let mut escaped = String::new();
         match c {
             '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+                escaped.push('\\');
+                escaped.push(c);
             }
-            ' '..='~' => out.push(c),
-            other => out.extend(other.escape_unicode()),
+            ' '..='~' => escaped.push(c),
+            other => escaped.extend(other.escape_unicode()),
         }
+        if out.len() + escaped.len() + CUT.len() > MAX_VALUE_BYTES {
+            out.push_str(CUT);
+            return out;
+        }
+        out.push_str(&escaped);
     }
+    out.push('"');
     out
 }
 
@@ -82,7 +105,22 @@ mod tests {
         let values: Vec<&HeaderValue> = headers.get_all(header::WARNING).iter().collect();
         assert_eq!(values.len(), MAX_HEADERS + 1);
         assert_eq!(values[MAX_HEADERS], "299 - \"8 more warnings in the response body\"");
-        let long = warning_headers(&[warning("head.x", &"a".repeat(1000))]);
-        assert!(long.get(header::WARNING).unwrap().len() < MAX_TEXT_BYTES + 16);
+    }
+
+    #[test]
+    fn escaping_cannot_outgrow_the_caps() {
+        let wide: Vec<FieldViolation> = (0..40)
+            .map(|_| warning(&"\u{1b}é".repeat(300), "unknown field, ignored"))
+            .collect();
+        let headers = warning_headers(&wide);
+        let values: Vec<&str> = headers
+            .get_all(header::WARNING)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert!(values.iter().all(|v| v.len() <= MAX_VALUE_BYTES), "{values:?}");
+        assert!(values.iter().map(|v| v.len()).sum::<usize>() <= MAX_TOTAL_BYTES + MAX_VALUE_BYTES);
+        assert!(values[0].ends_with("...\""), "{}", values[0]);
+        assert!(values.last().unwrap().contains("more warnings in the response body"));
     }
 }

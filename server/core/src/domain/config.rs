@@ -15,6 +15,7 @@ use super::{
     WorkerGroupSpec,
     lax::{self, Lax},
     names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label},
+    text::{bounded, escape_controls},
 };
 
 /// What to do with what Krayne accepts but a clean document would not
@@ -58,8 +59,9 @@ impl FieldValidation {
 pub struct ReadConfig {
     /// The cluster.
     pub spec: ClusterSpec,
-    /// Ignored keys and converted values, in document order; empty unless
-    /// the mode was [`FieldValidation::Warn`].
+    /// Ignored keys and converted values, section by section (a section's
+    /// unknown keys first), at most [`limits::MAX_REPORTED`] and then a
+    /// count of the rest; empty unless the mode was [`FieldValidation::Warn`].
     pub warnings: Vec<FieldViolation>,
 }
 
@@ -79,6 +81,11 @@ pub mod limits {
     pub const MAX_IDLE_TIMEOUT_SECONDS: u32 = 7 * 24 * 3600;
     /// Image reference length.
     pub const MAX_IMAGE_LEN: usize = 512;
+    /// Violations, and warnings, listed for one document; the rest are
+    /// counted in a last entry (a 1 MiB body can hold 150 000 keys).
+    pub const MAX_REPORTED: usize = 100;
+    /// Bytes of an unknown key quoted in a field path.
+    pub const MAX_KEY_BYTES: usize = 128;
 }
 
 /// Krayne's defaults.
@@ -121,6 +128,7 @@ impl ClusterSpec {
             ..Reader::default()
         };
         let spec = r.cluster(value);
+        r.count_unlisted();
         match spec {
             Some(spec) if r.violations.is_empty() => Ok(ReadConfig {
                 spec,
@@ -227,11 +235,43 @@ struct Reader {
     mode: FieldValidation,
     violations: Violations,
     warnings: Vec<FieldViolation>,
+    unlisted_violations: usize,
+    unlisted_warnings: usize,
 }
 
 impl Reader {
     fn fail(&mut self, path: &str, description: impl Into<String>) {
-        self.violations.push(path, description);
+        if self.violations.as_slice().len() < limits::MAX_REPORTED {
+            self.violations.push(path, description);
+        } else {
+            self.unlisted_violations += 1;
+        }
+    }
+
+    fn warn(&mut self, path: &str, description: String) {
+        if self.warnings.len() < limits::MAX_REPORTED {
+            self.warnings.push(FieldViolation {
+                field: path.to_owned(),
+                description,
+            });
+        } else {
+            self.unlisted_warnings += 1;
+        }
+    }
+
+    /// Ends each list with how many it left out, if any.
+    fn count_unlisted(&mut self) {
+        if self.unlisted_violations > 0 {
+            let more = format!("and {} more problems", self.unlisted_violations);
+            self.violations.push("", more);
+        }
+        if self.unlisted_warnings > 0 {
+            let more = format!("and {} more warnings", self.unlisted_warnings);
+            self.warnings.push(FieldViolation {
+                field: String::new(),
+                description: more,
+            });
+        }
     }
 
     /// Something Krayne accepts that a clean document would not say:
@@ -239,10 +279,7 @@ impl Reader {
     fn lenient(&mut self, path: &str, warning: String, refusal: impl FnOnce() -> String) {
         match self.mode {
             FieldValidation::Strict => self.fail(path, format!("{} (field_validation=strict)", refusal())),
-            FieldValidation::Warn => self.warnings.push(FieldViolation {
-                field: path.to_owned(),
-                description: warning,
-            }),
+            FieldValidation::Warn => self.warn(path, warning),
             FieldValidation::Ignore => {}
         }
     }
@@ -265,7 +302,7 @@ impl Reader {
             Some(Value::Object(map)) => {
                 let expected = || format!("unknown field; expected one of: {}", known.join(", "));
                 for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
-                    let at = join(path, key);
+                    let at = join(path, &bounded(&escape_controls(key), limits::MAX_KEY_BYTES));
                     if path.is_empty() {
                         self.fail(&at, expected());
                     } else {
@@ -539,13 +576,8 @@ impl Reader {
     }
 
     fn group_name(&mut self, path: &str, value: Option<&Value>) -> Option<String> {
-        if let Some(Value::Number(n)) = value {
-            self.lenient(path, format!("{n} read as the string \"{n}\""), || {
-                format!("must be a string, not {n}")
-            });
-        }
         let name = self
-            .quantity_text(path, value)?
+            .string(path, value)?
             .unwrap_or_else(|| defaults::GROUP_NAME.to_owned());
         match check_dns1123_label(&name) {
             Ok(()) => Some(name),

@@ -197,12 +197,17 @@ fn quantities_have_sane_upper_bounds() {
 fn numbers_are_coerced_to_quantity_strings() {
     let spec = ok(json!({
         "name": "a", "head": {"cpus": 4, "memory": 8589934592_u64},
-        "worker_groups": [{"cpus": 0.5, "name": 5}],
+        "worker_groups": [{"cpus": 0.5}],
     }));
     assert_eq!(spec.head.cpus.as_str(), "4");
     assert_eq!(spec.head.memory.as_str(), "8589934592");
     assert_eq!(spec.worker_groups[0].cpus.as_str(), "0.5");
-    assert_eq!(spec.worker_groups[0].name, "5");
+    // Only quantities: a number is no `str` to pydantic (lax mode included).
+    rejects(
+        json!({"name": "a", "worker_groups": [{"name": 5}]}),
+        "worker_groups[0].name",
+        "must be a string",
+    );
 }
 
 #[test]

@@ -228,6 +228,7 @@ fn strings_are_never_converted_from_other_types() {
         ("name", json!(5)),
         ("namespace", json!(true)),
         ("head.image", json!(3)),
+        ("worker_groups[0].name", json!(5)),
         ("autoscaler.upscaling_mode", json!(1)),
     ] {
         for mode in FieldValidation::ALL {
@@ -239,18 +240,6 @@ fn strings_are_never_converted_from_other_types() {
     // A number as a quantity is Krayne's own rule, not a conversion.
     let doc = with("head.cpus", json!(4));
     assert!(read(&doc, FieldValidation::Strict).warnings.is_empty());
-}
-
-#[test]
-fn a_numeric_group_name_is_a_conversion() {
-    let want = read(&with("worker_groups[0].name", json!("5")), FieldValidation::Strict).spec;
-    check_modes(
-        &with("worker_groups[0].name", json!(5)),
-        "worker_groups[0].name",
-        "must be a string, not 5",
-        "5 read as the string \"5\"",
-        &want,
-    );
 }
 
 #[test]
@@ -321,4 +310,36 @@ fn modes_parse_in_any_case() {
     }
     assert_eq!(FieldValidation::parse("lenient"), None);
     assert_eq!(FieldValidation::default(), FieldValidation::Warn);
+}
+
+#[test]
+fn reports_are_bounded_however_large_the_document() {
+    let mut doc = clean();
+    for i in 0..5_000 {
+        doc["head"][format!("k{i}")] = json!(1);
+    }
+    doc["services"]["x".repeat(10_000)] = json!(1);
+    let warned = read(&doc, FieldValidation::Warn);
+    assert_eq!(warned.warnings.len(), limits::MAX_REPORTED + 1);
+    let last = warned.warnings.last().unwrap();
+    assert_eq!(
+        (last.field.as_str(), last.description.as_str()),
+        ("", "and 4901 more warnings")
+    );
+    let refused = refusal(&doc, FieldValidation::Strict);
+    assert_eq!(refused.len(), limits::MAX_REPORTED + 1);
+    assert_eq!(refused.last().unwrap().1, "and 4901 more problems");
+
+    let long_key = with(&format!("services.{}", "\u{1b}".repeat(500)), json!(1));
+    let w = &read(&long_key, FieldValidation::Warn).warnings[0];
+    assert!(
+        w.field.len() <= "services.".len() + limits::MAX_KEY_BYTES,
+        "{}",
+        w.field
+    );
+    assert!(!w.field.contains('\u{1b}'), "{}", w.field);
+
+    let long_value = with("head.gpus", json!("9".repeat(100_000)));
+    let found = refusal(&long_value, FieldValidation::Warn);
+    assert!(found[0].1.len() < 200, "{}", found[0].1);
 }

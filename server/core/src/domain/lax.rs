@@ -26,7 +26,7 @@ pub(super) fn int(value: &Value) -> Lax<i128> {
         Value::Bool(b) => Lax::Converted(i128::from(*b)),
         Value::String(s) => match str_as_int(s) {
             Some(i) => Lax::Converted(i),
-            None => Lax::Invalid(format!("must be a whole number, not the string {s:?}")),
+            None => Lax::Invalid(format!("must be a whole number, not {}", describe(value))),
         },
         other => Lax::Invalid(format!(
             "must be a whole number, not {}",
@@ -55,7 +55,8 @@ pub(super) fn boolean(value: &Value) -> Lax<bool> {
 /// The value as a warning or an error names it: `the string "2"`, `2.0`.
 pub(super) fn describe(value: &Value) -> String {
     match value {
-        Value::String(s) => format!("the string {s:?}"),
+        // Enough to recognise the value; a document may hold 1 MiB strings.
+        Value::String(s) => format!("the string {:?}", super::text::bounded(s, 64)),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
         other => krayne_proto::config::type_name(other).to_owned(),

@@ -12,8 +12,9 @@ use utoipa::{
 };
 
 use super::{
-    ClusterStatus, Quantity,
+    AutoscalerSpec, ClusterStatus, HeadSpec, Quantity, ServicesSpec, WorkerGroupSpec,
     audit::{AuditAction, Outcome, Transport},
+    limits,
 };
 
 /// Kubernetes' quantity grammar (`resource.MustParse`), as its OpenAPI
@@ -68,6 +69,41 @@ impl PartialSchema for ClusterStatus {
 }
 
 impl ToSchema for ClusterStatus {}
+
+// The create body's sections, inlined (see `ClusterSpec`). Through
+// `schema_with` rather than `inline`: utoipa wraps an inlined field with a
+// description in `allOf [section, {type: object, description}]`, which
+// generators read as "also an object with no properties" (TypeScript:
+// `& Record<string, never>`), so no section could be written.
+
+/// `head`, inline.
+pub(super) fn head_config() -> RefOr<Schema> {
+    HeadSpec::schema()
+}
+
+/// `services`, inline.
+pub(super) fn services_config() -> RefOr<Schema> {
+    ServicesSpec::schema()
+}
+
+/// `autoscaler`, inline.
+pub(super) fn autoscaler_config() -> RefOr<Schema> {
+    AutoscalerSpec::schema()
+}
+
+/// `worker_groups`: inline items, at most 32, absent meaning one default group.
+pub(super) fn worker_groups_config() -> ArrayBuilder {
+    let default = serde_json::json!([{
+        "name": "worker", "replicas": 0, "min_replicas": 0, "max_replicas": 1, "cpus": "1", "memory": "2Gi", "gpus": 0,
+    }]);
+    ArrayBuilder::new()
+        .items(WorkerGroupSpec::schema())
+        .max_items(Some(limits::MAX_WORKER_GROUPS))
+        .default(Some(default))
+        .description(Some(
+            "Worker groups with unique names; may be empty. Absent: one group `worker` with Krayne's defaults.",
+        ))
+}
 
 /// A JSON object whose keys krayne does not define (a manifest of
 /// KubeRay's CRD, an audit summary): any properties, each any value.

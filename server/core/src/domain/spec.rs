@@ -9,10 +9,21 @@ use super::Quantity;
 
 /// A validated cluster request. Serializes back to Krayne's format.
 ///
-/// Its OpenAPI schema (`ClusterConfig`) is the request body of create:
-/// only `name` is required, every other field shows Krayne's default.
+/// Its OpenAPI schema is the request body of create: only `name` is
+/// required, every other field shows Krayne's default. The body and its
+/// sections are inlined there, not components: generators such as
+/// openapi-typescript read a default in a shared component as "always
+/// present" (true of an answer) and would make every defaulted field of
+/// a request required.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = ClusterConfig))]
+#[cfg_attr(
+    feature = "schema",
+    derive(utoipa::ToSchema),
+    schema(
+        as = ClusterConfig,
+        description = "Krayne's `ClusterConfig`, as JSON or (with `Content-Type: application/yaml`) a Krayne YAML file. Only `name` is required; every other field has Krayne's default. Unknown top-level keys are refused; unknown keys below it and values Krayne converts (`\"2\"` for an integer) follow `field_validation`."
+    )
+)]
 // Krayne refuses unknown top-level keys; the schema says so
 // (`additionalProperties: false`). Nested sections take unknown keys
 // (`field_validation`), so they say nothing.
@@ -44,17 +55,17 @@ pub struct ClusterSpec {
     )]
     pub namespace: String,
     /// The head node.
-    #[cfg_attr(feature = "schema", schema(required = false))]
+    #[cfg_attr(feature = "schema", schema(required = false, schema_with = super::schema::head_config))]
     pub head: HeadSpec,
     /// Worker groups with unique names; may be empty. Absent: one group
     /// `worker` with Krayne's defaults.
-    #[cfg_attr(feature = "schema", schema(required = false, max_items = 32, default = json!([{"name": "worker", "replicas": 0, "min_replicas": 0, "max_replicas": 1, "cpus": "1", "memory": "2Gi", "gpus": 0}])))]
+    #[cfg_attr(feature = "schema", schema(required = false, schema_with = super::schema::worker_groups_config))]
     pub worker_groups: Vec<WorkerGroupSpec>,
     /// Services started on the head.
-    #[cfg_attr(feature = "schema", schema(required = false))]
+    #[cfg_attr(feature = "schema", schema(required = false, schema_with = super::schema::services_config))]
     pub services: ServicesSpec,
     /// Ray's in-tree autoscaler.
-    #[cfg_attr(feature = "schema", schema(required = false))]
+    #[cfg_attr(feature = "schema", schema(required = false, schema_with = super::schema::autoscaler_config))]
     pub autoscaler: AutoscalerSpec,
 }
 

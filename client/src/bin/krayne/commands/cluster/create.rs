@@ -137,7 +137,17 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     };
     let created = client.create_with(config, options).await?;
     for warning in &created.warnings {
-        note(&format!("Warning: {}: {}", warning.field, warning.description));
+        let text = format!("Warning: {}: {}", warning.field, warning.description);
+        // The field names keys of the user's file: never let them drive the terminal.
+        let mut printable = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c.is_control() {
+                printable.extend(c.escape_default());
+            } else {
+                printable.push(c);
+            }
+        }
+        note(&printable);
     }
     if args.dry_run {
         note(&format!(
