@@ -266,8 +266,9 @@ pub struct SandboxArgs {
     /// Port of the API on 127.0.0.1 (0 picks a free one).
     #[arg(long, env = "KRAYNE_SANDBOX_PORT", default_value_t = 8080)]
     pub port: u16,
-    /// Port of /healthz, /readyz and /metrics on 127.0.0.1 (0 picks one).
-    #[arg(long, env = "KRAYNE_SANDBOX_OPS_PORT", default_value_t = 9090)]
+    /// Port of /healthz, /readyz and /metrics on 127.0.0.1; by default a
+    /// free one (printed), so sandboxes can run side by side.
+    #[arg(long, env = "KRAYNE_SANDBOX_OPS_PORT", default_value_t = 0)]
     pub ops_port: u16,
     /// Where to write a kubeconfig for kubectl (default: a temp file).
     #[arg(long)]

@@ -10,6 +10,7 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
+use sha2::Digest as _;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch};
 
 use super::{
@@ -517,8 +518,29 @@ fn container_statuses(pod: &Value, state: impl Fn(&Value) -> Value, ready: bool)
         .enumerate()
         .map(|(i, c)| {
             let restarts = previous.get(i).and_then(|p| p["restartCount"].as_i64()).unwrap_or(0);
-            json!({"name": c["name"], "image": c["image"], "ready": ready, "started": ready,
-                   "restartCount": restarts, "state": state(c)})
+            let state = state(c);
+            let image = c["image"].as_str().unwrap_or_default();
+            json!({"name": c["name"], "image": image, "imageID": image_id(image, &state), "ready": ready,
+                   "started": ready, "restartCount": restarts, "state": state})
         })
         .collect()
+}
+
+/// A container status's `imageID`, as the kubelet reports it: empty until
+/// the image is pulled, then `<image>@sha256:<digest>` (here a digest of the
+/// name: the sandbox pulls nothing).
+fn image_id(image: &str, state: &Value) -> String {
+    let waiting = state["waiting"]["reason"].as_str();
+    let pulled = !matches!(waiting, Some("ContainerCreating" | "ErrImagePull" | "ImagePullBackOff"));
+    if !pulled || image.is_empty() {
+        return String::new();
+    }
+    let digest = sha2::Sha256::digest(image.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let repository = image.split('@').next().unwrap_or(image);
+    let repository = match repository.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => repository,
+    };
+    format!("{repository}@sha256:{hex}")
 }

@@ -84,3 +84,40 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     assert!(kubectl.contains("get rayclusters,pods -A"));
     child.kill().await.unwrap();
 }
+
+/// Starts `krayne-server sandbox --port 0` (ops port left to its default)
+/// and returns it with its printed ops address.
+async fn sandbox_with_default_ops_port() -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(server_binary())
+        .args(["sandbox", "--port", "0", "--time-scale", "0.05"])
+        .env_remove("KRAYNE_SANDBOX_OPS_PORT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(rest) = line.strip_prefix("health/metrics") {
+            let ops = rest
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .trim_end_matches("/readyz")
+                .to_owned();
+            return (child, ops);
+        }
+    }
+    panic!("the sandbox printed no health/metrics line");
+}
+
+#[tokio::test]
+async fn two_sandboxes_run_side_by_side() {
+    let (_first, ops_a) = sandbox_with_default_ops_port().await;
+    let (_second, ops_b) = sandbox_with_default_ops_port().await;
+    assert_ne!(ops_a, ops_b);
+    for ops in [ops_a, ops_b] {
+        let ready = reqwest::get(format!("{ops}/healthz")).await.unwrap();
+        assert_eq!(ready.status(), 200, "{ops}");
+    }
+}

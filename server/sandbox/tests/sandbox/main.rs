@@ -7,6 +7,7 @@ mod errors;
 mod kubectl;
 mod lifecycle;
 mod load;
+mod python_client;
 mod typed;
 mod verbs;
 mod watch;
