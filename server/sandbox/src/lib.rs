@@ -21,6 +21,7 @@
 use krayne_core::domain;
 
 mod access;
+mod addresses;
 mod api;
 mod api_error;
 mod discovery;
@@ -30,6 +31,7 @@ mod nodes;
 mod operator;
 mod resources;
 mod selector;
+mod standins;
 mod store;
 mod validate;
 
@@ -47,6 +49,7 @@ pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
 pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
+pub use standins::ConnectionRecord;
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
 
@@ -104,6 +107,7 @@ pub struct Sandbox {
     stop: watch::Sender<bool>,
     server: Option<ApiServer>,
     tasks: Vec<JoinHandle<()>>,
+    connections: standins::ConnectionLog,
 }
 
 /// The API server's task, stoppable on its own.
@@ -156,7 +160,13 @@ impl Sandbox {
             options.event_ttl,
             stopped.clone(),
         ))];
+        let connections = standins::ConnectionLog::default();
         if options.run_operator {
+            tasks.push(tokio::spawn(standins::run(
+                store.clone(),
+                connections.clone(),
+                stopped.clone(),
+            )));
             tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));
         }
         Ok(Self {
@@ -165,6 +175,7 @@ impl Sandbox {
             stop,
             server,
             tasks,
+            connections,
         })
     }
 
@@ -231,6 +242,11 @@ impl Sandbox {
         });
         let text = serde_json::to_string_pretty(&config).map_err(std::io::Error::other)?;
         std::fs::write(path, text)
+    }
+
+    /// Every connection a head pod's stand-ins accepted so far.
+    pub fn connections(&self) -> Vec<ConnectionRecord> {
+        self.connections.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every request the API answered so far.

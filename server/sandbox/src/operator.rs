@@ -14,7 +14,9 @@ use sha2::Digest as _;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch};
 
 use super::{
-    NodeCapacity, Resource, kuberay_status,
+    NodeCapacity, Resource,
+    addresses::PodAddresses,
+    kuberay_status,
     nodes::{first_fit, insufficient, pod_request},
     store::{Change, ChangeKind, Store, WriteOpts, meta_str, now, random_suffix},
 };
@@ -74,7 +76,7 @@ struct Operator {
     store: Arc<Store>,
     opts: OperatorOptions,
     ticks: mpsc::UnboundedSender<Tick>,
-    pod_ips: u32,
+    pod_ips: PodAddresses,
     service_ips: u32,
     /// (object uid, reason) → event name, so repeats bump `count`.
     events: HashMap<(String, &'static str), String>,
@@ -88,7 +90,7 @@ pub(super) async fn run(store: Arc<Store>, opts: OperatorOptions, mut stop: watc
         store,
         opts,
         ticks,
-        pod_ips: 0,
+        pod_ips: PodAddresses::claim(),
         service_ips: 0,
         events: HashMap::new(),
     };
@@ -394,8 +396,7 @@ impl Operator {
             return;
         }
         let crash = pod["metadata"]["annotations"][FAULT_ANNOTATION] == "crash-loop";
-        self.pod_ips += 1;
-        let ip = format!("10.244.{}.{}", self.pod_ips / 250, self.pod_ips % 250 + 2);
+        let (ip, _) = self.pod_ips.next();
         self.store.update(Resource::Pod, &ns, &name, |p| {
             p["status"]["phase"] = json!("Running");
             p["status"]["podIP"] = json!(ip);

@@ -8,6 +8,7 @@ mod kubectl;
 mod lifecycle;
 mod load;
 mod python_client;
+mod standins;
 mod typed;
 mod verbs;
 mod watch;

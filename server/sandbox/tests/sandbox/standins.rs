@@ -1,0 +1,183 @@
+//! Head pods that serve: stand-ins on `podIP:port` for every declared
+//! port while the head runs, gone with it.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use krayne_sandbox::FAULT_ANNOTATION;
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::TcpStream,
+};
+
+use crate::{eventually, raycluster, rayclusters, start};
+
+/// Creates cluster `name` in `ml` (every service on) and returns its head
+/// pod's name and IP once it serves.
+async fn running_head(client: &Client, name: &str) -> (String, String) {
+    rayclusters(client, "ml")
+        .create(
+            &PostParams::default(),
+            &raycluster(&format!("name: {name}\nnamespace: ml\n")),
+        )
+        .await
+        .unwrap();
+    head(client, name, None).await
+}
+
+/// The head pod of `cluster` once Running and ready, other than `not`.
+async fn head(client: &Client, cluster: &str, not: Option<&str>) -> (String, String) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let selector = format!("ray.io/cluster={cluster},ray.io/node-type=head");
+    eventually("a running head pod", || {
+        let pods = pods.clone();
+        let selector = selector.clone();
+        async move {
+            let list = pods.list(&ListParams::default().labels(&selector)).await.ok()?;
+            list.items.into_iter().find_map(|p| {
+                let name = p.metadata.name.clone()?;
+                let status = p.status?;
+                let ready = status.container_statuses?.iter().all(|c| c.ready);
+                let serving = status.phase.as_deref() == Some("Running") && ready && Some(name.as_str()) != not;
+                serving.then_some((name, status.pod_ip?))
+            })
+        }
+    })
+    .await
+}
+
+/// Connects once the stand-in listens (they start as the pod turns ready).
+async fn connect(ip: &str, port: u16) -> TcpStream {
+    eventually(&format!("{ip}:{port} to accept"), || async move {
+        TcpStream::connect((ip, port)).await.ok()
+    })
+    .await
+}
+
+async fn read_some(stream: &mut TcpStream) -> String {
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .expect("an answer within 5 s")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+async fn http_get(ip: &str, port: u16, path: &str) -> String {
+    let mut stream = connect(ip, port).await;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer within 5 s")
+        .unwrap();
+    answer
+}
+
+fn is_bindable(ip: &str) -> bool {
+    ip.starts_with("127.")
+}
+
+#[tokio::test]
+async fn every_declared_port_answers_on_the_pod_ip() {
+    let (sb, client) = start().await;
+    let (pod, ip) = running_head(&client, "serves").await;
+    assert!(is_bindable(&ip), "pod IPs are loopback addresses on Linux: {ip}");
+
+    let mut ssh = connect(&ip, 22).await;
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    ssh.write_all(b"hello").await.unwrap();
+    assert_eq!(read_some(&mut ssh).await, "hello");
+
+    let mut ray = connect(&ip, 10001).await;
+    assert!(read_some(&mut ray).await.contains("ray client"));
+    ray.write_all(b"ping").await.unwrap();
+    assert_eq!(read_some(&mut ray).await, "ping");
+
+    let version = http_get(&ip, 8265, "/api/version").await;
+    assert!(version.starts_with("HTTP/1.1 200"), "{version}");
+    assert!(version.contains("\"ray_version\":\"2.43.0\""), "{version}");
+    let dashboard = http_get(&ip, 8265, "/").await;
+    assert!(dashboard.contains("fetch(\"api/version\")"), "{dashboard}");
+    assert!(http_get(&ip, 8888, "/lab/tree").await.contains("Jupyter"));
+    assert!(http_get(&ip, 8443, "/").await.contains("code-server"));
+
+    let mut gcs = connect(&ip, 6379).await;
+    gcs.write_all(b"echo").await.unwrap();
+    assert_eq!(read_some(&mut gcs).await, "echo");
+
+    let seen: Vec<(&str, u16)> = sb
+        .connections()
+        .iter()
+        .filter(|c| c.pod == pod)
+        .map(|c| (c.service, c.port))
+        .collect();
+    for want in [
+        ("ssh", 22),
+        ("client", 10001),
+        ("dashboard", 8265),
+        ("notebook", 8888),
+        ("code-server", 8443),
+    ] {
+        assert!(seen.contains(&want), "{want:?} not in {seen:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_head_closes_its_connections_and_the_new_one_serves_on_a_new_ip() {
+    let (_sb, client) = start().await;
+    let (pod, ip) = running_head(&client, "replaced").await;
+    let mut ssh = connect(&ip, 22).await;
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    pods.delete(&pod, &DeleteParams::default()).await.unwrap();
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(5), ssh.read(&mut buf))
+        .await
+        .expect("the connection ends within 5 s");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+
+    let (new_pod, new_ip) = head(&client, "replaced", Some(&pod)).await;
+    assert_ne!(new_pod, pod);
+    assert_ne!(new_ip, ip, "a replaced head pod gets a new IP");
+    let mut again = connect(&new_ip, 22).await;
+    assert!(read_some(&mut again).await.starts_with("SSH-2.0-"));
+    assert!(
+        TcpStream::connect((ip.as_str(), 22)).await.is_err(),
+        "the old IP serves nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_crash_looping_head_refuses_connections() {
+    let (_sb, client) = start().await;
+    let mut obj = raycluster("name: crashy\nnamespace: ml\n");
+    obj.metadata.annotations = Some([(FAULT_ANNOTATION.to_owned(), "crash-loop".to_owned())].into());
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let ip = eventually("the crashing head to have an IP", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels("ray.io/cluster=crashy,ray.io/node-type=head"))
+                .await
+                .ok()?;
+            list.items.into_iter().find_map(|p| p.status?.pod_ip)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for port in [8265, 22, 10001] {
+        let refused = TcpStream::connect((ip.as_str(), port)).await;
+        assert!(refused.is_err(), "{ip}:{port} accepted a connection");
+    }
+}
