@@ -56,7 +56,11 @@ impl RequestRecord {
             [] => ("", None, None),
         };
         let watching = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+        // Connecting to a pod (port-forward, exec) is `create` on its
+        // subresource, whichever method opens the WebSocket.
+        let connects = matches!(subresource.as_deref(), Some("portforward" | "exec" | "attach"));
         let verb = match (self.method.as_str(), name.is_some()) {
+            ("GET" | "POST", _) if connects => "create",
             ("GET", _) if watching => "watch",
             ("GET", true) => "get",
             ("GET", false) => "list",

@@ -83,6 +83,10 @@ pub(super) fn router(state: Shared) -> Router {
         .route("/api/v1/namespaces/{name}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(resource))
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/portforward",
+            get(crate::portforward::handle).post(crate::portforward::handle),
+        )
         .route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", any(resource))
         .route("/apis/{group}/{version}/{plural}", any(resource))
         .route("/apis/{group}/{version}/namespaces/{ns}/{plural}", any(resource))
@@ -115,17 +119,19 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
     if let crate::Access::Resource {
         group,
         resource,
+        subresource,
         verb,
         namespace,
-        ..
     } = access
     {
+        // RBAC names a subresource `pods/portforward`.
+        let rbac_name = subresource.map(|sub| format!("{resource}/{sub}"));
         let refused = s
             .forbidden
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|(v, r)| *v == verb && *r == resource);
+            .any(|(v, r)| *v == verb && (*r == resource || Some(r.as_str()) == rbac_name.as_deref()));
         if refused {
             return ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, &group, &resource, namespace.as_deref())
                 .into_response();

@@ -29,6 +29,7 @@ mod event_ttl;
 mod kuberay_status;
 mod nodes;
 mod operator;
+mod portforward;
 mod resources;
 mod selector;
 mod standins;

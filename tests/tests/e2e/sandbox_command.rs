@@ -105,6 +105,8 @@ async fn sandbox_with_default_ops_port() -> (tokio::process::Child, String) {
                 .unwrap()
                 .trim_end_matches("/readyz")
                 .to_owned();
+            // Keep reading: a closed stdout would fail the sandbox's next print.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
             return (child, ops);
         }
     }

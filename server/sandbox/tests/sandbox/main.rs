@@ -7,6 +7,7 @@ mod errors;
 mod kubectl;
 mod lifecycle;
 mod load;
+mod portforward;
 mod python_client;
 mod standins;
 mod typed;

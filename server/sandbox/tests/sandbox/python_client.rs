@@ -10,8 +10,10 @@ use serde_json::Value;
 
 use crate::{eventually, raycluster, rayclusters, start};
 
-#[tokio::test]
-async fn the_official_python_client_reads_every_kind() {
+/// A Python with the `kubernetes` package (`$PYTHON`, else `python3`);
+/// `None` (the test skips) only outside CI.
+#[allow(clippy::print_stderr, reason = "a skipped test says so")]
+fn python_with_client() -> Option<String> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let has_client = std::process::Command::new(&python)
         .args(["-c", "import kubernetes"])
@@ -23,8 +25,13 @@ async fn the_official_python_client_reads_every_kind() {
             "the kubernetes Python client must be installed in CI (.ci/run does it)"
         );
         eprintln!("SKIPPED: the kubernetes Python client is not installed");
-        return;
     }
+    has_client.then_some(python)
+}
+
+#[tokio::test]
+async fn the_official_python_client_reads_every_kind() {
+    let Some(python) = python_with_client() else { return };
     let (sb, client) = start().await;
     rayclusters(&client, "ml")
         .create(
@@ -69,5 +76,43 @@ async fn the_official_python_client_reads_every_kind() {
         image_ids.iter().all(|i| i.as_str().unwrap().contains("@sha256:")),
         "running containers have pulled images: {read}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_official_python_client_port_forwards() {
+    let Some(python) = python_with_client() else { return };
+    let (sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: pypf\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = crate::standins::head(&client, "pypf", None).await;
+    let dir = std::env::temp_dir().join(format!("krayne-python-pf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    sb.write_kubeconfig(&kubeconfig).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sandbox/k8s_python_portforward.py");
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new(&python)
+            .arg(&script)
+            .arg(&kubeconfig)
+            .args(["ml", &pod])
+            .output(),
+    )
+    .await
+    .expect("the Python port-forward within 120 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(seen["banner"].as_str().unwrap().starts_with("SSH-2.0-"), "{seen}");
+    assert_eq!(seen["echoed_bytes"], 10 * 1024 * 1024, "{seen}");
+    assert_eq!(seen["echoed_sha256"], seen["sent_sha256"], "{seen}");
+    assert!(seen["version"].as_str().unwrap().contains("\"ray_version\""), "{seen}");
     let _ = std::fs::remove_dir_all(&dir);
 }

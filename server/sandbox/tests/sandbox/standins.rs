@@ -30,7 +30,7 @@ async fn running_head(client: &Client, name: &str) -> (String, String) {
 }
 
 /// The head pod of `cluster` once Running and ready, other than `not`.
-async fn head(client: &Client, cluster: &str, not: Option<&str>) -> (String, String) {
+pub(crate) async fn head(client: &Client, cluster: &str, not: Option<&str>) -> (String, String) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
     let selector = format!("ray.io/cluster={cluster},ray.io/node-type=head");
     eventually("a running head pod", || {
@@ -58,7 +58,8 @@ async fn connect(ip: &str, port: u16) -> TcpStream {
     .await
 }
 
-async fn read_some(stream: &mut TcpStream) -> String {
+/// What arrives next on `stream`, within 5 s.
+pub(crate) async fn read_some(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
     let mut buf = vec![0u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
         .await

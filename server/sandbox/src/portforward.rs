@@ -1,0 +1,190 @@
+//! `pods/portforward` over WebSocket, framed as kube-apiserver frames it
+//! (`v4.channel.k8s.io`, also offered as `portforward.k8s.io`): for the
+//! n-th requested port, channel `2n` carries data and `2n + 1` errors; the
+//! first frame on each channel is its port number (two bytes, little
+//! endian); every frame starts with its channel byte. Each port connects to
+//! `podIP:port`, where the head pod's stand-ins listen; a port nothing
+//! listens on gets a message on its error channel. When every pod-side
+//! connection has closed, the WebSocket closes.
+
+use std::net::IpAddr;
+
+use axum::{
+    extract::{
+        Path, Query, State,
+        ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
+    },
+    response::{IntoResponse, Response},
+};
+use futures::{SinkExt as _, StreamExt as _};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::{TcpStream, tcp::OwnedReadHalf},
+    sync::mpsc,
+    task::JoinSet,
+};
+
+use super::{ApiError, Resource, api::ApiState};
+
+/// The subprotocols it speaks, in preference order.
+const PROTOCOLS: [&str; 2] = ["v4.channel.k8s.io", "portforward.k8s.io"];
+/// Ports one request may forward.
+const MAX_PORTS: usize = 16;
+
+/// `GET`/`POST /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=…`.
+pub(super) async fn handle(
+    State(s): State<std::sync::Arc<ApiState>>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let ports = match ports(&query) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let pod = match s.store.get(Resource::Pod, &ns, &name) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if pod["status"]["phase"] != "Running" {
+        let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+        return ApiError::bad_request(format!(
+            "unable to upgrade connection: pod {name} is not running (phase {phase})"
+        ))
+        .into_response();
+    }
+    let Some(ip) = pod["status"]["podIP"].as_str().and_then(|ip| ip.parse::<IpAddr>().ok()) else {
+        return ApiError::bad_request(format!("unable to upgrade connection: pod {name} has no IP")).into_response();
+    };
+    let Ok(upgrade) = upgrade else {
+        return ApiError::bad_request("Upgrade request required").into_response();
+    };
+    upgrade
+        .protocols(PROTOCOLS)
+        .on_upgrade(move |socket| forward(socket, ip, ports))
+}
+
+/// The `ports` query: repeated and/or comma-separated, 1–16 of them.
+fn ports(query: &[(String, String)]) -> Result<Vec<u16>, ApiError> {
+    let mut ports = Vec::new();
+    for (_, value) in query.iter().filter(|(k, _)| k == "ports") {
+        for p in value.split(',').filter(|p| !p.is_empty()) {
+            match p.trim().parse::<u16>() {
+                Ok(port) if port > 0 => ports.push(port),
+                _ => return Err(ApiError::bad_request(format!("invalid port {p:?}"))),
+            }
+        }
+    }
+    match ports.len() {
+        0 => Err(ApiError::bad_request("at least one port must be given (ports=…)")),
+        n if n > MAX_PORTS => Err(ApiError::bad_request(format!("at most {MAX_PORTS} ports"))),
+        _ => Ok(ports),
+    }
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut bytes = Vec::with_capacity(data.len() + 1);
+    bytes.push(channel);
+    bytes.extend_from_slice(data);
+    Message::Binary(bytes.into())
+}
+
+async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
+    let (mut sink, mut from_client) = socket.split();
+    for (i, port) in (0u8..).zip(&ports) {
+        for channel in [2 * i, 2 * i + 1] {
+            if sink.send(frame(channel, &port.to_le_bytes())).await.is_err() {
+                return;
+            }
+        }
+    }
+    let (to_client, mut from_pod) = mpsc::channel::<Message>(16);
+    let mut pumps = JoinSet::new();
+    let mut writers = Vec::with_capacity(ports.len());
+    for (i, port) in (0u8..).zip(&ports) {
+        match TcpStream::connect((ip, *port)).await {
+            Ok(stream) => {
+                let (read, write) = stream.into_split();
+                pumps.spawn(pump(read, 2 * i, to_client.clone()));
+                writers.push(Some(write));
+            }
+            Err(e) => {
+                let message = format!("error forwarding port {port} to pod {ip}: {e}");
+                let _ = sink.send(frame(2 * i + 1, message.as_bytes())).await;
+                writers.push(None);
+            }
+        }
+    }
+    drop(to_client);
+    // Two independent directions: a client pushing faster than the pod
+    // reads must not stop the pod's answers from draining (the pod would
+    // stall writing, stop reading, and both sides would wait forever).
+    let to_client = async {
+        while let Some(message) = from_pod.recv().await {
+            if sink.send(message).await.is_err() {
+                return;
+            }
+        }
+        let _ = sink.send(Message::Close(None)).await;
+    };
+    let to_pod = async {
+        while let Some(incoming) = from_client.next().await {
+            match incoming {
+                Ok(Message::Binary(bytes)) => {
+                    let Some((&channel, data)) = bytes.split_first() else {
+                        continue;
+                    };
+                    let writer = writers.get_mut(usize::from(channel / 2)).and_then(Option::as_mut);
+                    if let (0, Some(writer)) = (channel % 2, writer)
+                        && !data.is_empty()
+                        && writer.write_all(data).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(Message::Close(_)) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = to_client => {}
+        () = to_pod => {}
+    }
+    pumps.abort_all();
+}
+
+/// Copies what the pod side sends to the client, framed on `channel`.
+async fn pump(mut read: OwnedReadHalf, channel: u8, to_client: mpsc::Sender<Message>) {
+    let mut buf = vec![0u8; 32 * 1024];
+    while let Ok(n) = read.read(&mut buf).await {
+        if n == 0 || to_client.send(frame(channel, &buf[..n])).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ports as parse;
+
+    fn ports(query: &str) -> Result<Vec<u16>, super::ApiError> {
+        let pairs: Vec<(String, String)> = query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        parse(&pairs)
+    }
+
+    #[test]
+    fn ports_come_repeated_or_comma_separated() {
+        assert_eq!(ports("ports=80").unwrap(), [80]);
+        assert_eq!(ports("ports=80,1234").unwrap(), [80, 1234]);
+        assert_eq!(ports("ports=22&ports=8265").unwrap(), [22, 8265]);
+        assert!(ports("").is_err());
+        assert!(ports("ports=0").is_err());
+        assert!(ports("ports=http").is_err());
+        assert!(ports("ports=70000").is_err());
+    }
+}

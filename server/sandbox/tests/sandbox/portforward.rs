@@ -1,0 +1,138 @@
+//! `pods/portforward` with kube-rs's `Api::<Pod>::portforward`, unchanged:
+//! every stand-in through it, a 10 MiB round trip, a port with no
+//! listener, a pod that is not running, a missing pod, and RBAC.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, api::PostParams};
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::{
+    raycluster, rayclusters,
+    standins::{head, read_some},
+    start,
+};
+
+/// The error of a port-forward that must fail.
+async fn refused(pods: &Api<Pod>, pod: &str) -> String {
+    match pods.portforward(pod, &[22]).await {
+        Ok(_) => panic!("port-forward to {pod} was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn kube_rs_forwards_to_every_stand_in() {
+    let (sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: pf\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "pf", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+
+    let mut forwarder = pods.portforward(&pod, &[22, 8265, 10001]).await.unwrap();
+    let mut ssh = forwarder.take_stream(22).unwrap();
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    let mut ray = forwarder.take_stream(10001).unwrap();
+    assert!(read_some(&mut ray).await.contains("ray client"));
+    let mut dashboard = forwarder.take_stream(8265).unwrap();
+    // No EOF comes through: the v4 protocol cannot close one port's stream.
+    dashboard
+        .write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    while !answer.ends_with('}') {
+        answer.push_str(&read_some(&mut dashboard).await);
+    }
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("ray_version"),
+        "{answer}"
+    );
+
+    // 10 MiB through the SSH echo at full duplex (writing while the echo
+    // comes back), compared by sha256.
+    let payload: Vec<u8> = (0..10 * 1024 * 1024)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let (mut reader, mut writer) = tokio::io::split(ssh);
+    let sent = payload.clone();
+    let send = tokio::spawn(async move {
+        writer.write_all(&sent).await.unwrap();
+        writer
+    });
+    let mut echoed = vec![0u8; payload.len()];
+    tokio::time::timeout(Duration::from_secs(60), reader.read_exact(&mut echoed))
+        .await
+        .expect("10 MiB back within 60 s")
+        .unwrap();
+    let writer = send.await.unwrap();
+    assert_eq!(Sha256::digest(&echoed), Sha256::digest(&payload));
+    drop((reader, writer, ray, dashboard));
+    forwarder.abort();
+
+    let connections: Vec<_> = sb.connections().into_iter().filter(|c| c.pod == pod).collect();
+    assert!(connections.iter().any(|c| c.service == "ssh"), "{connections:?}");
+}
+
+#[tokio::test]
+async fn a_port_with_no_listener_gets_an_error_on_its_error_channel() {
+    let (_sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: nolisten\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "nolisten", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let mut forwarder = pods.portforward(&pod, &[9999]).await.unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(5), forwarder.take_error(9999).unwrap())
+        .await
+        .expect("an error within 5 s");
+    assert!(error.unwrap_or_default().contains("error forwarding port 9999"));
+}
+
+#[tokio::test]
+async fn refusals_come_as_kubernetes_statuses() {
+    let (sb, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let missing = refused(&pods, "nope").await;
+    assert!(missing.contains("404") || missing.contains("not found"), "{missing}");
+
+    rayclusters(&client, "ml")
+        .create(
+            &PostParams::default(),
+            &raycluster("name: big\nnamespace: ml\nhead: {cpus: 500}\n"),
+        )
+        .await
+        .unwrap();
+    let pending = crate::eventually("the unschedulable head pod", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&kube::api::ListParams::default().labels("ray.io/cluster=big"))
+                .await
+                .ok()?;
+            list.items.into_iter().find_map(|p| p.metadata.name)
+        }
+    })
+    .await;
+    let not_running = refused(&pods, &pending).await;
+    assert!(not_running.contains("not running"), "{not_running}");
+
+    sb.forbid("create", "pods/portforward");
+    let (pod, _) = {
+        rayclusters(&client, "ml")
+            .create(&PostParams::default(), &raycluster("name: rbac\nnamespace: ml\n"))
+            .await
+            .unwrap();
+        head(&client, "rbac", None).await
+    };
+    let forbidden = refused(&pods, &pod).await;
+    assert!(
+        forbidden.contains("403") || forbidden.contains("forbidden"),
+        "{forbidden}"
+    );
+}
