@@ -5,10 +5,11 @@
 //! they stop and their open connections close.
 //!
 //! Stand-ins: the Ray dashboard (8265: a page whose script reads the
-//! relative `api/version`, and `GET /api/version` as Ray answers it), the
-//! Ray client (10001: a greeting, then echo), Jupyter (8888) and
-//! code-server (8443) pages, SSH (22: an `SSH-2.0-` banner, then echo), and
-//! a plain echo on any other port. All on loopback addresses only; each
+//! relative `api/version` and opens the relative WebSocket `ws`, an echo;
+//! `GET /api/version` as Ray answers it), the Ray client (10001: a
+//! greeting, then echo), Jupyter (8888) and code-server (8443) pages on
+//! every path with a WebSocket echo wherever a client upgrades, SSH (22:
+//! an `SSH-2.0-` banner, then echo), and a plain echo on any other port. All on loopback addresses only; each
 //! connection is recorded ([`ConnectionRecord`]).
 
 use std::{
@@ -17,7 +18,16 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use axum::{Json, Router, http::Uri, response::Html, routing::get};
+use axum::{
+    Json, Router,
+    extract::{
+        State,
+        ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
+    },
+    http::Uri,
+    response::{Html, IntoResponse, Response},
+    routing::get,
+};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo},
     server::conn::auto::Builder,
@@ -92,12 +102,19 @@ impl Kind {
     }
 }
 
+/// One head pod's stand-ins. Dropping it aborts the listeners and their
+/// connections and, through `_stop`, ends the WebSockets (which run in
+/// tasks of their own once upgraded).
+struct Serving {
+    _tasks: JoinSet<()>,
+    _stop: watch::Sender<()>,
+}
+
 /// Keeps the stand-ins in step with head pods until `stop` changes.
 pub(super) async fn run(store: Arc<Store>, log: ConnectionLog, mut stop: watch::Receiver<bool>) {
     let mut changes = store.subscribe();
-    // Pod uid → its stand-ins; dropping the set aborts them and their
-    // connections.
-    let mut serving: HashMap<String, JoinSet<()>> = HashMap::new();
+    // Pod uid → its stand-ins.
+    let mut serving: HashMap<String, Serving> = HashMap::new();
     resync(&store, &log, &mut serving);
     loop {
         tokio::select! {
@@ -112,7 +129,7 @@ pub(super) async fn run(store: Arc<Store>, log: ConnectionLog, mut stop: watch::
     }
 }
 
-fn resync(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, JoinSet<()>>) {
+fn resync(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, Serving>) {
     let (pods, _) = store.list(Resource::Pod, None, |_| true);
     let live: BTreeSet<&str> = pods.iter().map(|p| meta_str(p, "uid")).collect();
     serving.retain(|uid, _| live.contains(uid.as_str()));
@@ -121,18 +138,12 @@ fn resync(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, Join
     }
 }
 
-fn on_change(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, JoinSet<()>>, change: &Change) {
+fn on_change(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, Serving>, change: &Change) {
     let deleted = change.kind == ChangeKind::Deleted;
     reconcile(store, log, serving, &change.object, deleted);
 }
 
-fn reconcile(
-    store: &Store,
-    log: &ConnectionLog,
-    serving: &mut HashMap<String, JoinSet<()>>,
-    pod: &Value,
-    deleted: bool,
-) {
+fn reconcile(store: &Store, log: &ConnectionLog, serving: &mut HashMap<String, Serving>, pod: &Value, deleted: bool) {
     let uid = meta_str(pod, "uid").to_owned();
     let wanted = !deleted && serves(pod);
     match (wanted, serving.contains_key(&uid)) {
@@ -181,12 +192,13 @@ fn declared_ports(store: &Store, pod: &Value) -> BTreeSet<u16> {
     ports
 }
 
-fn start(store: &Store, log: &ConnectionLog, pod: &Value) -> Option<JoinSet<()>> {
+fn start(store: &Store, log: &ConnectionLog, pod: &Value) -> Option<Serving> {
     let ip: IpAddr = pod["status"]["podIP"].as_str()?.parse().ok()?;
     if !ip.is_loopback() {
         return None;
     }
     let mut tasks = JoinSet::new();
+    let (stop, stopped) = watch::channel(());
     for port in declared_ports(store, pod) {
         let at = Where {
             namespace: meta_str(pod, "namespace").to_owned(),
@@ -195,9 +207,12 @@ fn start(store: &Store, log: &ConnectionLog, pod: &Value) -> Option<JoinSet<()>>
             port,
             kind: Kind::of(port),
         };
-        tasks.spawn(listen(at, log.clone()));
+        tasks.spawn(listen(at, log.clone(), stopped.clone()));
     }
-    Some(tasks)
+    Some(Serving {
+        _tasks: tasks,
+        _stop: stop,
+    })
 }
 
 /// One stand-in's address.
@@ -210,7 +225,7 @@ struct Where {
     kind: Kind,
 }
 
-async fn listen(at: Where, log: ConnectionLog) {
+async fn listen(at: Where, log: ConnectionLog, stopped: watch::Receiver<()>) {
     let listener = match TcpListener::bind((at.ip, at.port)).await {
         Ok(l) => l,
         Err(e) => {
@@ -231,20 +246,20 @@ async fn listen(at: Where, log: ConnectionLog) {
                     port: at.port,
                     peer,
                 });
-                connections.spawn(serve(at.kind, stream));
+                connections.spawn(serve(at.kind, stream, stopped.clone()));
             }
             Some(_) = connections.join_next() => {}
         }
     }
 }
 
-async fn serve(kind: Kind, stream: TcpStream) {
+async fn serve(kind: Kind, stream: TcpStream, stopped: watch::Receiver<()>) {
     match kind {
         Kind::Ssh => echo(stream, b"SSH-2.0-OpenSSH_9.6 krayne-sandbox\r\n").await,
         Kind::RayClient => echo(stream, b"krayne-sandbox ray client stand-in\n").await,
         Kind::Echo => echo(stream, b"").await,
         Kind::Dashboard | Kind::Notebook | Kind::CodeServer => {
-            let service = TowerToHyperService::new(router(kind));
+            let service = TowerToHyperService::new(router(kind, stopped));
             let _ = Builder::new(TokioExecutor::new())
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .await;
@@ -265,13 +280,57 @@ async fn echo(mut stream: TcpStream, greeting: &[u8]) {
     }
 }
 
-fn router(kind: Kind) -> Router {
-    match kind {
+fn router(kind: Kind, stopped: watch::Receiver<()>) -> Router {
+    let router = match kind {
         Kind::Dashboard => Router::new()
             .route("/", get(dashboard_page))
-            .route("/api/version", get(ray_version)),
-        Kind::Notebook => Router::new().fallback(get(|uri: Uri| async move { page("Jupyter", uri.path()) })),
-        _ => Router::new().fallback(get(|uri: Uri| async move { page("code-server", uri.path()) })),
+            .route("/api/version", get(ray_version))
+            .route("/ws", get(websocket_echo)),
+        Kind::Notebook => Router::new().fallback(get(|u, ws, s| page_or_echo("Jupyter", u, ws, s))),
+        _ => Router::new().fallback(get(|u, ws, s| page_or_echo("code-server", u, ws, s))),
+    };
+    router.with_state(stopped)
+}
+
+type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
+/// An HTML page on every path; a WebSocket echo (a kernel channel, say)
+/// where a client asks to upgrade.
+async fn page_or_echo(
+    title: &'static str,
+    uri: Uri,
+    upgrade: Upgrade,
+    State(stopped): State<watch::Receiver<()>>,
+) -> Response {
+    match upgrade {
+        Ok(ws) => ws.on_upgrade(move |socket| echo_messages(socket, stopped)),
+        Err(_) => page(title, uri.path()).into_response(),
+    }
+}
+
+async fn websocket_echo(upgrade: WebSocketUpgrade, State(stopped): State<watch::Receiver<()>>) -> Response {
+    upgrade.on_upgrade(move |socket| echo_messages(socket, stopped))
+}
+
+/// Sends back every text and binary message until the peer closes or the
+/// pod stops serving (then closes).
+async fn echo_messages(mut socket: WebSocket, mut stopped: watch::Receiver<()>) {
+    loop {
+        tokio::select! {
+            incoming = socket.recv() => match incoming {
+                Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
+                    if socket.send(message).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(Message::Close(_)) | Err(_)) | None => return,
+                Some(Ok(_)) => {}
+            },
+            _ = stopped.changed() => {
+                let _ = socket.send(Message::Close(None)).await;
+                return;
+            }
+        }
     }
 }
 
@@ -279,8 +338,12 @@ async fn dashboard_page() -> Html<String> {
     Html(format!(
         "<!doctype html><title>Ray Dashboard</title><h1>Ray Dashboard (krayne sandbox)</h1>\
          <p>Ray <span id=\"version\">…</span></p>\
+         <p>WebSocket: <span id=\"ws\">…</span></p>\
          <script>fetch(\"api/version\").then(r => r.json()).then(v => \
-         document.getElementById(\"version\").textContent = v.ray_version);</script>\
+         document.getElementById(\"version\").textContent = v.ray_version);\
+         const ws = new WebSocket(new URL(\"ws\", location.href.replace(/^http/, \"ws\")));\
+         ws.onopen = () => ws.send(\"echo\");\
+         ws.onmessage = (e) => document.getElementById(\"ws\").textContent = e.data;</script>\
          <!-- ray {RAY_VERSION} -->"
     ))
 }

@@ -182,3 +182,39 @@ async fn a_crash_looping_head_refuses_connections() {
         assert!(refused.is_err(), "{ip}:{port} accepted a connection");
     }
 }
+
+#[tokio::test]
+async fn http_stand_ins_echo_websockets_until_the_pod_goes() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (_sb, client) = start().await;
+    let (pod, ip) = running_head(&client, "sockets").await;
+    let mut sockets = Vec::new();
+    for url in [
+        format!("ws://{ip}:8265/ws"),
+        format!("ws://{ip}:8888/user/alice/api/kernels/k1/channels"),
+        format!("ws://{ip}:8443/"),
+    ] {
+        let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+        socket.send(Message::text("ping")).await.unwrap();
+        let echoed = tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .expect("an echo within 5 s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(echoed, Message::text("ping"), "{url}");
+        sockets.push(socket);
+    }
+    let dashboard = http_get(&ip, 8265, "/").await;
+    assert!(dashboard.contains("new WebSocket(new URL(\"ws\""), "{dashboard}");
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    pods.delete(&pod, &DeleteParams::default()).await.unwrap();
+    for mut socket in sockets {
+        let end = tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .expect("the socket ends within 5 s");
+        assert!(matches!(end, None | Some(Ok(Message::Close(_)) | Err(_))), "{end:?}");
+    }
+}
