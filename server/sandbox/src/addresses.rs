@@ -8,12 +8,16 @@
 //! (the test suite runs many) finds that bind taken and draws another
 //! block. Where no such address can be bound (other systems route only
 //! 127.0.0.1), pods get cluster-style `10.244.x.y` addresses that nothing
-//! listens on, and the stand-ins are out of reach but for port-forward.
+//! listens on, and the stand-ins are out of reach.
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::{
+    collections::BTreeSet,
+    net::{Ipv4Addr, TcpListener},
+};
 
-/// The port a block's claim listens on (`127.X.Y.1`).
-const CLAIM_PORT: u16 = 47_001;
+/// The port a block's claim listens on (`127.X.Y.1`); below Linux's
+/// ephemeral range, so no outgoing connection holds it by chance.
+const CLAIM_PORT: u16 = 30_001;
 /// Blocks tried before giving up.
 const ATTEMPTS: usize = 64;
 /// Host numbers per block: `.2` to `.254`.
@@ -35,6 +39,7 @@ impl PodAddresses {
     /// Claims a free loopback block, or falls back to unbindable addresses
     /// (and says so once).
     pub(crate) fn claim() -> Self {
+        let mut why = String::from("every block tried was taken");
         for _ in 0..ATTEMPTS {
             let prefix = [127, fastrand::u8(1..=254), fastrand::u8(..)];
             let addr = Ipv4Addr::new(prefix[0], prefix[1], prefix[2], 1);
@@ -47,19 +52,33 @@ impl PodAddresses {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
                 Err(e) => {
-                    tracing::warn!(
-                        error = %e,
-                        "pod IPs cannot be loopback addresses here; head pods' services are reachable only through port-forward"
-                    );
+                    why = e.to_string();
                     break;
                 }
             }
         }
+        tracing::warn!(
+            reason = %why,
+            "pod IPs cannot be loopback addresses here; head pods' services are out of reach"
+        );
         Self { block: None, issued: 0 }
     }
 
+    /// The next pod's IP not in `taken` (live pods' IPs; after 253 pods
+    /// the block wraps), and whether something can listen on it.
+    pub(crate) fn next_free(&mut self, taken: &BTreeSet<String>) -> (String, bool) {
+        let mut candidate = self.next();
+        for _ in 0..HOSTS {
+            if !taken.contains(&candidate.0) {
+                break;
+            }
+            candidate = self.next();
+        }
+        candidate
+    }
+
     /// The next pod's IP, and whether something can listen on it.
-    pub(crate) fn next(&mut self) -> (String, bool) {
+    fn next(&mut self) -> (String, bool) {
         let n = self.issued;
         self.issued = self.issued.wrapping_add(1);
         match &self.block {
@@ -84,11 +103,22 @@ mod tests {
         let (second, _) = a.next();
         let (other, _) = b.next();
         assert_ne!(first, second);
-        assert_ne!(first, other, "blocks must differ");
         if bindable {
+            assert_ne!(first, other, "blocks must differ");
             assert!(first.starts_with("127.") && first.ends_with(".2"), "{first}");
             let ip: Ipv4Addr = second.parse().unwrap();
             TcpListener::bind((ip, 0)).unwrap();
         }
+    }
+
+    #[test]
+    fn live_pods_keep_their_addresses_when_the_block_wraps() {
+        let mut a = PodAddresses::claim();
+        let (first, _) = a.next_free(&BTreeSet::new());
+        for _ in 1..HOSTS {
+            a.next();
+        }
+        let (after_wrap, _) = a.next_free(&BTreeSet::from([first.clone()]));
+        assert_ne!(after_wrap, first);
     }
 }

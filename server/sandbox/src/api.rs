@@ -124,16 +124,20 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
         namespace,
     } = access
     {
-        // RBAC names a subresource `pods/portforward`.
-        let rbac_name = subresource.map(|sub| format!("{resource}/{sub}"));
+        // RBAC names a subresource `pods/portforward`; a rule for `pods`
+        // does not cover it.
+        let rbac_name = match subresource {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource,
+        };
         let refused = s
             .forbidden
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|(v, r)| *v == verb && (*r == resource || Some(r.as_str()) == rbac_name.as_deref()));
+            .any(|(v, r)| *v == verb && *r == rbac_name);
         if refused {
-            return ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, &group, &resource, namespace.as_deref())
+            return ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, &group, &rbac_name, namespace.as_deref())
                 .into_response();
         }
     }

@@ -396,7 +396,14 @@ impl Operator {
             return;
         }
         let crash = pod["metadata"]["annotations"][FAULT_ANNOTATION] == "crash-loop";
-        let (ip, _) = self.pod_ips.next();
+        let (pods, _) = self
+            .store
+            .list(Resource::Pod, None, |p| p["status"]["podIP"].is_string());
+        let taken = pods
+            .iter()
+            .filter_map(|p| p["status"]["podIP"].as_str().map(str::to_owned))
+            .collect();
+        let (ip, _) = self.pod_ips.next_free(&taken);
         self.store.update(Resource::Pod, &ns, &name, |p| {
             p["status"]["phase"] = json!("Running");
             p["status"]["podIP"] = json!(ip);

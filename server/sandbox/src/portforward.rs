@@ -1,5 +1,5 @@
 //! `pods/portforward` over WebSocket, framed as kube-apiserver frames it
-//! (`v4.channel.k8s.io`, also offered as `portforward.k8s.io`): for the
+//! (subprotocol `v4.channel.k8s.io`): for the
 //! n-th requested port, channel `2n` carries data and `2n + 1` errors; the
 //! first frame on each channel is its port number (two bytes, little
 //! endian); every frame starts with its channel byte. Each port connects to
@@ -26,8 +26,11 @@ use tokio::{
 
 use super::{ApiError, Resource, api::ApiState};
 
-/// The subprotocols it speaks, in preference order.
-const PROTOCOLS: [&str; 2] = ["v4.channel.k8s.io", "portforward.k8s.io"];
+/// The subprotocol it speaks (the kubelet's binary channel protocol).
+const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
+/// How long a port keeps trying a refused connection: a head pod's
+/// stand-ins bind just after the pod turns ready.
+const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Ports one request may forward.
 const MAX_PORTS: usize = 16;
 
@@ -102,7 +105,7 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
     let mut pumps = JoinSet::new();
     let mut writers = Vec::with_capacity(ports.len());
     for (i, port) in (0u8..).zip(&ports) {
-        match TcpStream::connect((ip, *port)).await {
+        match connect((ip, *port)).await {
             Ok(stream) => {
                 let (read, write) = stream.into_split();
                 pumps.spawn(pump(read, 2 * i, to_client.clone()));
@@ -135,11 +138,13 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
                         continue;
                     };
                     let writer = writers.get_mut(usize::from(channel / 2)).and_then(Option::as_mut);
-                    if let (0, Some(writer)) = (channel % 2, writer)
+                    // A port whose pod side has gone stops taking data;
+                    // the others go on, as the kubelet's do.
+                    if let (0, Some(w)) = (channel % 2, writer)
                         && !data.is_empty()
-                        && writer.write_all(data).await.is_err()
+                        && w.write_all(data).await.is_err()
                     {
-                        return;
+                        writers[usize::from(channel / 2)] = None;
                     }
                 }
                 Ok(Message::Close(_)) | Err(_) => return,
@@ -152,6 +157,25 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
         () = to_pod => {}
     }
     pumps.abort_all();
+    // Answer the client's Close (or close first); a second Close is ignored.
+    let _ = sink.send(Message::Close(None)).await;
+}
+
+/// Connects to the pod side, retrying a refused connection briefly.
+async fn connect(addr: (IpAddr, u16)) -> std::io::Result<TcpStream> {
+    let deadline = tokio::time::Instant::now() + CONNECT_RETRY;
+    loop {
+        match tokio::time::timeout(CONNECT_RETRY, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e))
+                if e.kind() == std::io::ErrorKind::ConnectionRefused && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
 }
 
 /// Copies what the pod side sends to the client, framed on `channel`.

@@ -13,7 +13,7 @@
 //! connection is recorded ([`ConnectionRecord`]).
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeSet, HashMap, VecDeque},
     net::{IpAddr, SocketAddr},
     sync::{Arc, Mutex},
 };
@@ -64,8 +64,11 @@ pub struct ConnectionRecord {
     pub peer: SocketAddr,
 }
 
-/// Where connections are recorded.
-pub(super) type ConnectionLog = Arc<Mutex<Vec<ConnectionRecord>>>;
+/// Where connections are recorded: the newest [`MAX_RECORDS`].
+pub(super) type ConnectionLog = Arc<Mutex<VecDeque<ConnectionRecord>>>;
+
+/// Connections remembered (a long-running sandbox accepts many).
+const MAX_RECORDS: usize = 10_000;
 
 /// What listens on a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +232,7 @@ async fn listen(at: Where, log: ConnectionLog, stopped: watch::Receiver<()>) {
     let listener = match TcpListener::bind((at.ip, at.port)).await {
         Ok(l) => l,
         Err(e) => {
-            tracing::warn!(pod = %at.pod, port = at.port, error = %e, "a head pod's stand-in cannot listen; reach it through port-forward");
+            tracing::warn!(pod = %at.pod, port = at.port, error = %e, "a head pod's stand-in cannot listen (a port below 1024 without privilege, or one another program holds on every address): it is out of reach");
             return;
         }
     };
@@ -238,14 +241,23 @@ async fn listen(at: Where, log: ConnectionLog, stopped: watch::Receiver<()>) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                log.lock().unwrap_or_else(|p| p.into_inner()).push(ConnectionRecord {
+                let Ok((stream, peer)) = accepted else {
+                    // Out of descriptors, say: back off rather than spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                let mut records = log.lock().unwrap_or_else(|p| p.into_inner());
+                if records.len() == MAX_RECORDS {
+                    records.pop_front();
+                }
+                records.push_back(ConnectionRecord {
                     namespace: at.namespace.clone(),
                     pod: at.pod.clone(),
                     service: at.kind.name(),
                     port: at.port,
                     peer,
                 });
+                drop(records);
                 connections.spawn(serve(at.kind, stream, stopped.clone()));
             }
             Some(_) = connections.join_next() => {}
@@ -319,8 +331,11 @@ async fn echo_messages(mut socket: WebSocket, mut stopped: watch::Receiver<()>) 
         tokio::select! {
             incoming = socket.recv() => match incoming {
                 Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
-                    if socket.send(message).await.is_err() {
-                        return;
+                    // A peer that does not read must not hold the socket
+                    // open past the pod.
+                    tokio::select! {
+                        sent = socket.send(message) => if sent.is_err() { return },
+                        _ = stopped.changed() => return,
                     }
                 }
                 Some(Ok(Message::Close(_)) | Err(_)) | None => return,

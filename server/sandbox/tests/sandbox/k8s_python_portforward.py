@@ -37,7 +37,10 @@ dashboard.settimeout(30)
 dashboard.sendall(b"GET /api/version HTTP/1.1\r\nHost: pod\r\n\r\n")
 answer = b""
 while not answer.endswith(b"}"):
-    answer += dashboard.recv(4096)
+    chunk = dashboard.recv(4096)
+    if not chunk:
+        break
+    answer += chunk
 
 print(
     json.dumps(

@@ -136,3 +136,38 @@ async fn refusals_come_as_kubernetes_statuses() {
         "{forbidden}"
     );
 }
+
+#[tokio::test]
+async fn one_port_closing_leaves_the_others_open() {
+    let (_sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: halfopen\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "halfopen", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let mut forwarder = pods.portforward(&pod, &[8265, 22]).await.unwrap();
+    let mut ssh = forwarder.take_stream(22).unwrap();
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    let mut dashboard = forwarder.take_stream(8265).unwrap();
+    dashboard
+        .write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    while !answer.ends_with('}') {
+        answer.push_str(&read_some(&mut dashboard).await);
+    }
+    // The dashboard closed its side; writing to it again goes nowhere,
+    // and SSH keeps echoing.
+    // (Twice, apart: the second write to the closed socket is the one
+    // the sandbox sees fail.)
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        dashboard.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ssh.write_all(b"still here").await.unwrap();
+    assert_eq!(read_some(&mut ssh).await, "still here");
+    forwarder.abort();
+}

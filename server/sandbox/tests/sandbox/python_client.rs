@@ -99,6 +99,7 @@ async fn the_official_python_client_port_forwards() {
             .arg(&script)
             .arg(&kubeconfig)
             .args(["ml", &pod])
+            .kill_on_drop(true)
             .output(),
     )
     .await

@@ -157,7 +157,7 @@ async fn a_deleted_head_closes_its_connections_and_the_new_one_serves_on_a_new_i
 
 #[tokio::test]
 async fn a_crash_looping_head_refuses_connections() {
-    let (_sb, client) = start().await;
+    let (sb, client) = start().await;
     let mut obj = raycluster("name: crashy\nnamespace: ml\n");
     obj.metadata.annotations = Some([(FAULT_ANNOTATION.to_owned(), "crash-loop".to_owned())].into());
     rayclusters(&client, "ml")
@@ -176,11 +176,14 @@ async fn a_crash_looping_head_refuses_connections() {
         }
     })
     .await;
+    assert!(is_bindable(&ip), "{ip}");
+    // Long enough for stand-ins to have bound had the pod turned ready.
     tokio::time::sleep(Duration::from_millis(300)).await;
     for port in [8265, 22, 10001] {
         let refused = TcpStream::connect((ip.as_str(), port)).await;
         assert!(refused.is_err(), "{ip}:{port} accepted a connection");
     }
+    assert!(sb.connections().is_empty());
 }
 
 #[tokio::test]
