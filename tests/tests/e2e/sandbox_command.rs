@@ -105,7 +105,9 @@ async fn sandbox_with_default_ops_port() -> (tokio::process::Child, String) {
                 .unwrap()
                 .trim_end_matches("/readyz")
                 .to_owned();
-            // Keep reading: a closed stdout would fail the sandbox's next print.
+            // Keep reading its stdout: without this the first sandbox was
+            // sometimes gone when asked (1 run in 3; cause not pinned down —
+            // its last print precedes the drop, so not a closed pipe).
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
             return (child, ops);
         }
