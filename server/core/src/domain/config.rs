@@ -169,9 +169,9 @@ pub fn check_worker_counts(group: usize, replicas: u32, min: u32, max: u32) -> R
     v.into_result((g.replicas, g.min_replicas, g.max_replicas))
 }
 
-/// A count (replicas and the like) as a cluster config and a scale request
-/// both read it: a whole number from 0 to `max`; `2.0` is 2 and `-0` is 0,
-/// as Krayne (pydantic) reads them.
+/// A count as a scale request reads it: a JSON whole number from 0 to
+/// `max`; `2.0` is 2 and `-0` is 0. (A cluster config's counts also take
+/// pydantic's lax conversions, under `field_validation`.)
 pub fn whole_count(value: &Value, max: u32) -> Result<u32, String> {
     let Value::Number(n) = value else {
         return Err(format!("must be a whole number, not {}", type_name(value)));
@@ -184,11 +184,16 @@ pub fn whole_count(value: &Value, max: u32) -> Result<u32, String> {
     match whole {
         None if n.as_u64().is_some() => Err(format!("must be at most {max}")),
         None => Err(format!("must be a whole number, not {n}")),
-        Some(i) if i < 0 => Err("must not be negative".into()),
-        Some(i) => match u32::try_from(i) {
-            Ok(c) if c <= max => Ok(c),
-            _ => Err(format!("must be at most {max}")),
-        },
+        Some(i) => within(i128::from(i), max),
+    }
+}
+
+/// A whole number as a count from 0 to `max`.
+fn within(count: i128, max: u32) -> Result<u32, String> {
+    match u32::try_from(count) {
+        Ok(c) if c <= max => Ok(c),
+        _ if count < 0 => Err("must not be negative".into()),
+        _ => Err(format!("must be at most {max}")),
     }
 }
 
@@ -376,14 +381,10 @@ impl Reader {
                 return None;
             }
         };
-        match u32::try_from(count) {
-            Ok(c) if c <= max => Some(c),
-            _ if count < 0 => {
-                self.fail(path, "must not be negative");
-                None
-            }
-            _ => {
-                self.fail(path, format!("must be at most {max}"));
+        match within(count, max) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                self.fail(path, why);
                 None
             }
         }
