@@ -56,6 +56,8 @@ pub(super) struct ApiState {
     /// `(verb, resource)` pairs RBAC refuses (fault injection: a missing
     /// rule in the caller's Role).
     pub forbidden: Mutex<Vec<(String, String)>>,
+    /// Head pods' stand-ins, which port-forwards reach.
+    pub standins: Arc<super::standins::Standins>,
 }
 
 /// The identity the sandbox's RBAC names in a refusal: the ServiceAccount

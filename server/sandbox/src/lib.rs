@@ -108,7 +108,7 @@ pub struct Sandbox {
     stop: watch::Sender<bool>,
     server: Option<ApiServer>,
     tasks: Vec<JoinHandle<()>>,
-    connections: standins::ConnectionLog,
+    standins: Arc<standins::Standins>,
 }
 
 /// The API server's task, stoppable on its own.
@@ -145,6 +145,7 @@ impl Sandbox {
         }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
+        let standins = Arc::new(standins::Standins::default());
         let api = Arc::new(api::ApiState {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),
@@ -153,6 +154,7 @@ impl Sandbox {
             disconnect: watch::channel(0).0,
             latency: watch::channel(Duration::ZERO).0,
             forbidden: Mutex::new(Vec::new()),
+            standins: standins.clone(),
         });
         let (stop, stopped) = watch::channel(false);
         let server = Some(ApiServer::spawn(listener, api.clone()));
@@ -161,11 +163,10 @@ impl Sandbox {
             options.event_ttl,
             stopped.clone(),
         ))];
-        let connections = standins::ConnectionLog::default();
         if options.run_operator {
             tasks.push(tokio::spawn(standins::run(
                 store.clone(),
-                connections.clone(),
+                standins.clone(),
                 stopped.clone(),
             )));
             tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));
@@ -176,7 +177,7 @@ impl Sandbox {
             stop,
             server,
             tasks,
-            connections,
+            standins,
         })
     }
 
@@ -247,8 +248,7 @@ impl Sandbox {
 
     /// The connections head pods' stand-ins accepted (the newest 10 000).
     pub fn connections(&self) -> Vec<ConnectionRecord> {
-        let records = self.connections.lock().unwrap_or_else(|p| p.into_inner());
-        records.iter().cloned().collect()
+        self.standins.connections()
     }
 
     /// Every request the API answered so far.

@@ -2,12 +2,15 @@
 //! (subprotocol `v4.channel.k8s.io`): for the
 //! n-th requested port, channel `2n` carries data and `2n + 1` errors; the
 //! first frame on each channel is its port number (two bytes, little
-//! endian); every frame starts with its channel byte. Each port connects to
-//! `podIP:port`, where the head pod's stand-ins listen; a port nothing
-//! listens on gets a message on its error channel. When every pod-side
-//! connection has closed, the WebSocket closes.
+//! endian); every frame starts with its channel byte. Each port enters the
+//! pod as the kubelet does (its network namespace, whatever the pod IP):
+//! here, the stand-in's in-process door ([`Standins::open`]), so it never
+//! dials an address of the client's choosing and reaches stand-ins that
+//! could not bind. A port nothing serves gets a message on its error
+//! channel. When every pod-side connection has closed, the WebSocket
+//! closes.
 
-use std::net::IpAddr;
+use std::sync::Arc;
 
 use axum::{
     extract::{
@@ -18,25 +21,24 @@ use axum::{
 };
 use futures::{SinkExt as _, StreamExt as _};
 use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
-    net::{TcpStream, tcp::OwnedReadHalf},
+    io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, DuplexStream},
     sync::mpsc,
     task::JoinSet,
 };
 
-use super::{ApiError, Resource, api::ApiState};
+use super::{ApiError, Resource, api::ApiState, standins::Standins, store::meta_str};
 
 /// The subprotocol it speaks (the kubelet's binary channel protocol).
 const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
-/// How long a port keeps trying a refused connection: a head pod's
-/// stand-ins bind just after the pod turns ready.
+/// How long a port waits for its stand-in: a head pod's stand-ins start
+/// just after the pod turns ready.
 const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Ports one request may forward.
 const MAX_PORTS: usize = 16;
 
 /// `GET`/`POST /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=…`.
 pub(super) async fn handle(
-    State(s): State<std::sync::Arc<ApiState>>,
+    State(s): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -56,15 +58,18 @@ pub(super) async fn handle(
         ))
         .into_response();
     }
-    let Some(ip) = pod["status"]["podIP"].as_str().and_then(|ip| ip.parse::<IpAddr>().ok()) else {
-        return ApiError::bad_request(format!("unable to upgrade connection: pod {name} has no IP")).into_response();
-    };
     let Ok(upgrade) = upgrade else {
         return ApiError::bad_request("Upgrade request required").into_response();
     };
+    let target = Target {
+        standins: s.standins.clone(),
+        uid: meta_str(&pod, "uid").to_owned(),
+        name,
+        head: pod["metadata"]["labels"]["ray.io/node-type"] == "head",
+    };
     upgrade
         .protocols(PROTOCOLS)
-        .on_upgrade(move |socket| forward(socket, ip, ports))
+        .on_upgrade(move |socket| forward(socket, target, ports))
 }
 
 /// The `ports` query: repeated and/or comma-separated, 1–16 of them.
@@ -92,7 +97,16 @@ fn frame(channel: u8, data: &[u8]) -> Message {
     Message::Binary(bytes.into())
 }
 
-async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
+/// The pod a port-forward enters.
+struct Target {
+    standins: Arc<Standins>,
+    uid: String,
+    name: String,
+    /// Only head pods serve; only they are worth waiting for.
+    head: bool,
+}
+
+async fn forward(socket: WebSocket, target: Target, ports: Vec<u16>) {
     let (mut sink, mut from_client) = socket.split();
     for (i, port) in (0u8..).zip(&ports) {
         for channel in [2 * i, 2 * i + 1] {
@@ -104,15 +118,19 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
     let (to_client, mut from_pod) = mpsc::channel::<Message>(16);
     let mut pumps = JoinSet::new();
     let mut writers = Vec::with_capacity(ports.len());
-    for (i, port) in (0u8..).zip(&ports) {
-        match connect((ip, *port)).await {
-            Ok(stream) => {
-                let (read, write) = stream.into_split();
+    let streams = futures::future::join_all(ports.iter().map(|port| connect(&target, *port))).await;
+    for ((i, port), stream) in (0u8..).zip(&ports).zip(streams) {
+        match stream {
+            Some(stream) => {
+                let (read, write) = tokio::io::split(stream);
                 pumps.spawn(pump(read, 2 * i, to_client.clone()));
                 writers.push(Some(write));
             }
-            Err(e) => {
-                let message = format!("error forwarding port {port} to pod {ip}: {e}");
+            None => {
+                let message = format!(
+                    "error forwarding port {port} to pod {}, uid {}: connection refused: nothing listens on port {port}",
+                    target.name, target.uid
+                );
                 let _ = sink.send(frame(2 * i + 1, message.as_bytes())).await;
                 writers.push(None);
             }
@@ -161,25 +179,22 @@ async fn forward(socket: WebSocket, ip: IpAddr, ports: Vec<u16>) {
     let _ = sink.send(Message::Close(None)).await;
 }
 
-/// Connects to the pod side, retrying a refused connection briefly.
-async fn connect(addr: (IpAddr, u16)) -> std::io::Result<TcpStream> {
+/// Enters the pod on `port`, waiting briefly for its stand-in.
+async fn connect(target: &Target, port: u16) -> Option<DuplexStream> {
     let deadline = tokio::time::Instant::now() + CONNECT_RETRY;
     loop {
-        match tokio::time::timeout(CONNECT_RETRY, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => return Ok(stream),
-            Ok(Err(e))
-                if e.kind() == std::io::ErrorKind::ConnectionRefused && tokio::time::Instant::now() < deadline =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+        if let Some(stream) = target.standins.open(&target.uid, port).await {
+            return Some(stream);
         }
+        if !target.head || tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
 /// Copies what the pod side sends to the client, framed on `channel`.
-async fn pump(mut read: OwnedReadHalf, channel: u8, to_client: mpsc::Sender<Message>) {
+async fn pump(mut read: impl AsyncRead + Unpin, channel: u8, to_client: mpsc::Sender<Message>) {
     let mut buf = vec![0u8; 32 * 1024];
     while let Ok(n) = read.read(&mut buf).await {
         if n == 0 || to_client.send(frame(channel, &buf[..n])).await.is_err() {

@@ -1,7 +1,8 @@
 """Port-forwards to a head pod with the official Kubernetes Python client's
 `portforward` (WebSocket, v4.channel.k8s.io): the SSH stand-in's banner
-and a 10 MiB echo compared by sha256, and the dashboard's /api/version.
-Prints what it saw as JSON."""
+and a 10 MiB echo compared by sha256, the Ray client's greeting, the
+dashboard's /api/version, the notebook's and code-server's pages. Prints
+what it saw as JSON."""
 
 import hashlib
 import json
@@ -15,7 +16,7 @@ from kubernetes.stream import portforward
 config.load_kube_config(config_file=sys.argv[1])
 namespace, pod = sys.argv[2], sys.argv[3]
 forward = portforward(
-    client.CoreV1Api().connect_get_namespaced_pod_portforward, pod, namespace, ports="22,8265"
+    client.CoreV1Api().connect_get_namespaced_pod_portforward, pod, namespace, ports="22,8265,10001,8888,8443"
 )
 
 ssh = forward.socket(22)
@@ -32,15 +33,27 @@ while len(echoed) < len(payload):
     echoed.extend(chunk)
 sender.join()
 
-dashboard = forward.socket(8265)
-dashboard.settimeout(30)
-dashboard.sendall(b"GET /api/version HTTP/1.1\r\nHost: pod\r\n\r\n")
-answer = b""
-while not answer.endswith(b"}"):
-    chunk = dashboard.recv(4096)
-    if not chunk:
-        break
-    answer += chunk
+
+
+def http_get(port, path, until):
+    sock = forward.socket(port)
+    sock.settimeout(30)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: pod\r\n\r\n".encode())
+    answer = b""
+    while until not in answer:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    return answer.decode()
+
+
+answer = http_get(8265, "/api/version", b"}").encode()
+notebook = http_get(8888, "/tree", b"</script>")
+code_server = http_get(8443, "/", b"</p>")
+ray_client = forward.socket(10001)
+ray_client.settimeout(30)
+greeting = ray_client.recv(256).decode()
 
 print(
     json.dumps(
@@ -50,6 +63,9 @@ print(
             "echoed_sha256": hashlib.sha256(bytes(echoed)).hexdigest(),
             "echoed_bytes": len(echoed),
             "version": answer.decode().split("\r\n\r\n", 1)[-1],
+            "notebook": notebook,
+            "code_server": code_server,
+            "ray_client": greeting,
         }
     )
 )

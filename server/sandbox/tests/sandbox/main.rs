@@ -9,6 +9,7 @@ mod lifecycle;
 mod load;
 mod portforward;
 mod python_client;
+mod rayjobs;
 mod standins;
 mod typed;
 mod verbs;

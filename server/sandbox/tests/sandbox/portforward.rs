@@ -171,3 +171,96 @@ async fn one_port_closing_leaves_the_others_open() {
     assert_eq!(read_some(&mut ssh).await, "still here");
     forwarder.abort();
 }
+
+#[tokio::test]
+async fn websockets_and_pages_cross_a_forward_which_ends_with_its_head() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (_sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: pfws\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "pfws", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let mut forwarder = pods.portforward(&pod, &[8265, 8888, 8443, 22]).await.unwrap();
+    let mut sockets = Vec::new();
+    for (port, path) in [(8265, "/ws"), (8888, "/api/kernels/k1/channels"), (8443, "/")] {
+        let stream = forwarder.take_stream(port).unwrap();
+        let url = format!("ws://{pod}:{port}{path}");
+        let (mut socket, _) = tokio_tungstenite::client_async(url.as_str(), stream).await.unwrap();
+        socket.send(Message::text("through the forward")).await.unwrap();
+        let echoed = tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .unwrap();
+        assert_eq!(echoed.unwrap().unwrap(), Message::text("through the forward"), "{url}");
+        sockets.push(socket);
+    }
+    let mut ssh = forwarder.take_stream(22).unwrap();
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+
+    pods.delete(&pod, &kube::api::DeleteParams::default()).await.unwrap();
+    for mut socket in sockets {
+        let end = tokio::time::timeout(Duration::from_secs(5), socket.next())
+            .await
+            .expect("the WebSocket ends within 5 s of the pod");
+        assert!(
+            !matches!(end, Some(Ok(Message::Text(_) | Message::Binary(_)))),
+            "{end:?}"
+        );
+    }
+    let mut buf = [0u8; 16];
+    let end = tokio::time::timeout(Duration::from_secs(5), ssh.read(&mut buf))
+        .await
+        .expect("the forwarded connection ends within 5 s of the pod");
+    assert!(matches!(end, Ok(0) | Err(_)), "{end:?}");
+}
+
+/// One HTTP/1.1 exchange with `pod`'s dashboard through a forward of its
+/// own (the answer's end closes the forward).
+async fn through_forward(pods: &Api<Pod>, pod: &str, method: &str, path: &str, body: &str) -> String {
+    let mut forwarder = pods.portforward(pod, &[8265]).await.unwrap();
+    let mut stream = forwarder.take_stream(8265).unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: pod\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer within 10 s")
+        .unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn a_ray_job_is_submitted_and_read_through_a_forward() {
+    let (_sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: pfjob\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "pfjob", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let job = r#"{"entrypoint": "echo via-forward", "submission_id": "pf-1"}"#;
+    let submitted = through_forward(&pods, &pod, "POST", "/api/jobs/", job).await;
+    assert!(submitted.starts_with("HTTP/1.1 200"), "{submitted}");
+    assert!(
+        submitted.ends_with(r#"{"job_id": "pf-1", "submission_id": "pf-1"}"#),
+        "{submitted}"
+    );
+    let done = crate::eventually("the job to succeed", || {
+        let pods = pods.clone();
+        let pod = pod.clone();
+        async move {
+            let job = through_forward(&pods, &pod, "GET", "/api/jobs/pf-1", "").await;
+            job.contains(r#""status": "SUCCEEDED""#).then_some(job)
+        }
+    })
+    .await;
+    assert!(done.contains(r#""driver_exit_code": 0"#), "{done}");
+    let logs = through_forward(&pods, &pod, "GET", "/api/jobs/pf-1/logs", "").await;
+    assert!(logs.contains("via-forward"), "{logs}");
+}

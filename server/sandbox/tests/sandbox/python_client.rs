@@ -115,5 +115,8 @@ async fn the_official_python_client_port_forwards() {
     assert_eq!(seen["echoed_bytes"], 10 * 1024 * 1024, "{seen}");
     assert_eq!(seen["echoed_sha256"], seen["sent_sha256"], "{seen}");
     assert!(seen["version"].as_str().unwrap().contains("\"ray_version\""), "{seen}");
+    assert!(seen["notebook"].as_str().unwrap().contains("Jupyter"), "{seen}");
+    assert!(seen["code_server"].as_str().unwrap().contains("code-server"), "{seen}");
+    assert!(seen["ray_client"].as_str().unwrap().contains("ray client"), "{seen}");
     let _ = std::fs::remove_dir_all(&dir);
 }

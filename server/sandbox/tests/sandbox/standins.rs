@@ -18,7 +18,7 @@ use crate::{eventually, raycluster, rayclusters, start};
 
 /// Creates cluster `name` in `ml` (every service on) and returns its head
 /// pod's name and IP once it serves.
-async fn running_head(client: &Client, name: &str) -> (String, String) {
+pub(crate) async fn running_head(client: &Client, name: &str) -> (String, String) {
     rayclusters(client, "ml")
         .create(
             &PostParams::default(),
@@ -102,7 +102,10 @@ async fn every_declared_port_answers_on_the_pod_ip() {
 
     let version = http_get(&ip, 8265, "/api/version").await;
     assert!(version.starts_with("HTTP/1.1 200"), "{version}");
-    assert!(version.contains("\"ray_version\":\"2.43.0\""), "{version}");
+    assert!(
+        version.contains(r#""ray_version": "2.43.0""#),
+        "Python's separators: {version}"
+    );
     let dashboard = http_get(&ip, 8265, "/").await;
     assert!(dashboard.contains("fetch(\"api/version\")"), "{dashboard}");
     assert!(http_get(&ip, 8888, "/lab/tree").await.contains("Jupyter"));
@@ -220,4 +223,96 @@ async fn http_stand_ins_echo_websockets_until_the_pod_goes() {
             .expect("the socket ends within 5 s");
         assert!(matches!(end, None | Some(Ok(Message::Close(_)) | Err(_))), "{end:?}");
     }
+}
+
+/// The head container's environment variable `name` set to `value`.
+fn with_head_env(mut obj: kube::api::DynamicObject, name: &str, value: &str) -> kube::api::DynamicObject {
+    let container = &mut obj.data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0];
+    let env = container["env"].as_array().cloned().unwrap_or_default();
+    let mut env: Vec<serde_json::Value> = env.into_iter().filter(|e| e["name"] != name).collect();
+    env.push(serde_json::json!({"name": name, "value": value}));
+    container["env"] = serde_json::Value::Array(env);
+    obj
+}
+
+#[tokio::test]
+async fn the_notebook_serves_under_the_base_url_its_cluster_gives_it() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (_sb, client) = start().await;
+    let base = "/v1/namespaces/ml/clusters/nb/services/notebook/proxy/";
+    let obj = with_head_env(
+        raycluster("name: nb\nnamespace: ml\n"),
+        "KRAYNE_NOTEBOOK_BASE_URL",
+        base,
+    );
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let (_, ip) = head(&client, "nb", None).await;
+
+    let bare = http_get(&ip, 8888, base.trim_end_matches('/')).await;
+    assert!(bare.starts_with("HTTP/1.1 302"), "{bare}");
+    assert!(bare.contains(&format!("location: {base}tree\r\n")), "{bare}");
+    let page = http_get(&ip, 8888, &format!("{base}tree")).await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        page.contains(&format!("\"baseUrl\":\"{base}\"")),
+        "the page builds its URLs from the base: {page}"
+    );
+    let api = http_get(&ip, 8888, &format!("{base}api")).await;
+    assert!(api.contains("\"version\""), "{api}");
+    let outside = http_get(&ip, 8888, "/tree").await;
+    assert!(outside.starts_with("HTTP/1.1 404"), "{outside}");
+
+    let url = format!("ws://{ip}:8888{base}api/kernels/k1/channels");
+    let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+    socket.send(Message::text("execute")).await.unwrap();
+    let echoed = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        .await
+        .unwrap();
+    assert_eq!(echoed.unwrap().unwrap(), Message::text("execute"));
+}
+
+#[tokio::test]
+async fn a_port_that_cannot_be_bound_is_still_served_through_port_forward() {
+    // Another program holds the port on every address, so the stand-in
+    // cannot bind it on the pod IP.
+    let squatter = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = squatter.local_addr().unwrap().port();
+    squatter.set_nonblocking(true).unwrap();
+
+    let (sb, client) = start().await;
+    let mut obj = raycluster("name: squatted\nnamespace: ml\n");
+    let ports = &mut obj.data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"];
+    let mut list = ports.as_array().cloned().unwrap_or_default();
+    list.push(serde_json::json!({"containerPort": port, "name": "custom"}));
+    *ports = serde_json::Value::Array(list);
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "squatted", None).await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let mut forwarder = pods.portforward(&pod, &[port]).await.unwrap();
+    let mut stream = forwarder.take_stream(port).unwrap();
+    stream.write_all(b"through the pod").await.unwrap();
+    assert_eq!(read_some(&mut stream).await, "through the pod");
+    assert!(squatter.accept().is_err(), "nothing reached the other program");
+    let record = sb
+        .connections()
+        .into_iter()
+        .find(|c| c.port == port)
+        .expect("the connection is recorded");
+    assert_eq!((record.service, record.peer), ("echo", None));
+    let (_, ip) = head(&client, "squatted", None).await;
+    let mut direct = TcpStream::connect((ip.as_str(), port)).await.unwrap();
+    direct.write_all(b"x").await.unwrap();
+    let (_accepted, _) = eventually("the other program to get the direct connection", || async {
+        squatter.accept().ok()
+    })
+    .await;
 }
