@@ -10,6 +10,7 @@ const PROTOS: &[&str] = &[
     "krayne/v1/identity.proto",
     "krayne/v1/audit.proto",
     "krayne/v1/version.proto",
+    "krayne/v1/service.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

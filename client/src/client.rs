@@ -17,7 +17,7 @@ use crate::{
         self, ClusterDetails, ClusterInfo, ClusterSpec, NamespaceAccess, WhoAmIResponse,
         audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
         create_cluster_request::Source, identity_service_client::IdentityServiceClient,
-        version_service_client::VersionServiceClient,
+        tunnel_service_client::TunnelServiceClient, version_service_client::VersionServiceClient,
     },
 };
 
@@ -306,6 +306,10 @@ impl Client {
         ClusterServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 
+    pub(crate) fn tunnels(&self) -> TunnelServiceClient<Service> {
+        TunnelServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+
     fn identity(&self) -> IdentityServiceClient<Service> {
         IdentityServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
@@ -320,14 +324,14 @@ impl Client {
         AuditServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 
-    fn request<T>(&self, message: T) -> Request<T> {
+    pub(crate) fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request.set_timeout(self.request_timeout);
         request
     }
 
     /// Runs an idempotent call, retrying while the server is unavailable.
-    async fn idempotent<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    pub(crate) async fn idempotent<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, tonic::Status>>,

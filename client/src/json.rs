@@ -28,6 +28,7 @@ named! {
     proto::NamespaceAccess => "krayne.v1.NamespaceAccess",
     proto::AuditEvent => "krayne.v1.AuditEvent",
     proto::GetVersionResponse => "krayne.v1.GetVersionResponse",
+    proto::HeadService => "krayne.v1.HeadService",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

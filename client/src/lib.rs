@@ -38,10 +38,12 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+#[macro_use]
 mod client;
 mod error;
 pub mod json;
 mod spec;
+mod tunnel;
 mod watch;
 
 pub use auth::TokenProvider;
@@ -52,3 +54,4 @@ pub use krayne_proto::v1 as proto;
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;
+pub use tunnel::{Counts, Forwarder, TunnelStream};

@@ -35,7 +35,13 @@ mod tests {
             .collect();
         assert_eq!(
             services,
-            ["ClusterService", "IdentityService", "AuditService", "VersionService"]
+            [
+                "ClusterService",
+                "IdentityService",
+                "AuditService",
+                "VersionService",
+                "TunnelService"
+            ]
         );
     }
 

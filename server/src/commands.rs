@@ -13,7 +13,7 @@ use crate::{
     },
     config::{
         AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
-        ServeArgs, TokenCommand,
+        ServeArgs, TokenCommand, UpstreamMode,
     },
     domain::VersionInfo,
     edge::TrustedProxies,
@@ -22,7 +22,7 @@ use crate::{
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{DenialSettings, RateLimit, ServiceSettings},
+    service::{DenialSettings, RateLimit, ServiceSettings, TunnelSettings},
 };
 
 mod sandbox_cmd;
@@ -170,6 +170,11 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, Conne
             rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),
             window: Duration::from_secs(http.audit_denial_window_seconds),
         },
+        tunnels: TunnelSettings {
+            max_per_principal: http.max_tunnels_per_caller.max(1),
+            idle_timeout: Duration::from_secs(http.tunnel_idle_timeout_seconds.max(1)),
+            ..TunnelSettings::default()
+        },
         ..ServiceSettings::default()
     };
     let rest = RestSettings {
@@ -191,6 +196,13 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
     let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
+    let in_cluster = args.kubeconfig.is_none() && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let mode = args.service_upstream.unwrap_or(if in_cluster {
+        UpstreamMode::Direct
+    } else {
+        UpstreamMode::PortForward
+    });
+    let upstream = upstream(mode, &client);
     let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
     let mut parts = Parts::new(
         k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
@@ -199,6 +211,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     );
     (parts.service, parts.rest, parts.connections) = settings(&args.http);
     parts.service.audit_reads = args.audit_reads;
+    parts.upstream = Some(upstream);
     let header = args
         .http
         .trusted_proxy_header
@@ -212,11 +225,26 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ("audit-reads", args.audit_reads),
         ("trusted-proxies", !args.http.trusted_proxies.is_empty()),
         ("reflection-needs-token", args.http.grpc_reflection_requires_token),
+        ("service-tunnels", true),
     ]);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
     Ok(())
+}
+
+/// How long opening a connection to a head's service may take.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The service upstream of `mode`, over `client` for port-forwards.
+pub(crate) fn upstream(mode: UpstreamMode, client: &k8s::Client) -> std::sync::Arc<dyn crate::domain::ServiceUpstream> {
+    tracing::info!(mode = ?mode, "clusters' services are reached through this upstream");
+    match mode {
+        UpstreamMode::Direct => std::sync::Arc::new(k8s::DirectUpstream::new(UPSTREAM_CONNECT_TIMEOUT)),
+        UpstreamMode::PortForward => {
+            std::sync::Arc::new(k8s::PortForwardUpstream::new(client.clone(), UPSTREAM_CONNECT_TIMEOUT))
+        }
+    }
 }
 
 /// The commit the binary was built from (`KRAYNE_GIT_COMMIT` at build

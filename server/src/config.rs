@@ -147,6 +147,12 @@ pub struct HttpArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
+    /// Tunnels (to clusters' services) one caller may hold open at once.
+    #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_CALLER", default_value_t = 32)]
+    pub max_tunnels_per_caller: usize,
+    /// Close a tunnel after this many seconds with no byte either way.
+    #[arg(long, env = "KRAYNE_TUNNEL_IDLE_TIMEOUT_SECONDS", default_value_t = 3600)]
+    pub tunnel_idle_timeout_seconds: u64,
     /// Ray image of pods that name none (`-gpu` is added for GPU pods).
     #[arg(
         long,
@@ -192,6 +198,23 @@ pub struct ServeArgs {
     /// The watch cache.
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// How clusters' services (dashboard, notebook, SSH, …) are reached:
+    /// `direct` dials the head pod's IP (no load on the Kubernetes API;
+    /// needs a NetworkPolicy letting krayne reach head pods), `port-forward`
+    /// goes through the API server's `pods/portforward` (works from
+    /// anywhere the API is reachable; needs `create` on pods/portforward).
+    /// Default: `direct` inside a cluster, `port-forward` outside.
+    #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum)]
+    pub service_upstream: Option<UpstreamMode>,
+}
+
+/// How clusters' services are reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpstreamMode {
+    /// Dial the head pod's IP.
+    Direct,
+    /// Through the Kubernetes API's `pods/portforward`.
+    PortForward,
 }
 
 /// The watch cache of RayClusters, pods, events and namespaces.
@@ -279,6 +302,10 @@ pub struct SandboxArgs {
     /// The watch cache.
     #[command(flatten)]
     pub cache: CacheArgs,
+    /// How clusters' services are reached: through the sandbox's
+    /// `pods/portforward` (default), or `direct` to the pods' loopback IPs.
+    #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum, default_value = "port-forward")]
+    pub service_upstream: UpstreamMode,
 }
 
 /// `krayne-server token …`.

@@ -3,7 +3,7 @@
 
 use krayne_proto::v1::{
     audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
-    identity_service_client::IdentityServiceClient,
+    identity_service_client::IdentityServiceClient, tunnel_service_client::TunnelServiceClient,
 };
 use reqwest::{Method, header::HeaderMap};
 use serde_json::Value;
@@ -170,6 +170,8 @@ pub struct Grpc {
     pub identity: IdentityServiceClient<InterceptedService<Channel, Bearer>>,
     /// `krayne.v1.AuditService`.
     pub audit: AuditServiceClient<InterceptedService<Channel, Bearer>>,
+    /// `krayne.v1.TunnelService`.
+    pub tunnels: TunnelServiceClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Grpc {
@@ -184,7 +186,8 @@ impl Grpc {
         Self {
             clusters: ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             identity: IdentityServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            audit: AuditServiceClient::with_interceptor(channel.clone(), bearer),
+            audit: AuditServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            tunnels: TunnelServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }

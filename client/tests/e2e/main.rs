@@ -9,3 +9,4 @@ mod cli_files;
 mod sdk;
 mod shapes;
 mod support;
+mod tunnels;

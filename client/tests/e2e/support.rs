@@ -53,6 +53,27 @@ impl Krayne {
         cmd
     }
 
+    /// Starts `krayne args…` with stdin, stdout and stderr piped (for a
+    /// command that runs until stopped).
+    pub(crate) fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        let mut cmd = tokio::process::Command::from(self.command(args));
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        cmd.spawn().unwrap()
+    }
+
+    /// The environment `krayne` runs with (server and token), for a
+    /// program that runs it, such as ssh's ProxyCommand.
+    pub(crate) fn env_vars(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![("KRAYNE_SERVER", self.server.clone())];
+        if let Some(token) = &self.token {
+            vars.push(("KRAYNE_TOKEN", token.clone()));
+        }
+        vars
+    }
+
     /// Runs `krayne args…` off the async runtime, so the sandbox (in this
     /// process) keeps serving while the CLI talks to the server.
     pub(crate) async fn run(&self, args: &[&str]) -> Run {

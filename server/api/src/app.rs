@@ -7,7 +7,7 @@ use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
     auth::Authenticator,
-    domain::{AuditSink, ClusterStore},
+    domain::{AuditSink, ClusterStore, ServiceUpstream},
     edge::{self, TrustedProxies},
     grpc::{self, GrpcSettings},
     ops,
@@ -36,6 +36,8 @@ pub struct Parts {
     pub reflection_needs_token: bool,
     /// How long in-flight requests may finish after a shutdown signal.
     pub grace: Duration,
+    /// How clusters' services are reached (`None`: they are not).
+    pub upstream: Option<Arc<dyn ServiceUpstream>>,
 }
 
 impl Parts {
@@ -52,6 +54,7 @@ impl Parts {
             trusted_proxies: TrustedProxies::default(),
             reflection_needs_token: false,
             grace: Duration::from_secs(20),
+            upstream: None,
         }
     }
 }
@@ -88,7 +91,10 @@ pub async fn start(
     ops: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, String> {
-    let service = ClusterService::new(parts.store, parts.audit, parts.service);
+    let mut service = ClusterService::new(parts.store, parts.audit, parts.service);
+    if let Some(upstream) = parts.upstream {
+        service = service.with_upstream(upstream);
+    }
     let state = AppState {
         service: service.clone(),
         auth: parts.auth.clone(),
@@ -153,6 +159,9 @@ pub async fn start(
                 "requests still in flight after the grace period; stopping anyway"
             );
         }
+        service
+            .tunnels_closed(grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1)))
+            .await;
         let left = grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
         service.flush_audit(left).await;
         ops_task.abort();

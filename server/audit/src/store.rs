@@ -238,7 +238,8 @@ where
     let all = values(e);
     let mut qb = QueryBuilder::<DB>::new("UPDATE audit_events SET ");
     let mut sep = qb.separated(", ");
-    for i in [2usize, 15, 16, 17, 18, 19] {
+    // The summary too: a tunnel's row gains the bytes that flowed.
+    for i in [2usize, 14, 15, 16, 17, 18, 19] {
         sep.push(format!("{} = ", COLUMNS[i]));
         sep.push_bind_unseparated(all[i].clone());
         sep.push_unseparated(casts[i]);

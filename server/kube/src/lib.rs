@@ -7,8 +7,12 @@ use krayne_core::{domain, manifest};
 mod cache;
 mod errors;
 mod metered;
+mod upstream;
 
 pub use cache::{CacheOptions, CachedClusterStore};
+/// A Kubernetes client (kube-rs), for wiring adapters together.
+pub use kube::Client;
+pub use upstream::{DirectUpstream, PortForwardUpstream};
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -35,7 +39,7 @@ const WATCH_TIMEOUT_SECONDS: u32 = 3600;
 /// Kubernetes (or the sandbox) through a kube-rs client.
 #[derive(Clone)]
 pub struct KubeClusterStore {
-    client: kube::Client,
+    client: Client,
     timeout: Duration,
 }
 
@@ -70,14 +74,14 @@ fn core(namespace: &str, plural: &str) -> KubeRequest {
 
 /// A kube client for `config` whose every request is counted in
 /// `krayne_kube_requests_total` (by verb, resource and outcome).
-pub fn client(config: kube::Config) -> Result<kube::Client, String> {
+pub fn client(config: kube::Config) -> Result<Client, String> {
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
     Ok(builder.with_layer(&metered::Metered).build())
 }
 
 /// A client of the API server at `url` with no credentials (the sandbox).
-pub fn client_for_url(url: &str) -> Result<kube::Client, String> {
+pub fn client_for_url(url: &str) -> Result<Client, String> {
     let uri = url.parse().map_err(|e| format!("{url:?} is not a URL: {e}"))?;
     client(kube::Config::new(uri))
 }
@@ -96,7 +100,7 @@ pub fn cluster_store(api: KubeClusterStore, cache: Option<&CacheOptions>) -> Arc
 
 /// Connects with `kubeconfig` (and `context`), or in-cluster configuration
 /// or the default kubeconfig when none is given.
-pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<kube::Client, String> {
+pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<Client, String> {
     let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -118,7 +122,7 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>
 
 impl KubeClusterStore {
     /// Uses `client` for every call, each bounded by [`DEFAULT_TIMEOUT`].
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(client: Client) -> Self {
         Self {
             client,
             timeout: DEFAULT_TIMEOUT,
@@ -135,7 +139,7 @@ impl KubeClusterStore {
     }
 
     /// The client calls are made with.
-    pub(crate) fn client(&self) -> &kube::Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 

@@ -48,6 +48,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
+    let upstream = super::upstream(args.service_upstream, &client);
     let mut parts = Parts::new(
         k8s::cluster_store(
             k8s::KubeClusterStore::new(client),
@@ -57,7 +58,12 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         Authenticator::new(verifier, mapping),
     );
     parts.grace = Duration::from_secs(5);
-    parts.service.version = super::version_info(&[("sandbox", true), ("watch-cache", args.cache.cache)]);
+    parts.upstream = Some(upstream);
+    parts.service.version = super::version_info(&[
+        ("sandbox", true),
+        ("watch-cache", args.cache.cache),
+        ("service-tunnels", true),
+    ]);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
     let running = app::start(parts, api, ops, app::shutdown_signal()).await?;

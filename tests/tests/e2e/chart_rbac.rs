@@ -58,6 +58,19 @@ fn permission(access: &Access) -> Permission {
     }
 }
 
+/// Opens a WebSocket tunnel at `path` as the admin and reads the SSH
+/// stand-in's banner through it.
+async fn open_tunnel(env: &Env, path: &str) {
+    use futures::StreamExt as _;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("ws://{}{path}", env.server.api).into_client_request().unwrap();
+    let bearer = format!("Bearer {}", env.admin()).parse().unwrap();
+    request.headers_mut().insert("authorization", bearer);
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("a tunnel");
+    let banner = socket.next().await.expect("a frame").expect("no error");
+    assert!(banner.into_data().starts_with(b"SSH-2.0-"));
+}
+
 /// Calls every REST operation once, in an order that makes each succeed,
 /// and returns the `(method, path template)` pairs it called.
 async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, String)> {
@@ -86,6 +99,12 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     admin.get(&call("get", ns)).await.expect(200);
     admin.get(&call("get", "/v1/clusters")).await.expect(200);
     admin.get(&call("get", &format!("{one}/details"))).await.expect(200);
+    admin.get(&call("get", &format!("{one}/services"))).await.expect(200);
+    open_tunnel(
+        env,
+        &call("get", &format!("{one}/services/{{service}}/tunnel")).replace("{service}", "ssh"),
+    )
+    .await;
     admin
         .post(
             &call("post", &format!("{one}/scale")),
@@ -121,6 +140,9 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
     env.sandbox.requests().iter().map(|r| r.access()).collect()
 }
 
+/// The chart's default upstream, which needs no `pods/portforward`.
+const DIRECT: &[&str] = &["--service-upstream", "direct"];
+
 /// The chart's Role mode: the cache watches only the namespaces the Roles
 /// are in, as the chart configures it.
 const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,other-team"];
@@ -129,17 +151,23 @@ const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,
 async fn chart_rbac_is_exactly_what_the_server_calls() {
     let namespaced = permissions_of(&chart::yaml("files/rbac/namespaced.yaml"));
     let cluster = permissions_of(&chart::yaml("files/rbac/cluster.yaml"));
-    let granted: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
+    // Granted only with server.serviceUpstream: port-forward.
+    let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
+    let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
+    let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
 
     let mut used = BTreeSet::new();
     for (mode, args) in [
         ("cached", &[][..]),
         ("read-through", &["--cache", "false"][..]),
         ("role mode", ROLE_MODE),
+        ("direct upstream", DIRECT),
     ] {
+        // The tests' server runs outside a cluster: port-forward unless told.
+        let granted = if args == DIRECT { &base } else { &with_port_forward };
         let accesses = accesses_with(args).await;
         let here: BTreeSet<Permission> = accesses.iter().map(permission).collect();
-        let missing: Vec<_> = here.difference(&granted).collect();
+        let missing: Vec<_> = here.difference(granted).collect();
         assert!(missing.is_empty(), "{mode}: used but not granted: {missing:?}");
         if args == ROLE_MODE {
             // Namespaced rules live in Roles there: the server must use
@@ -147,7 +175,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
             for access in &accesses {
                 let p = permission(access);
                 let in_namespace = matches!(access, Access::Resource { namespace: Some(_), .. });
-                if namespaced.contains(&p) {
+                if namespaced.contains(&p) || port_forward.contains(&p) {
                     assert!(in_namespace, "{p} is in a Role but was used cluster-wide: {access:?}");
                 } else {
                     assert!(
@@ -159,11 +187,15 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         }
         used.extend(here);
     }
-    let unused: Vec<_> = granted.difference(&used).collect();
+    let unused: Vec<_> = with_port_forward.difference(&used).collect();
     assert!(unused.is_empty(), "granted but never used: {unused:?}");
 
     let rbac = chart::read("templates/rbac.yaml");
-    for file in ["files/rbac/namespaced.yaml", "files/rbac/cluster.yaml"] {
+    for file in [
+        "files/rbac/namespaced.yaml",
+        "files/rbac/cluster.yaml",
+        "files/rbac/portforward.yaml",
+    ] {
         assert!(
             rbac.contains(&format!(".Files.Get \"{file}\"")),
             "rbac.yaml uses {file}"

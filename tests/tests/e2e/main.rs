@@ -27,3 +27,4 @@ mod secrets;
 mod shutdown;
 mod soak;
 mod tenancy;
+mod tunnels;

@@ -253,7 +253,7 @@ async fn the_version_needs_no_token() {
         .iter()
         .filter_map(|f| f.as_str())
         .collect();
-    assert_eq!(features, ["watch-cache", "audit-reads"]);
+    assert_eq!(features, ["watch-cache", "audit-reads", "service-tunnels"]);
     let channel = tonic::transport::Channel::from_shared(env.url())
         .unwrap()
         .connect()

@@ -71,6 +71,13 @@ pub(crate) enum Command {
     Delete(commands::cluster::delete::Args),
     /// Wait until a cluster is ready.
     Wait(commands::cluster::wait::Args),
+    /// List a cluster's services (dashboard, Ray client, notebook, code-server, SSH).
+    Services(commands::service::list::Args),
+    /// Open local ports that reach a cluster's services through the server.
+    #[command(visible_alias = "tun-open")]
+    Tunnel(commands::service::tunnel::Args),
+    /// SSH to a cluster's head through the server.
+    Ssh(commands::service::ssh::Args),
     /// Show who the server thinks you are and what you may do.
     Whoami(commands::identity::whoami::Args),
     /// List the namespaces you may use, with your role in each.

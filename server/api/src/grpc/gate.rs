@@ -27,6 +27,9 @@ use crate::{
     service::ClusterService,
 };
 
+/// The tunnel method, whose request stream has no idle deadline.
+pub(crate) const TUNNEL_OPEN: &str = "/krayne.v1.TunnelService/Open";
+
 /// How a method exchanges messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Method {
@@ -190,13 +193,17 @@ pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next)
             Err(e) => return answer(to_status(e)),
         }
     }
+    // A tunnel's messages come when its user types: its own idle timeout
+    // governs it, and its handler times the opening message.
+    let tunnel = request.uri().path() == TUNNEL_OPEN;
     let request = request.map(|body| {
-        let body = if method.client_streaming {
-            DeadlineBody::idle(body, gate.body_timeout, message_timeout)
+        if tunnel {
+            body
+        } else if method.client_streaming {
+            Body::new(DeadlineBody::idle(body, gate.body_timeout, message_timeout))
         } else {
-            DeadlineBody::total(body, gate.body_timeout, message_timeout)
-        };
-        Body::new(body)
+            Body::new(DeadlineBody::total(body, gate.body_timeout, message_timeout))
+        }
     });
     if method.server_streaming {
         let mut request = request;

@@ -6,13 +6,15 @@ mod convert;
 mod gate;
 mod services;
 mod status;
+mod tunnels;
 
 use std::{sync::Arc, time::Duration};
 
 pub(crate) use gate::{Gate, gate};
 use krayne_proto::v1::{
     audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
-    identity_service_server::IdentityServiceServer, version_service_server::VersionServiceServer,
+    identity_service_server::IdentityServiceServer, tunnel_service_server::TunnelServiceServer,
+    version_service_server::VersionServiceServer,
 };
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
@@ -51,6 +53,7 @@ pub(crate) async fn not_serving(health: &HealthReporter) {
     health.set_not_serving::<IdentityServiceServer<services::Grpc>>().await;
     health.set_not_serving::<AuditServiceServer<services::Grpc>>().await;
     health.set_not_serving::<VersionServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<TunnelServiceServer<services::Grpc>>().await;
 }
 
 /// Request messages over `max_message` bytes are refused
@@ -64,6 +67,7 @@ pub(crate) async fn router(
     let max_message = settings.max_message;
     let grpc = services::Grpc {
         service: service.clone(),
+        body_timeout: settings.body_timeout,
     };
     let (reporter, health) = tonic_health::server::health_reporter();
     let health = health.max_decoding_message_size(max_message);
@@ -71,6 +75,7 @@ pub(crate) async fn router(
     reporter.set_serving::<IdentityServiceServer<services::Grpc>>().await;
     reporter.set_serving::<AuditServiceServer<services::Grpc>>().await;
     reporter.set_serving::<VersionServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<TunnelServiceServer<services::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -82,6 +87,7 @@ pub(crate) async fn router(
         .add_service(ClusterServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(IdentityServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(AuditServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
+        .add_service(TunnelServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(VersionServiceServer::new(grpc).max_decoding_message_size(max_message));
     let routes = routes
         .into_axum_router()

@@ -20,12 +20,14 @@ use crate::{
 #[derive(Clone)]
 pub(crate) struct Grpc {
     pub(crate) service: ClusterService,
+    /// How long a tunnel's opening message may take.
+    pub(crate) body_timeout: Duration,
 }
 
 impl Grpc {
     /// The caller, authenticated by the gate from metadata before the
     /// message was read.
-    fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
+    pub(super) fn context<T>(&self, req: &Request<T>) -> Result<Context, Status> {
         req.extensions()
             .get::<Context>()
             .cloned()

@@ -9,6 +9,7 @@ mod extract;
 mod identity;
 mod problem;
 mod responses;
+mod services;
 mod warnings;
 
 use std::time::Duration;
@@ -94,6 +95,7 @@ impl Default for RestSettings {
         (name = "clusters", description = "Ray cluster lifecycle"),
         (name = "identity", description = "Who the caller is and what they may use"),
         (name = "audit", description = "Who did what to which cluster, and how it ended"),
+        (name = "services", description = "A cluster's services (dashboard, Ray client, notebook, code-server, SSH) through this server"),
     )
 )]
 struct ApiDoc;
@@ -121,16 +123,23 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::get, clusters::delete))
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
+        .routes(routes!(services::list_services))
         .routes(routes!(audit::list_audit_events))
 }
 
 /// The OpenAPI document of the REST API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut api) = api_routes()
-        .merge(OpenApiRouter::new().routes(routes!(clusters::wait)))
-        .split_for_parts();
+    let (_, mut api) = api_routes().merge(long_lived()).split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     api
+}
+
+/// Routes without the request timeout: long polls carry their own
+/// (`timeout_seconds`), tunnels their idle timeout.
+fn long_lived() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(clusters::wait))
+        .routes(routes!(services::tunnel))
 }
 
 async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
@@ -195,8 +204,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let (body_limit, body_timeout) = (settings.body_limit, settings.body_timeout);
     let (unary, _) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
-    // Long polls carry their own timeout (timeout_seconds).
-    let (waits, _) = OpenApiRouter::new().routes(routes!(clusters::wait)).split_for_parts();
+    let (waits, _) = long_lived().split_for_parts();
     let doc = openapi();
     let rest = unary
         .merge(waits)

@@ -26,7 +26,7 @@ fn source_key(source: Option<&str>) -> String {
 }
 
 impl ClusterService {
-    fn entry(
+    pub(super) fn entry(
         &self,
         cx: &Context,
         action: AuditAction,

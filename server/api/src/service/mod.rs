@@ -8,6 +8,7 @@ mod audit_trail;
 mod clusters;
 mod denials;
 mod identity;
+mod tunnels;
 mod wait;
 
 use std::{sync::Arc, time::Duration};
@@ -17,12 +18,13 @@ pub use clusters::{CreateInput, Created};
 pub use denials::DenialSettings;
 pub use krayne_core::manifest::ScaleInput;
 use tokio_util::sync::CancellationToken;
+pub use tunnels::{Ended, Finished, Flowed, Tunnel, TunnelSettings, TunnelVia};
 
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, AuditSink, ClusterStore, Error, Principal, VersionInfo, audit::RequestMeta, check_dns1123_label,
-        check_dns1123_subdomain,
+        Action, AuditSink, ClusterStore, Error, Principal, ServiceUpstream, VersionInfo, audit::RequestMeta,
+        check_dns1123_label, check_dns1123_subdomain,
     },
     manifest::ManifestSettings,
 };
@@ -56,6 +58,8 @@ pub struct ServiceSettings {
     pub denials: DenialSettings,
     /// What `version` answers.
     pub version: VersionInfo,
+    /// Limits of tunnels to clusters' services.
+    pub tunnels: TunnelSettings,
 }
 
 impl Default for ServiceSettings {
@@ -74,6 +78,7 @@ impl Default for ServiceSettings {
                 api_version: "v1".to_owned(),
                 features: Vec::new(),
             },
+            tunnels: TunnelSettings::default(),
         }
     }
 }
@@ -86,6 +91,10 @@ pub struct ClusterService {
     settings: Arc<ServiceSettings>,
     admission: Arc<admission::Admission>,
     denials: Arc<denials::Denials>,
+    /// How clusters' services are reached (`None`: they are not).
+    upstream: Option<Arc<dyn ServiceUpstream>>,
+    /// Open tunnels per principal.
+    open_tunnels: Arc<tunnels::OpenTunnels>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
     stopping: CancellationToken,
 }
@@ -101,10 +110,19 @@ impl ClusterService {
             settings: Arc::new(settings),
             admission,
             denials,
+            upstream: None,
+            open_tunnels: Arc::default(),
             stopping: CancellationToken::new(),
         };
         service.close_denial_windows();
         service
+    }
+
+    /// Reaches clusters' services through `upstream`.
+    #[must_use]
+    pub fn with_upstream(mut self, upstream: Arc<dyn ServiceUpstream>) -> Self {
+        self.upstream = Some(upstream);
+        self
     }
 
     /// Refuses the request (`RateLimited`) when its caller is over the

@@ -65,11 +65,13 @@ pub enum AuditAction {
     AuditList,
     /// A request whose token was refused.
     AuthDenied,
+    /// A tunnel or proxy session to a cluster's service.
+    ServiceConnect,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -79,6 +81,7 @@ impl AuditAction {
         Self::ClusterWait,
         Self::AuditList,
         Self::AuthDenied,
+        Self::ServiceConnect,
     ];
 
     /// `cluster.create`, `auth.denied`, …
@@ -93,6 +96,7 @@ impl AuditAction {
             Self::ClusterWait => "cluster.wait",
             Self::AuditList => "audit.list",
             Self::AuthDenied => "auth.denied",
+            Self::ServiceConnect => "service.connect",
         }
     }
 

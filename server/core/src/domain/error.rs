@@ -89,6 +89,8 @@ pub enum ResourceKind {
     Namespace,
     /// A worker group of a cluster.
     WorkerGroup,
+    /// A service a cluster's head declares.
+    Service,
 }
 
 impl fmt::Display for ResourceKind {
@@ -97,6 +99,7 @@ impl fmt::Display for ResourceKind {
             Self::Cluster => "cluster",
             Self::Namespace => "namespace",
             Self::WorkerGroup => "worker group",
+            Self::Service => "service",
         })
     }
 }

@@ -5,6 +5,7 @@ pub mod audit;
 mod cluster;
 mod config;
 mod error;
+mod head_service;
 mod identity;
 mod lax;
 mod names;
@@ -24,6 +25,7 @@ pub use cluster::{
 };
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
+pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
 pub use identity::{Identity, NamespaceAccess, VersionInfo};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};

@@ -119,12 +119,17 @@ pub struct ServiceSpec {
     pub ports: Vec<NamedPort>,
 }
 
-/// A port; only its name matters here.
+/// A container's or a service's port.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct NamedPort {
     /// Port name.
     pub name: Option<String>,
+    /// A container port's number.
+    #[serde(rename = "containerPort")]
+    pub container_port: Option<u32>,
+    /// A service port's number.
+    pub port: Option<u32>,
 }
 
 /// A pod template.
@@ -280,6 +285,8 @@ pub struct ContainerStatus {
     pub state: ContainerState,
     /// Restarts.
     pub restart_count: Option<i64>,
+    /// Whether it passes its readiness probe.
+    pub ready: Option<bool>,
 }
 
 /// A container's state; at most one part is set.

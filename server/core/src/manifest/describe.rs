@@ -24,7 +24,7 @@ pub const SERVICE_NAMES: [&str; 5] = {
 };
 
 /// Head ports krayne reports as services, in Krayne's order.
-const SERVICE_PORTS: [(&str, &str, u16); 5] = [
+pub(super) const SERVICE_PORTS: [(&str, &str, u16); 5] = [
     ("dashboard", "http", 8265),
     ("client", "ray", 10001),
     ("notebook", "http", 8888),

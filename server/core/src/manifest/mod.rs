@@ -6,6 +6,7 @@ mod bootstrap;
 mod build;
 mod describe;
 mod scale;
+mod services;
 mod status;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
@@ -13,6 +14,7 @@ pub use bootstrap::bootstrap_script;
 pub use build::{ManifestSettings, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
 pub use scale::{ScaleInput, check_scale_input, scale_patch};
+pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};
 pub use status::derive_status;
 
 /// Label KubeRay puts on every pod of a cluster (value: cluster name).

@@ -4,6 +4,7 @@ pub(crate) mod audit;
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod identity;
+pub(crate) mod service;
 
 use crate::{
     cli::{Cli, Command},
@@ -19,6 +20,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         // These need neither the config file nor the network.
         Command::Completions(args) => return config::completions::run(&args),
         Command::Version(args) if args.client => return config::version::client_only(global.output),
+        Command::Ssh(args) => return service::ssh::run(&Context::new(global)?, args),
         _ => {}
     }
     let ctx = Context::new(global)?;
@@ -39,7 +41,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Audit(args) => audit::list::run(&ctx, args).await,
             Command::Login(args) => config::login::run(&ctx, args).await,
             Command::Version(args) => config::version::run(&ctx, args).await,
-            Command::Completions(_) => Ok(()),
+            Command::Services(args) => service::list::run(&ctx, args).await,
+            Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
+            Command::Completions(_) | Command::Ssh(_) => Ok(()),
         }
     })
 }

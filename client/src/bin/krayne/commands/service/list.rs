@@ -1,0 +1,45 @@
+//! `krayne services NAME`.
+
+use comfy_table::Cell;
+use krayne_client::{json::to_json, proto::ServiceState};
+
+use crate::{context::Context, failure::Failure};
+
+/// List a cluster's services and whether each answers.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let client = ctx.client()?;
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let services = client.list_services(&namespace, &args.name).await?;
+    if ctx.printer.structured() {
+        let list = services.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+        return ctx.printer.data(&serde_json::Value::Array(list));
+    }
+    let rows = services
+        .iter()
+        .map(|s| {
+            let state = match s.state() {
+                ServiceState::Available => "available",
+                ServiceState::Unreachable => "unreachable",
+                ServiceState::Pending | ServiceState::Unspecified => "pending",
+            };
+            vec![
+                Cell::new(&s.name),
+                Cell::new(s.port),
+                Cell::new(&s.protocol),
+                ctx.printer.status(state),
+                Cell::new(&s.tunnel_path),
+            ]
+        })
+        .collect();
+    ctx.printer
+        .table(&["SERVICE", "PORT", "PROTOCOL", "STATE", "TUNNEL"], rows)
+}

@@ -1,0 +1,60 @@
+//! `krayne ssh NAME`: SSH to a cluster's head through a tunnel.
+
+use crate::{context::Context, failure::Failure};
+
+/// SSH to the cluster's head through the server (runs `ssh` with
+/// `krayne tunnel --stdio NAME ssh` as its ProxyCommand).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// User on the head [default: ssh's].
+    #[arg(short = 'l', long)]
+    user: Option<String>,
+    /// More arguments for ssh, after `--` (e.g. `-- -v`, or a command).
+    #[arg(last = true)]
+    ssh_args: Vec<String>,
+}
+
+pub(crate) fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let me = std::env::current_exe().map_err(|e| Failure::Other(format!("cannot find the krayne binary: {e}")))?;
+    let proxy = format!(
+        "{} tunnel --stdio -n {namespace} {} ssh",
+        shell_quote(&me.display().to_string()),
+        args.name
+    );
+    let host = match &args.user {
+        Some(user) => format!("{user}@krayne-{}", args.name),
+        None => format!("krayne-{}", args.name),
+    };
+    let mut ssh = std::process::Command::new("ssh");
+    ssh.arg("-o").arg(format!("ProxyCommand={proxy}"));
+    // The head's host key changes with every head pod.
+    ssh.args(["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]);
+    ssh.arg(host).args(&args.ssh_args);
+    ssh.env("KRAYNE_SERVER", ctx.server()?);
+    if let Some(token) = ctx.token() {
+        ssh.env("KRAYNE_TOKEN", token);
+    }
+    let status = ssh
+        .status()
+        .map_err(|e| Failure::Other(format!("cannot run ssh: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure::Other(format!("ssh ended with {status}")))
+    }
+}
+
+/// `text` as one word for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c)) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}

@@ -1,0 +1,272 @@
+//! Tunnels to a cluster's services through krayne: a byte stream
+//! ([`TunnelStream`], `AsyncRead + AsyncWrite`) and a local-port forwarder
+//! ([`Forwarder`]), both over `krayne.v1.TunnelService/Open`.
+
+use std::{
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, DuplexStream, ReadBuf},
+    net::TcpListener,
+    sync::{mpsc, oneshot},
+    task::JoinHandle,
+};
+
+use crate::{
+    Client, ClientError,
+    proto::{self, tunnel_request, tunnel_response},
+};
+
+/// Bytes the stream buffers each way before a writer waits.
+const BUFFER: usize = 64 * 1024;
+/// Largest data message sent (well under the server's message limit).
+const CHUNK: usize = 32 * 1024;
+
+/// A TCP connection to one of a cluster's services, through krayne.
+/// Shutting down its write side half-closes the connection; reads end
+/// when the service closes. [`TunnelStream::closed`] says how it ended.
+#[derive(Debug)]
+pub struct TunnelStream {
+    io: DuplexStream,
+    service: String,
+    port: u16,
+    ended: oneshot::Receiver<Result<(), ClientError>>,
+}
+
+impl TunnelStream {
+    /// The service's name.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// The service's port in the head pod.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Waits for the tunnel to end: `Ok` when the service closed it, the
+    /// server's reason otherwise (idle timeout, shutdown, …).
+    pub async fn closed(self) -> Result<(), ClientError> {
+        drop(self.io);
+        self.ended.await.unwrap_or(Ok(()))
+    }
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl Client {
+    /// The services of cluster `name` (viewer), each probed by the server.
+    pub async fn list_services(&self, namespace: &str, name: &str) -> Result<Vec<proto::HeadService>, ClientError> {
+        let message = proto::ListServicesRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let response = retrying!(self, tunnels, list_services, message)?;
+        Ok(response.into_inner().services)
+    }
+
+    /// Opens a tunnel to `service` of cluster `cluster` (editor).
+    pub async fn open_tunnel(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        service: &str,
+    ) -> Result<TunnelStream, ClientError> {
+        let (requests, outbound) = mpsc::channel::<proto::TunnelRequest>(8);
+        let open = proto::TunnelRequest {
+            kind: Some(tunnel_request::Kind::Open(proto::TunnelTarget {
+                namespace: namespace.to_owned(),
+                cluster: cluster.to_owned(),
+                service: service.to_owned(),
+            })),
+        };
+        requests
+            .send(open)
+            .await
+            .map_err(|_| ClientError::new(tonic::Code::Internal, "the tunnel's request stream closed"))?;
+        let mut responses = self
+            .tunnels()
+            .open(tokio_stream::wrappers::ReceiverStream::new(outbound))
+            .await?
+            .into_inner();
+        let opened = match responses.message().await? {
+            Some(proto::TunnelResponse {
+                kind: Some(tunnel_response::Kind::Opened(opened)),
+            }) => opened,
+            _ => {
+                return Err(ClientError::new(
+                    tonic::Code::Internal,
+                    "the server did not open the tunnel",
+                ));
+            }
+        };
+        let (ours, theirs) = tokio::io::duplex(BUFFER);
+        let (ended_tx, ended) = oneshot::channel();
+        tokio::spawn(async move {
+            let (mut from_user, mut to_user) = tokio::io::split(ours);
+            let up = async move {
+                let mut buf = vec![0u8; CHUNK];
+                while let Ok(n) = from_user.read(&mut buf).await {
+                    let data = proto::TunnelRequest {
+                        kind: Some(tunnel_request::Kind::Data(buf[..n].to_vec())),
+                    };
+                    if n == 0 || requests.send(data).await.is_err() {
+                        break;
+                    }
+                }
+                // Dropping `requests` ends the stream: a half-close.
+            };
+            let down = async move {
+                loop {
+                    match responses.message().await {
+                        Ok(Some(proto::TunnelResponse {
+                            kind: Some(tunnel_response::Kind::Data(data)),
+                        })) => {
+                            if to_user.write_all(&data).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            let _ = to_user.shutdown().await;
+                            return Ok(());
+                        }
+                        Err(status) => {
+                            let _ = to_user.shutdown().await;
+                            return Err(ClientError::from(status));
+                        }
+                    }
+                }
+            };
+            tokio::pin!(up, down);
+            let result = tokio::select! {
+                result = &mut down => result,
+                () = &mut up => down.await,
+            };
+            let _ = ended_tx.send(result);
+        });
+        Ok(TunnelStream {
+            io: theirs,
+            service: opened.service,
+            port: u16::try_from(opened.port).unwrap_or_default(),
+            ended,
+        })
+    }
+
+    /// Forwards every connection to `listener` through its own tunnel to
+    /// `service` of cluster `cluster`, until the returned handle is
+    /// stopped or dropped.
+    pub fn forward(&self, namespace: &str, cluster: &str, service: &str, listener: TcpListener) -> Forwarder {
+        let counts = Arc::new(Counts::default());
+        let local_addr = listener.local_addr().ok();
+        let (client, counted) = (self.clone(), counts.clone());
+        let (namespace, cluster, service) = (namespace.to_owned(), cluster.to_owned(), service.to_owned());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut local, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (client, counted) = (client.clone(), counted.clone());
+                let (namespace, cluster, service) = (namespace.clone(), cluster.clone(), service.clone());
+                tokio::spawn(async move {
+                    counted.opened.fetch_add(1, Ordering::Relaxed);
+                    counted.open.fetch_add(1, Ordering::Relaxed);
+                    match client.open_tunnel(&namespace, &cluster, &service).await {
+                        Ok(mut tunnel) => {
+                            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut local, &mut tunnel).await {
+                                counted.to_service.fetch_add(up, Ordering::Relaxed);
+                                counted.to_client.fetch_add(down, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            counted.failed.fetch_add(1, Ordering::Relaxed);
+                            if let Ok(mut last) = counted.last_error.lock() {
+                                *last = Some(e.to_string());
+                            }
+                        }
+                    }
+                    counted.open.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        });
+        Forwarder {
+            local_addr,
+            counts,
+            task,
+        }
+    }
+}
+
+/// What a [`Forwarder`] has carried.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Connections accepted.
+    pub opened: AtomicU64,
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections whose tunnel could not be opened.
+    pub failed: AtomicU64,
+    /// Bytes to the service (of closed connections).
+    pub to_service: AtomicU64,
+    /// Bytes from the service (of closed connections).
+    pub to_client: AtomicU64,
+    /// Why the last tunnel could not be opened.
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+/// A local port forwarding to a service; stops when dropped.
+#[derive(Debug)]
+pub struct Forwarder {
+    local_addr: Option<SocketAddr>,
+    counts: Arc<Counts>,
+    task: JoinHandle<()>,
+}
+
+impl Forwarder {
+    /// Where it listens.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// What it has carried so far.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Stops accepting (open connections end with their tunnels).
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,197 @@
+//! Service access from the SDK and the CLI: the services list, a tunnel
+//! stream, a local-port forwarder, `krayne tunnel` (ports, then curl),
+//! `krayne tunnel --stdio`, and ssh's ProxyCommand through it.
+
+use std::time::Duration;
+
+use krayne_client::{Client, proto::ServiceState};
+use krayne_tests::Env;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+
+use crate::support::Krayne;
+
+/// A server and a ready cluster `name` in `ml-team`.
+async fn ready(name: &str) -> Env {
+    let env = Env::start().await;
+    let rest = env.rest(&env.alice());
+    rest.post("/v1/namespaces/ml-team/clusters", &json!({"name": name}))
+        .await
+        .expect(201);
+    rest.get(&format!(
+        "/v1/namespaces/ml-team/clusters/{name}/wait?timeout_seconds=60"
+    ))
+    .await
+    .expect(200);
+    env
+}
+
+async fn read_some(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+        .await
+        .expect("data within 10 s")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
+    let env = ready("sdk-tun").await;
+    let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
+    let services = client.list_services("ml-team", "sdk-tun").await.unwrap();
+    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["dashboard", "client", "notebook", "code-server", "ssh"]);
+    assert!(services.iter().all(|s| s.state() == ServiceState::Available));
+
+    let mut ssh = client.open_tunnel("ml-team", "sdk-tun", "ssh").await.unwrap();
+    assert_eq!((ssh.service(), ssh.port()), ("ssh", 22));
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    ssh.write_all(b"hello").await.unwrap();
+    assert_eq!(read_some(&mut ssh).await, "hello");
+    // Half-close: the echo sees EOF and closes; the tunnel ends cleanly.
+    ssh.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    ssh.read_to_end(&mut rest).await.unwrap();
+    ssh.closed().await.unwrap();
+
+    let refused = client.open_tunnel("ml-team", "sdk-tun", "nope").await.unwrap_err();
+    assert_eq!(refused.code(), krayne_client::Code::NotFound, "{refused}");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let forwarder = client.forward("ml-team", "sdk-tun", "dashboard", listener);
+    let addr = forwarder.local_addr().unwrap();
+    let mut http = tokio::net::TcpStream::connect(addr).await.unwrap();
+    http.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("ray_version"),
+        "{answer}"
+    );
+    assert_eq!(forwarder.counts().opened.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn krayne_tunnel_opens_local_ports_that_curl_reaches() {
+    let env = ready("cli-tun").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let listed = krayne.run(&["services", "cli-tun", "-n", "ml-team"]).await.code(0);
+    assert!(listed.stdout().contains("available"), "{}", listed.stdout());
+
+    let port = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap().port()
+    };
+    let mut child = krayne.spawn(&[
+        "tunnel",
+        "cli-tun",
+        "dashboard",
+        "ssh",
+        "-n",
+        "ml-team",
+        "--port",
+        &format!("dashboard={port}"),
+    ]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut table = String::new();
+    while !table.contains("ssh -p") {
+        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("the table within 20 s")
+            .unwrap()
+            .expect("a line");
+        table.push_str(&line);
+        table.push('\n');
+    }
+    assert!(table.contains(&format!("http://127.0.0.1:{port}")), "{table}");
+    assert!(table.contains("Remote Port") && table.contains("8265"), "{table}");
+
+    let curl = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            &format!("http://127.0.0.1:{port}/api/version"),
+        ])
+        .output()
+        .await
+        .expect("curl runs");
+    let body = String::from_utf8_lossy(&curl.stdout);
+    assert!(curl.status.success() && body.contains("ray_version"), "{body}");
+
+    // Ctrl-C closes the tunnels and exits 0.
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains("Tunnels closed."), "{stderr}");
+}
+
+#[tokio::test]
+async fn krayne_tunnel_stdio_carries_the_ssh_banner_and_ssh_uses_it() {
+    let env = ready("stdio-tun").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let mut child = krayne.spawn(&["tunnel", "--stdio", "stdio-tun", "ssh", "-n", "ml-team"]);
+    let mut stdout = child.stdout.take().unwrap();
+    assert!(
+        read_some(&mut stdout)
+            .await
+            .starts_with("SSH-2.0-OpenSSH_9.6 krayne-sandbox")
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"through stdio").await.unwrap();
+    assert_eq!(read_some(&mut stdout).await, "through stdio");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "stdin's end ends the tunnel: {status}");
+
+    // ssh (a client nobody here wrote) through the ProxyCommand: it reads
+    // the stand-in's banner, then fails at the key exchange the stand-in
+    // does not speak.
+    let proxy = format!(
+        "{} tunnel --stdio -n ml-team stdio-tun ssh",
+        env!("CARGO_BIN_EXE_krayne")
+    );
+    let mut ssh = tokio::process::Command::new("ssh");
+    ssh.args([
+        "-v",
+        "-o",
+        &format!("ProxyCommand={proxy}"),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "krayne-stdio-tun",
+        "true",
+    ])
+    .envs(krayne.env_vars())
+    .env("XDG_CONFIG_HOME", krayne.config_home())
+    .stdin(std::process::Stdio::null());
+    let out = tokio::time::timeout(Duration::from_secs(30), ssh.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("remote software version OpenSSH_9.6 krayne-sandbox"),
+        "ssh did not reach the banner through krayne:\n{log}"
+    );
+}

@@ -1,0 +1,135 @@
+//! `krayne.v1.TunnelService`: a cluster's services, and TCP tunnels to
+//! them as bidirectional streams.
+
+use std::{pin::Pin, time::Duration};
+
+use bytes::Bytes;
+use futures::{SinkExt as _, Stream, StreamExt as _, future};
+use krayne_proto::v1::{self as pb, tunnel_request, tunnel_response, tunnel_service_server};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::PollSender;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{services::Grpc, status::to_status};
+use crate::{
+    domain::{Error, HeadService, ServiceState},
+    service::{Ended, TunnelVia},
+};
+
+/// Messages to the client a tunnel may hold before it waits for the
+/// client to read (backpressure).
+const QUEUED: usize = 8;
+
+fn service_message(s: HeadService) -> pb::HeadService {
+    let state = match s.state {
+        ServiceState::Pending => pb::ServiceState::Pending,
+        ServiceState::Available => pb::ServiceState::Available,
+        ServiceState::Unreachable => pb::ServiceState::Unreachable,
+    };
+    pb::HeadService {
+        name: s.name,
+        port: u32::from(s.port),
+        protocol: s.protocol,
+        state: state.into(),
+        tunnel_path: s.tunnel_path,
+        in_cluster_url: s.in_cluster_url.unwrap_or_default(),
+    }
+}
+
+/// How a tunnel's end reaches its client: OK, or a status saying why.
+fn closing_status(ended: &Ended) -> Option<Status> {
+    match ended {
+        Ended::ServiceClosed | Ended::ClientClosed => None,
+        Ended::IdleTimeout(_) => Some(Status::deadline_exceeded(ended.reason())),
+        Ended::ShuttingDown | Ended::ServiceError(_) => Some(Status::unavailable(ended.reason())),
+    }
+}
+
+type TunnelStream = Pin<Box<dyn Stream<Item = Result<pb::TunnelResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl tunnel_service_server::TunnelService for Grpc {
+    async fn list_services(
+        &self,
+        req: Request<pb::ListServicesRequest>,
+    ) -> Result<Response<pb::ListServicesResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let services = self
+            .service
+            .services(&cx, &r.namespace, &r.name)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ListServicesResponse {
+            services: services.into_iter().map(service_message).collect(),
+        }))
+    }
+
+    type OpenStream = TunnelStream;
+
+    async fn open(&self, req: Request<Streaming<pb::TunnelRequest>>) -> Result<Response<Self::OpenStream>, Status> {
+        let cx = self.context(&req)?;
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(self.body_timeout, inbound.message()).await;
+        let target = match first {
+            Ok(Ok(Some(pb::TunnelRequest {
+                kind: Some(tunnel_request::Kind::Open(target)),
+            }))) => target,
+            Ok(Ok(_)) => {
+                return Err(to_status(Error::invalid(
+                    "open",
+                    "the first message must name the service (open)",
+                )));
+            }
+            Ok(Err(status)) => return Err(status),
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "no opening message within {} s",
+                    self.body_timeout.as_secs()
+                )));
+            }
+        };
+        let tunnel = self
+            .service
+            .open_tunnel(
+                &cx,
+                &target.namespace,
+                &target.cluster,
+                &target.service,
+                TunnelVia::Grpc,
+            )
+            .await
+            .map_err(to_status)?;
+        let (tx, rx) = mpsc::channel(QUEUED);
+        let opened = pb::TunnelResponse {
+            kind: Some(tunnel_response::Kind::Opened(pb::TunnelOpened {
+                service: tunnel.service.clone(),
+                port: u32::from(tunnel.port),
+            })),
+        };
+        let _ = tx.send(Ok(opened)).await;
+        tokio::spawn(async move {
+            // Later `open` messages are ignored; a broken stream ends the tunnel.
+            let incoming = inbound.filter_map(|m| {
+                future::ready(match m {
+                    Ok(pb::TunnelRequest {
+                        kind: Some(tunnel_request::Kind::Data(data)),
+                    }) => Some(Ok(Bytes::from(data))),
+                    Ok(_) => None,
+                    Err(status) => Some(Err(status.message().to_owned())),
+                })
+            });
+            let outgoing = PollSender::new(tx.clone()).with(|data: Bytes| {
+                future::ready(Ok::<_, tokio_util::sync::PollSendError<_>>(Ok(pb::TunnelResponse {
+                    kind: Some(tunnel_response::Kind::Data(data.to_vec())),
+                })))
+            });
+            let finished = tunnel.run(Box::pin(incoming), Box::pin(outgoing), true).await;
+            if let Some(status) = closing_status(&finished.ended) {
+                let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(Err(status))).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

@@ -1,0 +1,141 @@
+//! A cluster's services, and WebSocket tunnels to them.
+
+use axum::{
+    Json,
+    extract::{
+        Path, State,
+        ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
+    },
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use bytes::Bytes;
+use futures::{SinkExt as _, StreamExt as _, future};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{
+    AppState,
+    extract::Caller,
+    problem::{ApiError, Problem},
+    responses::{KubernetesReads, Refusals},
+};
+use crate::{
+    domain::HeadService,
+    service::{Ended, Tunnel, TunnelVia},
+};
+
+/// A cluster's services.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ServiceList {
+    /// In Krayne's order: dashboard, client, notebook, code-server, ssh.
+    pub services: Vec<HeadService>,
+}
+
+/// List a cluster's services, each probed with a short connection.
+///
+/// The services its head declares (Krayne's detection: the head
+/// container's ports and the head service's), their port and state
+/// (`pending` until the head serves, then `available` or `unreachable`),
+/// and the path of the tunnel that reaches each through this server.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/services", tag = "services",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The cluster's services", body = ServiceList),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn list_services(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<ServiceList>, ApiError> {
+    let services = s.service.services(&cx, &namespace, &name).await?;
+    Ok(Json(ServiceList { services }))
+}
+
+/// Open a TCP tunnel to a service over a WebSocket.
+///
+/// Upgrades to a WebSocket whose binary frames carry the connection's bytes
+/// both ways. Needs the editor role (each service lets its user run code
+/// on the cluster); audited as `service.connect` before any byte flows,
+/// completed with the bytes each way. The server closes with 1000 when the
+/// service closes, 1001 when it shuts down, 1011 when the connection to
+/// the service fails and 4408 after the idle timeout; each with a reason.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/tunnel", tag = "services",
+    params(
+        ("namespace" = String, Path, description = "Kubernetes namespace"),
+        ("name" = String, Path, description = "Cluster name"),
+        ("service" = String, Path, description = "`dashboard`, `client`, `notebook`, `code-server` or `ssh`"),
+    ),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 101, description = "The tunnel is open: binary WebSocket frames carry its bytes"),
+        (status = 400, description = "Not a WebSocket request, or not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster, or the cluster declares no such service", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster's head is not serving yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The caller has too many tunnels open", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The service does not answer, or the audit log cannot be written", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn tunnel(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name, service)): Path<(String, String, String)>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let Ok(upgrade) = upgrade else {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "a tunnel is a WebSocket: send a WebSocket upgrade request (krayne tunnel does)",
+        )
+        .into());
+    };
+    let tunnel = s
+        .service
+        .open_tunnel(&cx, &namespace, &name, &service, TunnelVia::WebSocket)
+        .await?;
+    Ok(upgrade.on_upgrade(move |socket| carry(socket, tunnel)).into_response())
+}
+
+/// The close frame that says why a tunnel ended.
+fn close_frame(ended: &Ended) -> Option<CloseFrame> {
+    let code = match ended {
+        Ended::ClientClosed => return None,
+        Ended::ServiceClosed => 1000,
+        Ended::ShuttingDown => 1001,
+        Ended::ServiceError(_) => 1011,
+        Ended::IdleTimeout(_) => 4408,
+    };
+    let mut reason = ended.reason();
+    // A close frame's reason holds at most 123 bytes.
+    while reason.len() > 123 {
+        reason.pop();
+    }
+    Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    })
+}
+
+async fn carry(socket: WebSocket, tunnel: Tunnel) {
+    let (mut sink, stream) = socket.split();
+    let incoming = stream
+        .take_while(|m| future::ready(!matches!(m, Ok(Message::Close(_)))))
+        .filter_map(|m| {
+            future::ready(match m {
+                Ok(Message::Binary(bytes)) => Some(Ok(bytes)),
+                Ok(Message::Text(text)) => Some(Ok(Bytes::from(text.as_str().to_owned()))),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            })
+        });
+    let outgoing = (&mut sink).with(|bytes: Bytes| future::ready(Ok::<_, axum::Error>(Message::Binary(bytes))));
+    let finished = tunnel.run(Box::pin(incoming), Box::pin(outgoing), false).await;
+    if let Some(frame) = close_frame(&finished.ended) {
+        let _ = sink.send(Message::Close(Some(frame))).await;
+    }
+}

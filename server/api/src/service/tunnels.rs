@@ -1,0 +1,467 @@
+//! A cluster's services, and tunnels to them: listed to viewers (with a
+//! short probe of each), opened for editors only (each service lets its
+//! user run code on the cluster), audited as `service.connect` before a
+//! byte flows and completed with what flowed, limited per principal, cut
+//! when idle or when the server shuts down.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use futures::{
+    AsyncReadExt as _, AsyncWriteExt as _, Sink, SinkExt as _, Stream, StreamExt as _,
+    future::{BoxFuture, join_all},
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{ClusterService, Context};
+use crate::{
+    domain::{
+        Action, AuditSink, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
+        audit::{AuditAction, AuditEntry, Outcome},
+    },
+    manifest::{self, DeclaredService},
+};
+
+/// Limits of service access.
+#[derive(Debug, Clone)]
+pub struct TunnelSettings {
+    /// Tunnels one principal may hold open at once.
+    pub max_per_principal: usize,
+    /// A tunnel with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// How long the services list waits for each service to answer.
+    pub probe_timeout: Duration,
+    /// Bytes read from the service at a time (and so held per tunnel).
+    pub buffer: usize,
+}
+
+impl Default for TunnelSettings {
+    fn default() -> Self {
+        Self {
+            max_per_principal: 32,
+            idle_timeout: Duration::from_secs(3600),
+            probe_timeout: Duration::from_secs(1),
+            buffer: 64 * 1024,
+        }
+    }
+}
+
+/// What carries a tunnel to its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelVia {
+    /// A WebSocket of binary frames.
+    WebSocket,
+    /// A gRPC bidirectional stream.
+    Grpc,
+}
+
+impl TunnelVia {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::WebSocket => "websocket",
+            Self::Grpc => "grpc",
+        }
+    }
+}
+
+/// Why a tunnel closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The service closed the connection (a replaced or deleted head pod
+    /// does too).
+    ServiceClosed,
+    /// The client closed (or went away).
+    ClientClosed,
+    /// No byte either way for the idle timeout.
+    IdleTimeout(Duration),
+    /// The server is shutting down.
+    ShuttingDown,
+    /// The connection to the service failed.
+    ServiceError(String),
+}
+
+impl Ended {
+    /// A short reason, for audit rows and close frames.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::ServiceClosed => "the service closed the connection".into(),
+            Self::ClientClosed => "the client closed the tunnel".into(),
+            Self::IdleTimeout(d) => format!("idle for {} s", d.as_secs()),
+            Self::ShuttingDown => "the server is shutting down".into(),
+            Self::ServiceError(e) => format!("the connection to the service failed: {e}"),
+        }
+    }
+}
+
+/// What flowed through a tunnel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flowed {
+    /// Bytes from the client to the service.
+    pub to_service: u64,
+    /// Bytes from the service to the client.
+    pub to_client: u64,
+}
+
+/// Open tunnels: per principal, and in all (which shutdown waits on).
+pub(super) struct OpenTunnels {
+    by_subject: Mutex<HashMap<String, usize>>,
+    total: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for OpenTunnels {
+    fn default() -> Self {
+        Self {
+            by_subject: Mutex::default(),
+            total: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+/// One open tunnel's place in [`OpenTunnels`], given back when dropped.
+struct Permit {
+    open: Arc<OpenTunnels>,
+    subject: String,
+}
+
+impl OpenTunnels {
+    fn take(self: &Arc<Self>, subject: &str, max: usize) -> Option<Permit> {
+        let mut open = self.by_subject.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(subject.to_owned()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        self.total.send_modify(|t| *t += 1);
+        metrics::gauge!("krayne_tunnels_open").increment(1.0);
+        Some(Permit {
+            open: self.clone(),
+            subject: subject.to_owned(),
+        })
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut open = self.open.by_subject.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.subject) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.subject);
+            }
+        }
+        self.open.total.send_modify(|t| *t = t.saturating_sub(1));
+        metrics::gauge!("krayne_tunnels_open").decrement(1.0);
+    }
+}
+
+/// How a tunnel ended. It counts as open until this is dropped, so a
+/// shutdown waits for the transport to say why it closed.
+pub struct Finished {
+    /// Why.
+    pub ended: Ended,
+    /// What flowed.
+    pub flowed: Flowed,
+    _permit: Permit,
+}
+
+/// An open connection to a service, audited, ready to carry bytes.
+pub struct Tunnel {
+    /// The service's name.
+    pub service: String,
+    /// Its port in the head pod.
+    pub port: u16,
+    stream: Box<dyn ServiceStream>,
+    audit: Arc<dyn AuditSink>,
+    entry: AuditEntry,
+    started: Instant,
+    settings: TunnelSettings,
+    stopping: CancellationToken,
+    _permit: Permit,
+}
+
+impl ClusterService {
+    /// The cluster's services, each probed with a short connection
+    /// (viewer).
+    pub async fn services(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<HeadService>, Error> {
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
+            .await?;
+        let (declared, head) = self.head_of(cx, namespace, name).await?;
+        let probes = declared.iter().map(|s| self.probe(head.as_deref(), namespace, s.port));
+        let states = join_all(probes).await;
+        Ok(declared
+            .iter()
+            .zip(states)
+            .map(|(s, state)| HeadService {
+                name: s.name.to_owned(),
+                port: s.port,
+                protocol: s.protocol.to_owned(),
+                state,
+                tunnel_path: manifest::tunnel_path(namespace, name, s.name),
+                in_cluster_url: head.as_ref().and_then(|h| h.status.pod_ip.as_ref()).map(|ip| {
+                    let scheme = if s.protocol == "http" { "http" } else { "tcp" };
+                    format!("{scheme}://{ip}:{}", s.port)
+                }),
+            })
+            .collect())
+    }
+
+    /// Opens a tunnel to service `service` of cluster `name` (editor):
+    /// audited (a durable `service.connect` row first, or nothing opens),
+    /// within the caller's limit of open tunnels.
+    pub async fn open_tunnel(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        service: &str,
+        via: TunnelVia,
+    ) -> Result<Tunnel, Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+            .await?;
+        let refuse = async |e: Error| {
+            self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
+                .await;
+            e
+        };
+        let (declared, head) = match self.head_of(cx, namespace, name).await {
+            Ok(found) => found,
+            Err(e) => return Err(refuse(e).await),
+        };
+        let Some(wanted) = declared.iter().find(|s| s.name == service).copied() else {
+            let e = Error::NotFound {
+                kind: crate::domain::ResourceKind::Service,
+                name: service.to_owned(),
+            };
+            return Err(refuse(e).await);
+        };
+        let Some(head) = head else {
+            let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
+            let e = Error::FailedPrecondition(format!(
+                "cluster {name} has no serving head pod yet (status {}); try again once it is ready",
+                status.unwrap_or_else(|_| "unknown".into())
+            ));
+            return Err(refuse(e).await);
+        };
+        let tunnels = &self.settings.tunnels;
+        let Some(permit) = self.open_tunnels.take(&cx.principal.subject, tunnels.max_per_principal) else {
+            let e = Error::RateLimited {
+                retry_after: Duration::from_secs(1),
+            };
+            tracing::info!(subject = %cx.principal.subject, max = tunnels.max_per_principal, "tunnel refused: too many open");
+            return Err(refuse(e).await);
+        };
+        let upstream = self.upstream()?;
+        let summary = json!({
+            "service": wanted.name,
+            "port": wanted.port,
+            "via": via.as_str(),
+            "upstream": upstream.mode(),
+            "pod": head.metadata.name,
+        });
+        let mut entry = self.entry(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), summary);
+        if let Err(why) = self.audit.begin(&entry).await {
+            metrics::counter!("krayne_audit_write_failures_total").increment(1);
+            tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the tunnel");
+            return Err(Error::Unavailable(
+                "the audit log cannot be written, so no tunnel was opened; try again shortly".into(),
+            ));
+        }
+        let started = Instant::now();
+        let target = ServiceTarget {
+            namespace: namespace.to_owned(),
+            pod: head.metadata.name.clone(),
+            pod_ip: head.status.pod_ip.clone(),
+            port: wanted.port,
+        };
+        let stream = match upstream.connect(&target).await {
+            Ok(s) => s,
+            Err(e) => {
+                entry.outcome = Outcome::Failed;
+                entry.http_status = Some(e.http_status());
+                entry.grpc_code = Some(e.grpc_code().1.to_owned());
+                entry.error = Some(e.to_string());
+                entry.completed_at = Some(jiff::Timestamp::now().to_string());
+                entry.duration_ms = Some(millis(started.elapsed()));
+                self.audit.finish(&entry).await;
+                return Err(e);
+            }
+        };
+        metrics::counter!("krayne_tunnels_opened_total", "via" => via.as_str()).increment(1);
+        Ok(Tunnel {
+            service: wanted.name.to_owned(),
+            port: wanted.port,
+            stream,
+            audit: self.audit.clone(),
+            entry,
+            started,
+            settings: tunnels.clone(),
+            stopping: self.stopping.clone(),
+            _permit: permit,
+        })
+    }
+
+    /// Waits until every tunnel has closed (they close as shutdown
+    /// begins), at most `within`.
+    pub async fn tunnels_closed(&self, within: Duration) {
+        let mut total = self.open_tunnels.total.subscribe();
+        if tokio::time::timeout(within, total.wait_for(|n| *n == 0)).await.is_err() {
+            tracing::warn!("tunnels still open at the end of the grace period");
+        }
+    }
+
+    fn upstream(&self) -> Result<&Arc<dyn crate::domain::ServiceUpstream>, Error> {
+        self.upstream
+            .as_ref()
+            .ok_or_else(|| Error::Unavailable("this server reaches no cluster services (no upstream set)".into()))
+    }
+
+    /// The services the cluster's head declares, and its serving head pod.
+    async fn head_of(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Vec<DeclaredService>, Option<Arc<ObservedPod>>), Error> {
+        let rid = cx.meta.request_id.as_str();
+        let cluster = self.store.get(namespace, name, rid).await?;
+        let pods = self.store.pods(namespace, Some(name), rid).await?;
+        let views: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
+        let head = manifest::serving_head(&views).map(|h| h.metadata.name.clone());
+        let head = head.and_then(|n| pods.iter().find(|p| p.metadata.name == n).cloned());
+        Ok((manifest::declared_services(&cluster), head))
+    }
+
+    fn probe<'a>(
+        &'a self,
+        head: Option<&'a ObservedPod>,
+        namespace: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, ServiceState> {
+        Box::pin(async move {
+            let (Some(head), Ok(upstream)) = (head, self.upstream()) else {
+                return ServiceState::Pending;
+            };
+            let target = ServiceTarget {
+                namespace: namespace.to_owned(),
+                pod: head.metadata.name.clone(),
+                pod_ip: head.status.pod_ip.clone(),
+                port,
+            };
+            match tokio::time::timeout(self.settings.tunnels.probe_timeout, upstream.connect(&target)).await {
+                Ok(Ok(mut stream)) => {
+                    let _ = stream.close().await;
+                    ServiceState::Available
+                }
+                _ => ServiceState::Unreachable,
+            }
+        })
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Tunnel {
+    /// Carries bytes both ways until one side closes, the tunnel idles
+    /// out or the server shuts down, then completes its audit row with
+    /// what flowed. `incoming` ending closes the tunnel, unless
+    /// `half_close` (then only the service's side of it is shut, and the
+    /// service's answer still flows until it closes).
+    pub async fn run<I, O, E>(self, mut incoming: I, mut outgoing: O, half_close: bool) -> Finished
+    where
+        I: Stream<Item = Result<Bytes, E>> + Unpin + Send,
+        O: Sink<Bytes> + Unpin + Send,
+        E: std::fmt::Display,
+    {
+        let Self {
+            stream,
+            audit,
+            mut entry,
+            started,
+            settings,
+            stopping,
+            _permit,
+            ..
+        } = self;
+        let (mut from_service, mut to_service) = stream.split();
+        let (up, down, last) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        let touch = || last.store(millis(started.elapsed()), Ordering::Relaxed);
+        let client_side = async {
+            while let Some(chunk) = incoming.next().await {
+                let Ok(bytes) = chunk else {
+                    return Ended::ClientClosed;
+                };
+                if let Err(e) = to_service.write_all(&bytes).await {
+                    return Ended::ServiceError(e.to_string());
+                }
+                up.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                touch();
+            }
+            if !half_close {
+                return Ended::ClientClosed;
+            }
+            let _ = to_service.close().await;
+            std::future::pending().await
+        };
+        let service_side = async {
+            let mut buf = vec![0u8; settings.buffer];
+            loop {
+                match from_service.read(&mut buf).await {
+                    Ok(0) => return Ended::ServiceClosed,
+                    Ok(n) => {
+                        if outgoing.send(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                            return Ended::ClientClosed;
+                        }
+                        down.fetch_add(n as u64, Ordering::Relaxed);
+                        touch();
+                    }
+                    Err(e) => return Ended::ServiceError(e.to_string()),
+                }
+            }
+        };
+        let idle = async {
+            loop {
+                let quiet = started
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+                if quiet >= settings.idle_timeout {
+                    return Ended::IdleTimeout(settings.idle_timeout);
+                }
+                tokio::time::sleep(settings.idle_timeout - quiet).await;
+            }
+        };
+        let ended = tokio::select! {
+            e = client_side => e,
+            e = service_side => e,
+            e = idle => e,
+            () = stopping.cancelled() => Ended::ShuttingDown,
+        };
+        let flowed = Flowed {
+            to_service: up.load(Ordering::Relaxed),
+            to_client: down.load(Ordering::Relaxed),
+        };
+        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
+        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
+        if let Value::Object(summary) = &mut entry.summary {
+            summary.insert("bytes_to_service".into(), json!(flowed.to_service));
+            summary.insert("bytes_to_client".into(), json!(flowed.to_client));
+            summary.insert("ended".into(), json!(ended.reason()));
+        }
+        entry.outcome = Outcome::Succeeded;
+        entry.http_status = Some(200);
+        entry.grpc_code = Some("OK".to_owned());
+        entry.completed_at = Some(jiff::Timestamp::now().to_string());
+        entry.duration_ms = Some(millis(started.elapsed()));
+        audit.finish(&entry).await;
+        Finished { ended, flowed, _permit }
+    }
+}

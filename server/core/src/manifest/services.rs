@@ -1,0 +1,123 @@
+//! A head's services as krayne serves them: which it declares (Krayne's
+//! detection: the head container's named ports ∪ the head service's), on
+//! which port, and which head pod serves them.
+
+use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod, describe::SERVICE_PORTS};
+
+/// A service the head declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredService {
+    /// `dashboard`, `client`, `notebook`, `code-server` or `ssh`.
+    pub name: &'static str,
+    /// `http` or `tcp`.
+    pub protocol: &'static str,
+    /// Its port in the head pod.
+    pub port: u16,
+}
+
+/// The services the head declares, in Krayne's order (dashboard, client,
+/// notebook, code-server, ssh), each on its declared port: the named
+/// container port, else the named head service port.
+pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
+    let head = &cluster.spec.head_group_spec;
+    let container_ports = head.template.spec.containers.iter().flat_map(|c| c.ports.iter());
+    let service_ports = head.head_service.spec.ports.iter();
+    let port_of = |name: &str| {
+        let named = |p: &&crate::domain::observed::NamedPort| p.name.as_deref() == Some(name);
+        container_ports
+            .clone()
+            .filter(named)
+            .find_map(|p| p.container_port)
+            .or_else(|| {
+                service_ports
+                    .clone()
+                    .filter(named)
+                    .find_map(|p| p.port.or(p.container_port))
+            })
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p > 0)
+    };
+    SERVICE_PORTS
+        .iter()
+        .filter_map(|(name, scheme, _)| {
+            port_of(name).map(|port| DeclaredService {
+                name,
+                protocol: if *scheme == "http" { "http" } else { "tcp" },
+                port,
+            })
+        })
+        .collect()
+}
+
+/// The head pod that serves: Running, not being deleted, every container
+/// ready, with an IP.
+pub fn serving_head<'a>(pods: &[&'a ObservedPod]) -> Option<&'a ObservedPod> {
+    pods.iter().copied().find(|p| {
+        let statuses = &p.status.container_statuses;
+        p.metadata.labels.get(LABEL_NODE_TYPE).map(String::as_str) == Some("head")
+            && p.status.phase.as_deref() == Some("Running")
+            && p.metadata.deletion_timestamp.is_none()
+            && !statuses.is_empty()
+            && statuses.iter().all(|c| c.ready == Some(true))
+            && p.status.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
+    })
+}
+
+/// The path of the WebSocket tunnel to a service.
+pub fn tunnel_path(namespace: &str, cluster: &str, service: &str) -> String {
+    format!("/v1/namespaces/{namespace}/clusters/{cluster}/services/{service}/tunnel")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cluster(head: serde_json::Value) -> ObservedCluster {
+        serde_json::from_value(json!({"metadata": {"name": "c", "namespace": "ml"},
+            "spec": {"headGroupSpec": head}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn services_come_from_named_container_and_service_ports_in_krayne_order() {
+        let c = cluster(json!({
+            "template": {"spec": {"containers": [{"ports": [
+                {"name": "ssh", "containerPort": 2222}, {"name": "dashboard", "containerPort": 8265},
+                {"name": "gcs", "containerPort": 6379}]}]}},
+            "headService": {"spec": {"ports": [{"name": "notebook", "port": 8888}]}},
+        }));
+        let found: Vec<(&str, &str, u16)> = declared_services(&c)
+            .iter()
+            .map(|s| (s.name, s.protocol, s.port))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("dashboard", "http", 8265),
+                ("notebook", "http", 8888),
+                ("ssh", "tcp", 2222)
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_running_ready_head_serves() {
+        let pod = |phase: &str, ready: bool, node: &str| -> ObservedPod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "h", "labels": {"ray.io/node-type": node}},
+                "status": {"phase": phase, "podIP": "10.0.0.1", "containerStatuses": [{"ready": ready}]},
+            }))
+            .unwrap()
+        };
+        let (running, starting, worker) = (
+            pod("Running", true, "head"),
+            pod("Running", false, "head"),
+            pod("Running", true, "worker"),
+        );
+        assert!(serving_head(&[&worker, &running]).is_some());
+        assert!(serving_head(&[&starting, &worker]).is_none());
+        assert!(serving_head(&[&pod("Pending", true, "head")]).is_none());
+    }
+}

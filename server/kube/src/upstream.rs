@@ -1,0 +1,135 @@
+//! The two ways krayne reaches a head's services: dialling the pod's IP
+//! (in a cluster, no load on the Kubernetes API) or through the API
+//! server's `pods/portforward` (from anywhere the API is reachable).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use tokio_util::compat::TokioAsyncReadCompatExt as _;
+
+use crate::domain::{Error, ServiceStream, ServiceTarget, ServiceUpstream};
+
+/// Dials `podIP:port`.
+#[derive(Debug, Clone)]
+pub struct DirectUpstream {
+    connect_timeout: Duration,
+}
+
+impl DirectUpstream {
+    /// Gives up on a connection after `connect_timeout`.
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self { connect_timeout }
+    }
+}
+
+#[async_trait::async_trait]
+impl ServiceUpstream for DirectUpstream {
+    async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error> {
+        let Some(ip) = target.pod_ip.as_deref() else {
+            return Err(Error::FailedPrecondition(format!(
+                "head pod {} has no IP yet",
+                target.pod
+            )));
+        };
+        let unreachable = |why: String| {
+            Error::Unavailable(format!(
+                "port {} of head pod {} ({ip}) does not answer: {why}",
+                target.port, target.pod
+            ))
+        };
+        match tokio::time::timeout(self.connect_timeout, tokio::net::TcpStream::connect((ip, target.port))).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                Ok(Box::new(stream.compat()))
+            }
+            Ok(Err(e)) => Err(unreachable(e.to_string())),
+            Err(_) => Err(unreachable(format!("no answer within {:?}", self.connect_timeout))),
+        }
+    }
+
+    fn mode(&self) -> &'static str {
+        "direct"
+    }
+}
+
+/// Opens a `pods/portforward` stream through the Kubernetes API for each
+/// connection.
+#[derive(Clone)]
+pub struct PortForwardUpstream {
+    client: kube::Client,
+    connect_timeout: Duration,
+}
+
+impl PortForwardUpstream {
+    /// Forwards through `client`'s API server.
+    pub fn new(client: kube::Client, connect_timeout: Duration) -> Self {
+        Self {
+            client,
+            connect_timeout,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ServiceUpstream for PortForwardUpstream {
+    async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
+        let opened = tokio::time::timeout(self.connect_timeout, pods.portforward(&target.pod, &[target.port])).await;
+        let mut forwarder = match opened {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => return Err(refused(target, e)),
+            Err(_) => {
+                return Err(Error::Unavailable(format!(
+                    "the port-forward to head pod {} did not open within {:?}",
+                    target.pod, self.connect_timeout
+                )));
+            }
+        };
+        let stream = forwarder
+            .take_stream(target.port)
+            .ok_or_else(|| Error::Internal("the port-forward has no stream for its port".into()))?;
+        // The forwarder's task ends with its stream; its error channel
+        // (nothing listens on the port) is logged.
+        if let Some(error) = forwarder.take_error(target.port) {
+            let (pod, port) = (target.pod.clone(), target.port);
+            tokio::spawn(async move {
+                if let Some(message) = error.await {
+                    tracing::info!(%pod, port, %message, "port-forward error from the pod");
+                }
+            });
+        }
+        Ok(Box::new(stream.compat()))
+    }
+
+    fn mode(&self) -> &'static str {
+        "port-forward"
+    }
+}
+
+/// Why the API server refused a port-forward, for the caller. A 403 is
+/// krayne's own Role lacking `create` on `pods/portforward`: an internal
+/// error, logged for the operator.
+fn refused(target: &ServiceTarget, e: kube::Error) -> Error {
+    use kube::client::UpgradeConnectionError::ProtocolSwitch;
+    if let kube::Error::UpgradeConnection(ProtocolSwitch(code)) = &e
+        && *code == http::StatusCode::FORBIDDEN
+    {
+        tracing::error!(
+            namespace = %target.namespace,
+            "Kubernetes forbids krayne's port-forward: grant `create` on pods/portforward (the chart does with serviceUpstream: port-forward) or use --service-upstream direct"
+        );
+        return Error::Internal("Kubernetes forbids krayne to port-forward".into());
+    }
+    let why = match e {
+        kube::Error::UpgradeConnection(ProtocolSwitch(code)) => format!("the API server answered {code}"),
+        other => match crate::errors::translate(other) {
+            Error::Internal(detail) => detail,
+            translated => translated.to_string(),
+        },
+    };
+    Error::Unavailable(format!(
+        "cannot port-forward to head pod {} port {}: {why}",
+        target.pod, target.port
+    ))
+}
