@@ -31,7 +31,9 @@ const BUFFER: usize = 64 * 1024;
 const CHUNK: usize = 32 * 1024;
 
 /// A TCP connection to one of a cluster's services, through krayne.
-/// Shutting down its write side half-closes the connection; reads end
+/// Shutting down its write side half-closes the connection (where the
+/// server's upstream can: not through Kubernetes' port-forward, where the
+/// service never sees it; drop the stream to end the tunnel); reads end
 /// when the service closes. [`TunnelStream::closed`] says how it ended.
 #[derive(Debug)]
 pub struct TunnelStream {
@@ -190,6 +192,8 @@ impl Client {
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut local, _)) = listener.accept().await else {
+                    // Out of descriptors, say: back off rather than spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 };
                 let (client, counted) = (client.clone(), counted.clone());

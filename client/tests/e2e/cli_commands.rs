@@ -58,6 +58,9 @@ async fn the_cluster_lifecycle_in_tables_and_json() {
         "demo-head-",
         "Events:",
         "Dashboard:",
+        "/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/",
+        "krayne ssh demo -n ml-team",
+        "In-cluster:",
     ] {
         assert!(describe.contains(expected), "{expected} missing:\n{describe}");
     }

@@ -10,6 +10,10 @@ use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
 use crate::domain::{Error, ServiceStream, ServiceTarget, ServiceUpstream};
 
+/// How long a port-forward probe waits for the kubelet to say nothing
+/// listens.
+const PROBE_ERROR_WAIT: Duration = Duration::from_millis(250);
+
 /// Dials `podIP:port`.
 #[derive(Debug, Clone)]
 pub struct DirectUpstream {
@@ -46,6 +50,10 @@ impl ServiceUpstream for DirectUpstream {
             Ok(Err(e)) => Err(unreachable(e.to_string())),
             Err(_) => Err(unreachable(format!("no answer within {:?}", self.connect_timeout))),
         }
+    }
+
+    fn half_close(&self) -> bool {
+        true
     }
 
     fn mode(&self) -> &'static str {
@@ -100,6 +108,30 @@ impl ServiceUpstream for PortForwardUpstream {
             });
         }
         Ok(Box::new(stream.compat()))
+    }
+
+    /// The forward opens before the kubelet dials the port: a port
+    /// nothing listens on shows only on the error channel, so a probe
+    /// waits a moment for it.
+    async fn probe(&self, target: &ServiceTarget) -> bool {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &target.namespace);
+        let Ok(Ok(mut forwarder)) =
+            tokio::time::timeout(self.connect_timeout, pods.portforward(&target.pod, &[target.port])).await
+        else {
+            return false;
+        };
+        let stream = forwarder.take_stream(target.port);
+        let answered = match forwarder.take_error(target.port) {
+            Some(error) => !matches!(tokio::time::timeout(PROBE_ERROR_WAIT, error).await, Ok(Some(_))),
+            None => true,
+        };
+        drop(stream);
+        forwarder.abort();
+        answered
+    }
+
+    fn half_close(&self) -> bool {
+        false
     }
 
     fn mode(&self) -> &'static str {

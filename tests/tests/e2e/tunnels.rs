@@ -233,6 +233,17 @@ async fn direct_tunnels_carry_bytes_and_are_audited() {
     services_are_listed_and_tunnels_carry_bytes(DIRECT, 10).await;
 }
 
+/// The message that opens a gRPC tunnel to `service` of `cluster` in `ml-team`.
+fn open_message(cluster: &str, service: &str) -> pb::TunnelRequest {
+    pb::TunnelRequest {
+        kind: Some(tunnel_request::Kind::Open(pb::TunnelTarget {
+            namespace: "ml-team".into(),
+            cluster: cluster.into(),
+            service: service.into(),
+        })),
+    }
+}
+
 async fn grpc_tunnel(args: &[&str]) {
     let env = ready(args, "gtun").await;
     let mut g = env.grpc(&env.alice()).await;
@@ -249,15 +260,7 @@ async fn grpc_tunnel(args: &[&str]) {
     assert!(listed.services.iter().all(|s| s.state() == pb::ServiceState::Available));
 
     let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tx.send(pb::TunnelRequest {
-        kind: Some(tunnel_request::Kind::Open(pb::TunnelTarget {
-            namespace: "ml-team".into(),
-            cluster: "gtun".into(),
-            service: "client".into(),
-        })),
-    })
-    .await
-    .unwrap();
+    tx.send(open_message("gtun", "client")).await.unwrap();
     let mut responses = g
         .tunnels
         .open(tokio_stream::wrappers::ReceiverStream::new(rx))
@@ -276,23 +279,32 @@ async fn grpc_tunnel(args: &[&str]) {
     while !String::from_utf8_lossy(&received).contains("ray client") {
         received.extend(data(responses.next().await.unwrap().unwrap().kind));
     }
+    // Data, then a half-close at once: the echo of what came before it
+    // still arrives.
     tx.send(pb::TunnelRequest {
         kind: Some(tunnel_request::Kind::Data(b"ping".to_vec())),
     })
     .await
     .unwrap();
+    drop(tx);
     let mut echo = Vec::new();
     while echo.len() < 4 {
         echo.extend(data(responses.next().await.unwrap().unwrap().kind));
     }
     assert_eq!(echo, b"ping");
-    // Ending the request stream half-closes: the echo server sees EOF and
-    // closes, which ends the response stream with OK.
-    drop(tx);
-    let end = tokio::time::timeout(Duration::from_secs(10), responses.next())
-        .await
-        .unwrap();
-    assert!(end.is_none(), "{end:?}");
+    if args == DIRECT {
+        // The half-close reaches the echo server, which closes: the
+        // response stream ends with OK.
+        let end = tokio::time::timeout(Duration::from_secs(10), responses.next())
+            .await
+            .unwrap();
+        assert!(end.is_none(), "{end:?}");
+    } else {
+        // Kubernetes' WebSocket port-forward cannot close one direction:
+        // the tunnel stays open until the client leaves, which the server
+        // sees and completes the row.
+        drop(responses);
+    }
     let rows = eventually_rows(&env, "gtun", 1).await;
     assert_eq!(rows[0]["request_summary"]["via"], "grpc");
     assert_eq!(rows[0]["request_summary"]["bytes_to_service"], 4);
@@ -333,6 +345,30 @@ async fn only_editors_of_the_namespace_open_tunnels() {
         .get("/v1/namespaces/ml-team/clusters/authz/services/ssh/tunnel")
         .await
         .problem(400, "invalid_argument");
+
+    // Over gRPC too: the opening message is authorized like the WebSocket.
+    let mut g = env.grpc(&other).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(open_message("authz", "ssh")).await.unwrap();
+    let refused = g
+        .tunnels
+        .open(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect_err("another team may not open a tunnel");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused}");
+    let mut g = env.grpc(&env.alice()).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(pb::TunnelRequest {
+        kind: Some(tunnel_request::Kind::Data(b"no open first".to_vec())),
+    })
+    .await
+    .unwrap();
+    let refused = g
+        .tunnels
+        .open(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect_err("the first message must open");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
 
     // Viewers see the services, not the traffic.
     let admin = env.rest(&env.admin());
@@ -439,4 +475,135 @@ async fn limits_idle_timeouts_and_shutdown_close_tunnels_with_a_reason() {
     assert_eq!(code, CloseCode::Away, "{reason}");
     assert!(reason.contains("shutting down"), "{reason}");
     assert_eq!(env.server.exit_code().await, Some(0));
+    // The rows were completed before the server exited.
+    env.start_server().await;
+    let rows = audit_rows(&env, "limits").await;
+    let last = rows
+        .iter()
+        .find(|r| r["request_summary"]["ended"] == "the server is shutting down")
+        .unwrap_or_else(|| panic!("no row ended by the shutdown: {rows:?}"));
+    assert_eq!(last["outcome"], "succeeded");
+    assert!(
+        last["request_summary"]["bytes_to_client"].as_u64().unwrap() > 0,
+        "{last}"
+    );
+    let idle = rows.iter().find(|r| r["request_summary"]["ended"] == "idle for 1 s");
+    assert!(idle.is_some(), "{rows:?}");
+}
+
+/// `…/services/{svc}/proxy` of cluster `cluster` in `ml-team`.
+fn proxy_path(cluster: &str, service: &str) -> String {
+    format!("/v1/namespaces/ml-team/clusters/{cluster}/services/{service}/proxy")
+}
+
+async fn the_http_proxy_reaches_the_services(args: &[&str]) {
+    let env = ready(args, "web").await;
+    let alice = env.alice();
+    let rest = env.rest(&alice);
+    let dashboard = proxy_path("web", "dashboard");
+
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let bare = no_redirects
+        .get(format!("{}{dashboard}?x=1", env.url()))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status().as_u16(), 308);
+    assert_eq!(bare.headers()["location"], format!("{dashboard}/?x=1").as_str());
+    let page = rest.get(&format!("{dashboard}/")).await.expect(200);
+    assert!(page.text.contains("Ray Dashboard") && page.text.contains("fetch(\"api/version\")"));
+    let version = rest.get(&format!("{dashboard}/api/version")).await.expect(200);
+    assert_eq!(version.body["ray_version"], "2.43.0");
+
+    // Ray's Jobs API through the proxy, and Ray's own browser guard, which
+    // sees the browser's headers unchanged.
+    let submitted = rest
+        .post(
+            &format!("{dashboard}/api/jobs/"),
+            &json!({"entrypoint": "echo proxied", "submission_id": "p1"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(submitted.body["submission_id"], "p1");
+    let guarded = reqwest::Client::new()
+        .post(format!("{}{dashboard}/api/jobs/", env.url()))
+        .bearer_auth(&alice)
+        .header("origin", "http://portal.example")
+        .body(r#"{"entrypoint": "true"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(guarded.status().as_u16(), 405);
+    assert_eq!(
+        guarded.text().await.unwrap(),
+        "'POST' method not allowed for browser traffic."
+    );
+
+    // What reaches the service: no Authorization, krayne's cookies kept
+    // here, X-Forwarded-* set.
+    let seen = reqwest::Client::new()
+        .get(format!("{}{}/some/page", env.url(), proxy_path("web", "code-server")))
+        .bearer_auth(&alice)
+        .header("cookie", "krayne_session=secret; theme=dark")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(seen.contains("<p>/some/page</p>"), "the prefix comes off: {seen}");
+    for want in [
+        "<li>x-forwarded-prefix</li>",
+        "<li>x-forwarded-for</li>",
+        "<li>cookie</li>",
+    ] {
+        assert!(seen.contains(want), "{want} in {seen}");
+    }
+    assert!(
+        !seen.contains("<li>authorization</li>"),
+        "the bearer token reached the service: {seen}"
+    );
+
+    // A WebSocket through the proxy.
+    let url = format!("ws://{}{dashboard}/ws", env.server.api);
+    let mut socket = open_ws(&url, Some(&alice)).await.unwrap();
+    socket.send(Message::text("through the proxy")).await.unwrap();
+    let echoed = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        .await
+        .unwrap();
+    assert_eq!(echoed.unwrap().unwrap(), Message::text("through the proxy"));
+
+    // TCP services have no HTTP proxy; viewers and strangers get nothing.
+    rest.get(&format!("{}/", proxy_path("web", "ssh")))
+        .await
+        .problem(400, "invalid_argument");
+    env.anonymous()
+        .get(&format!("{dashboard}/"))
+        .await
+        .problem(401, "unauthenticated");
+    let other = env.token("olga@example.com", &["other-team"]);
+    env.rest(&other)
+        .get(&format!("{dashboard}/"))
+        .await
+        .problem(403, "permission_denied");
+
+    let rows = eventually_rows(&env, "web", 3).await;
+    assert!(
+        rows.iter()
+            .any(|r| r["request_summary"]["via"] == "proxy" && r["outcome"] == "succeeded")
+    );
+}
+
+#[tokio::test]
+async fn the_http_proxy_works_through_port_forward() {
+    the_http_proxy_reaches_the_services(PORT_FORWARD).await;
+}
+
+#[tokio::test]
+async fn the_http_proxy_works_direct() {
+    the_http_proxy_reaches_the_services(DIRECT).await;
 }

@@ -125,7 +125,11 @@ impl tunnel_service_server::TunnelService for Grpc {
                     kind: Some(tunnel_response::Kind::Data(data.to_vec())),
                 })))
             });
-            let finished = tunnel.run(Box::pin(incoming), Box::pin(outgoing), true).await;
+            let gone = {
+                let tx = tx.clone();
+                async move { tx.closed().await }
+            };
+            let finished = tunnel.run(Box::pin(incoming), Box::pin(outgoing), true, gone).await;
             if let Some(status) = closing_status(&finished.ended) {
                 let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(Err(status))).await;
             }

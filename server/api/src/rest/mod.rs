@@ -8,6 +8,7 @@ mod dto;
 mod extract;
 mod identity;
 mod problem;
+mod proxy;
 mod responses;
 mod services;
 mod warnings;
@@ -206,6 +207,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
     let (waits, _) = long_lived().split_for_parts();
     let doc = openapi();
+    let proxied = proxy::router(state.clone());
     let rest = unary
         .merge(waits)
         .route_layer(middleware::from_fn(crate::ops::track_http))
@@ -223,11 +225,19 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(middleware::from_fn(problem::render_problems))
         .layer(DefaultBodyLimit::max(settings.body_limit))
         .with_state(state);
+    // The proxy's answers pass through untouched (the service's errors
+    // are the service's): no compression, problems only for krayne's own
+    // refusals, no body
+    // limits or request timeout (its connections have their own).
+    let proxied = proxied
+        .route_layer(middleware::from_fn(crate::ops::track_http))
+        .layer(middleware::from_fn(problem::render_own_problems));
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(rest)
         .layer(CompressionLayer::new().gzip(true))
         .layer(cors(&settings.cors_origins))
+        .merge(proxied)
         .layer(TraceLayer::new_for_http())
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))

@@ -131,6 +131,16 @@ impl IntoResponse for ApiError {
 /// Middleware: writes every problem as `application/problem+json` with the
 /// request's id.
 pub(super) async fn render_problems(request: Request, next: Next) -> Response {
+    render(request, next, true).await
+}
+
+/// Middleware: [`render_problems`] for krayne's own problems only; other
+/// answers (a proxied service's errors) pass as they are.
+pub(super) async fn render_own_problems(request: Request, next: Next) -> Response {
+    render(request, next, false).await
+}
+
+async fn render(request: Request, next: Next, plain_too: bool) -> Response {
     let request_id = request
         .headers()
         .get(super::REQUEST_ID)
@@ -140,7 +150,7 @@ pub(super) async fn render_problems(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let (status, mut problem) = match response.extensions_mut().remove::<Problem>() {
         Some(problem) => (response.status(), problem),
-        None if is_plain_error(&response) => (response.status(), plain_to_problem(response).await),
+        None if plain_too && is_plain_error(&response) => (response.status(), plain_to_problem(response).await),
         None => return response,
     };
     problem.request_id = request_id;

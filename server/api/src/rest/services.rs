@@ -98,8 +98,19 @@ pub(super) async fn tunnel(
         .service
         .open_tunnel(&cx, &namespace, &name, &service, TunnelVia::WebSocket)
         .await?;
-    Ok(upgrade.on_upgrade(move |socket| carry(socket, tunnel)).into_response())
+    // A frame or message is held whole before it is written on: bound both.
+    Ok(upgrade
+        .max_frame_size(MAX_MESSAGE)
+        .max_message_size(MAX_MESSAGE)
+        .on_upgrade(move |socket| carry(socket, tunnel))
+        .into_response())
 }
+
+/// The largest WebSocket frame or message a tunnel takes.
+const MAX_MESSAGE: usize = 256 * 1024;
+/// How long the close handshake may take (a client that stopped reading
+/// must not hold the tunnel).
+const CLOSE_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The close frame that says why a tunnel ended.
 fn close_frame(ended: &Ended) -> Option<CloseFrame> {
@@ -134,8 +145,12 @@ async fn carry(socket: WebSocket, tunnel: Tunnel) {
             })
         });
     let outgoing = (&mut sink).with(|bytes: Bytes| future::ready(Ok::<_, axum::Error>(Message::Binary(bytes))));
-    let finished = tunnel.run(Box::pin(incoming), Box::pin(outgoing), false).await;
+    let finished = tunnel
+        .run(Box::pin(incoming), Box::pin(outgoing), false, std::future::pending())
+        .await;
+    // Our close frame (or the reply to the client's), then the socket's end.
     if let Some(frame) = close_frame(&finished.ended) {
-        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = tokio::time::timeout(CLOSE_WITHIN, sink.send(Message::Close(Some(frame)))).await;
     }
+    let _ = tokio::time::timeout(CLOSE_WITHIN, sink.close()).await;
 }

@@ -6,6 +6,7 @@ mod admission;
 mod audit_log;
 mod audit_trail;
 mod clusters;
+mod connection;
 mod denials;
 mod identity;
 mod tunnels;
@@ -15,6 +16,7 @@ use std::{sync::Arc, time::Duration};
 
 pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created};
+pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
 pub use krayne_core::manifest::ScaleInput;
 use tokio_util::sync::CancellationToken;

@@ -61,6 +61,8 @@ pub enum TunnelVia {
     WebSocket,
     /// A gRPC bidirectional stream.
     Grpc,
+    /// The HTTP proxy (one connection per proxied request).
+    Proxy,
 }
 
 impl TunnelVia {
@@ -68,6 +70,7 @@ impl TunnelVia {
         match self {
             Self::WebSocket => "websocket",
             Self::Grpc => "grpc",
+            Self::Proxy => "proxy",
         }
     }
 }
@@ -126,7 +129,7 @@ impl Default for OpenTunnels {
 }
 
 /// One open tunnel's place in [`OpenTunnels`], given back when dropped.
-struct Permit {
+pub(super) struct Permit {
     open: Arc<OpenTunnels>,
     subject: String,
 }
@@ -162,6 +165,26 @@ impl Drop for Permit {
     }
 }
 
+/// A tunnel's `pending` audit row until a transport takes it; a tunnel
+/// dropped before it carried anything (its client left during the
+/// upgrade) completes the row as failed.
+struct PendingRow(Option<(Arc<dyn AuditSink>, AuditEntry, Instant)>);
+
+impl Drop for PendingRow {
+    fn drop(&mut self) {
+        let Some((audit, mut entry, started)) = self.0.take() else {
+            return;
+        };
+        entry.outcome = Outcome::Failed;
+        entry.error = Some("the client left before the tunnel opened".into());
+        entry.completed_at = Some(jiff::Timestamp::now().to_string());
+        entry.duration_ms = Some(millis(started.elapsed()));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { audit.finish(&entry).await });
+        }
+    }
+}
+
 /// How a tunnel ended. It counts as open until this is dropped, so a
 /// shutdown waits for the transport to say why it closed.
 pub struct Finished {
@@ -178,10 +201,12 @@ pub struct Tunnel {
     pub service: String,
     /// Its port in the head pod.
     pub port: u16,
+    /// `http` or `tcp`.
+    pub protocol: &'static str,
     stream: Box<dyn ServiceStream>,
-    audit: Arc<dyn AuditSink>,
-    entry: AuditEntry,
-    started: Instant,
+    /// Whether the upstream can shut one direction only.
+    can_half_close: bool,
+    row: PendingRow,
     settings: TunnelSettings,
     stopping: CancellationToken,
     _permit: Permit,
@@ -242,6 +267,13 @@ impl ClusterService {
             };
             return Err(refuse(e).await);
         };
+        if via == TunnelVia::Proxy && wanted.protocol != "http" {
+            let e = Error::invalid(
+                "service",
+                format!("{service} speaks TCP, not HTTP: reach it through its tunnel (krayne tunnel)"),
+            );
+            return Err(refuse(e).await);
+        }
         let Some(head) = head else {
             let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
             let e = Error::FailedPrecondition(format!(
@@ -298,14 +330,20 @@ impl ClusterService {
         Ok(Tunnel {
             service: wanted.name.to_owned(),
             port: wanted.port,
+            protocol: wanted.protocol,
             stream,
-            audit: self.audit.clone(),
-            entry,
-            started,
+            can_half_close: upstream.half_close(),
+            row: PendingRow(Some((self.audit.clone(), entry, started))),
             settings: tunnels.clone(),
             stopping: self.stopping.clone(),
             _permit: permit,
         })
+    }
+
+    /// Cancelled when the server starts shutting down (proxied WebSockets
+    /// end then).
+    pub fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
     }
 
     /// Waits until every tunnel has closed (they close as shutdown
@@ -355,43 +393,65 @@ impl ClusterService {
                 pod_ip: head.status.pod_ip.clone(),
                 port,
             };
-            match tokio::time::timeout(self.settings.tunnels.probe_timeout, upstream.connect(&target)).await {
-                Ok(Ok(mut stream)) => {
-                    let _ = stream.close().await;
-                    ServiceState::Available
-                }
+            match tokio::time::timeout(self.settings.tunnels.probe_timeout, upstream.probe(&target)).await {
+                Ok(true) => ServiceState::Available,
                 _ => ServiceState::Unreachable,
             }
         })
     }
 }
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Tunnel {
+    /// The connection itself, for a transport that speaks a protocol over
+    /// it (the HTTP proxy): it counts what flows and completes the audit
+    /// row when dropped.
+    pub fn into_connection(self) -> Option<super::connection::ServiceConnection> {
+        let Self {
+            stream,
+            mut row,
+            _permit,
+            ..
+        } = self;
+        let (audit, entry, started) = row.0.take()?;
+        Some(super::connection::ServiceConnection::new(
+            stream, audit, entry, started, _permit,
+        ))
+    }
+
     /// Carries bytes both ways until one side closes, the tunnel idles
     /// out or the server shuts down, then completes its audit row with
     /// what flowed. `incoming` ending closes the tunnel, unless
-    /// `half_close` (then only the service's side of it is shut, and the
-    /// service's answer still flows until it closes).
-    pub async fn run<I, O, E>(self, mut incoming: I, mut outgoing: O, half_close: bool) -> Finished
+    /// `half_close` (then only the service's side of it is shut, where the
+    /// upstream can, and the service's answer still flows until it
+    /// closes). `gone` resolving means the client has left (a transport
+    /// that cannot see it from `incoming` after a half-close says so).
+    pub async fn run<I, O, E, G>(self, mut incoming: I, mut outgoing: O, half_close: bool, gone: G) -> Finished
     where
         I: Stream<Item = Result<Bytes, E>> + Unpin + Send,
         O: Sink<Bytes> + Unpin + Send,
         E: std::fmt::Display,
+        G: Future<Output = ()> + Send,
     {
         let Self {
             stream,
-            audit,
-            mut entry,
-            started,
+            mut row,
             settings,
             stopping,
             _permit,
+            can_half_close,
             ..
         } = self;
+        let Some((audit, mut entry, started)) = row.0.take() else {
+            return Finished {
+                ended: Ended::ClientClosed,
+                flowed: Flowed::default(),
+                _permit,
+            };
+        };
         let (mut from_service, mut to_service) = stream.split();
         let (up, down, last) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
         let touch = || last.store(millis(started.elapsed()), Ordering::Relaxed);
@@ -409,8 +469,14 @@ impl Tunnel {
             if !half_close {
                 return Ended::ClientClosed;
             }
-            let _ = to_service.close().await;
-            std::future::pending().await
+            // Kubernetes' WebSocket port-forward cannot close one
+            // direction: closing would lose the answer, so the service is
+            // left to end the connection.
+            if can_half_close {
+                let _ = to_service.close().await;
+            }
+            gone.await;
+            Ended::ClientClosed
         };
         let service_side = async {
             let mut buf = vec![0u8; settings.buffer];

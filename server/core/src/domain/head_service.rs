@@ -74,6 +74,21 @@ pub trait ServiceUpstream: Send + Sync + 'static {
     /// Connects to `target` (`Unavailable` when nothing answers).
     async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error>;
 
+    /// Whether a service answers on `target` (for the services list).
+    async fn probe(&self, target: &ServiceTarget) -> bool {
+        match self.connect(target).await {
+            Ok(mut stream) => {
+                let _ = futures::AsyncWriteExt::close(&mut stream).await;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether a connection can be closed in one direction only (a
+    /// client's half-close passed on, the answer still coming back).
+    fn half_close(&self) -> bool;
+
     /// `direct` or `port-forward`.
     fn mode(&self) -> &'static str;
 }

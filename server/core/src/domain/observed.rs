@@ -130,6 +130,10 @@ pub struct NamedPort {
     pub container_port: Option<u32>,
     /// A service port's number.
     pub port: Option<u32>,
+    /// A service port's target in the pod: a number, or a container
+    /// port's name.
+    #[serde(rename = "targetPort")]
+    pub target_port: Option<Value>,
 }
 
 /// A pod template.

@@ -22,18 +22,25 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
     let head = &cluster.spec.head_group_spec;
     let container_ports = head.template.spec.containers.iter().flat_map(|c| c.ports.iter());
     let service_ports = head.head_service.spec.ports.iter();
-    let port_of = |name: &str| {
-        let named = |p: &&crate::domain::observed::NamedPort| p.name.as_deref() == Some(name);
+    let container_port = |name: &str| {
         container_ports
             .clone()
-            .filter(named)
-            .find_map(|p| p.container_port)
-            .or_else(|| {
-                service_ports
-                    .clone()
-                    .filter(named)
-                    .find_map(|p| p.port.or(p.container_port))
-            })
+            .find(|p| p.name.as_deref() == Some(name))
+            .and_then(|p| p.container_port)
+    };
+    // A head service's port is reached in the pod on its target: a number,
+    // a container port's name, or (unset) the port itself.
+    let service_port = |name: &str| {
+        let p = service_ports.clone().find(|p| p.name.as_deref() == Some(name))?;
+        match &p.target_port {
+            Some(serde_json::Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+            Some(serde_json::Value::String(named)) => named.parse().ok().or_else(|| container_port(named)),
+            _ => p.port,
+        }
+    };
+    let port_of = |name: &str| {
+        container_port(name)
+            .or_else(|| service_port(name))
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p > 0)
     };
@@ -86,7 +93,8 @@ mod tests {
             "template": {"spec": {"containers": [{"ports": [
                 {"name": "ssh", "containerPort": 2222}, {"name": "dashboard", "containerPort": 8265},
                 {"name": "gcs", "containerPort": 6379}]}]}},
-            "headService": {"spec": {"ports": [{"name": "notebook", "port": 8888}]}},
+            "headService": {"spec": {"ports": [{"name": "notebook", "port": 80, "targetPort": 8888},
+                                                {"name": "client", "port": 10001}]}},
         }));
         let found: Vec<(&str, &str, u16)> = declared_services(&c)
             .iter()
@@ -96,9 +104,11 @@ mod tests {
             found,
             [
                 ("dashboard", "http", 8265),
+                ("client", "tcp", 10001),
                 ("notebook", "http", 8888),
                 ("ssh", "tcp", 2222)
-            ]
+            ],
+            "the head service's target port is where the pod listens"
         );
     }
 

@@ -37,9 +37,7 @@ pub(super) fn router(kind: Kind, head: &Head) -> Router {
                 .fallback(get(move |uri, ws, state| notebook(base, uri, ws, state)))
                 .with_state(stopped)
         }
-        _ => Router::new()
-            .fallback(get(|uri: Uri, ws, state| page_or_echo("code-server", uri, ws, state)))
-            .with_state(stopped),
+        _ => Router::new().fallback(get(code_server)).with_state(stopped),
     }
 }
 
@@ -95,21 +93,28 @@ async fn notebook(base: String, uri: Uri, upgrade: Upgrade, State(stopped): Stat
     .into_response()
 }
 
-/// An HTML page on every path; a WebSocket echo where a client upgrades.
-async fn page_or_echo(
-    title: &'static str,
+/// code-server: a page on every path listing the request's header names
+/// (so a test can see what a proxy forwarded), a WebSocket echo where a
+/// client upgrades.
+async fn code_server(
     uri: Uri,
+    headers: axum::http::HeaderMap,
     upgrade: Upgrade,
     State(stopped): State<watch::Receiver<()>>,
 ) -> Response {
-    match upgrade {
-        Ok(ws) => ws.on_upgrade(move |socket| echo_messages(socket, stopped)),
-        Err(_) => Html(format!(
-            "<!doctype html><title>{title}</title><h1>{title} (krayne sandbox stand-in)</h1><p>{}</p>",
-            sanitized(uri.path())
-        ))
-        .into_response(),
+    if let Ok(ws) = upgrade {
+        return ws.on_upgrade(move |socket| echo_messages(socket, stopped));
     }
+    let names: String = headers
+        .keys()
+        .map(|k| format!("<li>{}</li>", sanitized(k.as_str())))
+        .collect();
+    Html(format!(
+        "<!doctype html><title>code-server</title><h1>code-server (krayne sandbox stand-in)</h1><p>{}</p>\
+         <ul id=\"headers\">{names}</ul>",
+        sanitized(uri.path())
+    ))
+    .into_response()
 }
 
 async fn websocket_echo(upgrade: WebSocketUpgrade, State(stopped): State<watch::Receiver<()>>) -> Response {

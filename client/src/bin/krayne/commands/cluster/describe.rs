@@ -4,6 +4,7 @@ use comfy_table::Cell;
 use krayne_client::{json::to_json, proto::ClusterDetails};
 
 use crate::{
+    commands::service::access,
     context::Context,
     failure::Failure,
     output::{age, or_dash, out, time},
@@ -65,16 +66,26 @@ fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {
         ),
         ("Services", d.services.join(", ")),
     ];
-    for (label, url) in [
-        ("Dashboard", &info.dashboard_url),
-        ("Ray client", &info.client_url),
-        ("Notebook", &info.notebook_url),
-        ("Code server", &info.code_server_url),
-        ("SSH", &info.ssh_url),
+    // Through the server: the pod IPs below reach nothing from outside
+    // the cluster.
+    let server = ctx.server()?;
+    let mut in_cluster = Vec::new();
+    for (label, service, url) in [
+        ("Dashboard", "dashboard", &info.dashboard_url),
+        ("Ray client", "client", &info.client_url),
+        ("Notebook", "notebook", &info.notebook_url),
+        ("Code server", "code-server", &info.code_server_url),
+        ("SSH", "ssh", &info.ssh_url),
     ] {
-        if let Some(url) = url {
-            fields.push((label, url.clone()));
+        if d.services.iter().any(|s| s == service) {
+            fields.push((label, access(&server, &info.namespace, &info.name, service)));
         }
+        if let Some(url) = url {
+            in_cluster.push(url.clone());
+        }
+    }
+    if !in_cluster.is_empty() {
+        fields.push(("In-cluster", in_cluster.join(", ")));
     }
     p.fields(&fields)?;
 

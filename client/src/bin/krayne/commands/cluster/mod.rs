@@ -46,7 +46,12 @@ pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<
                 row.extend([
                     Cell::new(if c.autoscaling_enabled { "on" } else { "off" }),
                     Cell::new(or_dash(c.head_ip.as_deref())),
-                    Cell::new(or_dash(c.dashboard_url.as_deref())),
+                    Cell::new(match (&c.dashboard_url, ctx.server()) {
+                        (Some(_), Ok(server)) => {
+                            crate::commands::service::access(&server, &c.namespace, &c.name, "dashboard")
+                        }
+                        _ => "-".to_owned(),
+                    }),
                     Cell::new(or_dash(c.created_by.as_deref())),
                 ]);
             }

@@ -3,3 +3,16 @@
 pub(crate) mod list;
 pub(crate) mod ssh;
 pub(crate) mod tunnel;
+
+/// How to reach a service through the server: the proxy's URL for HTTP
+/// services, the command that tunnels to the others.
+pub(crate) fn access(server: &str, namespace: &str, cluster: &str, service: &str) -> String {
+    match service {
+        "dashboard" | "notebook" | "code-server" => format!(
+            "{}/v1/namespaces/{namespace}/clusters/{cluster}/services/{service}/proxy/",
+            server.trim_end_matches('/')
+        ),
+        "ssh" => format!("krayne ssh {cluster} -n {namespace}"),
+        _ => format!("krayne tunnel {cluster} {service} -n {namespace}"),
+    }
+}

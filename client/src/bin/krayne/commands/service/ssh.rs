@@ -21,6 +21,18 @@ pub(crate) struct Args {
 
 pub(crate) fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let namespace = ctx.namespace(args.namespace.as_deref());
+    // Both go into a shell command line (ssh runs the ProxyCommand with sh).
+    for (what, value) in [("namespace", &namespace), ("cluster name", &args.name)] {
+        if value.is_empty()
+            || !value
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(Failure::Usage(format!(
+                "{value:?} is not a {what} (lower-case letters, digits and '-')"
+            )));
+        }
+    }
     let me = std::env::current_exe().map_err(|e| Failure::Other(format!("cannot find the krayne binary: {e}")))?;
     let proxy = format!(
         "{} tunnel --stdio -n {namespace} {} ssh",
