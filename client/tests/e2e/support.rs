@@ -42,6 +42,7 @@ impl Krayne {
             .env_remove("KRAYNE_TOKEN")
             .env_remove("KRAYNE_CONFIG")
             .env("XDG_CONFIG_HOME", self.config_home.path())
+            .env("XDG_STATE_HOME", self.config_home.path().join("state"))
             .env("NO_COLOR", "1")
             .stdin(std::process::Stdio::null());
         if !self.server.is_empty() {

@@ -199,3 +199,55 @@ async fn krayne_tunnel_stdio_carries_the_ssh_banner_and_ssh_uses_it() {
         "ssh did not reach the banner through krayne:\n{log}"
     );
 }
+
+#[tokio::test]
+async fn background_tunnels_are_listed_and_closed() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let env = ready("bg-tun").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let opened = krayne
+        .run(&["tunnel", "bg-tun", "dashboard", "-n", "ml-team", "--detach"])
+        .await
+        .code(0)
+        .stdout();
+    let port: u16 = opened
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no local URL in {opened}"));
+    let mut http = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    http.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.contains("ray_version"), "{answer}");
+
+    let state = krayne.config_home().join("state/krayne/tunnels/ml-team--bg-tun.json");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the state file is its owner's only");
+    let listed = krayne.run(&["tunnel", "--list"]).await.code(0).stdout();
+    assert!(listed.contains("bg-tun") && listed.contains("dashboard"), "{listed}");
+    let again = krayne
+        .run(&["tunnel", "bg-tun", "-n", "ml-team", "--detach"])
+        .await
+        .code(2);
+    assert!(again.stderr().contains("already open"), "{}", again.stderr());
+
+    let closed = krayne.run(&["tun-close", "bg-tun", "-n", "ml-team"]).await.code(0);
+    assert!(closed.stderr().contains("Closed"), "{}", closed.stderr());
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err(),
+        "the port is closed"
+    );
+    assert!(!state.exists());
+    let none = krayne.run(&["tunnel", "--list"]).await.code(0);
+    assert!(none.stderr().contains("No background tunnels."), "{}", none.stderr());
+    let idempotent = krayne
+        .run(&["tunnel", "--close", "bg-tun", "-n", "ml-team"])
+        .await
+        .code(0);
+    assert!(idempotent.stderr().contains("were open"), "{}", idempotent.stderr());
+}

@@ -76,6 +76,9 @@ pub(crate) enum Command {
     /// Open local ports that reach a cluster's services through the server.
     #[command(visible_alias = "tun-open")]
     Tunnel(commands::service::tunnel::Args),
+    /// Close a cluster's background tunnels (`krayne tunnel --close NAME`).
+    #[command(name = "tun-close")]
+    TunClose(commands::service::tunnel::CloseArgs),
     /// SSH to a cluster's head through the server.
     Ssh(commands::service::ssh::Args),
     /// Show who the server thinks you are and what you may do.

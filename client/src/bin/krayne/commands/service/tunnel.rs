@@ -17,11 +17,14 @@ use crate::{context::Context, failure::Failure, output::note};
 /// the one `--port` gives; the table goes to stdout, live connection and
 /// byte counts to stderr. Ctrl-C closes them. With `--stdio`, one
 /// service's connection is piped through stdin and stdout instead (for
-/// `ssh -o ProxyCommand='krayne tunnel --stdio NAME ssh'`).
+/// `ssh -o ProxyCommand='krayne tunnel --stdio NAME ssh'`). With `--detach`
+/// a background process keeps the ports open; `--list` shows such
+/// processes, `--close NAME` (or `krayne tun-close NAME`) stops one.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Cluster name.
-    name: String,
+    #[arg(required_unless_present_any = ["list", "close"])]
+    name: Option<String>,
     /// Services to open [default: every one the cluster declares].
     services: Vec<String>,
     /// Namespace [default: the config file's, or `default`].
@@ -31,8 +34,43 @@ pub(crate) struct Args {
     #[arg(long = "port", value_name = "SERVICE=PORT", value_parser = service_port)]
     ports: Vec<(String, u16)>,
     /// Pipe one service's connection through stdin/stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["detach", "list", "close"])]
     stdio: bool,
+    /// Keep the tunnels open in a background process (state in
+    /// $XDG_STATE_HOME/krayne/tunnels, mode 0600).
+    #[arg(long, conflicts_with_all = ["list", "close"])]
+    detach: bool,
+    /// List the background tunnels.
+    #[arg(long, conflicts_with = "close")]
+    list: bool,
+    /// Close the background tunnels of cluster NAME (nothing to close is
+    /// not an error).
+    #[arg(long, value_name = "NAME")]
+    close: Option<String>,
+    /// The background process's state file (set by --detach).
+    #[arg(long, hide = true)]
+    state_file: Option<std::path::PathBuf>,
+}
+
+/// `krayne tun-close NAME`: `krayne tunnel --close NAME`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CloseArgs {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+/// Closes the background tunnels of a cluster.
+pub(crate) async fn close(ctx: &Context, args: CloseArgs) -> Result<(), Failure> {
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    if super::detached::close(&namespace, &args.name).await? {
+        note(&format!("Closed the tunnels to {namespace}/{}.", args.name));
+    } else {
+        note(&format!("No tunnels to {namespace}/{} were open.", args.name));
+    }
+    Ok(())
 }
 
 fn service_port(text: &str) -> Result<(String, u16), String> {
@@ -76,6 +114,16 @@ fn local_url(service: &str, port: u16) -> String {
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    if args.list {
+        return list(ctx);
+    }
+    if let Some(name) = args.close {
+        let namespace = args.namespace;
+        return close(ctx, CloseArgs { name, namespace }).await;
+    }
+    let Some(cluster) = args.name.clone() else {
+        return Err(Failure::Usage("give the cluster's NAME".into()));
+    };
     let client = ctx.client()?;
     let namespace = ctx.namespace(args.namespace.as_deref());
     if args.stdio {
@@ -84,9 +132,12 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
                 "--stdio takes exactly one SERVICE, e.g. `krayne tunnel --stdio NAME ssh`".into(),
             ));
         };
-        return stdio(&client, &namespace, &args.name, service).await;
+        return stdio(&client, &namespace, &cluster, service).await;
     }
-    let declared = client.list_services(&namespace, &args.name).await?;
+    if args.detach {
+        return detach(ctx, &args, &namespace, &cluster).await;
+    }
+    let declared = client.list_services(&namespace, &cluster).await?;
     let wanted: Vec<String> = if args.services.is_empty() {
         declared.iter().map(|s| s.name.clone()).collect()
     } else {
@@ -99,8 +150,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         let Some(remote) = declared.iter().find(|s| &s.name == service) else {
             let names: Vec<&str> = declared.iter().map(|s| s.name.as_str()).collect();
             return Err(Failure::Usage(format!(
-                "cluster {} declares no service {service:?} (it has: {})",
-                args.name,
+                "cluster {cluster} declares no service {service:?} (it has: {})",
                 names.join(", ")
             )));
         };
@@ -108,34 +158,151 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             Some(port) => TcpListener::bind(("127.0.0.1", *port))
                 .await
                 .map_err(|e| Failure::Other(format!("cannot listen on 127.0.0.1:{port}: {e}")))?,
-            None => bind_near(krayne_port(&args.name, &namespace, service)).await?,
+            None => bind_near(krayne_port(&cluster, &namespace, service)).await?,
         };
         let local = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        rows.push(vec![
-            Cell::new(service),
-            Cell::new(local_url(service, local)),
-            Cell::new(remote.port),
-        ]);
-        let forwarder = client.forward(&namespace, &args.name, service, listener);
+        rows.push((service.clone(), local_url(service, local), remote.port));
+        let forwarder = client.forward(&namespace, &cluster, service, listener);
         forwarders.push((service.clone(), local, forwarder));
     }
-    ctx.printer.table(&["Service", "Local URL", "Remote Port"], rows)?;
+    if let Some(state_file) = &args.state_file {
+        let state = super::detached::State {
+            pid: std::process::id(),
+            namespace: namespace.clone(),
+            cluster: cluster.clone(),
+            services: rows,
+        };
+        super::detached::write(state_file, &state)?;
+        until_stopped(None).await;
+        let _ = std::fs::remove_file(state_file);
+        return Ok(());
+    }
+    print_table(ctx, &rows)?;
     note("Tunnels open through the server; Ctrl-C closes them.");
-    live_counts(&forwarders).await;
+    until_stopped(Some(&forwarders)).await;
+    note("Tunnels closed.");
     Ok(())
 }
 
-/// Shows connection and byte counts on stderr until Ctrl-C.
-async fn live_counts(forwarders: &[(String, u16, Forwarder)]) {
-    let bar = indicatif::ProgressBar::new_spinner();
+fn print_table(ctx: &Context, rows: &[(String, String, u32)]) -> Result<(), Failure> {
+    let rows = rows
+        .iter()
+        .map(|(service, url, port)| vec![Cell::new(service), Cell::new(url), Cell::new(port)])
+        .collect();
+    ctx.printer.table(&["Service", "Local URL", "Remote Port"], rows)
+}
+
+/// `--list`: the background tunnels.
+fn list(ctx: &Context) -> Result<(), Failure> {
+    let states = super::detached::list()?;
+    if states.is_empty() && !ctx.printer.structured() {
+        note("No background tunnels.");
+        return Ok(());
+    }
+    let rows = states
+        .iter()
+        .flat_map(|s| {
+            s.services.iter().map(|(service, url, _)| {
+                vec![
+                    Cell::new(&s.namespace),
+                    Cell::new(&s.cluster),
+                    Cell::new(service),
+                    Cell::new(url),
+                    Cell::new(s.pid),
+                ]
+            })
+        })
+        .collect();
+    ctx.printer
+        .table(&["NAMESPACE", "CLUSTER", "SERVICE", "LOCAL URL", "PID"], rows)
+}
+
+/// `--detach`: starts this command again in the background with a state
+/// file, waits until its ports are bound, and prints them.
+async fn detach(ctx: &Context, args: &Args, namespace: &str, cluster: &str) -> Result<(), Failure> {
+    use std::os::unix::process::CommandExt as _;
+    let state_file = super::detached::file(namespace, cluster)?;
+    if let Some(open) = super::detached::read_live(&state_file) {
+        return Err(Failure::Usage(format!(
+            "tunnels to {namespace}/{cluster} are already open (pid {}); `krayne tunnel --close {cluster} -n {namespace}` first",
+            open.pid
+        )));
+    }
+    let log = state_file.with_extension("log");
+    let dir = super::detached::dir()?;
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::Other(format!("cannot create {}: {e}", dir.display())))?;
+    let log_file =
+        std::fs::File::create(&log).map_err(|e| Failure::Other(format!("cannot write {}: {e}", log.display())))?;
+    let me = std::env::current_exe().map_err(|e| Failure::Other(format!("cannot find the krayne binary: {e}")))?;
+    let mut command = std::process::Command::new(me);
+    command.args(["tunnel", cluster, "-n", namespace]).args(&args.services);
+    for (service, port) in &args.ports {
+        command.arg("--port").arg(format!("{service}={port}"));
+    }
+    command.arg("--state-file").arg(&state_file);
+    command.env("KRAYNE_SERVER", ctx.server()?);
+    if let Some(token) = ctx.token() {
+        command.env("KRAYNE_TOKEN", token);
+    }
+    let err = log_file
+        .try_clone()
+        .map_err(|e| Failure::Other(format!("cannot write {}: {e}", log.display())))?;
+    // Its own process group: the terminal's Ctrl-C and hang-up are not its.
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file)
+        .stderr(err)
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| Failure::Other(format!("cannot start the background process: {e}")))?;
+    for _ in 0..200 {
+        if let Some(state) = super::detached::read_live(&state_file) {
+            print_table(ctx, &state.services)?;
+            note(&format!(
+                "Tunnels open in the background (pid {}); `krayne tunnel --close {cluster} -n {namespace}` closes them.",
+                state.pid
+            ));
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(Failure::Other(format!(
+                "the background process ended ({status}): {}",
+                said.trim()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    Err(Failure::Other(
+        "the background process did not open its ports within 20 s".into(),
+    ))
+}
+
+/// Waits for Ctrl-C, SIGTERM or a hang-up, showing connection and byte
+/// counts on stderr meanwhile when given forwarders.
+async fn until_stopped(forwarders: Option<&[(String, u16, Forwarder)]>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    let bar = match forwarders {
+        Some(_) => indicatif::ProgressBar::new_spinner(),
+        None => indicatif::ProgressBar::hidden(),
+    };
     bar.enable_steady_tick(Duration::from_millis(250));
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = hup.recv() => break,
         }
         let status: Vec<String> = forwarders
+            .unwrap_or_default()
             .iter()
             .map(|(service, _, f)| {
                 let c = f.counts();
@@ -157,7 +324,6 @@ async fn live_counts(forwarders: &[(String, u16, Forwarder)]) {
         bar.set_message(status.join(" | "));
     }
     bar.finish_and_clear();
-    note("Tunnels closed.");
 }
 
 /// One tunnel on stdin/stdout.
