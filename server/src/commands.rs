@@ -173,6 +173,7 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, Conne
         tunnels: TunnelSettings {
             max_per_principal: http.max_tunnels_per_caller.max(1),
             idle_timeout: Duration::from_secs(http.tunnel_idle_timeout_seconds.max(1)),
+            reauthorize_every: Duration::from_secs(http.tunnel_reauthorize_seconds.max(1)),
             ..TunnelSettings::default()
         },
         ..ServiceSettings::default()

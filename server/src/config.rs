@@ -153,6 +153,10 @@ pub struct HttpArgs {
     /// Close a tunnel after this many seconds with no byte either way.
     #[arg(long, env = "KRAYNE_TUNNEL_IDLE_TIMEOUT_SECONDS", default_value_t = 3600)]
     pub tunnel_idle_timeout_seconds: u64,
+    /// How often an open tunnel's caller is checked against the current
+    /// team mapping, in seconds (a revoked grant closes the tunnel).
+    #[arg(long, env = "KRAYNE_TUNNEL_REAUTHORIZE_SECONDS", default_value_t = 30)]
+    pub tunnel_reauthorize_seconds: u64,
     /// Ray image of pods that name none (`-gpu` is added for GPU pods).
     #[arg(
         long,

@@ -91,7 +91,8 @@ pub async fn start(
     ops: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, String> {
-    let mut service = ClusterService::new(parts.store, parts.audit, parts.service);
+    let mut service =
+        ClusterService::new(parts.store, parts.audit, parts.service).with_authenticator(parts.auth.clone());
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
     }

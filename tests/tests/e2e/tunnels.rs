@@ -607,3 +607,24 @@ async fn the_http_proxy_works_through_port_forward() {
 async fn the_http_proxy_works_direct() {
     the_http_proxy_reaches_the_services(DIRECT).await;
 }
+
+#[tokio::test]
+async fn a_revoked_grant_closes_open_tunnels() {
+    let env = ready(&["--tunnel-reauthorize-seconds", "1"], "revoked").await;
+    let mut socket = open_ws(&ws_url(&env, "revoked", "client"), Some(&env.alice()))
+        .await
+        .unwrap();
+    let _greeting = next_bytes(&mut socket).await;
+    let demoted = krayne_tests::TEAMS.replace("ml-team: editor", "ml-team: viewer");
+    assert_ne!(demoted, krayne_tests::TEAMS);
+    std::fs::write(env.teams_file(), demoted).unwrap();
+    env.server.signal("HUP");
+    let (code, reason) = closed(&mut socket, Duration::from_secs(10)).await;
+    assert_eq!(u16::from(code), 4403, "{reason}");
+    assert!(reason.contains("no longer an editor of namespace ml-team"), "{reason}");
+    let rows = eventually_rows(&env, "revoked", 1).await;
+    assert!(
+        rows.iter().any(|r| r["request_summary"]["ended"] == reason.as_str()),
+        "{rows:?}"
+    );
+}

@@ -47,6 +47,23 @@ impl Authenticator {
         *self.mapping.write().unwrap_or_else(|p| p.into_inner()) = mapping;
     }
 
+    /// `principal` as the current team mapping sees it (its token is not
+    /// checked again): a long-lived tunnel re-asks this, so a revoked
+    /// mapping ends it.
+    pub fn refresh(&self, principal: &Principal) -> Principal {
+        let m = self.mapping.read().unwrap_or_else(|p| p.into_inner()).membership(
+            &principal.subject,
+            principal.email.as_deref(),
+            &principal.groups,
+        );
+        Principal {
+            teams: m.teams,
+            global_admin: m.global_admin,
+            grants: m.grants,
+            ..principal.clone()
+        }
+    }
+
     /// The caller of a request with this `Authorization` header.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal, Rejection> {
         let id = self.verifier.verify_header(authorization).await.map_err(|e| {

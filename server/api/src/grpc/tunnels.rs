@@ -43,6 +43,7 @@ fn closing_status(ended: &Ended) -> Option<Status> {
         Ended::ServiceClosed | Ended::ClientClosed => None,
         Ended::IdleTimeout(_) => Some(Status::deadline_exceeded(ended.reason())),
         Ended::ShuttingDown | Ended::ServiceError(_) => Some(Status::unavailable(ended.reason())),
+        Ended::Revoked(_) => Some(Status::permission_denied(ended.reason())),
     }
 }
 

@@ -63,7 +63,9 @@ pub(super) async fn list_services(
 /// on the cluster); audited as `service.connect` before any byte flows,
 /// completed with the bytes each way. The server closes with 1000 when the
 /// service closes, 1001 when it shuts down, 1011 when the connection to
-/// the service fails and 4408 after the idle timeout; each with a reason.
+/// the service fails, 4403 when the caller is no longer an editor (the
+/// team mapping is re-checked every 30 s) and 4408 after the idle
+/// timeout; each with a reason.
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/tunnel", tag = "services",
     params(
         ("namespace" = String, Path, description = "Kubernetes namespace"),
@@ -120,6 +122,7 @@ fn close_frame(ended: &Ended) -> Option<CloseFrame> {
         Ended::ShuttingDown => 1001,
         Ended::ServiceError(_) => 1011,
         Ended::IdleTimeout(_) => 4408,
+        Ended::Revoked(_) => 4403,
     };
     let mut reason = ended.reason();
     // A close frame's reason holds at most 123 bytes.

@@ -97,6 +97,8 @@ pub struct ClusterService {
     upstream: Option<Arc<dyn ServiceUpstream>>,
     /// Open tunnels per principal.
     open_tunnels: Arc<tunnels::OpenTunnels>,
+    /// The team mapping's current view of a caller, for open tunnels.
+    authenticator: Option<crate::auth::Authenticator>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
     stopping: CancellationToken,
 }
@@ -114,6 +116,7 @@ impl ClusterService {
             denials,
             upstream: None,
             open_tunnels: Arc::default(),
+            authenticator: None,
             stopping: CancellationToken::new(),
         };
         service.close_denial_windows();
@@ -124,6 +127,13 @@ impl ClusterService {
     #[must_use]
     pub fn with_upstream(mut self, upstream: Arc<dyn ServiceUpstream>) -> Self {
         self.upstream = Some(upstream);
+        self
+    }
+
+    /// Re-checks open tunnels' callers against `auth`'s current mapping.
+    #[must_use]
+    pub fn with_authenticator(mut self, auth: crate::auth::Authenticator) -> Self {
+        self.authenticator = Some(auth);
         self
     }
 

@@ -41,6 +41,9 @@ pub struct TunnelSettings {
     pub probe_timeout: Duration,
     /// Bytes read from the service at a time (and so held per tunnel).
     pub buffer: usize,
+    /// How often an open tunnel's caller is checked against the current
+    /// team mapping (a revoked grant ends the tunnel).
+    pub reauthorize_every: Duration,
 }
 
 impl Default for TunnelSettings {
@@ -50,6 +53,7 @@ impl Default for TunnelSettings {
             idle_timeout: Duration::from_secs(3600),
             probe_timeout: Duration::from_secs(1),
             buffer: 64 * 1024,
+            reauthorize_every: Duration::from_secs(30),
         }
     }
 }
@@ -87,6 +91,8 @@ pub enum Ended {
     IdleTimeout(Duration),
     /// The server is shutting down.
     ShuttingDown,
+    /// The caller lost the editor role on the namespace.
+    Revoked(String),
     /// The connection to the service failed.
     ServiceError(String),
 }
@@ -99,6 +105,7 @@ impl Ended {
             Self::ClientClosed => "the client closed the tunnel".into(),
             Self::IdleTimeout(d) => format!("idle for {} s", d.as_secs()),
             Self::ShuttingDown => "the server is shutting down".into(),
+            Self::Revoked(ns) => format!("the caller is no longer an editor of namespace {ns}"),
             Self::ServiceError(e) => format!("the connection to the service failed: {e}"),
         }
     }
@@ -209,8 +216,13 @@ pub struct Tunnel {
     row: PendingRow,
     settings: TunnelSettings,
     stopping: CancellationToken,
+    /// Re-checks the caller against the current mapping, when set.
+    still_allowed: Option<StillAllowed>,
     _permit: Permit,
 }
+
+/// Whether a tunnel's caller may still use it.
+type StillAllowed = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl ClusterService {
     /// The cluster's services, each probed with a short connection
@@ -336,6 +348,10 @@ impl ClusterService {
             row: PendingRow(Some((self.audit.clone(), entry, started))),
             settings: tunnels.clone(),
             stopping: self.stopping.clone(),
+            still_allowed: self.authenticator.clone().map(|auth| {
+                let (principal, namespace) = (cx.principal.clone(), namespace.to_owned());
+                Arc::new(move || auth.refresh(&principal).may(Action::Mutate, &namespace)) as StillAllowed
+            }),
             _permit: permit,
         })
     }
@@ -443,6 +459,7 @@ impl Tunnel {
             stopping,
             _permit,
             can_half_close,
+            still_allowed,
             ..
         } = self;
         let Some((audit, mut entry, started)) = row.0.take() else {
@@ -505,10 +522,25 @@ impl Tunnel {
                 tokio::time::sleep(settings.idle_timeout - quiet).await;
             }
         };
+        let namespace = entry.namespace.clone().unwrap_or_default();
+        let revoked = async {
+            let Some(still_allowed) = still_allowed else {
+                return std::future::pending().await;
+            };
+            let mut every = tokio::time::interval(settings.reauthorize_every);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                if !still_allowed() {
+                    return Ended::Revoked(namespace.clone());
+                }
+            }
+        };
         let ended = tokio::select! {
             e = client_side => e,
             e = service_side => e,
             e = idle => e,
+            e = revoked => e,
             () = stopping.cancelled() => Ended::ShuttingDown,
         };
         let flowed = Flowed {

@@ -1,0 +1,355 @@
+//! Service access through krayne: throughput (64 KiB writes, echoed back
+//! at full duplex) and small round trips over the WebSocket tunnel, the
+//! gRPC tunnel and the HTTP proxy, each beside a direct loopback
+//! connection to the same sandbox stand-in and a bare Kubernetes
+//! port-forward (kube-rs), measured in the same run. Two servers: one
+//! reaching services through port-forward (the default outside a cluster),
+//! one `--service-upstream direct`.
+//!
+//! ```sh
+//! cargo build --release -p krayne-server
+//! cargo bench -p krayne-tests --bench tunnels [-- --mib 64 --round-trips 2000 --requests 300]
+//! ```
+//!
+//! Uses `TEST_DATABASE_URL` for the audit log (else a throwaway Postgres).
+//! Prints a table and one JSON line.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::panic,
+    missing_docs
+)]
+
+use std::{
+    pin::Pin,
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use comfy_table::{Table, presets::ASCII_MARKDOWN};
+use futures::{SinkExt as _, StreamExt as _};
+use k8s_openapi::api::core::v1::Pod;
+use krayne_proto::v1::{self as pb, tunnel_request, tunnel_response, tunnel_service_client::TunnelServiceClient};
+use krayne_tests::load::{BenchEnv, percentile};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, DuplexStream};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+
+#[derive(Parser)]
+#[command(about = "Tunnel and proxy throughput and latency against direct and port-forward")]
+struct Args {
+    /// MiB echoed through each path for throughput.
+    #[arg(long, default_value_t = 64)]
+    mib: usize,
+    /// Small round trips timed on each path.
+    #[arg(long, default_value_t = 2000)]
+    round_trips: usize,
+    /// HTTP requests timed on each path.
+    #[arg(long, default_value_t = 300)]
+    requests: usize,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+type Stream = Pin<Box<dyn Io>>;
+trait Io: AsyncRead + AsyncWrite + Send {}
+impl<T: AsyncRead + AsyncWrite + Send> Io for T {}
+
+/// A WebSocket or gRPC tunnel as a byte stream, bridged through a duplex.
+fn bridge<F>(run: impl FnOnce(DuplexStream) -> F) -> Stream
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (ours, theirs) = tokio::io::duplex(256 * 1024);
+    tokio::spawn(run(theirs));
+    Box::pin(ours)
+}
+
+async fn ws_tunnel(api: &str, token: &str, service: &str) -> Stream {
+    let url = format!("ws://{api}/v1/namespaces/bench-00/clusters/tun/services/{service}/tunnel");
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    bridge(|io| async move {
+        let (mut sink, mut stream) = socket.split();
+        let (mut r, mut w) = tokio::io::split(io);
+        let up = async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = r.read(&mut buf).await {
+                if n == 0 || sink.send(Message::binary(buf[..n].to_vec())).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let down = async move {
+            while let Some(Ok(m)) = stream.next().await {
+                if let Message::Binary(b) = m
+                    && w.write_all(&b).await.is_err()
+                {
+                    return;
+                }
+            }
+        };
+        tokio::join!(up, down);
+    })
+}
+
+async fn grpc_tunnel(api: &str, token: &str, service: &str) -> Stream {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{api}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+    let mut client = TunnelServiceClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
+        r.metadata_mut().insert("authorization", bearer.clone());
+        Ok(r)
+    });
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(pb::TunnelRequest {
+        kind: Some(tunnel_request::Kind::Open(pb::TunnelTarget {
+            namespace: "bench-00".into(),
+            cluster: "tun".into(),
+            service: service.into(),
+        })),
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .open(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let _opened = responses.message().await.unwrap();
+    bridge(|io| async move {
+        let (mut r, mut w) = tokio::io::split(io);
+        let up = async move {
+            let mut buf = vec![0u8; 32 * 1024];
+            while let Ok(n) = r.read(&mut buf).await {
+                let data = pb::TunnelRequest {
+                    kind: Some(tunnel_request::Kind::Data(buf[..n].to_vec())),
+                };
+                if n == 0 || tx.send(data).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let down = async move {
+            while let Ok(Some(m)) = responses.message().await {
+                if let Some(tunnel_response::Kind::Data(d)) = m.kind
+                    && w.write_all(&d).await.is_err()
+                {
+                    return;
+                }
+            }
+        };
+        tokio::join!(up, down);
+    })
+}
+
+/// MiB/s of `mib` MiB written in 64 KiB writes while the echo is read back.
+async fn throughput(stream: Stream, banner: bool, mib: usize) -> f64 {
+    let (mut r, mut w) = tokio::io::split(stream);
+    if banner {
+        let mut b = [0u8; 64];
+        let _ = r.read(&mut b).await.unwrap();
+    }
+    let total = mib * 1024 * 1024;
+    let started = Instant::now();
+    let writer = tokio::spawn(async move {
+        let chunk = vec![7u8; 64 * 1024];
+        for _ in 0..total / chunk.len() {
+            w.write_all(&chunk).await.unwrap();
+        }
+        w
+    });
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut read = 0;
+    while read < total {
+        let n = r.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the echo ended early");
+        read += n;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(writer.await.unwrap());
+    mib as f64 / seconds
+}
+
+/// p50 and p99 of 16-byte round trips.
+async fn round_trips(mut stream: Stream, banner: bool, n: usize) -> (Duration, Duration) {
+    if banner {
+        let mut b = [0u8; 64];
+        let _ = stream.read(&mut b).await.unwrap();
+    }
+    let mut times = Vec::with_capacity(n);
+    let (ping, mut pong) = ([1u8; 16], [0u8; 16]);
+    for _ in 0..n {
+        let t = Instant::now();
+        stream.write_all(&ping).await.unwrap();
+        stream.read_exact(&mut pong).await.unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
+
+/// p50 and p99 of `GET /api/version`, a new connection each (as the proxy
+/// makes one upstream connection a request).
+async fn http_latency(n: usize, get: impl Fn() -> reqwest::RequestBuilder) -> (Duration, Duration) {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = get().send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        let _ = r.bytes().await.unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let bench = BenchEnv::start(1, |_| {}).await;
+    let env = &bench.env;
+    let direct_server = env.spawn_server(&["--service-upstream", "direct"]).await;
+    let (pf_api, direct_api) = (env.server.api.to_string(), direct_server.api.to_string());
+    let http = &bench.http;
+    http.post(format!("{}/v1/namespaces/bench-00/clusters", env.url()))
+        .bearer_auth(&bench.token)
+        .json(&json!({"name": "tun"}))
+        .send()
+        .await
+        .unwrap();
+    let ready: serde_json::Value = http
+        .get(format!(
+            "{}/v1/namespaces/bench-00/clusters/tun/wait?timeout_seconds=120",
+            env.url()
+        ))
+        .bearer_auth(&bench.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["status"], "ready");
+    let kube = krayne_server::k8s::client_for_url(&env.sandbox.url()).unwrap();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(kube, "bench-00");
+    let head = pods
+        .list(&kube::api::ListParams::default().labels("ray.io/cluster=tun,ray.io/node-type=head"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let (pod, ip) = (
+        head.metadata.name.clone().unwrap(),
+        head.status.and_then(|s| s.pod_ip).unwrap(),
+    );
+    let token = bench.token.clone();
+
+    // The SSH stand-in: a banner, then an echo.
+    type Opener<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Stream> + 'a>> + 'a>;
+    let paths: Vec<(&str, Opener)> = vec![
+        (
+            "direct loopback",
+            Box::new(|| {
+                Box::pin(async { Box::pin(tokio::net::TcpStream::connect((ip.as_str(), 22)).await.unwrap()) as Stream })
+            }),
+        ),
+        (
+            "bare port-forward (kube-rs)",
+            Box::new(|| {
+                Box::pin(async {
+                    let mut f = pods.portforward(&pod, &[22]).await.unwrap();
+                    Box::pin(f.take_stream(22).unwrap()) as Stream
+                })
+            }),
+        ),
+        (
+            "WebSocket tunnel, port-forward upstream",
+            Box::new(|| Box::pin(ws_tunnel(&pf_api, &token, "ssh"))),
+        ),
+        (
+            "gRPC tunnel, port-forward upstream",
+            Box::new(|| Box::pin(grpc_tunnel(&pf_api, &token, "ssh"))),
+        ),
+        (
+            "WebSocket tunnel, direct upstream",
+            Box::new(|| Box::pin(ws_tunnel(&direct_api, &token, "ssh"))),
+        ),
+        (
+            "gRPC tunnel, direct upstream",
+            Box::new(|| Box::pin(grpc_tunnel(&direct_api, &token, "ssh"))),
+        ),
+    ];
+    let mut results = Vec::new();
+    for (name, open) in &paths {
+        eprintln!("{name}…");
+        let mibs = throughput(open().await, true, args.mib).await;
+        let (p50, p99) = round_trips(open().await, true, args.round_trips).await;
+        results.push((*name, mibs, p50, p99));
+    }
+    let base_direct = results[0].1;
+    let base_pf = results[1].1;
+
+    let dashboard =
+        |api: &str| format!("http://{api}/v1/namespaces/bench-00/clusters/tun/services/dashboard/proxy/api/version");
+    let (pf_url, direct_url) = (dashboard(&pf_api), dashboard(&direct_api));
+    let fresh = || reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let plain = fresh();
+    let direct_http = http_latency(args.requests, || plain.get(format!("http://{ip}:8265/api/version"))).await;
+    let proxy_pf = http_latency(args.requests, || plain.get(&pf_url).bearer_auth(&token)).await;
+    let proxy_direct = http_latency(args.requests, || plain.get(&direct_url).bearer_auth(&token)).await;
+
+    let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN).set_header([
+        "path (SSH echo stand-in)",
+        "MiB/s",
+        "× direct",
+        "× port-forward",
+        "round trip p50 ms",
+        "p99 ms",
+    ]);
+    for (name, mibs, p50, p99) in &results {
+        table.add_row([
+            (*name).to_owned(),
+            format!("{mibs:.0}"),
+            format!("{:.2}", mibs / base_direct),
+            format!("{:.2}", mibs / base_pf),
+            ms(*p50),
+            ms(*p99),
+        ]);
+    }
+    println!("{table}\n");
+    let mut table = Table::new();
+    table.load_style(ASCII_MARKDOWN).set_header([
+        "GET /api/version (dashboard stand-in), a new connection each",
+        "p50 ms",
+        "p99 ms",
+        "p50 added ms",
+    ]);
+    for (name, (p50, p99)) in [
+        ("direct to the pod IP", direct_http),
+        ("HTTP proxy, port-forward upstream", proxy_pf),
+        ("HTTP proxy, direct upstream", proxy_direct),
+    ] {
+        let added = p50.as_secs_f64() - direct_http.0.as_secs_f64();
+        table.add_row([name.to_owned(), ms(p50), ms(p99), format!("{:.2}", added * 1000.0)]);
+    }
+    println!("{table}\n");
+    let json = json!({
+        "mib": args.mib,
+        "throughput_mib_s": results.iter().map(|(n, m, _, _)| json!({"path": n, "mib_s": m})).collect::<Vec<_>>(),
+        "proxy_p50_ms": {"direct": direct_http.0.as_secs_f64() * 1e3, "port_forward": proxy_pf.0.as_secs_f64() * 1e3, "direct_upstream": proxy_direct.0.as_secs_f64() * 1e3},
+    });
+    println!("{json}");
+    drop(direct_server);
+}
