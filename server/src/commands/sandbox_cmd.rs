@@ -87,7 +87,12 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          krayne whoami\n\
          krayne create demo-cli -n ml-team --workers 2 --wait\n\
          krayne get -n ml-team\n\
-         krayne describe demo-cli -n ml-team\n",
+         krayne describe demo-cli -n ml-team\n\n\
+         Use a cluster's services through the server (no kubeconfig):\n\
+         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services\n\
+         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
+         krayne tunnel demo-cli -n ml-team      # local ports for the dashboard, notebook, SSH, …\n\
+         krayne ssh demo-cli -n ml-team\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),
     );
