@@ -13,15 +13,11 @@ use std::{
     time::Instant,
 };
 
-use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _};
 
-use super::tunnels::{Permit, millis};
-use crate::domain::{
-    AuditSink, ServiceStream,
-    audit::{AuditEntry, Outcome},
-};
+use super::tunnels::{Flowed, Permit, completed};
+use crate::domain::{AuditSink, ServiceStream, audit::AuditEntry};
 
 /// A counted, audited connection to a service (tokio I/O).
 pub struct ServiceConnection {
@@ -72,22 +68,11 @@ impl Drop for ServiceConnection {
         else {
             return;
         };
-        let (up, down) = (
-            self.to_service.load(Ordering::Relaxed),
-            self.to_client.load(Ordering::Relaxed),
-        );
-        if let Value::Object(summary) = &mut entry.summary {
-            summary.insert("bytes_to_service".into(), json!(up));
-            summary.insert("bytes_to_client".into(), json!(down));
-            summary.insert("ended".into(), json!("the proxied exchange ended"));
-        }
-        entry.outcome = Outcome::Succeeded;
-        entry.http_status = Some(200);
-        entry.grpc_code = Some("OK".to_owned());
-        entry.completed_at = Some(jiff::Timestamp::now().to_string());
-        entry.duration_ms = Some(millis(started.elapsed()));
-        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(up);
-        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(down);
+        let flowed = Flowed {
+            to_service: self.to_service.load(Ordering::Relaxed),
+            to_client: self.to_client.load(Ordering::Relaxed),
+        };
+        completed(&mut entry, started, flowed, "the proxied exchange ended");
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             // The permit goes with the row, so a shutdown waits for both.
             runtime.spawn(async move {

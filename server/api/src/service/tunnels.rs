@@ -182,10 +182,12 @@ impl Drop for PendingRow {
         let Some((audit, mut entry, started)) = self.0.take() else {
             return;
         };
-        entry.outcome = Outcome::Failed;
-        entry.error = Some("the client left before the tunnel opened".into());
-        entry.completed_at = Some(jiff::Timestamp::now().to_string());
-        entry.duration_ms = Some(millis(started.elapsed()));
+        failed(
+            &mut entry,
+            started,
+            "the client left before the tunnel opened".into(),
+            None,
+        );
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { audit.finish(&entry).await });
         }
@@ -328,12 +330,7 @@ impl ClusterService {
         let stream = match upstream.connect(&target).await {
             Ok(s) => s,
             Err(e) => {
-                entry.outcome = Outcome::Failed;
-                entry.http_status = Some(e.http_status());
-                entry.grpc_code = Some(e.grpc_code().1.to_owned());
-                entry.error = Some(e.to_string());
-                entry.completed_at = Some(jiff::Timestamp::now().to_string());
-                entry.duration_ms = Some(millis(started.elapsed()));
+                failed(&mut entry, started, e.to_string(), Some(&e));
                 self.audit.finish(&entry).await;
                 return Err(e);
             }
@@ -415,6 +412,34 @@ impl ClusterService {
             }
         })
     }
+}
+
+/// A tunnel's row as it ends well: what flowed and why it ended (counted
+/// in the metrics too).
+pub(super) fn completed(entry: &mut AuditEntry, started: Instant, flowed: Flowed, ended: &str) {
+    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
+    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
+    if let Value::Object(summary) = &mut entry.summary {
+        summary.insert("bytes_to_service".into(), json!(flowed.to_service));
+        summary.insert("bytes_to_client".into(), json!(flowed.to_client));
+        summary.insert("ended".into(), json!(ended));
+    }
+    entry.outcome = Outcome::Succeeded;
+    entry.http_status = Some(200);
+    entry.grpc_code = Some("OK".to_owned());
+    entry.completed_at = Some(jiff::Timestamp::now().to_string());
+    entry.duration_ms = Some(millis(started.elapsed()));
+}
+
+/// A tunnel's row as it fails before carrying anything: why, and the
+/// caller's answer when there was one.
+fn failed(entry: &mut AuditEntry, started: Instant, why: String, answered: Option<&Error>) {
+    entry.outcome = Outcome::Failed;
+    entry.http_status = answered.map(Error::http_status);
+    entry.grpc_code = answered.map(|e| e.grpc_code().1.to_owned());
+    entry.error = Some(why);
+    entry.completed_at = Some(jiff::Timestamp::now().to_string());
+    entry.duration_ms = Some(millis(started.elapsed()));
 }
 
 pub(super) fn millis(d: Duration) -> u64 {
@@ -547,18 +572,7 @@ impl Tunnel {
             to_service: up.load(Ordering::Relaxed),
             to_client: down.load(Ordering::Relaxed),
         };
-        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
-        metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
-        if let Value::Object(summary) = &mut entry.summary {
-            summary.insert("bytes_to_service".into(), json!(flowed.to_service));
-            summary.insert("bytes_to_client".into(), json!(flowed.to_client));
-            summary.insert("ended".into(), json!(ended.reason()));
-        }
-        entry.outcome = Outcome::Succeeded;
-        entry.http_status = Some(200);
-        entry.grpc_code = Some("OK".to_owned());
-        entry.completed_at = Some(jiff::Timestamp::now().to_string());
-        entry.duration_ms = Some(millis(started.elapsed()));
+        completed(&mut entry, started, flowed, &ended.reason());
         audit.finish(&entry).await;
         Finished { ended, flowed, _permit }
     }
