@@ -29,6 +29,7 @@ named! {
     proto::AuditEvent => "krayne.v1.AuditEvent",
     proto::GetVersionResponse => "krayne.v1.GetVersionResponse",
     proto::HeadService => "krayne.v1.HeadService",
+    proto::BrowserSession => "krayne.v1.BrowserSession",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

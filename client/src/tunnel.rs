@@ -93,6 +93,24 @@ impl Client {
         Ok(response.into_inner().services)
     }
 
+    /// A sign-in link for a browser to HTTP service `service` of cluster
+    /// `name` (editor): valid about a minute, usable once; it sets a
+    /// session cookie for that service only and leads to it.
+    pub async fn create_browser_session(
+        &self,
+        namespace: &str,
+        name: &str,
+        service: &str,
+    ) -> Result<proto::BrowserSession, ClientError> {
+        let message = proto::CreateBrowserSessionRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            service: service.to_owned(),
+        };
+        let response = retrying!(self, tunnels, create_browser_session, message)?;
+        Ok(response.into_inner())
+    }
+
     /// Opens a tunnel to `service` of cluster `cluster` (editor).
     pub async fn open_tunnel(
         &self,

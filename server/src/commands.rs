@@ -8,21 +8,21 @@ use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions},
     auth::{
-        Authenticator, JwksOptions, JwksSource, MintRequest, TokenRules, Verifier, VerifyingKey, load_mapping, mint,
-        watch_mapping,
+        Authenticator, JwksOptions, JwksSource, MintRequest, SessionKeys, TokenRules, Verifier, VerifyingKey,
+        load_mapping, mint, watch_mapping,
     },
     config::{
         AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
         ServeArgs, TokenCommand, UpstreamMode,
     },
-    domain::VersionInfo,
+    domain::{AppsDomain, PublicUrl, VersionInfo},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
     manifest::ManifestSettings,
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{DenialSettings, RateLimit, ServiceSettings, TunnelSettings},
+    service::{DenialSettings, RateLimit, ServiceSettings, SessionSettings, TunnelSettings},
 };
 
 mod sandbox_cmd;
@@ -160,11 +160,41 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
 }
 
 /// The service, HTTP and connection settings from the HTTP flags.
-pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, ConnectionLimits) {
+pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings, ConnectionLimits), String> {
+    let public_url = http
+        .public_url
+        .as_deref()
+        .map(PublicUrl::parse)
+        .transpose()
+        .map_err(|e| format!("--public-url {e}"))?;
+    let apps_domain = http
+        .apps_domain
+        .as_deref()
+        .map(AppsDomain::parse)
+        .transpose()
+        .map_err(|e| format!("--apps-domain {e}"))?;
+    let keys = match &http.session_secret_file {
+        Some(path) => {
+            let secret = std::fs::read(path).map_err(|e| format!("--session-secret-file {}: {e}", path.display()))?;
+            Some(SessionKeys::from_secret(&secret).map_err(|e| format!("--session-secret-file: {e}"))?)
+        }
+        None => {
+            tracing::info!("no --session-secret-file: browser sessions to clusters' services are off");
+            None
+        }
+    };
     let service = ServiceSettings {
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
+            notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
         },
+        sessions: SessionSettings {
+            keys,
+            lifetime: Duration::from_secs(http.session_ttl_seconds.max(60)),
+            ..SessionSettings::default()
+        },
+        public_url,
+        apps_domain,
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
             rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),
@@ -188,7 +218,7 @@ pub(crate) fn settings(http: &HttpArgs) -> (ServiceSettings, RestSettings, Conne
         header_read_timeout: Duration::from_secs(http.header_read_timeout_seconds.max(1)),
         max_header_bytes: http.max_header_bytes,
     };
-    (service, rest, connections)
+    Ok((service, rest, connections))
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
@@ -210,7 +240,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
         auth,
     );
-    (parts.service, parts.rest, parts.connections) = settings(&args.http);
+    (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
     parts.upstream = Some(upstream);
     let header = args
@@ -227,6 +257,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ("trusted-proxies", !args.http.trusted_proxies.is_empty()),
         ("reflection-needs-token", args.http.grpc_reflection_requires_token),
         ("service-tunnels", true),
+        ("browser-sessions", parts.service.sessions.keys.is_some()),
+        ("apps-domain", parts.service.apps_domain.is_some()),
     ]);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");

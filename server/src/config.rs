@@ -157,6 +157,33 @@ pub struct HttpArgs {
     /// team mapping, in seconds (a revoked grant closes the tunnel).
     #[arg(long, env = "KRAYNE_TUNNEL_REAUTHORIZE_SECONDS", default_value_t = 30)]
     pub tunnel_reauthorize_seconds: u64,
+    /// The URL users reach this server at, e.g.
+    /// `https://ml.example.com/krayne` behind an ingress that adds a path
+    /// prefix: sign-in links are made from it, session cookies are
+    /// `Secure` when it is https, and clusters' notebooks serve under its
+    /// path. Default: the host each request was sent to, at the root.
+    #[arg(long, env = "KRAYNE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Serve each HTTP service of each cluster at a host of its own,
+    /// `{service}--{cluster}--{namespace}.DOMAIN` (a wildcard DNS name
+    /// and certificate pointing at krayne), so no cluster's pages share an
+    /// origin with another's or with the API; browser sessions then live
+    /// there. Without it every service is under the API's origin (path
+    /// mode, `…/services/{service}/proxy/`), which also keeps working for
+    /// bearer tokens.
+    #[arg(long, env = "KRAYNE_APPS_DOMAIN")]
+    pub apps_domain: Option<String>,
+    /// File holding the secret (at least 32 bytes) that signs browser
+    /// sessions to clusters' services; every replica needs the same one.
+    /// Without it this server issues no browser sessions (bearer tokens
+    /// and tunnels still work).
+    #[arg(long, env = "KRAYNE_SESSION_SECRET_FILE")]
+    pub session_secret_file: Option<PathBuf>,
+    /// How long a browser session lasts once its sign-in link is opened,
+    /// in seconds (each request in it is still re-checked against the
+    /// team mapping).
+    #[arg(long, env = "KRAYNE_SESSION_TTL_SECONDS", default_value_t = 3600)]
+    pub session_ttl_seconds: u64,
     /// Ray image of pods that name none (`-gpu` is added for GPU pods).
     #[arg(
         long,

@@ -17,7 +17,7 @@ mod server;
 pub use clients::{Bearer, Grpc, Reply, Rest, bad_request_fields};
 pub use postgres::{PgServer, TestDb, test_database};
 pub use proxy::Proxy;
-pub use secrets::{register_secret, secrets_in};
+pub use secrets::{E2E_SESSION_SECRET, register_secret, secrets_in};
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
 
 /// Where `tool` is on the `PATH`, if it is.

@@ -6,6 +6,8 @@ use std::sync::Mutex;
 
 /// The HS256 secret every test environment signs its tokens with.
 pub(crate) const E2E_SECRET: &str = "e2e-secret-e2e-secret-e2e-secret-0123";
+/// The secret every test server signs browser sessions with.
+pub const E2E_SESSION_SECRET: &str = "e2e-session-secret-e2e-session-secret-4567";
 
 static REGISTERED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -30,7 +32,11 @@ fn jwts(log: &str) -> impl Iterator<Item = &str> {
 /// The secrets `log` contains, each with the line it is on.
 pub fn secrets_in(log: &str) -> Vec<String> {
     let mut found: Vec<String> = jwts(log).map(|t| format!("a JWT ({}…)", &t[..12])).collect();
-    let mut fixed = vec![E2E_SECRET.to_owned(), "PRIVATE KEY".to_owned()];
+    let mut fixed = vec![
+        E2E_SECRET.to_owned(),
+        E2E_SESSION_SECRET.to_owned(),
+        "PRIVATE KEY".to_owned(),
+    ];
     fixed.extend(REGISTERED.lock().unwrap().iter().cloned());
     for secret in fixed {
         if let Some(line) = log.lines().find(|l| l.contains(&secret)) {

@@ -265,6 +265,8 @@ impl Env {
         let secret = crate::secrets::E2E_SECRET.as_bytes().to_vec();
         let secret_file = dir.path().join("secret");
         std::fs::write(&secret_file, &secret).expect("secret");
+        let session_secret_file = dir.path().join("session-secret");
+        std::fs::write(&session_secret_file, crate::secrets::E2E_SESSION_SECRET).expect("session secret");
         let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
         let mut args: Vec<String> = vec![
             "serve".into(),
@@ -276,6 +278,8 @@ impl Env {
             path(&kubeconfig),
             "--teams-file".into(),
             path(&teams),
+            "--session-secret-file".into(),
+            path(&session_secret_file),
         ];
         let database = options
             .database_url

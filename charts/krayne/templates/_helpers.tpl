@@ -60,6 +60,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (include "krayne.fullname" .) .Values.database.existingSecret }}
 {{- end }}
 
+{{- define "krayne.sessionSecret" -}}
+{{- default (printf "%s-sessions" (include "krayne.fullname" .)) .Values.server.sessions.existingSecret }}
+{{- end }}
+
 {{- define "krayne.databaseSecretKey" -}}
 {{- if .Values.database.existingSecret }}
 {{- .Values.database.existingSecretKey }}

@@ -41,6 +41,9 @@ impl Krayne {
             .env_remove("KRAYNE_SERVER")
             .env_remove("KRAYNE_TOKEN")
             .env_remove("KRAYNE_CONFIG")
+            // No desktop: `krayne open` prints its link.
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
             .env("XDG_CONFIG_HOME", self.config_home.path())
             .env("XDG_STATE_HOME", self.config_home.path().join("state"))
             .env("NO_COLOR", "1")
@@ -78,7 +81,13 @@ impl Krayne {
     /// Runs `krayne args…` off the async runtime, so the sandbox (in this
     /// process) keeps serving while the CLI talks to the server.
     pub(crate) async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[]).await
+    }
+
+    /// [`Self::run`] with more environment variables.
+    pub(crate) async fn run_with(&self, args: &[&str], envs: &[(&str, String)]) -> Run {
         let mut cmd = self.command(args);
+        cmd.envs(envs.iter().map(|(k, v)| (*k, v.as_str())));
         let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
             .await
             .unwrap();

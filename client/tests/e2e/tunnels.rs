@@ -1,6 +1,7 @@
 //! Service access from the SDK and the CLI: the services list, a tunnel
 //! stream, a local-port forwarder, `krayne tunnel` (ports, then curl),
-//! `krayne tunnel --stdio`, and ssh's ProxyCommand through it.
+//! `krayne tunnel --stdio`, ssh's ProxyCommand through it, and `krayne
+//! open` (a browser session's link, printed or handed to the desktop).
 
 use std::time::Duration;
 
@@ -250,4 +251,97 @@ async fn background_tunnels_are_listed_and_closed() {
         .await
         .code(0);
     assert!(idempotent.stderr().contains("were open"), "{}", idempotent.stderr());
+}
+
+#[tokio::test]
+async fn krayne_open_prints_a_sign_in_link_or_hands_it_to_the_desktop() {
+    let env = ready("cli-open").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let printed = krayne.run(&["open", "cli-open", "-n", "ml-team"]).await.code(0);
+    let link = printed.stdout().trim().to_owned();
+    assert!(
+        link.starts_with(&format!(
+            "{}/v1/namespaces/ml-team/clusters/cli-open/services/dashboard/sessions/sign-in?ticket=",
+            env.url()
+        )),
+        "{link}"
+    );
+    assert!(printed.stderr().contains("within a minute"), "{}", printed.stderr());
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let opened = browser.get(&link).send().await.unwrap();
+    assert_eq!(opened.status().as_u16(), 303);
+    let cookie = opened.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let version = browser
+        .get(format!(
+            "{}/v1/namespaces/ml-team/clusters/cli-open/services/dashboard/proxy/api/version",
+            env.url()
+        ))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(version.status().as_u16(), 200);
+
+    let json = krayne
+        .run(&["open", "cli-open", "notebook", "-n", "ml-team", "-o", "json"])
+        .await
+        .code(0)
+        .json();
+    assert!(
+        json["service_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/services/notebook/proxy/"),
+        "{json}"
+    );
+    let tcp = krayne.run(&["open", "cli-open", "ssh", "-n", "ml-team"]).await;
+    assert_ne!(tcp.0.status.code(), Some(0));
+    assert!(tcp.stderr().contains("speaks TCP"), "{}", tcp.stderr());
+
+    // With a desktop, the link goes to its opener (xdg-open), not stdout.
+    let desktop = tempfile::tempdir().unwrap();
+    let opened_file = desktop.path().join("opened");
+    let opener = desktop.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > {}\n", opened_file.display()),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&opener)
+        .status()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        desktop.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = krayne
+        .run_with(
+            &["open", "cli-open", "-n", "ml-team"],
+            &[("DISPLAY", ":0".to_owned()), ("PATH", path)],
+        )
+        .await
+        .code(0);
+    assert!(run.stdout().is_empty(), "the link stays off stdout: {}", run.stdout());
+    assert!(run.stderr().contains("in your browser"), "{}", run.stderr());
+    let mut handed = String::new();
+    for _ in 0..100 {
+        handed = std::fs::read_to_string(&opened_file).unwrap_or_default();
+        if !handed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(handed.contains("/sessions/sign-in?ticket="), "{handed:?}");
 }

@@ -99,6 +99,7 @@ pub async fn start(
     let state = AppState {
         service: service.clone(),
         auth: parts.auth.clone(),
+        proxy_body_idle: parts.rest.body_timeout,
     };
     let grpc_settings = GrpcSettings {
         max_message: parts.rest.body_limit,
@@ -106,6 +107,7 @@ pub async fn start(
         body_timeout: parts.rest.body_timeout,
         reflection_needs_token: parts.reflection_needs_token,
     };
+    let state_for_hosts = state.clone();
     let grpc = grpc::router(service.clone(), parts.auth, &grpc_settings).await?;
     let health = grpc.health;
     let grpc_routes = grpc.routes.route_layer(middleware::from_fn(ops::track_http));
@@ -115,6 +117,7 @@ pub async fn start(
     let app: Router = grpc_routes
         .fallback_service(rest::router(state, &parts.rest))
         .layer(middleware::from_fn_with_state(grpc.gate, grpc::gate))
+        .layer(middleware::from_fn_with_state(state_for_hosts, rest::by_host))
         .layer(middleware::from_fn_with_state(
             parts.trusted_proxies,
             edge::resolve_source,

@@ -106,7 +106,12 @@ impl AuditSink for SqlAuditSink {
         let started = std::time::Instant::now();
         let written = self.store.insert(std::slice::from_ref(entry)).await;
         metrics::histogram!("krayne_audit_insert_seconds").record(started.elapsed().as_secs_f64());
-        written.map_err(|e| unavailable(&e, NOT_WRITTEN))
+        written.map(|_| ()).map_err(|e| unavailable(&e, NOT_WRITTEN))
+    }
+
+    async fn begin_unique(&self, entry: &AuditEntry) -> Result<bool, Error> {
+        let written = self.store.insert(std::slice::from_ref(entry)).await;
+        written.map(|new| new == 1).map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
     async fn finish(&self, entry: &AuditEntry) {
@@ -198,7 +203,10 @@ async fn write_batch(store: &Store, batch: &[AuditEntry]) {
 /// Inserts `rows`, retrying while the database is away; fails only on an
 /// error retrying cannot mend.
 async fn insert_retrying(store: &Store, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
-    retrying(Duration::from_millis(100), || store.insert(rows)).await
+    retrying(Duration::from_millis(100), || async move {
+        store.insert(rows).await.map(|_| ())
+    })
+    .await
 }
 
 /// Runs `write` until it succeeds or fails permanently, pausing with a

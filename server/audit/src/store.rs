@@ -142,11 +142,16 @@ impl Store {
         .map_err(|e| format!("migrations: {e}"))
     }
 
-    /// Inserts rows in one statement.
-    pub async fn insert(&self, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
+    /// Inserts rows in one statement; returns how many were new (a row
+    /// whose id is already stored is left as it is).
+    pub async fn insert(&self, rows: &[AuditEntry]) -> Result<u64, sqlx::Error> {
         match self {
-            Self::Postgres(p) => insert(p, rows, &PG_CASTS).await,
-            Self::Sqlite(p) => insert(p, rows, &NO_CASTS).await,
+            Self::Postgres(p) => insert(p, rows, &PG_CASTS)
+                .await
+                .map(|r| r.map_or(0, |r| r.rows_affected())),
+            Self::Sqlite(p) => insert(p, rows, &NO_CASTS)
+                .await
+                .map(|r| r.map_or(0, |r| r.rows_affected())),
         }
     }
 
@@ -207,7 +212,11 @@ impl Store {
     }
 }
 
-async fn insert<DB>(pool: &Pool<DB>, rows: &[AuditEntry], casts: &[&str; 21]) -> Result<(), sqlx::Error>
+async fn insert<DB>(
+    pool: &Pool<DB>,
+    rows: &[AuditEntry],
+    casts: &[&str; 21],
+) -> Result<Option<DB::QueryResult>, sqlx::Error>
 where
     DB: Database,
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -215,7 +224,7 @@ where
     DB::Arguments: IntoArguments<DB>,
 {
     if rows.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut qb = QueryBuilder::<DB>::new(format!("INSERT INTO audit_events ({}) ", COLUMNS.join(", ")));
     qb.push_values(rows, |mut b, e| {
@@ -225,7 +234,7 @@ where
     });
     // A batch retried after its commit's reply was lost is already stored.
     qb.push(" ON CONFLICT (id) DO NOTHING");
-    qb.build().execute(pool).await.map(|_| ())
+    qb.build().execute(pool).await.map(Some)
 }
 
 async fn finish<DB>(pool: &Pool<DB>, e: &AuditEntry, casts: &[&str; 21]) -> Result<(), sqlx::Error>

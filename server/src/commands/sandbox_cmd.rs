@@ -8,7 +8,9 @@ use super::start_sandbox;
 use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions},
-    auth::{Authenticator, EXAMPLE_MAPPING, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
+    auth::{
+        Authenticator, EXAMPLE_MAPPING, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier, VerifyingKey, mint,
+    },
     config::SandboxArgs,
     k8s,
 };
@@ -58,11 +60,16 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         Authenticator::new(verifier, mapping),
     );
     parts.grace = Duration::from_secs(5);
+    // Sessions live as long as this sandbox; its notebooks serve under
+    // their proxy path.
+    parts.service.sessions.keys = Some(SessionKeys::random()?);
+    parts.service.manifest.notebook_behind = Some(String::new());
     parts.upstream = Some(upstream);
     parts.service.version = super::version_info(&[
         ("sandbox", true),
         ("watch-cache", args.cache.cache),
         ("service-tunnels", true),
+        ("browser-sessions", true),
     ]);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
@@ -91,6 +98,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          Use a cluster's services through the server (no kubeconfig):\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
+         krayne open demo-cli -n ml-team        # the Ray dashboard in your browser, signed in\n\
          krayne tunnel demo-cli -n ml-team      # local ports for the dashboard, notebook, SSH, …\n\
          krayne ssh demo-cli -n ml-team\n",
         ops = running.ops_addr,

@@ -105,6 +105,27 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         &call("get", &format!("{one}/services/{{service}}/tunnel")).replace("{service}", "ssh"),
     )
     .await;
+    let link = admin
+        .post(
+            &call("post", &format!("{one}/services/{{service}}/sessions")).replace("{service}", "dashboard"),
+            &json!({}),
+        )
+        .await
+        .expect(201);
+    let url = link.body["sign_in_url"].as_str().expect("a sign-in link");
+    let sign_in =
+        call("get", &format!("{one}/services/{{service}}/sessions/sign-in")).replace("{service}", "dashboard");
+    let query = url.split_once('?').expect("a ticket").1;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let signed_in = browser
+        .get(format!("{}{sign_in}?{query}", env.url()))
+        .send()
+        .await
+        .expect("the sign-in answers");
+    assert_eq!(signed_in.status().as_u16(), 303);
     admin
         .post(
             &call("post", &format!("{one}/scale")),

@@ -24,6 +24,7 @@ mod portal;
 mod rest_lifecycle;
 mod sandbox_command;
 mod secrets;
+mod sessions;
 mod shutdown;
 mod soak;
 mod tenancy;

@@ -47,12 +47,13 @@ async fn the_openapi_document_is_stable_and_valid() {
                 "{method} {path}: duplicate operationId"
             );
             assert!(op["summary"].is_string(), "{method} {path} has no summary");
-            // Only the version needs no token (`security: [{}]`); every other
+            // Only the version and a sign-in link (its ticket is the
+            // credential) need no token (`security: [{}]`); every other
             // operation documents its 401.
             let open = op["security"] == serde_json::json!([{}]);
             assert_eq!(
                 open,
-                path == "/v1/version",
+                path == "/v1/version" || path.ends_with("/sessions/sign-in"),
                 "{method} {path}: security {}",
                 op["security"]
             );
@@ -253,7 +254,10 @@ async fn the_version_needs_no_token() {
         .iter()
         .filter_map(|f| f.as_str())
         .collect();
-    assert_eq!(features, ["watch-cache", "audit-reads", "service-tunnels"]);
+    assert_eq!(
+        features,
+        ["watch-cache", "audit-reads", "service-tunnels", "browser-sessions"]
+    );
     let channel = tonic::transport::Channel::from_shared(env.url())
         .unwrap()
         .connect()

@@ -628,3 +628,67 @@ async fn a_revoked_grant_closes_open_tunnels() {
         "{rows:?}"
     );
 }
+
+/// Reads until the socket ends (a close frame, an error or its end),
+/// within `within`.
+async fn ends(socket: &mut Socket, within: Duration) {
+    tokio::time::timeout(within, async {
+        while let Some(Ok(message)) = socket.next().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the socket ended in time");
+}
+
+#[tokio::test]
+async fn hostile_tunnel_and_proxy_clients_are_cut_and_leave_nothing_open() {
+    let env = ready(
+        &["--request-body-timeout-seconds", "1", "--max-tunnels-per-caller", "2"],
+        "hostile",
+    )
+    .await;
+    let alice = env.alice();
+
+    // A WebSocket frame over the 256 KiB limit ends the tunnel.
+    let mut socket = open_ws(&ws_url(&env, "hostile", "client"), Some(&alice)).await.unwrap();
+    let _greeting = next_bytes(&mut socket).await;
+    let _ = socket.send(Message::binary(vec![7u8; 300 * 1024])).await;
+    ends(&mut socket, Duration::from_secs(5)).await;
+
+    // A proxied upload that stalls is cut after the body timeout (408),
+    // and its connection to the service goes with it.
+    let head = format!(
+        "POST {}/api/jobs/ HTTP/1.1\r\nHost: krayne\r\nAuthorization: Bearer {alice}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000",
+        proxy_path("hostile", "dashboard")
+    );
+    let mut stalled = krayne_tests::raw::Http1::send(env.server.api, &head, b"{\"entrypoint\": \"tr").await;
+    let (answer, after) = stalled
+        .answer(Duration::from_secs(15))
+        .await
+        .expect("an answer to a stalled upload");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(after < Duration::from_secs(10), "cut after {after:?}");
+
+    // Nothing stayed open: both of the caller's two tunnels are free, and
+    // every audit row is complete.
+    let first = open_ws(&ws_url(&env, "hostile", "ssh"), Some(&alice)).await.unwrap();
+    let second = open_ws(&ws_url(&env, "hostile", "ssh"), Some(&alice)).await.unwrap();
+    drop((first, second));
+    let mut pending = Vec::new();
+    for _ in 0..100 {
+        pending = audit_rows(&env, "hostile")
+            .await
+            .into_iter()
+            .filter(|r| r["outcome"] == "pending")
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(pending.is_empty(), "rows left pending: {pending:?}");
+}

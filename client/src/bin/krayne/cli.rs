@@ -81,6 +81,8 @@ pub(crate) enum Command {
     TunClose(commands::service::tunnel::CloseArgs),
     /// SSH to a cluster's head through the server.
     Ssh(commands::service::ssh::Args),
+    /// Open a cluster's dashboard (or notebook, code-server) in the browser.
+    Open(commands::service::open::Args),
     /// Show who the server thinks you are and what you may do.
     Whoami(commands::identity::whoami::Args),
     /// List the namespaces you may use, with your role in each.

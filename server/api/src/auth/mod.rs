@@ -4,6 +4,7 @@
 
 mod jwks;
 mod reload;
+mod sessions;
 mod teams;
 mod tokens;
 
@@ -11,6 +12,7 @@ use std::sync::{Arc, RwLock};
 
 pub use jwks::{JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
+pub use sessions::{MIN_SECRET_BYTES, SessionKeys, Ticket, TicketError, TicketUse};
 pub use teams::{EXAMPLE_MAPPING, Members, Membership, Team, TeamMapping};
 pub use tokens::{MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey, mint};
 

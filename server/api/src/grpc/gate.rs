@@ -137,6 +137,10 @@ fn message_timeout(limit: Duration) -> BoxError {
     )))
 }
 
+/// The host a gRPC call was sent to (`:authority`).
+#[derive(Debug, Clone)]
+pub(crate) struct Authority(pub(crate) String);
+
 /// Middleware in front of every route: requests for a gRPC method pass the
 /// gate, other gRPC-typed requests are UNIMPLEMENTED, the rest (REST) go on
 /// untouched.
@@ -192,6 +196,18 @@ pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next)
             }
             Err(e) => return answer(to_status(e)),
         }
+    }
+    // Links handed out (browser sessions) name the host the call was
+    // sent to when the server has no public URL.
+    let authority = request.uri().authority().map(ToString::to_string).or_else(|| {
+        request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+    });
+    if let Some(authority) = authority {
+        request.extensions_mut().insert(Authority(authority));
     }
     // A tunnel's messages come when its user types: its own idle timeout
     // governs it, and its handler times the opening message.

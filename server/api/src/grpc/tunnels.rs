@@ -11,7 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::PollSender;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{services::Grpc, status::to_status};
+use super::{convert::timestamp, gate::Authority, services::Grpc, status::to_status};
 use crate::{
     domain::{Error, HeadService, ServiceState},
     service::{Ended, TunnelVia},
@@ -64,6 +64,27 @@ impl tunnel_service_server::TunnelService for Grpc {
             .map_err(to_status)?;
         Ok(Response::new(pb::ListServicesResponse {
             services: services.into_iter().map(service_message).collect(),
+        }))
+    }
+
+    async fn create_browser_session(
+        &self,
+        req: Request<pb::CreateBrowserSessionRequest>,
+    ) -> Result<Response<pb::BrowserSession>, Status> {
+        let cx = self.context(&req)?;
+        let authority = req.extensions().get::<Authority>().map(|a| a.0.clone());
+        let r = req.into_inner();
+        let link = self
+            .service
+            .sign_in_link(&cx, &r.namespace, &r.name, &r.service)
+            .await
+            .map_err(to_status)?;
+        let (sign_in_url, service_url) = link.urls(self.service.public_url(), authority.as_deref());
+        Ok(Response::new(pb::BrowserSession {
+            sign_in_url,
+            expires_at: timestamp(Some(&link.expires_at.to_string())),
+            service_url,
+            session_seconds: link.session_seconds,
         }))
     }
 

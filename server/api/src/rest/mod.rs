@@ -2,6 +2,7 @@
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
 //! limit, gzip, CORS). Calls the service layer only.
 
+mod apps;
 mod audit;
 mod clusters;
 mod dto;
@@ -11,10 +12,12 @@ mod problem;
 mod proxy;
 mod responses;
 mod services;
+mod sessions;
 mod warnings;
 
 use std::time::Duration;
 
+pub use apps::by_host;
 use axum::{
     Router,
     extract::{DefaultBodyLimit, Request},
@@ -51,6 +54,9 @@ pub struct AppState {
     pub service: ClusterService,
     /// Token verification and team mapping.
     pub auth: Authenticator,
+    /// How long a proxied request's body may pause between frames (a
+    /// stalled upload must not hold a connection to a service).
+    pub proxy_body_idle: Duration,
 }
 
 /// HTTP limits and browser access.
@@ -125,6 +131,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
         .routes(routes!(services::list_services))
+        .routes(routes!(sessions::create_session))
+        .routes(routes!(sessions::sign_in))
         .routes(routes!(audit::list_audit_events))
 }
 
@@ -199,6 +207,12 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         .into_response()
 }
 
+/// A request's span: its method and path, never its query (a sign-in
+/// link's ticket rides there).
+pub(crate) fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    tracing::debug_span!("request", method = %request.method(), path = %request.uri().path())
+}
+
 /// The REST API, `/openapi.json` and `/docs`, with every middleware.
 pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let limit = settings.request_timeout;
@@ -238,7 +252,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(CompressionLayer::new().gzip(true))
         .layer(cors(&settings.cors_origins))
         .merge(proxied)
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))
 }

@@ -72,7 +72,10 @@ impl From<Error> for Problem {
                     AuthFailure::SeveralCredentials => {
                         format!(r#"Bearer realm="krayne", error="invalid_request", error_description="{why}""#)
                     }
-                    AuthFailure::ExpiredToken | AuthFailure::InvalidToken => {
+                    AuthFailure::ExpiredToken
+                    | AuthFailure::InvalidToken
+                    | AuthFailure::SignInLink
+                    | AuthFailure::BrowserSession => {
                         format!(r#"Bearer realm="krayne", error="invalid_token", error_description="{why}""#)
                     }
                 };

@@ -3,8 +3,11 @@
 //! any method, bodies streamed both ways, WebSocket upgrades passed
 //! through, hop-by-hop headers dropped, the caller's `Authorization` and
 //! krayne's cookies never forwarded, `X-Forwarded-*` set, and the
-//! service's redirects kept under the prefix. Each request is its own
-//! audited connection (`service.connect`, via `proxy`), for editors only.
+//! service's redirects kept under the prefix. For editors only: with a
+//! bearer token each request is its own audited connection
+//! (`service.connect`, via `proxy`); in a browser session (a cookie for
+//! this service, see `sessions`) the session was audited when it began,
+//! and each request re-checks its caller against the current mapping.
 
 use std::collections::HashMap;
 
@@ -12,14 +15,23 @@ use axum::{
     Router,
     body::Body,
     extract::{Path, Request, State},
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header, request::Parts},
     response::{IntoResponse, Redirect, Response},
     routing::any,
 };
+use futures::StreamExt as _;
 use hyper_util::rt::TokioIo;
 
-use super::{AppState, extract::Caller, problem::ApiError};
-use crate::{domain::Error, service::TunnelVia};
+use super::{
+    AppState,
+    problem::{ApiError, Problem},
+    sessions::session_cookies,
+};
+use crate::{
+    domain::{Error, PublicUrl, audit::Transport},
+    edge,
+    service::{Context, TunnelVia, proxy_path},
+};
 
 /// The proxy's path, without the trailing slash.
 const PREFIX: &str = "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy";
@@ -48,9 +60,10 @@ pub(super) fn router(state: AppState) -> Router {
 
 /// `…/proxy` → `…/proxy/`: pages with relative links (the Ray dashboard's)
 /// need the slash.
-async fn add_slash(uri: Uri) -> Redirect {
+async fn add_slash(State(s): State<AppState>, uri: Uri) -> Redirect {
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    Redirect::permanent(&format!("{}/{query}", uri.path()))
+    let public = s.service.public_url().map_or("", PublicUrl::prefix);
+    Redirect::permanent(&format!("{public}{}/{query}", uri.path()))
 }
 
 /// Whether a client asks to upgrade the connection (a WebSocket).
@@ -99,46 +112,143 @@ fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
 }
 
 /// A service's redirect, kept under the proxy's prefix.
-fn rewrite_location(location: &str, prefix: &str, keeps_prefix: bool) -> String {
-    if !keeps_prefix && location.starts_with('/') && !location.starts_with("//") && !location.starts_with(prefix) {
+fn rewrite_location(location: &str, prefix: &str) -> String {
+    if location.starts_with('/') && !location.starts_with("//") && !location.starts_with(prefix) {
         format!("{prefix}{location}")
     } else {
         location.to_owned()
     }
 }
 
+/// The caller of a proxied request: its bearer token when it sends one
+/// (`curl`, scripts), else its session cookie for this very service (a
+/// browser). A session's requests are not audited one by one.
+async fn caller(
+    s: &AppState,
+    namespace: &str,
+    name: &str,
+    service: &str,
+    parts: &Parts,
+) -> Result<(Context, TunnelVia), Error> {
+    let sessions = session_cookies(&parts.headers);
+    if parts.headers.contains_key(header::AUTHORIZATION) || sessions.is_empty() {
+        let several = Error::invalid("authorization", "send one Authorization header, not several");
+        let cx = edge::authenticate(
+            &s.service,
+            &s.auth,
+            &parts.headers,
+            &parts.extensions,
+            Transport::Rest,
+            several,
+        )
+        .await?;
+        return Ok((cx, TunnelVia::Proxy));
+    }
+    let meta = edge::request_meta(&parts.headers, &parts.extensions, Transport::Rest);
+    let values: Vec<&str> = sessions.iter().map(String::as_str).collect();
+    let cx = s
+        .service
+        .session_caller(&meta, namespace, name, service, &values)
+        .await?;
+    Ok((cx, TunnelVia::Session))
+}
+
+/// Where a proxied request goes, and how its browser sees the service.
+pub(super) struct Target {
+    /// Namespace.
+    pub namespace: String,
+    /// Cluster.
+    pub name: String,
+    /// Service.
+    pub service: String,
+    /// The path and query to ask the service for.
+    pub upstream: String,
+    /// What the browser sees in front of the service's paths
+    /// (`X-Forwarded-Prefix`); none on a service's own host.
+    pub browser_prefix: Option<String>,
+    /// Prefix the service's redirects to absolute paths get (a service
+    /// that serves at `/` behind the path prefix); none when the service
+    /// already knows where it is (Jupyter's base URL, its own host).
+    pub redirect_prefix: Option<String>,
+}
+
+/// How a proxied request's body is coming along.
+struct Upload {
+    started: std::time::Instant,
+    /// Milliseconds after `started` of the last frame.
+    last: std::sync::atomic::AtomicU64,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl Upload {
+    fn millis(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Resolves once the body has paused for `idle` without finishing.
+    async fn stalled(&self, idle: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        loop {
+            let quiet = self.millis().saturating_sub(self.last.load(Relaxed));
+            if !self.finished.load(Relaxed) && quiet >= idle_ms {
+                return;
+            }
+            let wait = if self.finished.load(Relaxed) {
+                idle_ms
+            } else {
+                idle_ms - quiet
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))).await;
+        }
+    }
+}
+
+/// `body`, watched: each frame and its end are noted (the proxy cuts an
+/// upload that stalls, whatever the service does meanwhile).
+fn watched(body: Body) -> (Body, std::sync::Arc<Upload>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let upload = std::sync::Arc::new(Upload {
+        started: std::time::Instant::now(),
+        last: 0.into(),
+        finished: false.into(),
+    });
+    // No body stays no body (a GET must not grow a chunked one).
+    if http_body::Body::is_end_stream(&body) {
+        upload.finished.store(true, Relaxed);
+        return (body, upload);
+    }
+    let (seen, ended) = (upload.clone(), upload.clone());
+    let frames = body
+        .into_data_stream()
+        .inspect(move |_| seen.last.store(seen.millis(), Relaxed));
+    let end = futures::stream::once(async move {
+        ended.finished.store(true, Relaxed);
+        None
+    })
+    .filter_map(std::future::ready);
+    (Body::from_stream(frames.chain(end)), upload)
+}
+
+/// The path-mode proxy: `…/services/{svc}/proxy/{path}`.
 async fn proxy(
     State(s): State<AppState>,
-    Caller(cx): Caller,
     Path(params): Path<HashMap<String, String>>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let param = |k: &str| params.get(k).cloned().unwrap_or_default();
     let (namespace, name, service) = (param("namespace"), param("name"), param("service"));
-    let prefix = format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy");
-    let tunnel = s
-        .service
-        .open_tunnel(&cx, &namespace, &name, &service, TunnelVia::Proxy)
-        .await?;
-    // Jupyter serves under its base URL (the proxy's path): the whole
-    // path goes through. The others serve at `/`: the prefix comes off.
+    let prefix = proxy_path(&namespace, &name, &service);
+    // Behind an ingress's prefix the browser sees more path than we do.
+    let public = s.service.public_url().map_or("", PublicUrl::prefix);
+    let browser_prefix = format!("{public}{prefix}");
+    let path_and_query = request.uri().path_and_query().map_or("/", |p| p.as_str());
+    // Jupyter serves under its base URL (the proxy's path as the browser
+    // sees it): the whole path goes through. The others serve at `/`:
+    // the prefix comes off.
     let keeps_prefix = service == "notebook";
-    let connection = tunnel
-        .into_connection()
-        .ok_or_else(|| Error::Internal("the tunnel had no connection".into()))?;
-    let unavailable = |e: hyper::Error| Error::Unavailable(format!("service {service} did not answer: {e}"));
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-        .handshake(TokioIo::new(connection))
-        .await
-        .map_err(unavailable)?;
-    tokio::spawn(conn.with_upgrades());
-
-    let (mut parts, body) = request.into_parts();
-    let upgrade = wants_upgrade(&parts.headers);
-    let client_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let forwarded = if keeps_prefix {
-        path_and_query.to_owned()
+    let upstream = if keeps_prefix {
+        format!("{public}{path_and_query}")
     } else {
         let rest = path_and_query.strip_prefix(prefix.as_str()).unwrap_or(path_and_query);
         if rest.starts_with('/') {
@@ -147,6 +257,41 @@ async fn proxy(
             format!("/{rest}")
         }
     };
+    let target = Target {
+        namespace,
+        name,
+        service,
+        upstream,
+        redirect_prefix: (!keeps_prefix).then(|| browser_prefix.clone()),
+        browser_prefix: Some(browser_prefix),
+    };
+    forward(&s, target, request).await
+}
+
+/// Proxies `request` to `target`'s service for its caller (bearer token
+/// or session cookie).
+pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> Result<Response, ApiError> {
+    let Target {
+        namespace,
+        name,
+        service,
+        upstream,
+        browser_prefix,
+        redirect_prefix,
+    } = target;
+    let (mut parts, body) = request.into_parts();
+    let (cx, via) = caller(s, &namespace, &name, &service, &parts).await?;
+    let tunnel = s.service.open_tunnel(&cx, &namespace, &name, &service, via).await?;
+    let connection = tunnel.into_connection();
+    let unavailable = |e: hyper::Error| Error::Unavailable(format!("service {service} did not answer: {e}"));
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(connection))
+        .await
+        .map_err(unavailable)?;
+    let connection_task = tokio::spawn(conn.with_upgrades());
+
+    let upgrade = wants_upgrade(&parts.headers);
+    let client_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let cookies = foreign_cookies(&parts.headers);
     let mut headers = std::mem::take(&mut parts.headers);
     drop_hop_by_hop(&mut headers, upgrade);
@@ -163,20 +308,38 @@ async fn proxy(
             "x-forwarded-host",
             host.and_then(|h| h.to_str().ok().map(str::to_owned)),
         ),
-        ("x-forwarded-prefix", Some(prefix.clone())),
+        ("x-forwarded-prefix", browser_prefix),
     ];
     for (name, value) in forwarded_headers {
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
             headers.insert(name, value);
         }
     }
-    let mut upstream = hyper::Request::builder()
+    let (body, upload) = watched(body);
+    let mut request = hyper::Request::builder()
         .method(parts.method)
-        .uri(forwarded)
+        .uri(upstream)
         .body(body)
         .map_err(|e| Error::invalid("path", e.to_string()))?;
-    *upstream.headers_mut() = headers;
-    let mut response = sender.send_request(upstream).await.map_err(unavailable)?;
+    *request.headers_mut() = headers;
+    let sent = tokio::select! {
+        sent = sender.send_request(request) => sent,
+        () = upload.stalled(s.proxy_body_idle) => {
+            // The service waits for the rest of the body: the exchange and
+            // its connection end here.
+            connection_task.abort();
+            return Err(Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the request body paused for more than {} s; the upload was cut off",
+                    s.proxy_body_idle.as_secs()
+                ),
+            )
+            .into());
+        }
+    };
+    let mut response = sent.map_err(unavailable)?;
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
@@ -197,8 +360,10 @@ async fn proxy(
     let (mut parts, body) = response.into_parts();
     let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
     drop_hop_by_hop(&mut parts.headers, switching);
-    if let Some(location) = parts.headers.get(header::LOCATION).and_then(|l| l.to_str().ok()) {
-        let rewritten = rewrite_location(location, &prefix, keeps_prefix);
+    if let Some(prefix) = &redirect_prefix
+        && let Some(location) = parts.headers.get(header::LOCATION).and_then(|l| l.to_str().ok())
+    {
+        let rewritten = rewrite_location(location, prefix);
         if let Ok(value) = HeaderValue::from_str(&rewritten) {
             parts.headers.insert(header::LOCATION, value);
         }
@@ -245,13 +410,9 @@ mod tests {
     #[test]
     fn redirects_stay_under_the_prefix() {
         let p = "/v1/namespaces/ml/clusters/c/services/dashboard/proxy";
-        assert_eq!(rewrite_location("/jobs", p, false), format!("{p}/jobs"));
-        assert_eq!(rewrite_location(&format!("{p}/x"), p, false), format!("{p}/x"));
-        assert_eq!(
-            rewrite_location("https://example.com/", p, false),
-            "https://example.com/"
-        );
-        assert_eq!(rewrite_location("//evil.example/", p, false), "//evil.example/");
-        assert_eq!(rewrite_location("/v1/x/tree", p, true), "/v1/x/tree");
+        assert_eq!(rewrite_location("/jobs", p), format!("{p}/jobs"));
+        assert_eq!(rewrite_location(&format!("{p}/x"), p), format!("{p}/x"));
+        assert_eq!(rewrite_location("https://example.com/", p), "https://example.com/");
+        assert_eq!(rewrite_location("//evil.example/", p), "//evil.example/");
     }
 }

@@ -5,19 +5,15 @@
 use std::{
     io,
     pin::Pin,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::atomic::{AtomicU64, Ordering},
     task::{Context, Poll},
-    time::Instant,
 };
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _};
 
-use super::tunnels::{Flowed, Permit, completed};
-use crate::domain::{AuditSink, ServiceStream, audit::AuditEntry};
+use super::tunnels::{Flowed, Permit, Row, completed, counted};
+use crate::domain::ServiceStream;
 
 /// A counted, audited connection to a service (tokio I/O).
 pub struct ServiceConnection {
@@ -27,50 +23,36 @@ pub struct ServiceConnection {
     done: Option<Done>,
 }
 
-/// What completes the audit row.
+/// What completes the audit row (none in a browser session, audited
+/// when it began).
 struct Done {
-    audit: Arc<dyn AuditSink>,
-    entry: AuditEntry,
-    started: Instant,
+    row: Option<Row>,
     _permit: Permit,
 }
 
 impl ServiceConnection {
-    pub(super) fn new(
-        stream: Box<dyn ServiceStream>,
-        audit: Arc<dyn AuditSink>,
-        entry: AuditEntry,
-        started: Instant,
-        permit: Permit,
-    ) -> Self {
+    pub(super) fn new(stream: Box<dyn ServiceStream>, row: Option<Row>, permit: Permit) -> Self {
         Self {
             io: stream.compat(),
             to_service: AtomicU64::new(0),
             to_client: AtomicU64::new(0),
-            done: Some(Done {
-                audit,
-                entry,
-                started,
-                _permit: permit,
-            }),
+            done: Some(Done { row, _permit: permit }),
         }
     }
 }
 
 impl Drop for ServiceConnection {
     fn drop(&mut self) {
-        let Some(Done {
-            audit,
-            mut entry,
-            started,
-            _permit,
-        }) = self.done.take()
-        else {
+        let Some(Done { row, _permit }) = self.done.take() else {
             return;
         };
         let flowed = Flowed {
             to_service: self.to_service.load(Ordering::Relaxed),
             to_client: self.to_client.load(Ordering::Relaxed),
+        };
+        let Some((audit, mut entry, started)) = row else {
+            counted(flowed);
+            return;
         };
         completed(&mut entry, started, flowed, "the proxied exchange ended");
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

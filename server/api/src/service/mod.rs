@@ -9,6 +9,7 @@ mod clusters;
 mod connection;
 mod denials;
 mod identity;
+mod sessions;
 mod tunnels;
 mod wait;
 
@@ -19,6 +20,7 @@ pub use clusters::{CreateInput, Created};
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
 pub use krayne_core::manifest::ScaleInput;
+pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
 use tokio_util::sync::CancellationToken;
 pub use tunnels::{Ended, Finished, Flowed, Tunnel, TunnelSettings, TunnelVia};
 
@@ -62,6 +64,12 @@ pub struct ServiceSettings {
     pub version: VersionInfo,
     /// Limits of tunnels to clusters' services.
     pub tunnels: TunnelSettings,
+    /// Browser sessions to clusters' HTTP services.
+    pub sessions: SessionSettings,
+    /// Where users reach this server (`--public-url`), when it was said.
+    pub public_url: Option<crate::domain::PublicUrl>,
+    /// Per-service hosts (`--apps-domain`), when on.
+    pub apps_domain: Option<crate::domain::AppsDomain>,
 }
 
 impl Default for ServiceSettings {
@@ -81,6 +89,9 @@ impl Default for ServiceSettings {
                 features: Vec::new(),
             },
             tunnels: TunnelSettings::default(),
+            sessions: SessionSettings::default(),
+            public_url: None,
+            apps_domain: None,
         }
     }
 }
@@ -135,6 +146,16 @@ impl ClusterService {
     pub fn with_authenticator(mut self, auth: crate::auth::Authenticator) -> Self {
         self.authenticator = Some(auth);
         self
+    }
+
+    /// Where users reach this server, when it was configured.
+    pub fn public_url(&self) -> Option<&crate::domain::PublicUrl> {
+        self.settings.public_url.as_ref()
+    }
+
+    /// Per-service hosts, when on.
+    pub fn apps_domain(&self) -> Option<&crate::domain::AppsDomain> {
+        self.settings.apps_domain.as_ref()
     }
 
     /// Refuses the request (`RateLimited`) when its caller is over the

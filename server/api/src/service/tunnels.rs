@@ -65,8 +65,12 @@ pub enum TunnelVia {
     WebSocket,
     /// A gRPC bidirectional stream.
     Grpc,
-    /// The HTTP proxy (one connection per proxied request).
+    /// The HTTP proxy with a bearer token (one audited connection per
+    /// proxied request).
     Proxy,
+    /// The HTTP proxy in a browser session: audited once, when the
+    /// session began, not per request.
+    Session,
 }
 
 impl TunnelVia {
@@ -75,6 +79,7 @@ impl TunnelVia {
             Self::WebSocket => "websocket",
             Self::Grpc => "grpc",
             Self::Proxy => "proxy",
+            Self::Session => "browser-session",
         }
     }
 }
@@ -175,7 +180,10 @@ impl Drop for Permit {
 /// A tunnel's `pending` audit row until a transport takes it; a tunnel
 /// dropped before it carried anything (its client left during the
 /// upgrade) completes the row as failed.
-struct PendingRow(Option<(Arc<dyn AuditSink>, AuditEntry, Instant)>);
+struct PendingRow(Option<Row>);
+
+/// A tunnel's audit row, where it goes and when the tunnel began.
+pub(super) type Row = (Arc<dyn AuditSink>, AuditEntry, Instant);
 
 impl Drop for PendingRow {
     fn drop(&mut self) {
@@ -281,7 +289,7 @@ impl ClusterService {
             };
             return Err(refuse(e).await);
         };
-        if via == TunnelVia::Proxy && wanted.protocol != "http" {
+        if matches!(via, TunnelVia::Proxy | TunnelVia::Session) && wanted.protocol != "http" {
             let e = Error::invalid(
                 "service",
                 format!("{service} speaks TCP, not HTTP: reach it through its tunnel (krayne tunnel)"),
@@ -313,7 +321,8 @@ impl ClusterService {
             "pod": head.metadata.name,
         });
         let mut entry = self.entry(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), summary);
-        if let Err(why) = self.audit.begin(&entry).await {
+        let audited = via != TunnelVia::Session;
+        if audited && let Err(why) = self.audit.begin(&entry).await {
             metrics::counter!("krayne_audit_write_failures_total").increment(1);
             tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the tunnel");
             return Err(Error::Unavailable(
@@ -330,8 +339,10 @@ impl ClusterService {
         let stream = match upstream.connect(&target).await {
             Ok(s) => s,
             Err(e) => {
-                failed(&mut entry, started, e.to_string(), Some(&e));
-                self.audit.finish(&entry).await;
+                if audited {
+                    failed(&mut entry, started, e.to_string(), Some(&e));
+                    self.audit.finish(&entry).await;
+                }
                 return Err(e);
             }
         };
@@ -342,7 +353,7 @@ impl ClusterService {
             protocol: wanted.protocol,
             stream,
             can_half_close: upstream.half_close(),
-            row: PendingRow(Some((self.audit.clone(), entry, started))),
+            row: PendingRow(audited.then(|| (self.audit.clone(), entry, started))),
             settings: tunnels.clone(),
             stopping: self.stopping.clone(),
             still_allowed: self.authenticator.clone().map(|auth| {
@@ -417,8 +428,7 @@ impl ClusterService {
 /// A tunnel's row as it ends well: what flowed and why it ended (counted
 /// in the metrics too).
 pub(super) fn completed(entry: &mut AuditEntry, started: Instant, flowed: Flowed, ended: &str) {
-    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
-    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
+    counted(flowed);
     if let Value::Object(summary) = &mut entry.summary {
         summary.insert("bytes_to_service".into(), json!(flowed.to_service));
         summary.insert("bytes_to_client".into(), json!(flowed.to_client));
@@ -429,6 +439,12 @@ pub(super) fn completed(entry: &mut AuditEntry, started: Instant, flowed: Flowed
     entry.grpc_code = Some("OK".to_owned());
     entry.completed_at = Some(jiff::Timestamp::now().to_string());
     entry.duration_ms = Some(millis(started.elapsed()));
+}
+
+/// What flowed, in the metrics.
+pub(super) fn counted(flowed: Flowed) {
+    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
+    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
 }
 
 /// A tunnel's row as it fails before carrying anything: why, and the
@@ -450,17 +466,14 @@ impl Tunnel {
     /// The connection itself, for a transport that speaks a protocol over
     /// it (the HTTP proxy): it counts what flows and completes the audit
     /// row when dropped.
-    pub fn into_connection(self) -> Option<super::connection::ServiceConnection> {
+    pub fn into_connection(self) -> super::connection::ServiceConnection {
         let Self {
             stream,
             mut row,
             _permit,
             ..
         } = self;
-        let (audit, entry, started) = row.0.take()?;
-        Some(super::connection::ServiceConnection::new(
-            stream, audit, entry, started, _permit,
-        ))
+        super::connection::ServiceConnection::new(stream, row.0.take(), _permit)
     }
 
     /// Carries bytes both ways until one side closes, the tunnel idles

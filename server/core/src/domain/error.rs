@@ -116,6 +116,11 @@ pub enum AuthFailure {
     InvalidToken,
     /// More than one `Authorization`: which is the caller's is unknown.
     SeveralCredentials,
+    /// A browser session's sign-in link that is past its minute, already
+    /// used, or not one this server signed.
+    SignInLink,
+    /// A browser session cookie that expired, or is not for this service.
+    BrowserSession,
 }
 
 impl AuthFailure {
@@ -126,6 +131,12 @@ impl AuthFailure {
             Self::ExpiredToken => "token expired",
             Self::InvalidToken => "invalid token",
             Self::SeveralCredentials => "send one authorization header, not several",
+            Self::SignInLink => {
+                "this sign-in link has expired, was already used or is not valid: ask for a new one (krayne open)"
+            }
+            Self::BrowserSession => {
+                "no valid browser session for this service: open it again (krayne open), or send a bearer token"
+            }
         }
     }
 }

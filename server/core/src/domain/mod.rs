@@ -1,6 +1,7 @@
 //! Validated types, the closed error enum and the rules of the cluster model.
 //! Pure: no I/O.
 
+mod apps_domain;
 pub mod audit;
 mod cluster;
 mod config;
@@ -13,6 +14,7 @@ pub mod observed;
 mod paging;
 mod ports;
 mod principal;
+mod public_url;
 mod quantity;
 mod rendered;
 #[cfg(feature = "schema")]
@@ -20,6 +22,7 @@ pub mod schema;
 mod spec;
 pub mod text;
 
+pub use apps_domain::{AppHost, AppsDomain};
 pub use cluster::{
     ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
 };
@@ -32,6 +35,7 @@ pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};
 pub use ports::{AuditSink, ClusterChange, ClusterStore};
 pub use principal::{Action, Grant, Principal, Role};
+pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};

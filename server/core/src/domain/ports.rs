@@ -90,6 +90,10 @@ pub trait AuditSink: Send + Sync + 'static {
     /// Durably records a mutation about to reach Kubernetes (outcome
     /// `pending`). An error means the mutation must not happen.
     async fn begin(&self, entry: &AuditEntry) -> Result<(), Error>;
+    /// Durably records a row whose id must be new, as [`Self::begin`]:
+    /// `false` when a row with that id is already stored (on any replica:
+    /// a browser session's sign-in link is spent this way, once).
+    async fn begin_unique(&self, entry: &AuditEntry) -> Result<bool, Error>;
     /// Records how a begun mutation ended. Never fails the request: an
     /// implementation retries or reports on its own.
     async fn finish(&self, entry: &AuditEntry);

@@ -10,15 +10,26 @@ use crate::domain::{ClusterSpec, Quantity, RenderedCluster, ServicesSpec};
 pub struct ManifestSettings {
     /// Ray image for pods that name none; GPU pods get `<image>-gpu`.
     pub default_image: String,
+    /// When set, a cluster's notebook serves under its krayne proxy path
+    /// (this prefix — the public URL's path, `""` at the root — then
+    /// `/v1/namespaces/{ns}/clusters/{name}/services/notebook/proxy/`), as
+    /// Jupyter must to work behind a proxy. `None` builds Krayne's manifest
+    /// exactly (the notebook at `/`).
+    pub notebook_behind: Option<String>,
 }
 
 impl Default for ManifestSettings {
     fn default() -> Self {
         Self {
             default_image: "rayproject/ray:2.43.0-py312".to_owned(),
+            notebook_behind: None,
         }
     }
 }
+
+/// The head container's variable the bootstrap passes to Jupyter as its
+/// base URL.
+pub const NOTEBOOK_BASE_URL_ENV: &str = "KRAYNE_NOTEBOOK_BASE_URL";
 
 /// Who asked for the cluster; recorded as metadata only.
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,7 +140,16 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
         ]),
     );
     container.insert("resources".into(), resources(cpus.as_str(), memory.as_str(), head.gpus));
-    container.insert("env".into(), env());
+    let mut head_env = env();
+    if let (true, Some(prefix), Value::Array(vars)) = (spec.services.notebook, &settings.notebook_behind, &mut head_env)
+    {
+        let base = format!(
+            "{prefix}/v1/namespaces/{}/clusters/{}/services/notebook/proxy/",
+            spec.namespace, spec.name
+        );
+        vars.push(json!({"name": NOTEBOOK_BASE_URL_ENV, "value": base}));
+    }
+    container.insert("env".into(), head_env);
     if spec.services.any() {
         container.insert(
             "lifecycle".into(),

@@ -11,7 +11,7 @@ mod status;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
-pub use build::{ManifestSettings, Provenance, build_manifest, render};
+pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
 pub use scale::{ScaleInput, check_scale_input, scale_patch};
 pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};

@@ -106,6 +106,7 @@ fn the_default_image_is_server_configuration() {
     .unwrap();
     let settings = ManifestSettings {
         default_image: "registry.local/ray:2.50.0-py311".into(),
+        ..ManifestSettings::default()
     };
     let m = build_manifest(&spec, &settings, &Provenance::default());
     let image = |p: &str| m.pointer(p).unwrap().as_str().unwrap().to_owned();
@@ -122,6 +123,35 @@ fn the_default_image_is_server_configuration() {
         .unwrap();
     assert_eq!(head_res["limits"]["nvidia.com/gpu"], 1);
     assert_eq!(head_res["requests"]["nvidia.com/gpu"], 1);
+}
+
+/// krayne's one addition to the head (a server setting, so the comparison
+/// above, with none, is of Krayne's model): the notebook's base URL, its
+/// proxy path under the server's public prefix, so Jupyter works behind
+/// the proxy and an ingress. Only when the notebook is on.
+#[test]
+fn the_notebook_serves_under_its_proxy_path_when_the_server_says_so() {
+    let env_of = |yaml: &str, behind: Option<&str>| {
+        let spec = ClusterSpec::from_yaml_str(yaml).unwrap();
+        let settings = ManifestSettings {
+            notebook_behind: behind.map(str::to_owned),
+            ..ManifestSettings::default()
+        };
+        let m = build_manifest(&spec, &settings, &Provenance::default());
+        m.pointer("/spec/headGroupSpec/template/spec/containers/0/env")
+            .unwrap()
+            .clone()
+    };
+    let with_notebook = "name: nb\nnamespace: ml-team\nservices:\n  notebook: true\n";
+    let env = env_of(with_notebook, Some("/krayne"));
+    assert_eq!(
+        env[1],
+        serde_json::json!({"name": "KRAYNE_NOTEBOOK_BASE_URL",
+            "value": "/krayne/v1/namespaces/ml-team/clusters/nb/services/notebook/proxy/"})
+    );
+    assert_eq!(env_of(with_notebook, None).as_array().unwrap().len(), 1);
+    let without = "name: nb\nservices:\n  notebook: false\n";
+    assert_eq!(env_of(without, Some("")).as_array().unwrap().len(), 1);
 }
 
 #[test]

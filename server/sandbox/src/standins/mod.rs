@@ -285,7 +285,7 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         namespace: meta_str(pod, "namespace").to_owned(),
         pod: meta_str(pod, "name").to_owned(),
         ip,
-        notebook_base: http::base_url(head_env(pod, "KRAYNE_NOTEBOOK_BASE_URL").as_deref()),
+        notebook_base: http::base_url(head_env(pod, krayne_core::manifest::NOTEBOOK_BASE_URL_ENV).as_deref()),
         jobs: jobs::Jobs::new(&uid, node, stopped.clone()),
         stopped,
     };

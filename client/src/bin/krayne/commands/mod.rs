@@ -43,6 +43,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Version(args) => config::version::run(&ctx, args).await,
             Command::Services(args) => service::list::run(&ctx, args).await,
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
+            Command::Open(args) => service::open::run(&ctx, args).await,
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
             Command::Completions(_) | Command::Ssh(_) => Ok(()),
         }

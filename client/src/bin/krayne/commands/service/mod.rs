@@ -2,6 +2,7 @@
 
 pub(crate) mod detached;
 pub(crate) mod list;
+pub(crate) mod open;
 pub(crate) mod ssh;
 pub(crate) mod tunnel;
 

@@ -1,0 +1,380 @@
+//! Browser sessions to a cluster's HTTP services. A browser cannot send a
+//! bearer token, so an editor asks for a sign-in link (valid about a
+//! minute, usable once on any replica: its first use writes the session's
+//! `service.connect` audit row, whose id is the session's, and a second
+//! insert of that id finds it there); opening it yields a signed session,
+//! bound to the caller and one service of one cluster, that the proxy
+//! checks on every request against the current team mapping. No session
+//! is stored anywhere: any replica with the same secret verifies it.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{ClusterService, Context, tunnels::millis};
+use crate::{
+    auth::{SessionKeys, Ticket, TicketError, TicketUse},
+    domain::{
+        Action, AuthFailure, Error, Principal, PublicUrl, ResourceKind,
+        audit::{AuditAction, Outcome, RequestMeta},
+    },
+    manifest,
+};
+
+/// The name of the session cookie (path-scoped to one service's proxy, or
+/// host-only on the service's own host).
+pub const SESSION_COOKIE: &str = "krayne_session";
+
+/// Where a service's own host takes sign-in links (`--apps-domain`).
+pub const APP_SIGN_IN: &str = "/_krayne/sign-in";
+
+/// Browser sessions' secret and lifetimes.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    /// The session secret; `None`: this server issues no sessions.
+    pub keys: Option<SessionKeys>,
+    /// How long a sign-in link may wait to be opened.
+    pub sign_in_within: Duration,
+    /// How long a session lasts once signed in.
+    pub lifetime: Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            keys: None,
+            sign_in_within: Duration::from_secs(60),
+            lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// A sign-in link, as paths on this server (the transport knows its
+/// origin).
+#[derive(Debug, Clone)]
+pub struct SignInLink {
+    /// The link's path and query (it carries the ticket: never log it).
+    pub path_and_query: String,
+    /// The ticket itself.
+    pub ticket: String,
+    /// The service's own host, when it has one (`--apps-domain`): the
+    /// link and the service are there.
+    pub app_host: Option<String>,
+    /// Until when it can be opened.
+    pub expires_at: jiff::Timestamp,
+    /// Where it leads: the service's proxy path.
+    pub service_path: String,
+    /// How long the session lasts once the link is opened.
+    pub session_seconds: u64,
+}
+
+impl SignInLink {
+    /// The link and the service as absolute URLs: under the server's
+    /// public URL when it has one, else under the host the request was
+    /// sent to.
+    pub fn urls(&self, public: Option<&PublicUrl>, host: Option<&str>) -> (String, String) {
+        if let Some(app) = &self.app_host {
+            let scheme = if public.is_some_and(PublicUrl::is_https) {
+                "https"
+            } else {
+                "http"
+            };
+            return (
+                format!("{scheme}://{app}{APP_SIGN_IN}?ticket={}", self.ticket),
+                format!("{scheme}://{app}/"),
+            );
+        }
+        let origin = match (public, host) {
+            (Some(url), _) => url.to_string(),
+            (None, Some(host)) => format!("http://{host}"),
+            (None, None) => "http://localhost".to_owned(),
+        };
+        (
+            format!("{origin}{}", self.path_and_query),
+            format!("{origin}{}", self.service_path),
+        )
+    }
+}
+
+/// An opened sign-in link: the session cookie to set and where to go.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    /// The cookie's value (the signed session).
+    pub session: String,
+    /// The cookie's path: the service's proxy (as the browser sees it,
+    /// behind the public URL's prefix), and nothing else.
+    pub path: String,
+    /// The cookie's lifetime.
+    pub max_age: Duration,
+    /// Where to send the browser.
+    pub location: String,
+}
+
+/// The proxy path of a service: a session's cookie path.
+pub fn proxy_path(namespace: &str, name: &str, service: &str) -> String {
+    format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy")
+}
+
+fn now_seconds() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// Tickets the browser carries must fit in a cookie (4096 bytes, name
+/// and attributes included).
+const MAX_SESSION_BYTES: usize = 3800;
+
+impl ClusterService {
+    /// A sign-in link to service `service` of cluster `name` (editor), for
+    /// a browser: the cluster must declare it, and it must speak HTTP.
+    pub async fn sign_in_link(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        service: &str,
+    ) -> Result<SignInLink, Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+            .await?;
+        if let Err(e) = self.http_service(cx, namespace, name, service).await {
+            self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
+                .await;
+            return Err(e);
+        }
+        let keys = self.session_keys()?;
+        let settings = &self.settings.sessions;
+        let p = &cx.principal;
+        let now = now_seconds();
+        let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let ticket = |usage, lasts| Ticket {
+            usage,
+            sid: uuid::Uuid::now_v7().to_string(),
+            sub: p.subject.clone(),
+            email: p.email.clone(),
+            groups: p.groups.clone(),
+            ns: namespace.to_owned(),
+            cluster: name.to_owned(),
+            svc: service.to_owned(),
+            iat: now,
+            exp: now.saturating_add(lasts),
+            iss: Ticket::party(),
+            aud: Ticket::party(),
+        };
+        let sign = |t: &Ticket| {
+            keys.sign(t)
+                .map_err(|e| Error::Internal(format!("signing a session: {e}")))
+        };
+        // The session that will be set must fit in a cookie.
+        if sign(&ticket(TicketUse::Session, seconds(settings.lifetime)))?.len() > MAX_SESSION_BYTES {
+            return Err(Error::FailedPrecondition(
+                "your token carries too many groups to fit in a browser session; use a bearer token or a tunnel".into(),
+            ));
+        }
+        let link = ticket(TicketUse::SignIn, seconds(settings.sign_in_within));
+        let expires_at = jiff::Timestamp::from_second(link.exp).unwrap_or_else(|_| jiff::Timestamp::now());
+        let signed = sign(&link)?;
+        Ok(SignInLink {
+            path_and_query: format!(
+                "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/sessions/sign-in?ticket={signed}"
+            ),
+            app_host: self.apps_domain().and_then(|d| d.host(namespace, name, service)),
+            ticket: signed,
+            expires_at,
+            service_path: format!("{}/", proxy_path(namespace, name, service)),
+            session_seconds: settings.lifetime.as_secs(),
+        })
+    }
+
+    /// Opens a sign-in link: checks its ticket (this server's, for this
+    /// path, not expired), the caller against the current mapping and the
+    /// cluster, then spends the link by writing the session's audit row
+    /// (fail closed; a second use finds the row and is refused).
+    pub async fn sign_in(
+        &self,
+        meta: &RequestMeta,
+        namespace: &str,
+        name: &str,
+        service: &str,
+        ticket: &str,
+    ) -> Result<SignedIn, Error> {
+        let keys = self.session_keys()?;
+        let refuse = async |detail: &str| {
+            self.refuse_unauthenticated(meta, Error::Unauthenticated(AuthFailure::SignInLink), detail)
+                .await
+        };
+        let link = match keys.verify(ticket, TicketUse::SignIn) {
+            Ok(t) if (t.ns.as_str(), t.cluster.as_str(), t.svc.as_str()) == (namespace, name, service) => t,
+            Ok(_) => return Err(refuse("a sign-in link for another service").await),
+            Err(TicketError::Expired) => return Err(refuse("sign-in link expired").await),
+            Err(TicketError::Invalid(why)) => return Err(refuse(&format!("sign-in link: {why}")).await),
+        };
+        let cx = self.session_context(&link, meta)?;
+        self.authorize_cluster(&cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+            .await?;
+        self.http_service(&cx, namespace, name, service).await?;
+        let lifetime = self.settings.sessions.lifetime;
+        let now = now_seconds();
+        let exp = now.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
+        let until = jiff::Timestamp::from_second(exp).map_or_else(|_| String::new(), |t| t.to_string());
+        let summary = json!({
+            "service": service,
+            "via": "browser-session",
+            "session": link.sid,
+            "session_expires_at": until,
+        });
+        let mut entry = self.entry(&cx, AuditAction::ServiceConnect, Some(namespace), Some(name), summary);
+        entry.id.clone_from(&link.sid);
+        entry.outcome = Outcome::Succeeded;
+        entry.http_status = Some(303);
+        entry.grpc_code = Some("OK".into());
+        entry.completed_at = Some(jiff::Timestamp::now().to_string());
+        entry.duration_ms = Some(millis(Duration::ZERO));
+        match self.audit.begin_unique(&entry).await {
+            Ok(true) => {}
+            Ok(false) => return Err(refuse("sign-in link opened a second time").await),
+            Err(why) => {
+                metrics::counter!("krayne_audit_write_failures_total").increment(1);
+                tracing::error!(request_id = %meta.request_id, error = %why, "audit write failed; refusing the session");
+                return Err(Error::Unavailable(
+                    "the audit log cannot be written, so no session was started; try again shortly".into(),
+                ));
+            }
+        }
+        metrics::counter!("krayne_browser_sessions_total").increment(1);
+        let session = Ticket {
+            usage: TicketUse::Session,
+            iat: now,
+            exp,
+            ..link
+        };
+        let signed = keys
+            .sign(&session)
+            .map_err(|e| Error::Internal(format!("signing a session: {e}")))?;
+        let prefix = self.public_url().map_or("", PublicUrl::prefix);
+        let path = format!("{prefix}{}", proxy_path(namespace, name, service));
+        Ok(SignedIn {
+            session: signed,
+            location: format!("{path}/"),
+            path,
+            max_age: lifetime,
+        })
+    }
+
+    /// The caller of a proxied request that carries session cookies
+    /// (`sessions`: their values) instead of a bearer token: the session
+    /// for this very service of this cluster, its principal as the current
+    /// team mapping sees it, admitted under its rate. Every other session
+    /// is ignored.
+    pub async fn session_caller(
+        &self,
+        meta: &RequestMeta,
+        namespace: &str,
+        name: &str,
+        service: &str,
+        sessions: &[&str],
+    ) -> Result<Context, Error> {
+        let mut why = "no session cookie";
+        if let Ok(keys) = self.session_keys() {
+            for value in sessions {
+                match keys.verify(value, TicketUse::Session) {
+                    Ok(t) if (t.ns.as_str(), t.cluster.as_str(), t.svc.as_str()) == (namespace, name, service) => {
+                        let cx = self.session_context(&t, meta)?;
+                        self.admit(&cx)?;
+                        return Ok(cx);
+                    }
+                    Ok(_) => why = "a session for another service",
+                    Err(TicketError::Expired) => why = "session expired",
+                    Err(TicketError::Invalid(_)) => why = "session not valid",
+                }
+            }
+        }
+        Err(self
+            .refuse_unauthenticated(meta, Error::Unauthenticated(AuthFailure::BrowserSession), why)
+            .await)
+    }
+
+    /// A request context for a ticket's caller, as the current team
+    /// mapping sees them.
+    fn session_context(&self, t: &Ticket, meta: &RequestMeta) -> Result<Context, Error> {
+        let auth = self
+            .authenticator
+            .as_ref()
+            .ok_or_else(|| Error::Unavailable("this server has no team mapping for browser sessions".into()))?;
+        let principal = auth.refresh(&Principal {
+            subject: t.sub.clone(),
+            email: t.email.clone(),
+            groups: t.groups.clone(),
+            teams: Vec::new(),
+            global_admin: false,
+            grants: Vec::new(),
+        });
+        Ok(Context {
+            principal,
+            meta: meta.clone(),
+        })
+    }
+
+    fn session_keys(&self) -> Result<&SessionKeys, Error> {
+        self.settings.sessions.keys.as_ref().ok_or_else(|| {
+            Error::Unavailable(
+                "this server issues no browser sessions (it was started without --session-secret-file); \
+                 use a bearer token or krayne tunnel"
+                    .into(),
+            )
+        })
+    }
+
+    /// Checks that the cluster exists and declares `service`, speaking
+    /// HTTP.
+    async fn http_service(&self, cx: &Context, namespace: &str, name: &str, service: &str) -> Result<(), Error> {
+        let cluster = self.store.get(namespace, name, &cx.meta.request_id).await?;
+        let declared = manifest::declared_services(&cluster);
+        match declared.iter().find(|s| s.name == service) {
+            None => Err(Error::NotFound {
+                kind: ResourceKind::Service,
+                name: service.to_owned(),
+            }),
+            Some(s) if s.protocol != "http" => Err(Error::invalid(
+                "service",
+                format!("{service} speaks TCP, not HTTP: a browser cannot open it (use krayne tunnel)"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_under_the_public_url_else_the_host() {
+        let mut link = SignInLink {
+            path_and_query: "/v1/x/sessions/sign-in?ticket=t".into(),
+            ticket: "t".into(),
+            app_host: None,
+            expires_at: jiff::Timestamp::UNIX_EPOCH,
+            service_path: "/v1/x/proxy/".into(),
+            session_seconds: 1,
+        };
+        let public = PublicUrl::parse("https://ml.example.com/krayne/").ok();
+        assert_eq!(
+            link.urls(public.as_ref(), Some("ignored")),
+            (
+                "https://ml.example.com/krayne/v1/x/sessions/sign-in?ticket=t".to_owned(),
+                "https://ml.example.com/krayne/v1/x/proxy/".to_owned()
+            )
+        );
+        assert_eq!(
+            link.urls(None, Some("127.0.0.1:8080")).1,
+            "http://127.0.0.1:8080/v1/x/proxy/"
+        );
+        link.app_host = Some("dashboard--c--ns.apps.example.com".into());
+        assert_eq!(
+            link.urls(public.as_ref(), None),
+            (
+                "https://dashboard--c--ns.apps.example.com/_krayne/sign-in?ticket=t".to_owned(),
+                "https://dashboard--c--ns.apps.example.com/".to_owned()
+            )
+        );
+    }
+}

@@ -1,0 +1,100 @@
+// A browser session to a cluster's dashboard, as the portal starts one: the
+// typed client asks krayne for a sign-in link (bearer token), then a real
+// browser (Debian's Chromium, driven by playwright-core) opens it. The
+// dashboard's own script must reach its API (a relative fetch) and its
+// WebSocket through the proxy on the session cookie alone; the cookie's
+// flags and the link's single use are checked from the browser's side.
+// Each step prints `ok <step>: <what it saw>`; the first surprise throws.
+
+import createClient from "openapi-fetch";
+import { chromium } from "playwright-core";
+import type { paths } from "./schema.js";
+
+function setting(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === "") {
+    throw new Error(`set ${name}`);
+  }
+  return value;
+}
+
+function check(condition: boolean, what: string): asserts condition {
+  if (!condition) {
+    throw new Error(`check failed: ${what}`);
+  }
+}
+
+function ok(step: string, saw: string): void {
+  console.log(`ok ${step}: ${saw}`);
+}
+
+const baseUrl = setting("KRAYNE_URL");
+const namespace = setting("KRAYNE_NAMESPACE");
+const cluster = setting("KRAYNE_CLUSTER");
+const api = createClient<paths>({
+  baseUrl,
+  headers: { Authorization: `Bearer ${setting("KRAYNE_TOKEN")}` },
+});
+
+async function main(): Promise<void> {
+  const created = await api.POST("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/sessions", {
+    params: { path: { namespace, name: cluster, service: "dashboard" } },
+  });
+  check(created.data !== undefined, `a sign-in link (${created.response.status})`);
+  const link = created.data;
+  ok("sign-in link", `valid until ${link.expires_at}, session ${link.session_seconds} s`);
+
+  const browser = await chromium.launch({
+    executablePath: setting("CHROMIUM"),
+    headless: true,
+    // Root in a container has no user namespaces for Chromium's sandbox.
+    args: ["--no-sandbox"],
+  });
+  try {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const landed = await page.goto(link.sign_in_url);
+    check(landed !== null && landed.status() === 200, `the dashboard answered ${landed?.status()}`);
+    check(page.url() === link.service_url, `landed on ${page.url()}`);
+    check(!page.url().includes("ticket"), "the ticket is gone from the address bar");
+    ok("redeemed", `landed on ${page.url()}`);
+
+    await page.waitForFunction(() => document.getElementById("version")?.textContent !== "…");
+    const version = await page.textContent("#version");
+    check(version === "2.43.0", `the dashboard's relative API call saw ${version}`);
+    ok("relative API call", `Ray ${version}`);
+    await page.waitForFunction(() => document.getElementById("ws")?.textContent === "echo");
+    ok("WebSocket", "echo");
+
+    const cookies = await context.cookies();
+    const session = cookies.find((c) => c.name === "krayne_session");
+    check(session !== undefined, `a session cookie among ${cookies.map((c) => c.name).join(", ")}`);
+    const path = `/v1/namespaces/${namespace}/clusters/${cluster}/services/dashboard/proxy`;
+    check(session.httpOnly, "HttpOnly");
+    check(session.sameSite === "Lax", `SameSite=${session.sameSite}`);
+    check(session.path === path, `Path=${session.path}`);
+    check(!session.secure, "not Secure over plain http");
+    const visible = await page.evaluate(() => document.cookie);
+    check(!visible.includes("krayne_session"), "scripts cannot read the session");
+    ok("cookie", `HttpOnly, SameSite=Lax, Path=${session.path}`);
+
+    const again = await context.newPage();
+    const replay = await again.goto(link.sign_in_url);
+    check(replay !== null && replay.status() === 401, `a second use answered ${replay?.status()}`);
+    ok("second use", "401");
+    const apiRoute = await again.goto(`${baseUrl}/v1/whoami`);
+    check(apiRoute !== null && apiRoute.status() === 401, `the API answered the browser ${apiRoute?.status()}`);
+    ok("API routes", "401 without a bearer token");
+  } finally {
+    await browser.close();
+  }
+  console.log("browser session: all ok");
+}
+
+main().then(
+  () => {},
+  (e: unknown) => {
+    console.error(e instanceof Error ? e.message : e);
+    process.exitCode = 1;
+  },
+);
