@@ -336,6 +336,25 @@ impl Env {
         ServerProcess::spawn(&args).await
     }
 
+    /// Creates cluster `name` in `ml-team` (as alice, defaults only) and
+    /// waits until it is ready.
+    ///
+    /// # Panics
+    /// When it is not ready within 60 s.
+    pub async fn ready_cluster(&self, name: &str) {
+        let rest = self.rest(&self.alice());
+        rest.post("/v1/namespaces/ml-team/clusters", &serde_json::json!({"name": name}))
+            .await
+            .expect(201);
+        let waited = rest
+            .get(&format!(
+                "/v1/namespaces/ml-team/clusters/{name}/wait?timeout_seconds=60"
+            ))
+            .await
+            .expect(200);
+        assert_eq!(waited.body["status"], "ready", "{:?}", waited.body);
+    }
+
     /// The HS256 secret file the server trusts (default token options).
     pub fn secret_file(&self) -> PathBuf {
         self.dir.path().join("secret")

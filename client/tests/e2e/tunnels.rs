@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use krayne_client::{Client, proto::ServiceState};
 use krayne_tests::Env;
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
 use crate::support::Krayne;
@@ -17,15 +16,7 @@ use crate::support::Krayne;
 /// `--service-upstream direct`.
 async fn ready_with(name: &str, args: &[&str]) -> Env {
     let env = Env::start_with(krayne_tests::EnvOptions::with_args(args)).await;
-    let rest = env.rest(&env.alice());
-    rest.post("/v1/namespaces/ml-team/clusters", &json!({"name": name}))
-        .await
-        .expect(201);
-    rest.get(&format!(
-        "/v1/namespaces/ml-team/clusters/{name}/wait?timeout_seconds=60"
-    ))
-    .await
-    .expect(200);
+    env.ready_cluster(name).await;
     env
 }
 

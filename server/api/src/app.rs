@@ -107,17 +107,21 @@ pub async fn start(
         body_timeout: parts.rest.body_timeout,
         reflection_needs_token: parts.reflection_needs_token,
     };
-    let state_for_hosts = state.clone();
+    let hosts = rest::AppHosts::of(&state);
     let grpc = grpc::router(service.clone(), parts.auth, &grpc_settings).await?;
     let health = grpc.health;
     let grpc_routes = grpc.routes.route_layer(middleware::from_fn(ops::track_http));
     // gRPC services own their paths; every other request is REST's. Every
     // request first gets its ids and source; gRPC ones then pass the gate
     // (method, size, deadline, token) before tonic reads a byte of them.
-    let app: Router = grpc_routes
+    let mut app: Router = grpc_routes
         .fallback_service(rest::router(state, &parts.rest))
-        .layer(middleware::from_fn_with_state(grpc.gate, grpc::gate))
-        .layer(middleware::from_fn_with_state(state_for_hosts, rest::by_host))
+        .layer(middleware::from_fn_with_state(grpc.gate, grpc::gate));
+    // With an apps domain, a service's host is that service's, whole.
+    if let Some(hosts) = hosts {
+        app = app.layer(middleware::from_fn_with_state(hosts, rest::by_host));
+    }
+    let app = app
         .layer(middleware::from_fn_with_state(
             parts.trusted_proxies,
             edge::resolve_source,

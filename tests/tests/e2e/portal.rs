@@ -147,18 +147,7 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
         return;
     };
     let env = Env::start().await;
-    let rest = env.rest(&env.alice());
-    rest.post(
-        "/v1/namespaces/ml-team/clusters",
-        &serde_json::json!({"name": "browser"}),
-    )
-    .await
-    .expect(201);
-    let waited = rest
-        .get("/v1/namespaces/ml-team/clusters/browser/wait?timeout_seconds=60")
-        .await
-        .expect(200);
-    assert_eq!(waited.body["status"], "ready");
+    env.ready_cluster("browser").await;
 
     let _project = PROJECT.lock().await;
     let bin = project().join("node_modules/.bin");

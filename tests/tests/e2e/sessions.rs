@@ -11,21 +11,6 @@ use krayne_tests::{E2E_SESSION_SECRET, Env, EnvOptions};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
 
-/// Creates cluster `name` in `ml-team` and waits until it is ready.
-async fn ready(env: &Env, name: &str) {
-    let rest = env.rest(&env.alice());
-    rest.post("/v1/namespaces/ml-team/clusters", &json!({"name": name}))
-        .await
-        .expect(201);
-    let waited = rest
-        .get(&format!(
-            "/v1/namespaces/ml-team/clusters/{name}/wait?timeout_seconds=60"
-        ))
-        .await
-        .expect(200);
-    assert_eq!(waited.body["status"], "ready", "{:?}", waited.body);
-}
-
 fn proxy_path(cluster: &str, service: &str) -> String {
     format!("/v1/namespaces/ml-team/clusters/{cluster}/services/{service}/proxy")
 }
@@ -131,8 +116,8 @@ async fn session_rows(env: &Env, cluster: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
     let env = Env::start().await;
-    ready(&env, "web").await;
-    ready(&env, "other").await;
+    env.ready_cluster("web").await;
+    env.ready_cluster("other").await;
     let alice = env.alice();
     let base = env.url();
     let dashboard = proxy_path("web", "dashboard");
@@ -311,7 +296,7 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
 async fn a_sign_in_link_works_once_across_replicas_and_sessions_on_every_replica() {
     let db = krayne_tests::test_database().await;
     let env = Env::start_with(EnvOptions::with_database(&db.url)).await;
-    ready(&env, "shared").await;
+    env.ready_cluster("shared").await;
     let second = env.spawn_server(&[]).await;
     let second_url = format!("http://{}", second.api);
     let link = sign_in_link(&env, &env.alice(), "shared", "dashboard").await;
@@ -331,7 +316,7 @@ async fn a_sign_in_link_works_once_across_replicas_and_sessions_on_every_replica
 async fn behind_a_public_urls_prefix_links_cookies_and_the_notebook_follow_it() {
     let public = "http://gateway.example:8443/krayne";
     let env = Env::start_with(EnvOptions::with_args(&["--public-url", public])).await;
-    ready(&env, "nb").await;
+    env.ready_cluster("nb").await;
     let alice = env.alice();
     let notebook = proxy_path("nb", "notebook");
     let dashboard = proxy_path("nb", "dashboard");
@@ -380,8 +365,8 @@ fn at_host(env: &Env, host: &str, path: &str) -> reqwest::RequestBuilder {
 #[tokio::test]
 async fn with_an_apps_domain_each_service_has_a_host_of_its_own() {
     let env = Env::start_with(EnvOptions::with_args(&["--apps-domain", "apps.example.test"])).await;
-    ready(&env, "own").await;
-    ready(&env, "next").await;
+    env.ready_cluster("own").await;
+    env.ready_cluster("next").await;
     let alice = env.alice();
     let host = "dashboard--own--ml-team.apps.example.test";
 

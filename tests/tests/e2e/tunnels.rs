@@ -25,17 +25,7 @@ const PORT_FORWARD: &[&str] = &["--service-upstream", "port-forward"];
 /// every service on.
 async fn ready(args: &[&str], name: &str) -> Env {
     let env = Env::start_with(EnvOptions::with_args(args)).await;
-    let rest = env.rest(&env.alice());
-    rest.post("/v1/namespaces/ml-team/clusters", &json!({"name": name}))
-        .await
-        .expect(201);
-    let waited = rest
-        .get(&format!(
-            "/v1/namespaces/ml-team/clusters/{name}/wait?timeout_seconds=60"
-        ))
-        .await
-        .expect(200);
-    assert_eq!(waited.body["status"], "ready", "{:?}", waited.body);
+    env.ready_cluster(name).await;
     env
 }
 

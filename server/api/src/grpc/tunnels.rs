@@ -11,7 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::PollSender;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{convert::timestamp, gate::Authority, services::Grpc, status::to_status};
+use super::{gate::Authority, services::Grpc, status::to_status};
 use crate::{
     domain::{Error, HeadService, ServiceState},
     service::{Ended, TunnelVia},
@@ -82,7 +82,10 @@ impl tunnel_service_server::TunnelService for Grpc {
         let (sign_in_url, service_url) = link.urls(self.service.public_url(), authority.as_deref());
         Ok(Response::new(pb::BrowserSession {
             sign_in_url,
-            expires_at: timestamp(Some(&link.expires_at.to_string())),
+            expires_at: Some(prost_types::Timestamp {
+                seconds: link.expires_at.as_second(),
+                nanos: link.expires_at.subsec_nanosecond(),
+            }),
             service_url,
             session_seconds: link.session_seconds,
         }))

@@ -23,7 +23,7 @@ use super::{
     sessions::{SignInQuery, signed_in_response, ticket},
 };
 use crate::{
-    domain::{AppHost, PublicUrl, audit::Transport},
+    domain::{AppHost, AppsDomain, PublicUrl, audit::Transport},
     edge,
     service::{APP_SIGN_IN, proxy_path},
 };
@@ -39,19 +39,35 @@ fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// What routes requests by host: the domain, and the services' router
+/// (built once).
+#[derive(Clone)]
+pub struct AppHosts {
+    domain: AppsDomain,
+    router: Router,
+}
+
+impl AppHosts {
+    /// The host routing of a server with an apps domain; `None` without.
+    pub fn of(state: &AppState) -> Option<Self> {
+        let domain = state.service.apps_domain()?.clone();
+        Some(Self {
+            domain,
+            router: router(state.clone()),
+        })
+    }
+}
+
 /// Middleware in front of everything: a request to a service's host goes
 /// to that service; every other request goes on.
-pub async fn by_host(State(s): State<AppState>, mut request: Request, next: Next) -> Response {
-    let Some(domain) = s.service.apps_domain() else {
-        return next.run(request).await;
-    };
+pub async fn by_host(State(hosts): State<AppHosts>, mut request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(ToString::to_string));
-    match host.and_then(|h| domain.resolve(&h)) {
+    match host.and_then(|h| hosts.domain.resolve(&h)) {
         None => next.run(request).await,
         Some(Err(())) => Problem::new(
             StatusCode::NOT_FOUND,
@@ -61,7 +77,7 @@ pub async fn by_host(State(s): State<AppState>, mut request: Request, next: Next
         .into_response(),
         Some(Ok(app)) => {
             request.extensions_mut().insert(app);
-            match router(s.clone()).oneshot(request).await {
+            match hosts.router.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             }

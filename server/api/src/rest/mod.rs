@@ -17,7 +17,7 @@ mod warnings;
 
 use std::time::Duration;
 
-pub use apps::by_host;
+pub use apps::{AppHosts, by_host};
 use axum::{
     Router,
     extract::{DefaultBodyLimit, Request},

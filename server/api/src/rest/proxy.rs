@@ -185,22 +185,19 @@ impl Upload {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Resolves once the body has paused for `idle` without finishing.
+    /// Resolves once the body has paused for `idle` without finishing;
+    /// never once it has finished.
     async fn stalled(&self, idle: std::time::Duration) {
         use std::sync::atomic::Ordering::Relaxed;
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-        loop {
+        while !self.finished.load(Relaxed) {
             let quiet = self.millis().saturating_sub(self.last.load(Relaxed));
-            if !self.finished.load(Relaxed) && quiet >= idle_ms {
+            if quiet >= idle_ms {
                 return;
             }
-            let wait = if self.finished.load(Relaxed) {
-                idle_ms
-            } else {
-                idle_ms - quiet
-            };
-            tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))).await;
+            tokio::time::sleep(std::time::Duration::from_millis((idle_ms - quiet).max(10))).await;
         }
+        std::future::pending().await
     }
 }
 

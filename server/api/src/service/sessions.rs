@@ -11,11 +11,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{ClusterService, Context, tunnels::millis};
+use super::{
+    ClusterService, Context,
+    tunnels::{find_service, millis},
+};
 use crate::{
     auth::{SessionKeys, Ticket, TicketError, TicketUse},
     domain::{
-        Action, AuthFailure, Error, Principal, PublicUrl, ResourceKind,
+        Action, AuthFailure, Error, Principal, PublicUrl,
         audit::{AuditAction, Outcome, RequestMeta},
     },
     manifest,
@@ -53,9 +56,9 @@ impl Default for SessionSettings {
 /// origin).
 #[derive(Debug, Clone)]
 pub struct SignInLink {
-    /// The link's path and query (it carries the ticket: never log it).
-    pub path_and_query: String,
-    /// The ticket itself.
+    /// The link's path on this server (path mode).
+    pub sign_in_path: String,
+    /// The link's ticket, its query (a credential: never log it).
     pub ticket: String,
     /// The service's own host, when it has one (`--apps-domain`): the
     /// link and the service are there.
@@ -90,7 +93,7 @@ impl SignInLink {
             (None, None) => "http://localhost".to_owned(),
         };
         (
-            format!("{origin}{}", self.path_and_query),
+            format!("{origin}{}?ticket={}", self.sign_in_path, self.ticket),
             format!("{origin}{}", self.service_path),
         )
     }
@@ -173,9 +176,7 @@ impl ClusterService {
         let expires_at = jiff::Timestamp::from_second(link.exp).unwrap_or_else(|_| jiff::Timestamp::now());
         let signed = sign(&link)?;
         Ok(SignInLink {
-            path_and_query: format!(
-                "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/sessions/sign-in?ticket={signed}"
-            ),
+            sign_in_path: format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/sessions/sign-in"),
             app_host: self.apps_domain().and_then(|d| d.host(namespace, name, service)),
             ticket: signed,
             expires_at,
@@ -327,18 +328,7 @@ impl ClusterService {
     /// HTTP.
     async fn http_service(&self, cx: &Context, namespace: &str, name: &str, service: &str) -> Result<(), Error> {
         let cluster = self.store.get(namespace, name, &cx.meta.request_id).await?;
-        let declared = manifest::declared_services(&cluster);
-        match declared.iter().find(|s| s.name == service) {
-            None => Err(Error::NotFound {
-                kind: ResourceKind::Service,
-                name: service.to_owned(),
-            }),
-            Some(s) if s.protocol != "http" => Err(Error::invalid(
-                "service",
-                format!("{service} speaks TCP, not HTTP: a browser cannot open it (use krayne tunnel)"),
-            )),
-            Some(_) => Ok(()),
-        }
+        find_service(&manifest::declared_services(&cluster), service, true).map(|_| ())
     }
 }
 
@@ -349,7 +339,7 @@ mod tests {
     #[test]
     fn links_are_under_the_public_url_else_the_host() {
         let mut link = SignInLink {
-            path_and_query: "/v1/x/sessions/sign-in?ticket=t".into(),
+            sign_in_path: "/v1/x/sessions/sign-in".into(),
             ticket: "t".into(),
             app_host: None,
             expires_at: jiff::Timestamp::UNIX_EPOCH,

@@ -282,20 +282,11 @@ impl ClusterService {
             Ok(found) => found,
             Err(e) => return Err(refuse(e).await),
         };
-        let Some(wanted) = declared.iter().find(|s| s.name == service).copied() else {
-            let e = Error::NotFound {
-                kind: crate::domain::ResourceKind::Service,
-                name: service.to_owned(),
-            };
-            return Err(refuse(e).await);
+        let http_only = matches!(via, TunnelVia::Proxy | TunnelVia::Session);
+        let wanted = match find_service(&declared, service, http_only) {
+            Ok(wanted) => wanted,
+            Err(e) => return Err(refuse(e).await),
         };
-        if matches!(via, TunnelVia::Proxy | TunnelVia::Session) && wanted.protocol != "http" {
-            let e = Error::invalid(
-                "service",
-                format!("{service} speaks TCP, not HTTP: reach it through its tunnel (krayne tunnel)"),
-            );
-            return Err(refuse(e).await);
-        }
         let Some(head) = head else {
             let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
             let e = Error::FailedPrecondition(format!(
@@ -423,6 +414,30 @@ impl ClusterService {
             }
         })
     }
+}
+
+/// Service `service` among those a cluster declares (`NotFound` if it
+/// declares none such); with `http_only`, one that speaks HTTP.
+pub(super) fn find_service(
+    declared: &[DeclaredService],
+    service: &str,
+    http_only: bool,
+) -> Result<DeclaredService, Error> {
+    let wanted = declared
+        .iter()
+        .find(|s| s.name == service)
+        .copied()
+        .ok_or_else(|| Error::NotFound {
+            kind: crate::domain::ResourceKind::Service,
+            name: service.to_owned(),
+        })?;
+    if http_only && wanted.protocol != "http" {
+        return Err(Error::invalid(
+            "service",
+            format!("{service} speaks TCP, not HTTP: reach it through a tunnel (krayne tunnel)"),
+        ));
+    }
+    Ok(wanted)
 }
 
 /// A tunnel's row as it ends well: what flowed and why it ended (counted
