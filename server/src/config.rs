@@ -147,6 +147,10 @@ pub struct HttpArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
+    /// Largest working-dir package a job may upload to a cluster's head,
+    /// in MiB (Ray's dashboard takes at most 100).
+    #[arg(long, env = "KRAYNE_MAX_PACKAGE_MIB", default_value_t = 100)]
+    pub max_package_mib: u64,
     /// Tunnels (to clusters' services) one caller may hold open at once.
     #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_CALLER", default_value_t = 32)]
     pub max_tunnels_per_caller: usize,

@@ -198,8 +198,31 @@ async fn round_trips(mut stream: Stream, banner: bool, n: usize) -> (Duration, D
     (percentile(&times, 0.5), percentile(&times, 0.99))
 }
 
-/// p50 and p99 of `GET /api/version`, a new connection each (as the proxy
-/// makes one upstream connection a request).
+/// A browser session's cookie for the dashboard, signed in on `api`.
+async fn session_cookie(api: &str, token: &str) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let link: serde_json::Value = http
+        .post(format!(
+            "http://{api}/v1/namespaces/bench-00/clusters/tun/services/dashboard/sessions"
+        ))
+        .bearer_auth(token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let signed_in = http.get(link["sign_in_url"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let set_cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+/// p50 and p99 of `n` requests made by `get`, one after another.
 async fn http_latency(n: usize, get: impl Fn() -> reqwest::RequestBuilder) -> (Duration, Duration) {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
@@ -304,9 +327,22 @@ async fn main() {
     let (pf_url, direct_url) = (dashboard(&pf_api), dashboard(&direct_api));
     let fresh = || reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     let plain = fresh();
-    let direct_http = http_latency(args.requests, || plain.get(format!("http://{ip}:8265/api/version"))).await;
-    let proxy_pf = http_latency(args.requests, || plain.get(&pf_url).bearer_auth(&token)).await;
-    let proxy_direct = http_latency(args.requests, || plain.get(&direct_url).bearer_auth(&token)).await;
+    let kept = reqwest::Client::new();
+    let (pf_cookie, direct_cookie) = (
+        session_cookie(&pf_api, &token).await,
+        session_cookie(&direct_api, &token).await,
+    );
+    let pod_url = format!("http://{ip}:8265/api/version");
+    let n = args.requests;
+    eprintln!("HTTP…");
+    let direct_http = http_latency(n, || plain.get(&pod_url)).await;
+    let proxy_pf = http_latency(n, || plain.get(&pf_url).bearer_auth(&token)).await;
+    let proxy_direct = http_latency(n, || plain.get(&direct_url).bearer_auth(&token)).await;
+    let session_pf = http_latency(n, || plain.get(&pf_url).header("cookie", &pf_cookie)).await;
+    let session_direct = http_latency(n, || plain.get(&direct_url).header("cookie", &direct_cookie)).await;
+    let kept_direct = http_latency(n, || kept.get(&pod_url)).await;
+    let kept_session_pf = http_latency(n, || kept.get(&pf_url).header("cookie", &pf_cookie)).await;
+    let kept_session_direct = http_latency(n, || kept.get(&direct_url).header("cookie", &direct_cookie)).await;
 
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     let mut table = Table::new();
@@ -331,24 +367,78 @@ async fn main() {
     println!("{table}\n");
     let mut table = Table::new();
     table.load_style(ASCII_MARKDOWN).set_header([
-        "GET /api/version (dashboard stand-in), a new connection each",
+        "GET /api/version (dashboard stand-in)",
+        "client connection",
         "p50 ms",
         "p99 ms",
         "p50 added ms",
     ]);
-    for (name, (p50, p99)) in [
-        ("direct to the pod IP", direct_http),
-        ("HTTP proxy, port-forward upstream", proxy_pf),
-        ("HTTP proxy, direct upstream", proxy_direct),
-    ] {
-        let added = p50.as_secs_f64() - direct_http.0.as_secs_f64();
-        table.add_row([name.to_owned(), ms(p50), ms(p99), format!("{:.2}", added * 1000.0)]);
+    let (new_each, keep_alive) = ("new each request", "kept alive");
+    let rows = [
+        ("direct to the pod IP", new_each, direct_http, direct_http),
+        (
+            "proxy, bearer token, port-forward upstream",
+            new_each,
+            proxy_pf,
+            direct_http,
+        ),
+        (
+            "proxy, bearer token, direct upstream",
+            new_each,
+            proxy_direct,
+            direct_http,
+        ),
+        (
+            "proxy, browser session, port-forward upstream",
+            new_each,
+            session_pf,
+            direct_http,
+        ),
+        (
+            "proxy, browser session, direct upstream",
+            new_each,
+            session_direct,
+            direct_http,
+        ),
+        ("direct to the pod IP", keep_alive, kept_direct, kept_direct),
+        (
+            "proxy, browser session, port-forward upstream",
+            keep_alive,
+            kept_session_pf,
+            kept_direct,
+        ),
+        (
+            "proxy, browser session, direct upstream",
+            keep_alive,
+            kept_session_direct,
+            kept_direct,
+        ),
+    ];
+    for (name, connection, (p50, p99), (base, _)) in rows {
+        let added = p50.as_secs_f64() - base.as_secs_f64();
+        table.add_row([
+            name.to_owned(),
+            connection.to_owned(),
+            ms(p50),
+            ms(p99),
+            format!("{:.2}", added * 1000.0),
+        ]);
     }
     println!("{table}\n");
+    let p50 = |(p50, _): (Duration, Duration)| p50.as_secs_f64() * 1e3;
     let json = json!({
         "mib": args.mib,
         "throughput_mib_s": results.iter().map(|(n, m, _, _)| json!({"path": n, "mib_s": m})).collect::<Vec<_>>(),
-        "proxy_p50_ms": {"direct": direct_http.0.as_secs_f64() * 1e3, "port_forward": proxy_pf.0.as_secs_f64() * 1e3, "direct_upstream": proxy_direct.0.as_secs_f64() * 1e3},
+        "proxy_p50_ms": {
+            "direct": p50(direct_http),
+            "bearer_port_forward": p50(proxy_pf),
+            "bearer_direct_upstream": p50(proxy_direct),
+            "session_port_forward": p50(session_pf),
+            "session_direct_upstream": p50(session_direct),
+            "kept_alive_direct": p50(kept_direct),
+            "kept_alive_session_port_forward": p50(kept_session_pf),
+            "kept_alive_session_direct_upstream": p50(kept_session_direct),
+        },
     });
     println!("{json}");
     drop(direct_server);

@@ -96,11 +96,8 @@ pub async fn start(
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
     }
-    let state = AppState {
-        service: service.clone(),
-        auth: parts.auth.clone(),
-        proxy_body_idle: parts.rest.body_timeout,
-    };
+    let mut state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
+    state.package_limit = parts.rest.package_limit;
     let grpc_settings = GrpcSettings {
         max_message: parts.rest.body_limit,
         request_timeout: parts.rest.request_timeout,

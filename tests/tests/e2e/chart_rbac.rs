@@ -133,11 +133,61 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         )
         .await
         .expect(200);
+    drive_jobs(env, admin, &mut call).await;
     admin.get(&call("get", "/v1/audit")).await.expect(200);
     admin.delete(&call("delete", one)).await.expect(204);
     let ops = Rest::new(&format!("http://{}", env.server.ops), None);
     ops.get("/readyz").await.expect(200);
     called
+}
+
+/// Every job operation once: a package uploaded and checked, a job
+/// submitted, read, listed, its log read, stopped once it has ended, and
+/// deleted.
+async fn drive_jobs(env: &Env, admin: &Rest, call: &mut impl FnMut(&str, &str) -> String) {
+    let one = "/v1/namespaces/{namespace}/clusters/{name}";
+    let package =
+        call("put", &format!("{one}/packages/{{package}}")).replace("{package}", "_ray_pkg_00000000000000aa.zip");
+    let uploaded = reqwest::Client::new()
+        .put(format!("{}{package}", env.url()))
+        .bearer_auth(env.admin())
+        .body(b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0".to_vec())
+        .send()
+        .await
+        .expect("an upload");
+    assert_eq!(uploaded.status().as_u16(), 200);
+    admin
+        .get(&call("get", &format!("{one}/packages/{{package}}")).replace("{package}", "_ray_pkg_00000000000000aa.zip"))
+        .await
+        .expect(204);
+    let jobs = call("post", &format!("{one}/jobs"));
+    admin
+        .post(&jobs, &json!({"entrypoint": "echo rbac", "submission_id": "rbac-job"}))
+        .await
+        .expect(201);
+    admin.get(&call("get", &format!("{one}/jobs"))).await.expect(200);
+    let job = call("get", &format!("{one}/jobs/{{id}}")).replace("{id}", "rbac-job");
+    for _ in 0..100 {
+        if admin.get(&job).await.expect(200).body["status"] == "SUCCEEDED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    admin
+        .get(&call("get", &format!("{one}/jobs/{{id}}/logs")).replace("{id}", "rbac-job"))
+        .await
+        .expect(200);
+    admin
+        .post(
+            &call("post", &format!("{one}/jobs/{{id}}/stop")).replace("{id}", "rbac-job"),
+            &json!({}),
+        )
+        .await
+        .expect(200);
+    admin
+        .delete(&call("delete", &format!("{one}/jobs/{{id}}")).replace("{id}", "rbac-job"))
+        .await
+        .expect(204);
 }
 
 /// The RBAC attributes of every Kubernetes request a server with

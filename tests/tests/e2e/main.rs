@@ -16,6 +16,7 @@ mod hardening;
 mod hardening_grpc;
 mod hostile_input;
 mod isolation;
+mod jobs;
 mod keys;
 mod limits;
 mod operations;

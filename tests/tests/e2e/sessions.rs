@@ -447,3 +447,80 @@ async fn with_an_apps_domain_each_service_has_a_host_of_its_own() {
     // The API itself is where it was.
     env.rest(&alice).get("/v1/whoami").await.expect(200);
 }
+
+/// A browser session's requests, in both upstream modes: they reuse the
+/// session's connection to the service (one opened for ten requests, a
+/// POST's body included), and once the head pod is replaced the next
+/// requests reach the new pod on a new connection.
+async fn a_sessions_requests_share_a_connection_and_follow_a_replaced_head(mode: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    let env = Env::start_with(EnvOptions::with_args(&["--service-upstream", mode])).await;
+    env.ready_cluster("reuse").await;
+    let link = sign_in_link(&env, &env.alice(), "reuse", "dashboard").await;
+    let cookie = open(link["sign_in_url"].as_str().unwrap()).await.cookie();
+    let version = format!("{}{}/api/version", env.url(), proxy_path("reuse", "dashboard"));
+    let jobs = format!("{}{}/api/jobs/", env.url(), proxy_path("reuse", "dashboard"));
+    let opened = || env.metric("krayne_tunnels_opened_total", "via=\"browser-session\"");
+    // A keep-alive client, as a browser is.
+    let page = reqwest::Client::new();
+    for _ in 0..9 {
+        let response = page.get(&version).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(response.text().await.unwrap().contains("ray_version"));
+    }
+    let submitted = page
+        .post(&jobs)
+        .header("cookie", &cookie)
+        .json(&json!({"entrypoint": "echo reused"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submitted.status(), 200, "{}", submitted.text().await.unwrap());
+    assert_eq!(opened().await, 1.0, "ten requests, one connection ({mode})");
+
+    let client = krayne_server::k8s::client_for_url(&env.sandbox.url()).unwrap();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "ml-team");
+    let heads = kube::api::ListParams::default().labels("ray.io/cluster=reuse,ray.io/node-type=head");
+    let old = pods.list(&heads).await.unwrap().items[0].metadata.name.clone().unwrap();
+    pods.delete(&old, &Default::default()).await.unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let response = page.get(&version).header("cookie", &cookie).send().await.unwrap();
+        let status = response.status().as_u16();
+        let now: Vec<String> = pods
+            .list(&heads)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        if status == 200 && !now.contains(&old) {
+            break;
+        }
+        assert!(
+            [200, 409, 502, 503].contains(&status),
+            "{status}: {}",
+            response.text().await.unwrap()
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "no new head ({status})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(opened().await >= 2.0, "the new pod, a new connection ({mode})");
+    // The session is one row; requests refused while no head served
+    // are rows of their own.
+    let rows = session_rows(&env, "reuse").await;
+    let (sessions, others): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r["outcome"] == "succeeded");
+    assert_eq!(sessions.len(), 1, "{rows:?}");
+    assert!(others.iter().all(|r| r["http_status"] == 409), "{others:?}");
+}
+
+#[tokio::test]
+async fn a_sessions_requests_share_a_connection_and_follow_a_replaced_head_port_forward() {
+    a_sessions_requests_share_a_connection_and_follow_a_replaced_head("port-forward").await;
+}
+
+#[tokio::test]
+async fn a_sessions_requests_share_a_connection_and_follow_a_replaced_head_direct() {
+    a_sessions_requests_share_a_connection_and_follow_a_replaced_head("direct").await;
+}

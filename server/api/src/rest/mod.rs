@@ -8,14 +8,16 @@ mod clusters;
 mod dto;
 mod extract;
 mod identity;
+mod jobs;
 mod problem;
 mod proxy;
 mod responses;
 mod services;
 mod sessions;
+mod upstreams;
 mod warnings;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 pub use apps::{AppHosts, by_host};
 use axum::{
@@ -57,6 +59,26 @@ pub struct AppState {
     /// How long a proxied request's body may pause between frames (a
     /// stalled upload must not hold a connection to a service).
     pub proxy_body_idle: Duration,
+    /// Largest working-dir package uploaded to a head, in bytes.
+    pub package_limit: u64,
+    /// Browser sessions' idle connections to services.
+    upstreams: Arc<upstreams::Upstreams>,
+}
+
+impl AppState {
+    /// The handlers' state over `service`.
+    pub fn new(service: ClusterService, auth: Authenticator, proxy_body_idle: Duration) -> Self {
+        // A page's requests come in bursts; an idle connection holds one
+        // of its caller's tunnel permits, so it is not kept for long.
+        let upstreams = upstreams::Upstreams::new(Duration::from_secs(60), service.stopping());
+        Self {
+            service,
+            auth,
+            proxy_body_idle,
+            package_limit: 100 * 1024 * 1024,
+            upstreams,
+        }
+    }
 }
 
 /// HTTP limits and browser access.
@@ -72,6 +94,9 @@ pub struct RestSettings {
     pub body_timeout: Duration,
     /// Origins allowed to call from a browser (exact matches).
     pub cors_origins: Vec<String>,
+    /// Largest working-dir package uploaded to a head, in bytes (Ray's
+    /// own limit is 100 MiB).
+    pub package_limit: u64,
 }
 
 impl Default for RestSettings {
@@ -81,6 +106,7 @@ impl Default for RestSettings {
             request_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(10),
             cors_origins: Vec::new(),
+            package_limit: 100 * 1024 * 1024,
         }
     }
 }
@@ -103,6 +129,7 @@ impl Default for RestSettings {
         (name = "identity", description = "Who the caller is and what they may use"),
         (name = "audit", description = "Who did what to which cluster, and how it ended"),
         (name = "services", description = "A cluster's services (dashboard, Ray client, notebook, code-server, SSH) through this server"),
+        (name = "jobs", description = "Ray jobs on a cluster, through its head's Jobs API"),
     )
 )]
 struct ApiDoc;
@@ -133,6 +160,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(services::list_services))
         .routes(routes!(sessions::create_session))
         .routes(routes!(sessions::sign_in))
+        .routes(routes!(jobs::list_jobs, jobs::submit_job))
+        .routes(routes!(jobs::get_job, jobs::delete_job))
+        .routes(routes!(jobs::stop_job))
         .routes(routes!(audit::list_audit_events))
 }
 
@@ -149,6 +179,16 @@ fn long_lived() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(clusters::wait))
         .routes(routes!(services::tunnel))
+        .merge(streams())
+}
+
+/// Routes whose bodies stream, either way: no compression (a followed
+/// log's lines must not wait in an encoder), no API body limit (a package
+/// has its own, and an idle timeout instead of a total one).
+fn streams() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(jobs::job_logs))
+        .routes(routes!(jobs::has_package, jobs::upload_package))
 }
 
 async fn timeout(limit: Duration, request: Request, next: Next) -> Response {
@@ -219,7 +259,11 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let (body_limit, body_timeout) = (settings.body_limit, settings.body_timeout);
     let (unary, _) = api_routes().split_for_parts();
     let unary = unary.layer(middleware::from_fn(move |r, n| timeout(limit, r, n)));
-    let (waits, _) = long_lived().split_for_parts();
+    let (waits, _) = OpenApiRouter::new()
+        .routes(routes!(clusters::wait))
+        .routes(routes!(services::tunnel))
+        .split_for_parts();
+    let (streamed, _) = streams().split_for_parts();
     let doc = openapi();
     let proxied = proxy::router(state.clone());
     let rest = unary
@@ -238,7 +282,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         }))
         .layer(middleware::from_fn(problem::render_problems))
         .layer(DefaultBodyLimit::max(settings.body_limit))
-        .with_state(state);
+        .with_state(state.clone());
     // The proxy's answers pass through untouched (the service's errors
     // are the service's): no compression, problems only for krayne's own
     // refusals, no body
@@ -246,11 +290,17 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     let proxied = proxied
         .route_layer(middleware::from_fn(crate::ops::track_http))
         .layer(middleware::from_fn(problem::render_own_problems));
+    let streamed = streamed
+        .route_layer(middleware::from_fn(crate::ops::track_http))
+        .layer(middleware::from_fn(problem::render_problems))
+        .layer(cors(&settings.cors_origins))
+        .with_state(state.clone());
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(rest)
         .layer(CompressionLayer::new().gzip(true))
         .layer(cors(&settings.cors_origins))
+        .merge(streamed)
         .merge(proxied)
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))

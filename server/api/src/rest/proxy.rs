@@ -7,9 +7,11 @@
 //! bearer token each request is its own audited connection
 //! (`service.connect`, via `proxy`); in a browser session (a cookie for
 //! this service, see `sessions`) the session was audited when it began,
-//! and each request re-checks its caller against the current mapping.
+//! each request re-checks its caller against the current mapping, and
+//! requests reuse the caller's idle connections to the service
+//! (`upstreams`).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use axum::{
     Router,
@@ -22,15 +24,19 @@ use axum::{
 use futures::StreamExt as _;
 use hyper_util::rt::TokioIo;
 
+use hyper::body::Incoming;
+use tokio::task::AbortHandle;
+
 use super::{
     AppState,
     problem::{ApiError, Problem},
     sessions::session_cookies,
+    upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
     domain::{Error, PublicUrl, audit::Transport},
     edge,
-    service::{Context, TunnelVia, proxy_path},
+    service::{Context, Reachable, TunnelVia, proxy_path},
 };
 
 /// The proxy's path, without the trailing slash.
@@ -187,7 +193,7 @@ impl Upload {
 
     /// Resolves once the body has paused for `idle` without finishing;
     /// never once it has finished.
-    async fn stalled(&self, idle: std::time::Duration) {
+    async fn stalled(&self, idle: Duration) {
         use std::sync::atomic::Ordering::Relaxed;
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         while !self.finished.load(Relaxed) {
@@ -195,7 +201,7 @@ impl Upload {
             if quiet >= idle_ms {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis((idle_ms - quiet).max(10))).await;
+            tokio::time::sleep(Duration::from_millis((idle_ms - quiet).max(10))).await;
         }
         std::future::pending().await
     }
@@ -265,6 +271,78 @@ async fn proxy(
     forward(&s, target, request).await
 }
 
+/// Opens a new HTTP/1 connection to a reachable service for `cx`.
+async fn dial(s: &AppState, cx: &Context, reachable: Reachable) -> Result<Upstream, Error> {
+    let service = reachable.service().to_owned();
+    let connection = s.service.connect(cx, reachable).await?.into_connection();
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(connection))
+        .await
+        .map_err(|e| did_not_answer(&service, &e))?;
+    let task = tokio::spawn(conn.with_upgrades()).abort_handle();
+    Ok(Upstream { sender, task })
+}
+
+fn did_not_answer(service: &str, e: &hyper::Error) -> Error {
+    Error::Unavailable(format!("service {service} did not answer: {e}"))
+}
+
+/// Sends `request` to the service: in a browser session (`pool` set) on
+/// an idle connection of the caller's to the same pod when there is one
+/// (once more on a new connection if that one closed before taking it),
+/// else on a new connection. `task` holds the connection's task while the
+/// exchange runs.
+async fn exchange(
+    s: &AppState,
+    cx: &Context,
+    reachable: Reachable,
+    pool: Option<&Key>,
+    request: hyper::Request<Body>,
+    task: &std::sync::Mutex<Option<AbortHandle>>,
+) -> Result<(hyper::Response<Incoming>, Upstream), Error> {
+    let service = reachable.service().to_owned();
+    let hold = |upstream: &Upstream| {
+        *task.lock().unwrap_or_else(|p| p.into_inner()) = Some(upstream.task.clone());
+    };
+    let mut request = request;
+    if let Some(mut idle) = pool.and_then(|key| s.upstreams.take(key)) {
+        hold(&idle);
+        // It may still be winding up its last exchange.
+        let ready = tokio::time::timeout(Duration::from_secs(1), idle.sender.ready()).await;
+        if !matches!(ready, Ok(Ok(()))) {
+            return fresh(s, cx, reachable, request, &hold, &service).await;
+        }
+        match idle.sender.try_send_request(request).await {
+            Ok(response) => return Ok((response, idle)),
+            Err(mut e) => match e.take_message() {
+                // It closed before taking the request: a new one takes it.
+                Some(unsent) => request = unsent,
+                None => return Err(did_not_answer(&service, e.error())),
+            },
+        }
+    }
+    fresh(s, cx, reachable, request, &hold, &service).await
+}
+
+/// Sends `request` on a new connection.
+async fn fresh(
+    s: &AppState,
+    cx: &Context,
+    reachable: Reachable,
+    request: hyper::Request<Body>,
+    hold: &impl Fn(&Upstream),
+    service: &str,
+) -> Result<(hyper::Response<Incoming>, Upstream), Error> {
+    let mut upstream = dial(s, cx, reachable).await?;
+    hold(&upstream);
+    let response = upstream
+        .sender
+        .send_request(request)
+        .await
+        .map_err(|e| did_not_answer(service, &e))?;
+    Ok((response, upstream))
+}
+
 /// Proxies `request` to `target`'s service for its caller (bearer token
 /// or session cookie).
 pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> Result<Response, ApiError> {
@@ -278,16 +356,18 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     } = target;
     let (mut parts, body) = request.into_parts();
     let (cx, via) = caller(s, &namespace, &name, &service, &parts).await?;
-    let tunnel = s.service.open_tunnel(&cx, &namespace, &name, &service, via).await?;
-    let connection = tunnel.into_connection();
-    let unavailable = |e: hyper::Error| Error::Unavailable(format!("service {service} did not answer: {e}"));
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-        .handshake(TokioIo::new(connection))
-        .await
-        .map_err(unavailable)?;
-    let connection_task = tokio::spawn(conn.with_upgrades());
-
     let upgrade = wants_upgrade(&parts.headers);
+    let reachable = s.service.reach(&cx, &namespace, &name, &service, via).await?;
+    // A browser session's requests reuse its connections; a bearer
+    // token's request is its own audited connection, and an upgrade takes
+    // its connection for good.
+    let pool = (via == TunnelVia::Session && !upgrade).then(|| Key {
+        subject: cx.principal.subject.clone(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        service: service.clone(),
+        pod: reachable.pod().to_owned(),
+    });
     let client_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let cookies = foreign_cookies(&parts.headers);
     let mut headers = std::mem::take(&mut parts.headers);
@@ -319,12 +399,15 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         .body(body)
         .map_err(|e| Error::invalid("path", e.to_string()))?;
     *request.headers_mut() = headers;
+    let task = std::sync::Mutex::new(None);
     let sent = tokio::select! {
-        sent = sender.send_request(request) => sent,
+        sent = exchange(s, &cx, reachable, pool.as_ref(), request, &task) => sent,
         () = upload.stalled(s.proxy_body_idle) => {
             // The service waits for the rest of the body: the exchange and
             // its connection end here.
-            connection_task.abort();
+            if let Some(task) = task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                task.abort();
+            }
             return Err(Problem::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "request_timeout",
@@ -336,7 +419,7 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
             .into());
         }
     };
-    let mut response = sent.map_err(unavailable)?;
+    let (mut response, connection) = sent?;
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(client_upgrade) = client_upgrade
@@ -365,7 +448,14 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
             parts.headers.insert(header::LOCATION, value);
         }
     }
-    Ok(Response::from_parts(parts, Body::new(body)).into_response())
+    let body = match pool {
+        Some(key) if !switching => {
+            let upstreams = s.upstreams.clone();
+            Body::new(ReturnsAtEnd::new(body, move || upstreams.put(key, connection)))
+        }
+        _ => Body::new(body),
+    };
+    Ok(Response::from_parts(parts, body).into_response())
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ mod clusters;
 mod connection;
 mod denials;
 mod identity;
+mod jobs;
+mod ray_wire;
 mod sessions;
 mod tunnels;
 mod wait;
@@ -19,10 +21,11 @@ pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created};
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
+pub use jobs::{LogStream, PackageBody, Stopped, Submitted};
 pub use krayne_core::manifest::ScaleInput;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
 use tokio_util::sync::CancellationToken;
-pub use tunnels::{Ended, Finished, Flowed, Tunnel, TunnelSettings, TunnelVia};
+pub use tunnels::{Ended, Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
 
 use crate::domain::audit::AuditAction;
 use crate::{

@@ -71,6 +71,9 @@ pub enum TunnelVia {
     /// The HTTP proxy in a browser session: audited once, when the
     /// session began, not per request.
     Session,
+    /// Krayne's own calls to Ray's Jobs API (the job actions are audited,
+    /// not their connections).
+    JobsApi,
 }
 
 impl TunnelVia {
@@ -80,7 +83,13 @@ impl TunnelVia {
             Self::Grpc => "grpc",
             Self::Proxy => "proxy",
             Self::Session => "browser-session",
+            Self::JobsApi => "jobs-api",
         }
+    }
+
+    /// Whether each connection is audited (`service.connect`).
+    fn audited(self) -> bool {
+        matches!(self, Self::WebSocket | Self::Grpc | Self::Proxy)
     }
 }
 
@@ -231,6 +240,47 @@ pub struct Tunnel {
     _permit: Permit,
 }
 
+/// A service its caller may reach, and the head pod serving it now
+/// ([`ClusterService::reach`]); [`ClusterService::connect`] connects.
+#[derive(Clone)]
+pub struct Reachable {
+    namespace: String,
+    name: String,
+    service: DeclaredService,
+    head: Arc<ObservedPod>,
+    via: TunnelVia,
+}
+
+impl Reachable {
+    /// `service` on `head` of cluster `namespace/name`, reached `via`.
+    pub(super) fn new(
+        namespace: &str,
+        name: &str,
+        service: DeclaredService,
+        head: Arc<ObservedPod>,
+        via: TunnelVia,
+    ) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            service,
+            head,
+            via,
+        }
+    }
+
+    /// The head pod serving the service now (a replaced head has a new
+    /// name).
+    pub fn pod(&self) -> &str {
+        &self.head.metadata.name
+    }
+
+    /// The service's name.
+    pub fn service(&self) -> &str {
+        self.service.name
+    }
+}
+
 /// Whether a tunnel's caller may still use it.
 type StillAllowed = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -271,37 +321,74 @@ impl ClusterService {
         service: &str,
         via: TunnelVia,
     ) -> Result<Tunnel, Error> {
+        let reachable = self.reach(cx, namespace, name, service, via).await?;
+        self.connect(cx, reachable).await
+    }
+
+    /// Service `service` of cluster `name` as the caller may reach it now
+    /// (editor): the service and the head pod serving it, not yet
+    /// connected (the proxy reuses a browser session's idle connection to
+    /// that very pod). Refusals are audited.
+    pub async fn reach(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        service: &str,
+        via: TunnelVia,
+    ) -> Result<Reachable, Error> {
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
             .await?;
-        let refuse = async |e: Error| {
-            self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
-                .await;
-            e
+        let found = async {
+            let (declared, head) = self.head_of(cx, namespace, name).await?;
+            let http_only = matches!(via, TunnelVia::Proxy | TunnelVia::Session);
+            let wanted = find_service(&declared, service, http_only)?;
+            let Some(head) = head else {
+                let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
+                return Err(Error::FailedPrecondition(format!(
+                    "cluster {name} has no serving head pod yet (status {}); try again once it is ready",
+                    status.unwrap_or_else(|_| "unknown".into())
+                )));
+            };
+            Ok((wanted, head))
         };
-        let (declared, head) = match self.head_of(cx, namespace, name).await {
-            Ok(found) => found,
-            Err(e) => return Err(refuse(e).await),
-        };
-        let http_only = matches!(via, TunnelVia::Proxy | TunnelVia::Session);
-        let wanted = match find_service(&declared, service, http_only) {
-            Ok(wanted) => wanted,
-            Err(e) => return Err(refuse(e).await),
-        };
-        let Some(head) = head else {
-            let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
-            let e = Error::FailedPrecondition(format!(
-                "cluster {name} has no serving head pod yet (status {}); try again once it is ready",
-                status.unwrap_or_else(|_| "unknown".into())
-            ));
-            return Err(refuse(e).await);
-        };
+        match found.await {
+            Ok((service, head)) => Ok(Reachable {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                service,
+                head,
+                via,
+            }),
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Connects to a reachable service: within the caller's limit of open
+    /// tunnels, audited first (a durable `service.connect` row, or nothing
+    /// opens) unless in a browser session.
+    pub async fn connect(&self, cx: &Context, reachable: Reachable) -> Result<Tunnel, Error> {
+        let Reachable {
+            namespace,
+            name,
+            service: wanted,
+            head,
+            via,
+        } = reachable;
+        let (namespace, name) = (namespace.as_str(), name.as_str());
         let tunnels = &self.settings.tunnels;
         let Some(permit) = self.open_tunnels.take(&cx.principal.subject, tunnels.max_per_principal) else {
             let e = Error::RateLimited {
                 retry_after: Duration::from_secs(1),
             };
             tracing::info!(subject = %cx.principal.subject, max = tunnels.max_per_principal, "tunnel refused: too many open");
-            return Err(refuse(e).await);
+            self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
+                .await;
+            return Err(e);
         };
         let upstream = self.upstream()?;
         let summary = json!({
@@ -312,7 +399,7 @@ impl ClusterService {
             "pod": head.metadata.name,
         });
         let mut entry = self.entry(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), summary);
-        let audited = via != TunnelVia::Session;
+        let audited = via.audited();
         if audited && let Err(why) = self.audit.begin(&entry).await {
             metrics::counter!("krayne_audit_write_failures_total").increment(1);
             tracing::error!(request_id = %cx.meta.request_id, error = %why, "audit write failed; refusing the tunnel");
@@ -377,7 +464,7 @@ impl ClusterService {
     }
 
     /// The services the cluster's head declares, and its serving head pod.
-    async fn head_of(
+    pub(super) async fn head_of(
         &self,
         cx: &Context,
         namespace: &str,

@@ -67,11 +67,25 @@ pub enum AuditAction {
     AuthDenied,
     /// A tunnel or proxy session to a cluster's service.
     ServiceConnect,
+    /// List a cluster's Ray jobs.
+    JobList,
+    /// Read one Ray job.
+    JobGet,
+    /// Read (or follow) a Ray job's log.
+    JobLogs,
+    /// Submit a Ray job.
+    JobSubmit,
+    /// Stop a Ray job.
+    JobStop,
+    /// Delete a Ray job.
+    JobDelete,
+    /// Upload a working-dir package to a cluster's head.
+    PackageUpload,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 17] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -82,6 +96,13 @@ impl AuditAction {
         Self::AuditList,
         Self::AuthDenied,
         Self::ServiceConnect,
+        Self::JobList,
+        Self::JobGet,
+        Self::JobLogs,
+        Self::JobSubmit,
+        Self::JobStop,
+        Self::JobDelete,
+        Self::PackageUpload,
     ];
 
     /// `cluster.create`, `auth.denied`, …
@@ -97,14 +118,21 @@ impl AuditAction {
             Self::AuditList => "audit.list",
             Self::AuthDenied => "auth.denied",
             Self::ServiceConnect => "service.connect",
+            Self::JobList => "job.list",
+            Self::JobGet => "job.get",
+            Self::JobLogs => "job.logs",
+            Self::JobSubmit => "job.submit",
+            Self::JobStop => "job.stop",
+            Self::JobDelete => "job.delete",
+            Self::PackageUpload => "package.upload",
         }
     }
 
     /// The REST status of a success.
     pub fn success_status(self) -> u16 {
         match self {
-            Self::ClusterCreate => 201,
-            Self::ClusterDelete => 204,
+            Self::ClusterCreate | Self::JobSubmit => 201,
+            Self::ClusterDelete | Self::JobDelete => 204,
             _ => 200,
         }
     }

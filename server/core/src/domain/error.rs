@@ -91,6 +91,10 @@ pub enum ResourceKind {
     WorkerGroup,
     /// A service a cluster's head declares.
     Service,
+    /// A Ray job on a cluster.
+    Job,
+    /// A working-dir package on a cluster's head.
+    Package,
 }
 
 impl fmt::Display for ResourceKind {
@@ -100,6 +104,8 @@ impl fmt::Display for ResourceKind {
             Self::Namespace => "namespace",
             Self::WorkerGroup => "worker group",
             Self::Service => "service",
+            Self::Job => "job",
+            Self::Package => "package",
         })
     }
 }

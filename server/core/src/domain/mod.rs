@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod head_service;
 mod identity;
+mod job;
 mod lax;
 mod names;
 pub mod observed;
@@ -30,6 +31,10 @@ pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, lim
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
 pub use identity::{Identity, NamespaceAccess, VersionInfo};
+pub use job::{
+    Job, JobStatus, JobSubmission, MAX_ENTRYPOINT_LEN, MAX_SUBMISSION_ID_LEN, RuntimeEnv, check_job_id,
+    check_package_name,
+};
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};

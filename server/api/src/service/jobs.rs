@@ -1,0 +1,511 @@
+//! Ray jobs on a cluster, through its head's Jobs API on the dashboard
+//! port, reached as services are (direct or port-forward) with krayne's
+//! own requests: never a browser's headers (Ray refuses a browser's
+//! mutations), Ray's quirks answered cleanly (a duplicate submission id
+//! returns the first job; deleting a running job is `failed_precondition`,
+//! not Ray's 500; a delete waits out the moment after a job ends in which
+//! Ray would bring it back). Viewers list, read and follow logs; editors
+//! submit, upload packages, stop and delete, each audited fail-closed.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+use super::{
+    ClusterService, Context, Reachable, TunnelVia,
+    ray_wire::{self, Answer},
+    tunnels::find_service,
+};
+use crate::{
+    domain::{
+        Action, ClusterStatus, Error, Job, JobSubmission, ResourceKind, audit::AuditAction, check_job_id,
+        check_package_name,
+    },
+    manifest,
+};
+
+/// How krayne introduces itself to Ray (never as a browser).
+const USER_AGENT: &str = concat!("krayne-server/", env!("CARGO_PKG_VERSION"));
+/// Largest answer read whole from the head (a job's log).
+const MAX_ANSWER: usize = 64 * 1024 * 1024;
+/// How long after a job ends Ray's job monitor may still rewrite it: a
+/// delete sooner brings the job back as FAILED (jobs-api.md §8).
+const SETTLE_AFTER_END: Duration = Duration::from_millis(2500);
+
+/// A submitted job, and whether this submission made it (else its
+/// submission id named a job already there).
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// The job.
+    pub job: Job,
+    /// Whether this request created it.
+    pub created: bool,
+}
+
+/// What a stop did.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// Whether the job was running and was told to stop (false: it had
+    /// ended already).
+    pub stopped: bool,
+    /// The job as it is now.
+    pub job: Job,
+}
+
+/// A job's log as it grows: chunks of whole lines, in order.
+pub type LogStream = std::pin::Pin<Box<dyn Stream<Item = Result<String, Error>> + Send>>;
+
+/// A package's bytes as they arrive.
+pub type PackageBody = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+fn job_path(id: &str) -> String {
+    format!("/api/jobs/{id}")
+}
+
+impl ClusterService {
+    /// The cluster's jobs, newest first as Ray lists them (viewer).
+    pub async fn jobs(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<Job>, Error> {
+        self.authorize_cluster(cx, Action::Read, AuditAction::JobList, namespace, name)
+            .await?;
+        let head = self.ray_head(cx, namespace, name).await?;
+        let answer = self.ray(cx, &head, Method::GET, "/api/jobs/", None).await?;
+        if answer.status != 200 {
+            return Err(answer.error(ResourceKind::Job, ""));
+        }
+        let listed = answer.json()?;
+        let jobs = listed.as_array().map(Vec::as_slice).unwrap_or_default();
+        let jobs = jobs.iter().map(ray_wire::job).collect::<Result<_, _>>()?;
+        self.record_read(cx, AuditAction::JobList, Some(namespace), Some(name))
+            .await;
+        Ok(jobs)
+    }
+
+    /// One job (viewer).
+    pub async fn job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<Job, Error> {
+        self.authorize_cluster(cx, Action::Read, AuditAction::JobGet, namespace, name)
+            .await?;
+        check_id(id)?;
+        let head = self.ray_head(cx, namespace, name).await?;
+        let job = self.ray_job(cx, &head, id).await?;
+        self.record_read(cx, AuditAction::JobGet, Some(namespace), Some(name))
+            .await;
+        Ok(job)
+    }
+
+    /// A job's whole log so far (viewer).
+    pub async fn job_logs(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<String, Error> {
+        self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
+            .await?;
+        check_id(id)?;
+        let head = self.ray_head(cx, namespace, name).await?;
+        let answer = self
+            .ray(cx, &head, Method::GET, &format!("{}/logs", job_path(id)), None)
+            .await?;
+        if answer.status != 200 {
+            return Err(answer.error(ResourceKind::Job, id));
+        }
+        let logs = answer.json()?["logs"].as_str().unwrap_or_default().to_owned();
+        self.record_read(cx, AuditAction::JobLogs, Some(namespace), Some(name))
+            .await;
+        Ok(logs)
+    }
+
+    /// A job's log from its start, as it grows, until the job ends
+    /// (viewer): Ray's WebSocket tail, batches of whole lines.
+    pub async fn follow_job_logs(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        id: &str,
+    ) -> Result<LogStream, Error> {
+        use tokio_tungstenite::tungstenite::{Message, protocol::frame::coding::CloseCode};
+        self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
+            .await?;
+        check_id(id)?;
+        let head = self.ray_head(cx, namespace, name).await?;
+        // Ray answers an unknown id before the upgrade; asking first
+        // gives the clean 404.
+        self.ray_job(cx, &head, id).await?;
+        self.record_read(cx, AuditAction::JobLogs, Some(namespace), Some(name))
+            .await;
+        let connection = self.connect(cx, head).await?.into_connection();
+        let url = format!("ws://ray-head{}/logs/tail", job_path(id));
+        let (socket, _) = tokio_tungstenite::client_async(url, connection)
+            .await
+            .map_err(|e| Error::Unavailable(format!("the cluster's Ray head did not stream the log: {e}")))?;
+        let stopping = self.stopping.clone();
+        let frames = socket.take_until(async move { stopping.cancelled().await });
+        let lines = frames.filter_map(|frame| async move {
+            match frame {
+                Ok(Message::Text(text)) => Some(Ok(text.as_str().to_owned())),
+                Ok(Message::Binary(bytes)) => Some(Ok(String::from_utf8_lossy(&bytes).into_owned())),
+                Ok(Message::Close(Some(close))) if close.code != CloseCode::Normal => Some(Err(Error::Unavailable(
+                    format!("the cluster's Ray head ended the log early: {}", close.reason),
+                ))),
+                Ok(_) => None,
+                Err(e) => Some(Err(Error::Unavailable(format!(
+                    "the log stream from the cluster's Ray head broke: {e}"
+                )))),
+            }
+        });
+        Ok(Box::pin(lines))
+    }
+
+    /// Submits a job (editor; audited as `job.submit` with its entrypoint,
+    /// package and env var names, never their values). A submission id
+    /// that names a job already there returns that job.
+    pub async fn submit_job(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        submission: JobSubmission,
+    ) -> Result<Submitted, Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobSubmit, namespace, name)
+            .await?;
+        let refused = async |e: Error| {
+            self.record_refusal(cx, AuditAction::JobSubmit, Some(namespace), Some(name), &e)
+                .await;
+            e
+        };
+        let submission = match submission.validated() {
+            Ok(s) => s,
+            Err(e) => return Err(refused(e).await),
+        };
+        let head = match self.ray_head(cx, namespace, name).await {
+            Ok(head) => head,
+            Err(e) => return Err(refused(e).await),
+        };
+        let summary = json!({
+            "entrypoint": submission.entrypoint,
+            "submission_id": submission.submission_id,
+            "package": submission.package(),
+            "env_vars": submission.runtime_env.env_vars.keys().collect::<Vec<_>>(),
+            "pip": submission.runtime_env.pip,
+        });
+        self.audited(cx, AuditAction::JobSubmit, namespace, name, summary, || async {
+            if let Some(id) = &submission.submission_id {
+                match self.ray_job(cx, &head, id).await {
+                    Ok(job) => return Ok(Submitted { job, created: false }),
+                    Err(Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let body = ray_wire::submit_body(&submission);
+            let answer = self.ray(cx, &head, Method::POST, "/api/jobs/", Some(body)).await?;
+            let id = match answer.status {
+                200 => answer.json()?["submission_id"].as_str().unwrap_or_default().to_owned(),
+                // The same id submitted at the same moment elsewhere.
+                _ if ray_wire::is_duplicate(&answer) => {
+                    let id = submission.submission_id.clone().unwrap_or_default();
+                    let job = self.ray_job(cx, &head, &id).await?;
+                    return Ok(Submitted { job, created: false });
+                }
+                _ => return Err(answer.error(ResourceKind::Job, "")),
+            };
+            let job = self.ray_job(cx, &head, &id).await?;
+            Ok(Submitted { job, created: true })
+        })
+        .await
+    }
+
+    /// Asks a job to stop (editor; audited as `job.stop`). A job that has
+    /// ended already is not an error: `stopped` is false.
+    pub async fn stop_job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<Stopped, Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobStop, namespace, name)
+            .await?;
+        let head = self.job_head(cx, AuditAction::JobStop, namespace, name, id).await?;
+        self.audited(
+            cx,
+            AuditAction::JobStop,
+            namespace,
+            name,
+            json!({"job": id}),
+            || async {
+                let answer = self
+                    .ray(cx, &head, Method::POST, &format!("{}/stop", job_path(id)), None)
+                    .await?;
+                if answer.status != 200 {
+                    return Err(answer.error(ResourceKind::Job, id));
+                }
+                let stopped = answer.json()?["stopped"].as_bool().unwrap_or(false);
+                let job = self.ray_job(cx, &head, id).await?;
+                Ok(Stopped { stopped, job })
+            },
+        )
+        .await
+    }
+
+    /// Deletes an ended job and its log (editor; audited as `job.delete`);
+    /// a job still pending or running is `failed_precondition`.
+    pub async fn delete_job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<(), Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobDelete, namespace, name)
+            .await?;
+        let head = self.job_head(cx, AuditAction::JobDelete, namespace, name, id).await?;
+        self.audited(
+            cx,
+            AuditAction::JobDelete,
+            namespace,
+            name,
+            json!({"job": id}),
+            || async {
+                let job = self.ray_job(cx, &head, id).await?;
+                if !job.status.is_terminal() {
+                    return Err(still_running(&job));
+                }
+                if let Some(ended) = job.end_time.as_deref().and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+                    let since = jiff::Timestamp::now().duration_since(ended);
+                    let settle = jiff::SignedDuration::try_from(SETTLE_AFTER_END).unwrap_or_default();
+                    if since < settle {
+                        let wait = Duration::try_from(settle - since).unwrap_or_default();
+                        tokio::time::sleep(wait.min(SETTLE_AFTER_END)).await;
+                    }
+                }
+                let answer = self.ray(cx, &head, Method::DELETE, &job_path(id), None).await?;
+                match answer.status {
+                    200 => Ok(()),
+                    _ if ray_wire::is_not_terminal(&answer) => Err(still_running(&job)),
+                    _ => Err(answer.error(ResourceKind::Job, id)),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Whether the head holds working-dir package `package` (editor; it
+    /// keeps a package it was asked about for Ray's 10 minutes).
+    pub async fn has_package(&self, cx: &Context, namespace: &str, name: &str, package: &str) -> Result<bool, Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
+            .await?;
+        check_package_name(package).map_err(|why| Error::invalid("package", why))?;
+        let head = self.ray_head(cx, namespace, name).await?;
+        let answer = self
+            .ray(cx, &head, Method::GET, &format!("/api/packages/gcs/{package}"), None)
+            .await?;
+        match answer.status {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(answer.error(ResourceKind::Package, package)),
+        }
+    }
+
+    /// Streams working-dir package `package` to the head (editor; audited
+    /// as `package.upload`). The transport bounds `body`; its error ends
+    /// the upload before the head has the whole package, so the head keeps
+    /// nothing.
+    pub async fn upload_package(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        package: &str,
+        size: Option<u64>,
+        body: PackageBody,
+    ) -> Result<(), Error> {
+        self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
+            .await?;
+        let checked = check_package_name(package).map_err(|why| Error::invalid("package", why));
+        let head = match checked {
+            Ok(()) => self.ray_head(cx, namespace, name).await,
+            Err(e) => Err(e),
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::PackageUpload, Some(namespace), Some(name), &e)
+                    .await;
+                return Err(e);
+            }
+        };
+        let summary = json!({"package": package, "bytes": size});
+        self.audited(cx, AuditAction::PackageUpload, namespace, name, summary, || async {
+            let path = format!("/api/packages/gcs/{package}");
+            let answer = self.ray_streamed(cx, &head, Method::PUT, &path, size, body).await?;
+            match answer.status {
+                200 => Ok(()),
+                _ => Err(answer.error(ResourceKind::Package, package)),
+            }
+        })
+        .await
+    }
+
+    /// The cluster's head as Ray's Jobs API server: the cluster must be
+    /// ready and have a dashboard.
+    async fn ray_head(&self, cx: &Context, namespace: &str, name: &str) -> Result<Reachable, Error> {
+        let rid = cx.meta.request_id.as_str();
+        let cluster = self.store.get(namespace, name, rid).await?;
+        let pods = self.store.pods(namespace, Some(name), rid).await?;
+        let views: Vec<_> = pods.iter().map(|p| &**p).collect();
+        let info = manifest::cluster_info(&cluster, Some(&views));
+        if info.status != ClusterStatus::Ready {
+            // Krayne's words.
+            return Err(Error::FailedPrecondition(format!(
+                "cluster '{name}' is not ready (status: {})",
+                info.status
+            )));
+        }
+        let declared = manifest::declared_services(&cluster);
+        let dashboard = find_service(&declared, "dashboard", true).map_err(|_| {
+            Error::FailedPrecondition(format!(
+                "cluster '{name}' has no dashboard, which serves Ray's Jobs API: create it with the dashboard on"
+            ))
+        })?;
+        let (_, head) = self.head_of(cx, namespace, name).await?;
+        let head = head.ok_or_else(|| {
+            Error::FailedPrecondition(format!("cluster '{name}' is not ready (status: no serving head pod)"))
+        })?;
+        Ok(Reachable::new(namespace, name, dashboard, head, TunnelVia::JobsApi))
+    }
+
+    /// [`Self::ray_head`] for a mutation of job `id`, refusals audited.
+    async fn job_head(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: &str,
+        name: &str,
+        id: &str,
+    ) -> Result<Reachable, Error> {
+        let head = match check_id(id) {
+            Ok(()) => self.ray_head(cx, namespace, name).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &head {
+            self.record_refusal(cx, action, Some(namespace), Some(name), e).await;
+        }
+        head
+    }
+
+    async fn ray_job(&self, cx: &Context, head: &Reachable, id: &str) -> Result<Job, Error> {
+        let answer = self.ray(cx, head, Method::GET, &job_path(id), None).await?;
+        if answer.status != 200 {
+            return Err(answer.error(ResourceKind::Job, id));
+        }
+        ray_wire::job(&answer.json()?)
+    }
+
+    /// One request to the head, with a JSON body or none.
+    async fn ray(
+        &self,
+        cx: &Context,
+        head: &Reachable,
+        method: Method,
+        path: &str,
+        json: Option<Value>,
+    ) -> Result<Answer, Error> {
+        let (body, size) = match json {
+            Some(json) => {
+                let bytes = Bytes::from(json.to_string());
+                let size = bytes.len() as u64;
+                (futures::stream::once(async move { Ok(bytes) }).boxed(), Some(size))
+            }
+            None => (futures::stream::empty().boxed(), None),
+        };
+        self.ray_streamed(cx, head, method, path, size, body).await
+    }
+
+    /// One request to the head on a connection of its own, its body
+    /// streamed.
+    async fn ray_streamed(
+        &self,
+        cx: &Context,
+        head: &Reachable,
+        method: Method,
+        path: &str,
+        size: Option<u64>,
+        body: PackageBody,
+    ) -> Result<Answer, Error> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
+        };
+        let connection = self.connect(cx, head.clone()).await?.into_connection();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connection))
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let task = tokio::spawn(conn);
+        let has_body = size.is_some() || method == Method::PUT;
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, "ray-head")
+            .header(hyper::header::USER_AGENT, USER_AGENT);
+        if let Some(size) = size {
+            request = request.header(hyper::header::CONTENT_LENGTH, size);
+        }
+        if has_body && path.starts_with("/api/jobs") {
+            request = request.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Body::from_stream(body))
+            .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
+        let response = sender.send_request(request).await;
+        let response = match response {
+            Ok(response) => response,
+            Err(e) => {
+                task.abort();
+                return Err(unavailable(&e));
+            }
+        };
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(Body::new(response.into_body()), MAX_ANSWER)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Answer { status, body })
+    }
+}
+
+fn check_id(id: &str) -> Result<(), Error> {
+    check_job_id(id).map_err(|why| Error::invalid("job", why))
+}
+
+fn still_running(job: &Job) -> Error {
+    Error::FailedPrecondition(format!(
+        "job '{}' is {}: stop it first (only a job that has ended can be deleted)",
+        job.id,
+        job.status.as_str()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn krayne_never_calls_ray_as_a_browser() {
+        assert!(!USER_AGENT.starts_with("Mozilla"));
+    }
+
+    #[test]
+    fn ids_that_ray_would_lose_are_refused() {
+        assert!(check_id("train-1").is_ok());
+        assert_eq!(check_id("a/b").unwrap_err().code(), "invalid_argument");
+        assert!(check_id("").is_err());
+    }
+
+    #[test]
+    fn a_running_job_cannot_be_deleted_and_says_why() {
+        let job = Job {
+            id: "lc-del".into(),
+            submission_id: Some("lc-del".into()),
+            ray_job_id: None,
+            kind: "SUBMISSION".into(),
+            entrypoint: "sleep 60".into(),
+            status: crate::domain::JobStatus::Running,
+            message: None,
+            error_type: None,
+            start_time: None,
+            end_time: None,
+            driver_exit_code: None,
+            metadata: Default::default(),
+        };
+        let e = still_running(&job);
+        assert_eq!(e.code(), "failed_precondition");
+        assert!(e.to_string().contains("RUNNING"), "{e}");
+    }
+}

@@ -1,0 +1,236 @@
+//! Ray's Jobs REST API as a Ray 2.60 head speaks it
+//! (`shared/reference/ray/jobs-api.md`): the bodies krayne sends, the job
+//! objects it reads, and Ray's answers mapped to krayne's errors. Pure.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::domain::{Error, Job, JobStatus, JobSubmission, ResourceKind};
+
+/// Ray's answer to one request.
+#[derive(Debug)]
+pub(super) struct Answer {
+    /// HTTP status.
+    pub(super) status: u16,
+    /// The body (JSON on success; text, often a traceback, on error).
+    pub(super) body: bytes::Bytes,
+}
+
+impl Answer {
+    /// The body as JSON.
+    pub(super) fn json(&self) -> Result<Value, Error> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::Unavailable(format!(
+                "the cluster's Ray head answered something that is not JSON: {e}"
+            ))
+        })
+    }
+
+    /// The last line of a text body: a traceback's exception, or Ray's
+    /// one-line 404.
+    pub(super) fn last_line(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        let line = line.strip_prefix("RuntimeError: ").unwrap_or(line);
+        line.chars().take(500).collect()
+    }
+
+    /// Ray's error as krayne's, for something of `kind` named `id`.
+    pub(super) fn error(&self, kind: ResourceKind, id: &str) -> Error {
+        match self.status {
+            404 => Error::NotFound {
+                kind,
+                name: id.to_owned(),
+            },
+            400 => Error::invalid(kind.to_string(), self.last_line()),
+            413 => Error::invalid(
+                kind.to_string(),
+                "the cluster's Ray head refused the body as too large (its limit is 100 MiB)",
+            ),
+            status => Error::Unavailable(format!(
+                "the cluster's Ray head answered {status}: {}",
+                self.last_line()
+            )),
+        }
+    }
+}
+
+/// `POST /api/jobs/`'s body for `job`, as `JobSubmissionClient` sends it:
+/// keys whose value is none left out, `runtime_env` and `metadata` always
+/// there.
+pub(super) fn submit_body(job: &JobSubmission) -> Value {
+    let mut runtime_env = Map::new();
+    if let Some(dir) = &job.runtime_env.working_dir {
+        runtime_env.insert("working_dir".into(), json!(dir));
+    }
+    if !job.runtime_env.env_vars.is_empty() {
+        runtime_env.insert("env_vars".into(), json!(job.runtime_env.env_vars));
+    }
+    if !job.runtime_env.pip.is_empty() {
+        runtime_env.insert("pip".into(), json!(job.runtime_env.pip));
+    }
+    let mut body = Map::new();
+    body.insert("entrypoint".into(), json!(job.entrypoint));
+    if let Some(id) = &job.submission_id {
+        body.insert("submission_id".into(), json!(id));
+    }
+    body.insert("runtime_env".into(), Value::Object(runtime_env));
+    body.insert("metadata".into(), json!(job.metadata));
+    let optional = [
+        ("entrypoint_num_cpus", job.entrypoint_num_cpus.map(|n| json!(n))),
+        ("entrypoint_num_gpus", job.entrypoint_num_gpus.map(|n| json!(n))),
+        ("entrypoint_memory", job.entrypoint_memory.map(|n| json!(n))),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            body.insert(key.into(), value);
+        }
+    }
+    Value::Object(body)
+}
+
+/// Whether Ray's 500 says the submission id is taken.
+pub(super) fn is_duplicate(answer: &Answer) -> bool {
+    answer.status == 500 && answer.last_line().contains("already exists")
+}
+
+/// Whether Ray's 500 says the job is still running (a DELETE).
+pub(super) fn is_not_terminal(answer: &Answer) -> bool {
+    answer.status == 500 && answer.last_line().contains("non-terminal state")
+}
+
+/// A job object of Ray's as krayne's [`Job`].
+pub(super) fn job(value: &Value) -> Result<Job, Error> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let unexpected = |what: &str| Error::Unavailable(format!("the cluster's Ray head sent a job without {what}"));
+    let status: JobStatus = value
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .ok_or_else(|| unexpected("a known status"))?;
+    let submission_id = text("submission_id");
+    let ray_job_id = text("job_id");
+    let id = submission_id
+        .clone()
+        .or_else(|| ray_job_id.clone())
+        .ok_or_else(|| unexpected("an id"))?;
+    let time = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_i64)
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map(|t| t.to_string())
+    };
+    let metadata: BTreeMap<String, String> = value
+        .get("metadata")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Job {
+        id,
+        submission_id,
+        ray_job_id,
+        kind: text("type").unwrap_or_else(|| "SUBMISSION".into()),
+        entrypoint: text("entrypoint").unwrap_or_default(),
+        status,
+        message: text("message"),
+        error_type: text("error_type"),
+        start_time: time("start_time"),
+        end_time: time("end_time"),
+        driver_exit_code: value.get("driver_exit_code").and_then(Value::as_i64),
+        metadata,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::RuntimeEnv;
+
+    fn answer(status: u16, body: &str) -> Answer {
+        Answer {
+            status,
+            body: bytes::Bytes::copy_from_slice(body.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_submission_is_sent_as_rays_client_sends_it() {
+        let job = JobSubmission {
+            entrypoint: "python train.py".into(),
+            submission_id: Some("sdk-py".into()),
+            runtime_env: RuntimeEnv {
+                env_vars: [("A".to_owned(), "1".to_owned())].into(),
+                ..Default::default()
+            },
+            entrypoint_num_cpus: Some(0.5),
+            ..Default::default()
+        };
+        assert_eq!(
+            submit_body(&job),
+            json!({"entrypoint": "python train.py", "submission_id": "sdk-py",
+                   "runtime_env": {"env_vars": {"A": "1"}}, "metadata": {}, "entrypoint_num_cpus": 0.5})
+        );
+        let bare = submit_body(&JobSubmission {
+            entrypoint: "echo hi".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            bare,
+            json!({"entrypoint": "echo hi", "runtime_env": {}, "metadata": {}})
+        );
+    }
+
+    #[test]
+    fn rays_job_objects_are_read_with_the_submission_id_as_the_id() {
+        let recorded = json!({"type": "SUBMISSION", "job_id": null, "submission_id": "rec-exit3", "driver_info": null,
+            "status": "FAILED", "entrypoint": "echo about-to-fail; exit 3",
+            "message": "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):\nabout-to-fail",
+            "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "start_time": 1795434158240_i64, "end_time": 1795434160914_i64,
+            "metadata": null, "runtime_env": null, "driver_agent_http_address": "http://10.0.0.1:52365",
+            "driver_node_id": "81754e20", "driver_exit_code": 3});
+        let job = job(&recorded).unwrap();
+        assert_eq!(job.id, "rec-exit3");
+        assert_eq!(job.ray_job_id, None);
+        assert_eq!(job.status, JobStatus::Failed);
+        assert_eq!(job.driver_exit_code, Some(3));
+        assert_eq!(job.start_time.as_deref(), Some("2026-11-23T11:42:38.24Z"));
+        assert!(job.metadata.is_empty());
+
+        let driver = json!({"type": "DRIVER", "job_id": "02000000", "submission_id": null, "status": "RUNNING",
+            "entrypoint": "python x.py", "metadata": {}, "start_time": 1795434158240_i64});
+        assert_eq!(super::job(&driver).unwrap().id, "02000000");
+        assert!(super::job(&json!({"status": "LOST"})).is_err());
+    }
+
+    #[test]
+    fn rays_errors_become_krayne_answers() {
+        let missing = answer(404, "Job nope-xyz does not exist");
+        assert!(matches!(
+            missing.error(ResourceKind::Job, "nope-xyz"),
+            Error::NotFound { .. }
+        ));
+        let traceback = "Traceback (most recent call last):\n  File \"x.py\"\nTypeError: JobSubmitRequest.__init__() got an unexpected keyword argument 'bogus'\n";
+        let bad = answer(400, traceback).error(ResourceKind::Job, "x");
+        assert!(bad.to_string().contains("unexpected keyword argument 'bogus'"), "{bad}");
+        let duplicate = answer(
+            500,
+            "Traceback …\nValueError: Job with submission_id rec-sid-1 already exists. Please use a different submission_id.\n",
+        );
+        assert!(is_duplicate(&duplicate));
+        let running = answer(
+            500,
+            "Traceback …\nRuntimeError: Attempted to delete job 'lc-del', but it is in a non-terminal state RUNNING.\n",
+        );
+        assert!(is_not_terminal(&running) && !is_duplicate(&running));
+        assert_eq!(
+            running.error(ResourceKind::Job, "lc-del").code(),
+            "unavailable",
+            "an unexpected 500 is the head's trouble"
+        );
+    }
+}
