@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "krayne/v1/audit.proto",
     "krayne/v1/version.proto",
     "krayne/v1/service.proto",
+    "krayne/v1/job.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

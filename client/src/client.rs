@@ -17,7 +17,8 @@ use crate::{
         self, ClusterDetails, ClusterInfo, ClusterSpec, NamespaceAccess, WhoAmIResponse,
         audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
         create_cluster_request::Source, identity_service_client::IdentityServiceClient,
-        tunnel_service_client::TunnelServiceClient, version_service_client::VersionServiceClient,
+        job_service_client::JobServiceClient, tunnel_service_client::TunnelServiceClient,
+        version_service_client::VersionServiceClient,
     },
 };
 
@@ -304,6 +305,10 @@ impl Client {
 
     fn clusters(&self) -> ClusterServiceClient<Service> {
         ClusterServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+
+    pub(crate) fn jobs_service(&self) -> JobServiceClient<Service> {
+        JobServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 
     pub(crate) fn tunnels(&self) -> TunnelServiceClient<Service> {

@@ -30,6 +30,7 @@ named! {
     proto::GetVersionResponse => "krayne.v1.GetVersionResponse",
     proto::HeadService => "krayne.v1.HeadService",
     proto::BrowserSession => "krayne.v1.BrowserSession",
+    proto::Job => "krayne.v1.Job",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

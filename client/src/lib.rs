@@ -41,7 +41,9 @@ mod auth;
 #[macro_use]
 mod client;
 mod error;
+mod jobs;
 pub mod json;
+pub mod package;
 mod spec;
 mod tunnel;
 mod watch;
@@ -49,6 +51,7 @@ mod watch;
 pub use auth::TokenProvider;
 pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, RetryPolicy, Scale};
 pub use error::{ClientError, FieldViolation};
+pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal};
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};

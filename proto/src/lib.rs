@@ -40,7 +40,8 @@ mod tests {
                 "IdentityService",
                 "AuditService",
                 "VersionService",
-                "TunnelService"
+                "TunnelService",
+                "JobService"
             ]
         );
     }

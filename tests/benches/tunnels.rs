@@ -243,26 +243,7 @@ async fn main() {
     let env = &bench.env;
     let direct_server = env.spawn_server(&["--service-upstream", "direct"]).await;
     let (pf_api, direct_api) = (env.server.api.to_string(), direct_server.api.to_string());
-    let http = &bench.http;
-    http.post(format!("{}/v1/namespaces/bench-00/clusters", env.url()))
-        .bearer_auth(&bench.token)
-        .json(&json!({"name": "tun"}))
-        .send()
-        .await
-        .unwrap();
-    let ready: serde_json::Value = http
-        .get(format!(
-            "{}/v1/namespaces/bench-00/clusters/tun/wait?timeout_seconds=120",
-            env.url()
-        ))
-        .bearer_auth(&bench.token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(ready["status"], "ready");
+    bench.ready_cluster("tun").await;
     let kube = krayne_server::k8s::client_for_url(&env.sandbox.url()).unwrap();
     let pods: kube::Api<Pod> = kube::Api::namespaced(kube, "bench-00");
     let head = pods

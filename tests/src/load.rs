@@ -76,6 +76,32 @@ impl BenchEnv {
         (bench_namespace(i, self.namespaces), format!("c-{i:05}"))
     }
 
+    /// Creates cluster `name` in `bench-00` (a head, no workers) and waits
+    /// until it is ready.
+    pub async fn ready_cluster(&self, name: &str) {
+        let clusters = format!("{}/v1/namespaces/bench-00/clusters", self.env.url());
+        let created = self
+            .http
+            .post(&clusters)
+            .bearer_auth(&self.token)
+            .json(&json!({"name": name}))
+            .send()
+            .await
+            .expect("create");
+        assert!(created.status().is_success(), "{}", created.status());
+        let ready: serde_json::Value = self
+            .http
+            .get(format!("{clusters}/{name}/wait?timeout_seconds=120"))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .expect("wait")
+            .json()
+            .await
+            .expect("a cluster");
+        assert_eq!(ready["status"], "ready", "{ready}");
+    }
+
     /// Sends the requests `request(0..n)` 16 at a time, authenticated;
     /// how many succeeded.
     pub async fn each(&self, n: usize, request: impl Fn(usize) -> reqwest::RequestBuilder) -> usize {

@@ -6,6 +6,7 @@ mod cli_commands;
 mod cli_config;
 mod cli_errors;
 mod cli_files;
+mod jobs;
 mod sdk;
 mod shapes;
 mod support;

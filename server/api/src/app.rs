@@ -103,6 +103,7 @@ pub async fn start(
         request_timeout: parts.rest.request_timeout,
         body_timeout: parts.rest.body_timeout,
         reflection_needs_token: parts.reflection_needs_token,
+        package_limit: parts.rest.package_limit,
     };
     let hosts = rest::AppHosts::of(&state);
     let grpc = grpc::router(service.clone(), parts.auth, &grpc_settings).await?;

@@ -285,10 +285,17 @@ async fn packages_over_the_limit_roles_and_bad_input_are_refused_before_the_head
     let env = Env::start().await;
     env.ready_cluster("guarded").await;
     let package = "_ray_pkg_fedcba9876543210.zip";
-    let big = vec![0u8; 101 * 1024 * 1024];
-    let (status, problem) = put_package(&env, &env.alice(), "guarded", package, big).await;
-    assert_eq!(status, 413, "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("100 MiB"), "{problem}");
+    // Declared over the limit: refused from the headers, before a byte of
+    // the body is read (or the head sees anything).
+    let declared = format!(
+        "PUT {} HTTP/1.1\r\nHost: krayne\r\nAuthorization: Bearer {}\r\nContent-Length: {}",
+        package_path("guarded", package),
+        env.alice(),
+        101 * 1024 * 1024
+    );
+    let mut early = krayne_tests::raw::Http1::send(env.server.api, &declared, b"").await;
+    let (answer, _) = early.answer(Duration::from_secs(10)).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     // Streamed without a length (chunked): cut when it passes the limit.
     let head = format!(
         "PUT {} HTTP/1.1\r\nHost: krayne\r\nAuthorization: Bearer {}\r\nTransfer-Encoding: chunked",

@@ -83,6 +83,10 @@ pub(crate) enum Command {
     Ssh(commands::service::ssh::Args),
     /// Open a cluster's dashboard (or notebook, code-server) in the browser.
     Open(commands::service::open::Args),
+    /// Run a command on a cluster as a Ray job and follow its log.
+    Submit(commands::job::submit::Args),
+    /// A cluster's Ray jobs: list, get, logs, stop, delete.
+    Jobs(commands::job::Args),
     /// Show who the server thinks you are and what you may do.
     Whoami(commands::identity::whoami::Args),
     /// List the namespaces you may use, with your role in each.

@@ -4,6 +4,7 @@
 mod client_faults;
 mod convert;
 mod gate;
+mod jobs;
 mod services;
 mod status;
 mod tunnels;
@@ -13,8 +14,8 @@ use std::{sync::Arc, time::Duration};
 pub(crate) use gate::{Gate, gate};
 use krayne_proto::v1::{
     audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
-    identity_service_server::IdentityServiceServer, tunnel_service_server::TunnelServiceServer,
-    version_service_server::VersionServiceServer,
+    identity_service_server::IdentityServiceServer, job_service_server::JobServiceServer,
+    tunnel_service_server::TunnelServiceServer, version_service_server::VersionServiceServer,
 };
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
@@ -33,6 +34,8 @@ pub struct GrpcSettings {
     pub body_timeout: Duration,
     /// Whether server reflection needs a valid token (health never does).
     pub reflection_needs_token: bool,
+    /// Largest working-dir package uploaded to a head, in bytes.
+    pub package_limit: u64,
 }
 
 /// The gRPC routes, the health reporter that tracks serving state, and the
@@ -54,6 +57,7 @@ pub(crate) async fn not_serving(health: &HealthReporter) {
     health.set_not_serving::<AuditServiceServer<services::Grpc>>().await;
     health.set_not_serving::<VersionServiceServer<services::Grpc>>().await;
     health.set_not_serving::<TunnelServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<JobServiceServer<services::Grpc>>().await;
 }
 
 /// Request messages over `max_message` bytes are refused
@@ -68,6 +72,7 @@ pub(crate) async fn router(
     let grpc = services::Grpc {
         service: service.clone(),
         body_timeout: settings.body_timeout,
+        package_limit: settings.package_limit,
     };
     let (reporter, health) = tonic_health::server::health_reporter();
     let health = health.max_decoding_message_size(max_message);
@@ -76,6 +81,7 @@ pub(crate) async fn router(
     reporter.set_serving::<AuditServiceServer<services::Grpc>>().await;
     reporter.set_serving::<VersionServiceServer<services::Grpc>>().await;
     reporter.set_serving::<TunnelServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<JobServiceServer<services::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -88,6 +94,7 @@ pub(crate) async fn router(
         .add_service(IdentityServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(AuditServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(TunnelServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
+        .add_service(JobServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(VersionServiceServer::new(grpc).max_decoding_message_size(max_message));
     let routes = routes
         .into_axum_router()

@@ -4,6 +4,7 @@ pub(crate) mod audit;
 pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod identity;
+pub(crate) mod job;
 pub(crate) mod service;
 
 use crate::{
@@ -45,6 +46,8 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
             Command::Open(args) => service::open::run(&ctx, args).await,
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
+            Command::Submit(args) => job::submit::run(&ctx, args).await,
+            Command::Jobs(args) => job::run(&ctx, args).await,
             Command::Completions(_) | Command::Ssh(_) => Ok(()),
         }
     })

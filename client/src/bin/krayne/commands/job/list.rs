@@ -1,0 +1,19 @@
+//! `krayne jobs list NAME`.
+
+use crate::{context::Context, failure::Failure};
+
+/// List a cluster's Ray jobs.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Cluster name.
+    name: String,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let jobs = ctx.client()?.jobs(&namespace, &args.name).await?;
+    super::print_jobs(ctx, &jobs)
+}

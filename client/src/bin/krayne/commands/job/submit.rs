@@ -1,0 +1,170 @@
+//! `krayne submit NAME -- ENTRYPOINT...`.
+
+use std::{io::IsTerminal as _, path::PathBuf, time::Duration};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use krayne_client::{SubmitJob, package::PackOptions, proto::JobStatus};
+
+use crate::{
+    context::Context,
+    failure::Failure,
+    output::{note, out},
+};
+
+/// A working dir this large gets a progress bar for its upload.
+const SHOW_PROGRESS_FROM: u64 = 1024 * 1024;
+
+/// Run a command on a cluster as a Ray job and follow its log.
+///
+/// The working dir (default: the current directory) is packed as Ray packs
+/// it — leaving out .git, .venv, venv, __pycache__ and what .gitignore and
+/// .rayignore name — and uploaded unless the cluster has it already. The
+/// log is followed to stdout until the job ends; the exit code is 0 when it
+/// succeeded, 1 otherwise. Ctrl-C stops following, not the job.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  krayne submit train -- python train.py --epochs 3\n  \
+                        krayne submit -c train --working-dir ./src --env EPOCHS=3 --pip numpy -- python main.py\n  \
+                        krayne submit train --no-wait --submission-id nightly-42 -- python etl.py")]
+pub(crate) struct Args {
+    /// Cluster name.
+    #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
+    name: Option<String>,
+    /// Cluster name (Krayne's form).
+    #[arg(short, long, value_name = "NAME")]
+    cluster: Option<String>,
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// The directory to run in, uploaded to the cluster.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    working_dir: PathBuf,
+    /// Print the job's id and return instead of following its log.
+    #[arg(long)]
+    no_wait: bool,
+    /// An environment variable of the job (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = env_pair)]
+    env_vars: Vec<(String, String)>,
+    /// A Python package to install first (repeatable).
+    #[arg(long, value_name = "PKG")]
+    pip: Vec<String>,
+    /// An id of your choosing; submitting it again follows the first job.
+    #[arg(long, value_name = "ID")]
+    submission_id: Option<String>,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "ENTRYPOINT")]
+    entrypoint: Vec<String>,
+}
+
+fn env_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{text:?} is not K=V")),
+    }
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    if args.entrypoint.is_empty() {
+        return Err(Failure::Usage(
+            "Missing entrypoint. Pass the command to run on the cluster after --".into(),
+        ));
+    }
+    if !args.working_dir.is_dir() {
+        return Err(Failure::Usage(format!(
+            "Working directory not found: {}",
+            args.working_dir.display()
+        )));
+    }
+    let name = args.name.or(args.cluster).unwrap_or_default();
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let client = ctx.client()?;
+    let cluster = client.get(&namespace, &name).await?;
+    if cluster.status != "ready" {
+        return Err(Failure::Other(format!(
+            "Cluster '{name}' is not ready (status: {}).",
+            cluster.status
+        )));
+    }
+    let bar = upload_bar();
+    let progress = {
+        let bar = bar.clone();
+        move |sent: u64, total: u64| {
+            if total >= SHOW_PROGRESS_FROM {
+                bar.set_length(total);
+                bar.set_position(sent);
+            }
+        }
+    };
+    let (package, uploaded) = client
+        .upload_working_dir(&namespace, &name, &args.working_dir, &PackOptions::from_env(), progress)
+        .await?;
+    bar.finish_and_clear();
+    note(&if uploaded {
+        format!("uploaded {} as {package}", args.working_dir.display())
+    } else {
+        format!("{} is on the cluster already ({package})", args.working_dir.display())
+    });
+    let mut job = SubmitJob::new(shell_words::join(&args.entrypoint));
+    if let Some(id) = args.submission_id {
+        job = job.submission_id(id);
+    }
+    for (k, v) in args.env_vars {
+        job = job.env(k, v);
+    }
+    for requirement in args.pip {
+        job = job.pip(requirement);
+    }
+    let submitted = client
+        .submit_prepared(&namespace, &name, job, Some(package), uploaded)
+        .await?;
+    let id = submitted.job.id.clone();
+    if submitted.created {
+        note(&format!("job '{id}' submitted to {namespace}/{name}"));
+    } else {
+        note(&format!("job '{id}' exists already; it is the one shown"));
+    }
+    if args.no_wait {
+        return out(&format!("{id}\n"));
+    }
+    if !super::logs::follow(&client, &namespace, &name, &id).await? {
+        return Err(Failure::Declined(format!(
+            "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
+        )));
+    }
+    let ended = client.wait_job(&namespace, &name, &id, Duration::from_secs(30)).await?;
+    match ended.status() {
+        JobStatus::Succeeded => {
+            note(&format!("job '{id}' succeeded"));
+            Ok(())
+        }
+        _ => Err(Failure::Other(format!(
+            "job '{id}' {}: {}",
+            super::status(&ended),
+            ended.message.lines().next().unwrap_or_default()
+        ))),
+    }
+}
+
+/// A bar on stderr for a large upload; hidden when stderr is not a
+/// terminal.
+fn upload_bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("uploading {bar:30} {bytes}/{total_bytes} {bytes_per_sec}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_pairs_need_a_name() {
+        assert_eq!(env_pair("A=1=2").unwrap(), ("A".to_owned(), "1=2".to_owned()));
+        assert!(env_pair("=1").is_err());
+        assert!(env_pair("A").is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! `krayne.v1.JobService`: Ray jobs over the same use cases as REST.
+
+use std::{
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+};
+
+use futures::{Stream, StreamExt as _};
+use krayne_proto::v1::{self as pb, job_service_server, upload_package_request};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{convert, services::Grpc, status::to_status};
+use crate::{
+    domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv},
+    service::PackageBody,
+};
+
+fn job_message(j: Job) -> pb::Job {
+    let status = match j.status {
+        JobStatus::Pending => pb::JobStatus::Pending,
+        JobStatus::Running => pb::JobStatus::Running,
+        JobStatus::Stopped => pb::JobStatus::Stopped,
+        JobStatus::Succeeded => pb::JobStatus::Succeeded,
+        JobStatus::Failed => pb::JobStatus::Failed,
+    };
+    pb::Job {
+        id: j.id,
+        submission_id: j.submission_id.unwrap_or_default(),
+        ray_job_id: j.ray_job_id.unwrap_or_default(),
+        kind: j.kind,
+        entrypoint: j.entrypoint,
+        status: status.into(),
+        message: j.message.unwrap_or_default(),
+        error_type: j.error_type.unwrap_or_default(),
+        start_time: convert::timestamp(j.start_time.as_deref()),
+        end_time: convert::timestamp(j.end_time.as_deref()),
+        driver_exit_code: j.driver_exit_code,
+        metadata: j.metadata.into_iter().collect(),
+    }
+}
+
+fn submission(r: pb::SubmitJobRequest) -> JobSubmission {
+    let env = r.runtime_env.unwrap_or_default();
+    JobSubmission {
+        entrypoint: r.entrypoint,
+        submission_id: (!r.submission_id.is_empty()).then_some(r.submission_id),
+        runtime_env: RuntimeEnv {
+            working_dir: (!env.working_dir.is_empty()).then_some(env.working_dir),
+            env_vars: env.env_vars.into_iter().collect(),
+            pip: env.pip,
+        },
+        metadata: r.metadata.into_iter().collect(),
+        entrypoint_num_cpus: r.entrypoint_num_cpus,
+        entrypoint_num_gpus: r.entrypoint_num_gpus,
+        entrypoint_memory: r.entrypoint_memory,
+    }
+}
+
+type LogChunks = Pin<Box<dyn Stream<Item = Result<pb::JobLogChunk, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl job_service_server::JobService for Grpc {
+    async fn submit_job(&self, req: Request<pb::SubmitJobRequest>) -> Result<Response<pb::SubmitJobResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let (namespace, name) = (r.namespace.clone(), r.name.clone());
+        let submitted = self
+            .service
+            .submit_job(&cx, &namespace, &name, submission(r))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::SubmitJobResponse {
+            job: Some(job_message(submitted.job)),
+            created: submitted.created,
+        }))
+    }
+
+    async fn list_jobs(&self, req: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let jobs = self.service.jobs(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListJobsResponse {
+            jobs: jobs.into_iter().map(job_message).collect(),
+        }))
+    }
+
+    async fn get_job(&self, req: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let job = self
+            .service
+            .job(&cx, &r.namespace, &r.name, &r.id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(job_message(job)))
+    }
+
+    async fn get_job_logs(&self, req: Request<pb::JobRef>) -> Result<Response<pb::JobLogs>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let logs = self
+            .service
+            .job_logs(&cx, &r.namespace, &r.name, &r.id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::JobLogs { logs }))
+    }
+
+    type TailJobLogsStream = LogChunks;
+
+    async fn tail_job_logs(&self, req: Request<pb::JobRef>) -> Result<Response<Self::TailJobLogsStream>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let lines = self
+            .service
+            .follow_job_logs(&cx, &r.namespace, &r.name, &r.id)
+            .await
+            .map_err(to_status)?;
+        let chunks = lines.map(|chunk| chunk.map(|text| pb::JobLogChunk { text }).map_err(to_status));
+        Ok(Response::new(Box::pin(chunks)))
+    }
+
+    async fn stop_job(&self, req: Request<pb::JobRef>) -> Result<Response<pb::StopJobResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let stopped = self
+            .service
+            .stop_job(&cx, &r.namespace, &r.name, &r.id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::StopJobResponse {
+            stopped: stopped.stopped,
+            job: Some(job_message(stopped.job)),
+        }))
+    }
+
+    async fn delete_job(&self, req: Request<pb::JobRef>) -> Result<Response<pb::DeleteJobResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        self.service
+            .delete_job(&cx, &r.namespace, &r.name, &r.id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::DeleteJobResponse {}))
+    }
+
+    async fn has_package(&self, req: Request<pb::PackageRef>) -> Result<Response<pb::HasPackageResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let present = self
+            .service
+            .has_package(&cx, &r.namespace, &r.name, &r.package)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::HasPackageResponse { present }))
+    }
+
+    async fn upload_package(
+        &self,
+        req: Request<Streaming<pb::UploadPackageRequest>>,
+    ) -> Result<Response<pb::UploadPackageResponse>, Status> {
+        let cx = self.context(&req)?;
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(self.body_timeout, inbound.message()).await;
+        let target = match first {
+            Ok(Ok(Some(pb::UploadPackageRequest {
+                kind: Some(upload_package_request::Kind::Package(target)),
+            }))) => target,
+            Ok(Ok(_)) => {
+                return Err(to_status(Error::invalid(
+                    "package",
+                    "the first message must name the package",
+                )));
+            }
+            Ok(Err(status)) => return Err(status),
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "no first message within {} s",
+                    self.body_timeout.as_secs()
+                )));
+            }
+        };
+        let limit = self.package_limit;
+        let (over, bytes) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (flagged, counted) = (over.clone(), bytes.clone());
+        let body: PackageBody = inbound
+            .map(move |message| {
+                let data = match message {
+                    Ok(pb::UploadPackageRequest {
+                        kind: Some(upload_package_request::Kind::Data(data)),
+                    }) => data,
+                    Ok(_) => return Err(std::io::Error::other("every message after the first carries data")),
+                    Err(status) => return Err(std::io::Error::other(status.message().to_owned())),
+                };
+                let total = counted.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+                if total > limit {
+                    flagged.store(true, Ordering::Relaxed);
+                    return Err(std::io::Error::other("over the package limit"));
+                }
+                Ok(bytes::Bytes::from(data))
+            })
+            .boxed();
+        let uploaded = self
+            .service
+            .upload_package(&cx, &target.namespace, &target.name, &target.package, None, body)
+            .await;
+        if over.load(Ordering::Relaxed) {
+            return Err(Status::resource_exhausted(format!(
+                "the package is larger than this server's limit of {} MiB; nothing was uploaded",
+                limit / (1024 * 1024)
+            )));
+        }
+        uploaded.map_err(to_status)?;
+        Ok(Response::new(pb::UploadPackageResponse {
+            bytes: bytes.load(Ordering::Relaxed),
+            working_dir: format!("gcs://{}", target.package),
+        }))
+    }
+}
