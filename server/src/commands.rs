@@ -236,11 +236,13 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     });
     let upstream = upstream(mode, &client);
     let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
+    let sink = audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?;
     let mut parts = Parts::new(
         k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
-        audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?,
+        sink.clone(),
         auth,
     );
+    parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
     parts.upstream = Some(upstream);

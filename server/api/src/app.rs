@@ -38,6 +38,9 @@ pub struct Parts {
     pub grace: Duration,
     /// How clusters' services are reached (`None`: they are not).
     pub upstream: Option<Arc<dyn ServiceUpstream>>,
+    /// Serializes quota admission across replicas (`None`: within this
+    /// process only).
+    pub quota_lock: Option<Arc<dyn crate::domain::AdmissionLock>>,
 }
 
 impl Parts {
@@ -55,6 +58,7 @@ impl Parts {
             reflection_needs_token: false,
             grace: Duration::from_secs(20),
             upstream: None,
+            quota_lock: None,
         }
     }
 }
@@ -95,6 +99,9 @@ pub async fn start(
         ClusterService::new(parts.store, parts.audit, parts.service).with_authenticator(parts.auth.clone());
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
+    }
+    if let Some(lock) = parts.quota_lock {
+        service = service.with_quota_lock(lock);
     }
     let mut state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     state.package_limit = parts.rest.package_limit;

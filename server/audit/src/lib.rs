@@ -4,12 +4,14 @@
 
 use krayne_core::domain;
 
+mod lock;
 mod rows;
 mod sink;
 mod store;
 
 use std::sync::Arc;
 
+pub use lock::SqlAdmissionLock;
 pub use sink::{QueueOptions, SqlAuditSink};
 pub use store::{DatabaseOptions, Store, redact};
 

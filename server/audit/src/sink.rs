@@ -70,6 +70,11 @@ fn unavailable(e: &sqlx::Error, what: &str) -> Error {
 const NOT_WRITTEN: &str = "the audit log cannot be written";
 
 impl SqlAuditSink {
+    /// Quota admission serialized in this sink's database.
+    pub fn admission_lock(&self) -> crate::SqlAdmissionLock {
+        crate::SqlAdmissionLock::new(self.store.clone())
+    }
+
     /// A sink over `store`, with its background writers started.
     pub fn start(store: Store, q: &QueueOptions) -> Arc<Self> {
         let (batch, batch_rx) = mpsc::channel(q.batch_queue.max(1));

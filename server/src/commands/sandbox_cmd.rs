@@ -51,14 +51,16 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
     let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
     let upstream = super::upstream(args.service_upstream, &client);
+    let sink = audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?;
     let mut parts = Parts::new(
         k8s::cluster_store(
             k8s::KubeClusterStore::new(client),
             super::cache_options(&args.cache).as_ref(),
         ),
-        audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?,
+        sink.clone(),
         Authenticator::new(verifier, mapping),
     );
+    parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.grace = Duration::from_secs(5);
     // Sessions live as long as this sandbox; its notebooks serve under
     // their proxy path.

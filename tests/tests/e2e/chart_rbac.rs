@@ -87,6 +87,10 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     admin.get(&call("get", "/v1/whoami")).await.expect(200);
     admin.get(&call("get", "/v1/namespaces")).await.expect(200);
     admin
+        .get(&call("get", "/v1/namespaces/{namespace}/quota"))
+        .await
+        .expect(200);
+    admin
         .post(&format!("{}?dry_run=true", concrete(ns)), &spec)
         .await
         .expect(200);

@@ -22,6 +22,7 @@ mod limits;
 mod operations;
 mod outages;
 mod portal;
+mod quotas;
 mod rest_lifecycle;
 mod sandbox_command;
 mod secrets;

@@ -49,6 +49,15 @@ impl Authenticator {
         *self.mapping.write().unwrap_or_else(|p| p.into_inner()) = mapping;
     }
 
+    /// The quota the current team mapping gives `namespace`, if any.
+    pub fn quota(&self, namespace: &str) -> Option<crate::domain::quota::Quota> {
+        self.mapping
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .quota(namespace)
+            .cloned()
+    }
+
     /// `principal` as the current team mapping sees it (its token is not
     /// checked again): a long-lived tunnel re-asks this, so a revoked
     /// mapping ends it.

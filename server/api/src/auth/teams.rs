@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 
-use crate::domain::{Grant, Role, check_dns1123_label};
+use crate::domain::{Grant, Role, check_dns1123_label, quota::Quota};
 
 /// The mapping of the design documents (`docs/auth.md`): global admins by
 /// group, and one team with an editor namespace and a viewer pattern. The
@@ -16,6 +16,8 @@ teams:
   - name: ml-research
     members: { groups: [ml-research], subjects: [alice@example.com] }
     namespaces: { ml-team: editor, "shared-*": viewer }
+quotas:
+  ml-team: { clusters: 10, cpus: 64, memory: 256Gi, gpus: 8 }
 "#;
 
 /// Members of a team (or the global admins): by token group or subject.
@@ -61,6 +63,11 @@ pub struct TeamMapping {
     /// Teams.
     #[serde(default)]
     pub teams: Vec<Team>,
+    /// Namespace or trailing-`*` pattern → the quota of each namespace it
+    /// names (a namespace's own entry wins over patterns, a longer pattern
+    /// over a shorter one).
+    #[serde(default)]
+    pub quotas: BTreeMap<String, Quota>,
 }
 
 /// What the mapping gives one caller.
@@ -83,6 +90,13 @@ impl TeamMapping {
     }
 
     fn check(&self) -> Result<(), String> {
+        for pattern in self.quotas.keys() {
+            if !is_namespace_pattern(pattern) {
+                return Err(format!(
+                    "quotas: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
+                ));
+            }
+        }
         let mut names = HashSet::new();
         for (i, team) in self.teams.iter().enumerate() {
             if team.name.trim().is_empty() {
@@ -92,16 +106,7 @@ impl TeamMapping {
                 return Err(format!("teams[{i}].name: duplicate team {:?}", team.name));
             }
             for pattern in team.namespaces.keys() {
-                let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
-                let ok = if pattern.ends_with('*') {
-                    prefix.is_empty()
-                        || prefix
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                } else {
-                    check_dns1123_label(pattern).is_ok()
-                };
-                if !ok {
+                if !is_namespace_pattern(pattern) {
                     return Err(format!(
                         "teams[{i}].namespaces: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
                     ));
@@ -109,6 +114,21 @@ impl TeamMapping {
             }
         }
         Ok(())
+    }
+
+    /// The quota of `namespace`, if the mapping gives it one.
+    pub fn quota(&self, namespace: &str) -> Option<&Quota> {
+        if let Some(own) = self.quotas.get(namespace) {
+            return Some(own);
+        }
+        self.quotas
+            .iter()
+            .filter_map(|(pattern, q)| {
+                let prefix = pattern.strip_suffix('*')?;
+                namespace.starts_with(prefix).then_some((prefix.len(), q))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, q)| q)
     }
 
     /// The teams and grants of a caller.
@@ -126,6 +146,16 @@ impl TeamMapping {
             }));
         }
         m
+    }
+}
+
+/// A namespace name, or a prefix of one ending in `*`.
+fn is_namespace_pattern(pattern: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+        None => check_dns1123_label(pattern).is_ok(),
     }
 }
 
@@ -155,5 +185,24 @@ mod tests {
         assert!(pattern.contains("teams[0].namespaces"), "{pattern}");
         let dup = TeamMapping::parse("teams:\n  - name: a\n  - name: a\n").unwrap_err();
         assert!(dup.contains("duplicate"), "{dup}");
+        let quantity = TeamMapping::parse("quotas:\n  ml: { gpus: many }\n").unwrap_err();
+        assert!(quantity.contains("many"), "{quantity}");
+        let place = TeamMapping::parse("quotas:\n  \"a*b\": { gpus: 1 }\n").unwrap_err();
+        assert!(place.contains("quotas"), "{place}");
+    }
+
+    #[test]
+    fn a_namespace_gets_its_own_quota_else_the_longest_pattern() {
+        let m = TeamMapping::parse(
+            "quotas:\n  \"team-*\": { gpus: 2 }\n  \"team-ml-*\": { gpus: 4 }\n  team-ml-x: { gpus: 8 }\n",
+        )
+        .unwrap();
+        let gpus = |ns: &str| m.quota(ns).and_then(|q| q.gpus.as_ref()).map(ToString::to_string);
+        assert_eq!(gpus("team-ml-x").as_deref(), Some("8"));
+        assert_eq!(gpus("team-ml-y").as_deref(), Some("4"));
+        assert_eq!(gpus("team-b").as_deref(), Some("2"));
+        assert_eq!(gpus("other"), None);
+        let example = TeamMapping::parse(EXAMPLE_MAPPING).unwrap();
+        assert_eq!(example.quota("ml-team").and_then(|q| q.clusters), Some(10));
     }
 }

@@ -20,6 +20,18 @@ pub(crate) fn to_status(e: Error) -> Status {
                 .collect();
             Status::with_error_details(code, message, ErrorDetails::with_bad_request(violations))
         }
+        Error::QuotaExceeded { namespace, violations } => {
+            let each = violations
+                .iter()
+                .map(|v| {
+                    tonic_types::QuotaViolation::new(
+                        format!("namespace:{namespace}/{}", v.resource.as_str()),
+                        format!("requested {}, in use {}, limit {}", v.requested, v.in_use, v.limit),
+                    )
+                })
+                .collect::<Vec<_>>();
+            Status::with_error_details(code, message, ErrorDetails::with_quota_failure(each))
+        }
         Error::RateLimited { retry_after } => {
             Status::with_error_details(code, message, ErrorDetails::with_retry_info(Some(retry_after)))
         }

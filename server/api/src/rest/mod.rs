@@ -11,6 +11,7 @@ mod identity;
 mod jobs;
 mod problem;
 mod proxy;
+mod quotas;
 mod responses;
 mod services;
 mod sessions;
@@ -152,6 +153,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::whoami))
         .routes(routes!(identity::namespaces))
         .routes(routes!(identity::version))
+        .routes(routes!(quotas::get_quota))
         .routes(routes!(clusters::list_all))
         .routes(routes!(clusters::list, clusters::create))
         .routes(routes!(clusters::get, clusters::delete))

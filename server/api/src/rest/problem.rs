@@ -10,7 +10,7 @@ use axum::{
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{AuthFailure, Error, FieldViolation};
+use crate::domain::{AuthFailure, Error, FieldViolation, quota::QuotaViolation};
 
 /// A problem document (`application/problem+json`).
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -31,6 +31,9 @@ pub struct Problem {
     /// For invalid input: every problem with its field path.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<FieldViolation>,
+    /// For `quota_exceeded`: each limit the request would pass.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quota_violations: Vec<QuotaViolation>,
     #[serde(skip)]
     headers: Vec<(header::HeaderName, String)>,
 }
@@ -46,6 +49,7 @@ impl Problem {
             code: code.to_owned(),
             request_id: String::new(),
             violations: Vec::new(),
+            quota_violations: Vec::new(),
             headers: Vec::new(),
         }
     }
@@ -81,6 +85,8 @@ impl From<Error> for Problem {
                 };
                 p.headers.push((header::WWW_AUTHENTICATE, value));
             }
+            // No Retry-After: waiting does not free a quota.
+            Error::QuotaExceeded { violations, .. } => p.quota_violations = violations.clone(),
             Error::RateLimited { retry_after } => {
                 p.headers
                     .push((header::RETRY_AFTER, retry_after.as_secs().max(1).to_string()));

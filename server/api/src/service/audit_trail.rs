@@ -146,7 +146,21 @@ impl ClusterService {
         cluster: Option<&str>,
         error: &Error,
     ) {
-        let mut e = self.entry(cx, action, namespace, cluster, Value::Null);
+        self.record_refusal_with(cx, action, namespace, cluster, error, Value::Null)
+            .await;
+    }
+
+    /// [`Self::record_refusal`] with a summary (a quota's violations).
+    pub(super) async fn record_refusal_with(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: Option<&str>,
+        cluster: Option<&str>,
+        error: &Error,
+        summary: Value,
+    ) {
+        let mut e = self.entry(cx, action, namespace, cluster, summary);
         e.outcome = match error {
             Error::PermissionDenied(_) => Outcome::Denied,
             _ => Outcome::Invalid,

@@ -8,7 +8,7 @@ use std::{
 use serde_json::{Value, json};
 
 use super::{ClusterService, Context};
-use crate::domain::audit::AuditAction;
+use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
         Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedCluster,
@@ -117,6 +117,12 @@ impl ClusterService {
         };
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let rid = cx.meta.request_id.as_str();
+        // Held until the create has landed: the next admission counts it.
+        let _admitted = self
+            .admit_charge(cx, AuditAction::ClusterCreate, &namespace, &spec.name, async || {
+                Ok(quota::charge_of_manifest(rendered.manifest()))
+            })
+            .await?;
         let observed = if input.dry_run {
             self.store.create(&rendered, true, rid).await?
         } else {
@@ -237,6 +243,12 @@ impl ClusterService {
         let summary = json!({"worker_group": input.worker_group, "replicas": input.replicas,
                              "min_replicas": input.min_replicas, "max_replicas": input.max_replicas});
         let rid = cx.meta.request_id.as_str();
+        let _admitted = self
+            .admit_charge(cx, AuditAction::ClusterScale, namespace, name, async || {
+                let cluster = self.store.get_latest(namespace, name, rid).await?;
+                Ok(super::quotas::scale_growth(&cluster, &input))
+            })
+            .await?;
         let updated = self
             .audited(cx, AuditAction::ClusterScale, namespace, name, summary, || async {
                 let mut attempt = 0;

@@ -10,6 +10,7 @@ mod connection;
 mod denials;
 mod identity;
 mod jobs;
+mod quotas;
 mod ray_wire;
 mod sessions;
 mod tunnels;
@@ -23,6 +24,7 @@ pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
 pub use jobs::{LogStream, PackageBody, Stopped, Submitted};
 pub use krayne_core::manifest::ScaleInput;
+pub use quotas::NamespaceQuota;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
 use tokio_util::sync::CancellationToken;
 pub use tunnels::{Ended, Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
@@ -115,6 +117,8 @@ pub struct ClusterService {
     authenticator: Option<crate::auth::Authenticator>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
     stopping: CancellationToken,
+    /// Serializes quota admission per namespace.
+    quota_lock: Arc<dyn crate::domain::AdmissionLock>,
 }
 
 impl ClusterService {
@@ -132,6 +136,7 @@ impl ClusterService {
             open_tunnels: Arc::default(),
             authenticator: None,
             stopping: CancellationToken::new(),
+            quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),
         };
         service.close_denial_windows();
         service
@@ -141,6 +146,14 @@ impl ClusterService {
     #[must_use]
     pub fn with_upstream(mut self, upstream: Arc<dyn ServiceUpstream>) -> Self {
         self.upstream = Some(upstream);
+        self
+    }
+
+    /// Serializes quota admission with `lock` (shared by every replica)
+    /// instead of within this process.
+    #[must_use]
+    pub fn with_quota_lock(mut self, lock: Arc<dyn crate::domain::AdmissionLock>) -> Self {
+        self.quota_lock = lock;
         self
     }
 

@@ -81,11 +81,13 @@ pub enum AuditAction {
     JobDelete,
     /// Upload a working-dir package to a cluster's head.
     PackageUpload,
+    /// Read a namespace's quota.
+    QuotaGet,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -103,6 +105,7 @@ impl AuditAction {
         Self::JobStop,
         Self::JobDelete,
         Self::PackageUpload,
+        Self::QuotaGet,
     ];
 
     /// `cluster.create`, `auth.denied`, …
@@ -125,6 +128,7 @@ impl AuditAction {
             Self::JobStop => "job.stop",
             Self::JobDelete => "job.delete",
             Self::PackageUpload => "package.upload",
+            Self::QuotaGet => "quota.get",
         }
     }
 

@@ -189,6 +189,14 @@ pub enum Error {
     /// The request is valid but the current state does not allow it.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The request would take a namespace past its team quota.
+    #[error("{}", quota_message(namespace, violations))]
+    QuotaExceeded {
+        /// The namespace.
+        namespace: String,
+        /// One per limit the request would pass.
+        violations: Vec<super::quota::QuotaViolation>,
+    },
     /// Too many requests from this caller.
     #[error("rate limit exceeded; retry in {}s", retry_after.as_secs().max(1))]
     RateLimited {
@@ -206,6 +214,22 @@ pub enum Error {
     Internal(String),
 }
 
+fn quota_message(namespace: &str, violations: &[super::quota::QuotaViolation]) -> String {
+    let each: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            format!(
+                "{}: requested {}, in use {}, limit {}",
+                v.resource.as_str(),
+                v.requested,
+                v.in_use,
+                v.limit
+            )
+        })
+        .collect();
+    format!("quota exceeded in namespace {namespace}: {}", each.join("; "))
+}
+
 impl Error {
     /// Stable snake_case code for clients to branch on.
     #[deny(clippy::wildcard_enum_match_arm)]
@@ -219,6 +243,7 @@ impl Error {
             Self::Conflict(_) => "conflict",
             Self::FailedPrecondition(_) => "failed_precondition",
             Self::RateLimited { .. } => "rate_limited",
+            Self::QuotaExceeded { .. } => "quota_exceeded",
             Self::Unavailable(_) => "unavailable",
             Self::DeadlineExceeded(_) => "deadline_exceeded",
             Self::Internal(_) => "internal",
@@ -235,7 +260,7 @@ impl Error {
             Self::PermissionDenied(_) => 403,
             Self::NotFound { .. } => 404,
             Self::AlreadyExists { .. } | Self::Conflict(_) | Self::FailedPrecondition(_) => 409,
-            Self::RateLimited { .. } => 429,
+            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => 429,
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
             Self::DeadlineExceeded(_) => 504,
@@ -253,7 +278,7 @@ impl Error {
             Self::AlreadyExists { .. } => (6, "ALREADY_EXISTS"),
             Self::Conflict(_) => (10, "ABORTED"),
             Self::FailedPrecondition(_) => (9, "FAILED_PRECONDITION"),
-            Self::RateLimited { .. } => (8, "RESOURCE_EXHAUSTED"),
+            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => (8, "RESOURCE_EXHAUSTED"),
             Self::Unavailable(_) => (14, "UNAVAILABLE"),
             Self::DeadlineExceeded(_) => (4, "DEADLINE_EXCEEDED"),
             Self::Internal(_) => (13, "INTERNAL"),

@@ -17,6 +17,7 @@ mod ports;
 mod principal;
 mod public_url;
 mod quantity;
+pub mod quota;
 mod rendered;
 #[cfg(feature = "schema")]
 pub mod schema;
@@ -38,7 +39,7 @@ pub use job::{
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};
-pub use ports::{AuditSink, ClusterChange, ClusterStore};
+pub use ports::{AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterStore};
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};

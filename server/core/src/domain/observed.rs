@@ -175,6 +175,10 @@ pub struct Resources {
     /// Requests.
     #[serde(deserialize_with = "nullable")]
     pub requests: BTreeMap<String, Value>,
+    /// Limits (a quota charges them where a request is missing, as
+    /// Kubernetes defaults requests to limits).
+    #[serde(deserialize_with = "nullable")]
+    pub limits: BTreeMap<String, Value>,
 }
 
 /// `RayCluster.status`.

@@ -47,6 +47,12 @@ pub trait ClusterStore: Send + Sync + 'static {
     }
     /// RayClusters of one namespace, or of all when `None`.
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
+    /// RayClusters of one namespace as Kubernetes has them now, bypassing
+    /// any cache: quota admission must count a cluster another replica
+    /// created a moment ago.
+    async fn list_latest(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        self.list(Some(namespace), request_id).await
+    }
     /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
     async fn pods(
         &self,
@@ -106,4 +112,31 @@ pub trait AuditSink: Send + Sync + 'static {
     /// Rows matching `filter`, newest first, at most `limit`, older than
     /// the row `before` (an id from a previous page) when given.
     async fn query(&self, filter: &AuditFilter, limit: usize, before: Option<&str>) -> Result<Vec<AuditEntry>, Error>;
+}
+
+/// A namespace's quota admission, held: no other admission of that
+/// namespace runs (on any replica sharing the lock) until it is dropped.
+pub struct AdmissionGuard(#[allow(dead_code, reason = "held for its Drop")] Box<dyn Send>);
+
+impl AdmissionGuard {
+    /// A guard that releases when `held` is dropped.
+    pub fn new(held: impl Send + 'static) -> Self {
+        Self(Box::new(held))
+    }
+}
+
+impl std::fmt::Debug for AdmissionGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdmissionGuard")
+    }
+}
+
+/// Serializes quota admission per namespace, across every replica that
+/// shares it (an advisory lock in the audit database): two creates on two
+/// replicas cannot both pass a limit only one of them fits.
+#[async_trait::async_trait]
+pub trait AdmissionLock: Send + Sync + 'static {
+    /// Waits for `namespace`'s admission; an error (the lock's backend is
+    /// down or too slow) means nothing may be admitted.
+    async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error>;
 }

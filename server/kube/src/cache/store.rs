@@ -167,6 +167,11 @@ impl ClusterStore for CachedClusterStore {
         self.api.get(namespace, name, request_id).await
     }
 
+    async fn list_latest(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        source(Kind::Clusters, false);
+        self.api.list(Some(namespace), request_id).await
+    }
+
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let cached = self.cache.serving(Kind::Clusters, namespace) && self.cache.fresh(namespace, None);
         source(Kind::Clusters, cached);

@@ -1,0 +1,138 @@
+//! Team quotas, enforced at create (dry runs too) and scale: a cluster is
+//! charged its upper bound; a namespace's usage is every RayCluster in it
+//! as Kubernetes has it now (clusters made with kubectl count). Admission
+//! holds the namespace's lock (across replicas: see `krayne-audit`'s
+//! `SqlAdmissionLock`) from the count until the create or patch has
+//! landed, so two replicas cannot both pass a limit only one fits; a lock
+//! that cannot be had is `unavailable` (fail closed). Scale-downs always
+//! pass; a lowered quota touches no cluster but refuses growth.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use serde_json::json;
+
+use super::{ClusterService, Context};
+use crate::domain::{
+    Action, AdmissionGuard, AdmissionLock, Error,
+    audit::AuditAction,
+    quota::{self, Quota, QuotaLine, Usage},
+};
+
+/// Admission serialized within this process (one server, or tests).
+#[derive(Default)]
+pub(super) struct LocalAdmissionLock(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+#[async_trait::async_trait]
+impl AdmissionLock for LocalAdmissionLock {
+    async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error> {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(namespace.to_owned())
+            .or_default()
+            .clone();
+        Ok(AdmissionGuard::new(lock.lock_owned().await))
+    }
+}
+
+/// A namespace's quota as it stands.
+#[derive(Debug, Clone)]
+pub struct NamespaceQuota {
+    /// The namespace.
+    pub namespace: String,
+    /// Each resource: limit, used, remaining (no quota: every line
+    /// unlimited).
+    pub lines: Vec<QuotaLine>,
+}
+
+impl ClusterService {
+    /// The quota the team mapping gives `namespace`, if any.
+    pub(super) fn quota_of(&self, namespace: &str) -> Option<Quota> {
+        self.authenticator.as_ref()?.quota(namespace)
+    }
+
+    /// What `namespace`'s clusters are charged, as Kubernetes has them now.
+    async fn usage_now(&self, namespace: &str, request_id: &str) -> Result<Usage, Error> {
+        let clusters = self.store.list_latest(namespace, request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+    }
+
+    /// Admits `requested` into `namespace` under its quota: `None` when it
+    /// has none; else the held admission, to keep until the change has
+    /// landed. Refusals are audited with their violations.
+    pub(super) async fn admit_charge(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: &str,
+        name: &str,
+        requested: impl AsyncFnOnce() -> Result<Usage, Error>,
+    ) -> Result<Option<AdmissionGuard>, Error> {
+        let Some(quota) = self.quota_of(namespace) else {
+            return Ok(None);
+        };
+        let admitted = async {
+            let guard = self.quota_lock.lock(namespace).await?;
+            let requested = requested().await?;
+            let used = self.usage_now(namespace, &cx.meta.request_id).await?;
+            let violations = quota::check(&quota, &used, &requested);
+            if violations.is_empty() {
+                Ok(guard)
+            } else {
+                Err(Error::QuotaExceeded {
+                    namespace: namespace.to_owned(),
+                    violations,
+                })
+            }
+        };
+        match admitted.await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(e) => {
+                let summary = match &e {
+                    Error::QuotaExceeded { violations, .. } => json!({"quota_violations": violations}),
+                    _ => serde_json::Value::Null,
+                };
+                metrics::counter!("krayne_quota_refusals_total").increment(1);
+                self.record_refusal_with(cx, action, Some(namespace), Some(name), &e, summary)
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// `namespace`'s quota: limits, what its clusters are charged (from
+    /// the watch cache) and what remains (viewer).
+    pub async fn quota(&self, cx: &Context, namespace: &str) -> Result<NamespaceQuota, Error> {
+        self.authorize(cx, Action::Read, AuditAction::QuotaGet, namespace, None)
+            .await?;
+        let clusters = self.store.list(Some(namespace), &cx.meta.request_id).await?;
+        let used: Usage = clusters.iter().map(|c| quota::charge(c)).sum();
+        let limits = self.quota_of(namespace).unwrap_or_default();
+        let lines = quota::standing(&limits, &used);
+        for (resource, value) in quota::QuotaResource::ALL.iter().zip(used.amounts()) {
+            metrics::gauge!("krayne_quota_used", "namespace" => namespace.to_owned(), "resource" => resource.as_str())
+                .set(value);
+        }
+        Ok(NamespaceQuota {
+            namespace: namespace.to_owned(),
+            lines,
+        })
+    }
+}
+
+/// What a scale adds to its cluster's charge (zero for a scale-down).
+pub(super) fn scale_growth(cluster: &crate::domain::ObservedCluster, input: &super::ScaleInput) -> Usage {
+    let before = quota::charge(cluster);
+    let after = quota::charge_scaled(
+        cluster,
+        &input.worker_group,
+        input.replicas,
+        input.min_replicas,
+        input.max_replicas,
+    );
+    after.minus(before)
+}

@@ -1,0 +1,453 @@
+//! Team quotas: what a namespace may hold (clusters, CPUs, memory, GPUs),
+//! what a cluster is charged (its upper bound: the head plus every worker
+//! group at `max_replicas` when autoscaling, else at `replicas`), and the
+//! check a create or scale must pass. Pure.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ObservedCluster, Quantity};
+
+/// The GPU resource name Krayne's manifests request.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+const NANOS: u128 = 1_000_000_000;
+
+/// A namespace's limits; an absent one is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// RayClusters.
+    #[serde(default)]
+    pub clusters: Option<u64>,
+    /// CPUs (a quantity: `64`, `1500m`).
+    #[serde(default, deserialize_with = "quantity")]
+    pub cpus: Option<Quantity>,
+    /// Memory (a quantity: `256Gi`).
+    #[serde(default, deserialize_with = "quantity")]
+    pub memory: Option<Quantity>,
+    /// GPUs (a quantity: `8`).
+    #[serde(default, deserialize_with = "quantity")]
+    pub gpus: Option<Quantity>,
+}
+
+fn quantity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Quantity>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Int(u64),
+        Float(f64),
+    }
+    let text = match Option::<Raw>::deserialize(d)? {
+        None => return Ok(None),
+        Some(Raw::Text(t)) => t,
+        Some(Raw::Int(n)) => n.to_string(),
+        Some(Raw::Float(f)) => f.to_string(),
+    };
+    text.parse()
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?} {e}")))
+}
+
+/// What clusters hold, or may come to hold: exact, in nano-units (memory
+/// in nano-bytes) so that `1500m` and `1.5` agree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// RayClusters.
+    pub clusters: u64,
+    /// CPUs, in nano-CPUs.
+    pub cpu_nanos: u128,
+    /// Memory, in nano-bytes.
+    pub memory_nanos: u128,
+    /// GPUs, in nano-GPUs.
+    pub gpu_nanos: u128,
+}
+
+impl std::ops::Add for Usage {
+    type Output = Self;
+
+    fn add(self, o: Self) -> Self {
+        Self {
+            clusters: self.clusters + o.clusters,
+            cpu_nanos: self.cpu_nanos + o.cpu_nanos,
+            memory_nanos: self.memory_nanos + o.memory_nanos,
+            gpu_nanos: self.gpu_nanos + o.gpu_nanos,
+        }
+    }
+}
+
+impl std::iter::Sum for Usage {
+    fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+        iter.fold(Self::default(), |a, b| a + b)
+    }
+}
+
+impl Usage {
+    /// Clusters, CPUs, bytes of memory and GPUs, as numbers (for gauges).
+    #[expect(clippy::cast_precision_loss, reason = "gauges are approximate")]
+    pub fn amounts(&self) -> [f64; 4] {
+        let units = |nanos: u128| nanos as f64 / NANOS as f64;
+        [
+            self.clusters as f64,
+            units(self.cpu_nanos),
+            units(self.memory_nanos),
+            units(self.gpu_nanos),
+        ]
+    }
+
+    /// `self` without `o` (never below zero).
+    pub fn minus(self, o: Self) -> Self {
+        Self {
+            clusters: self.clusters.saturating_sub(o.clusters),
+            cpu_nanos: self.cpu_nanos.saturating_sub(o.cpu_nanos),
+            memory_nanos: self.memory_nanos.saturating_sub(o.memory_nanos),
+            gpu_nanos: self.gpu_nanos.saturating_sub(o.gpu_nanos),
+        }
+    }
+}
+
+/// A container's amount of `resource`: its request, else its limit.
+fn amount(resources: &super::observed::Resources, resource: &str) -> u128 {
+    let value = resources
+        .requests
+        .get(resource)
+        .or_else(|| resources.limits.get(resource));
+    let text = match value {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => return 0,
+    };
+    text.parse::<Quantity>().map_or(0, |q| q.nanos())
+}
+
+fn pod_usage(template: &super::observed::PodTemplate, pods: u128) -> Usage {
+    let (mut cpu, mut memory, mut gpu) = (0, 0, 0);
+    for c in &template.spec.containers {
+        cpu += amount(&c.resources, "cpu");
+        memory += amount(&c.resources, "memory");
+        gpu += amount(&c.resources, GPU_RESOURCE);
+    }
+    Usage {
+        clusters: 0,
+        cpu_nanos: cpu * pods,
+        memory_nanos: memory * pods,
+        gpu_nanos: gpu * pods,
+    }
+}
+
+/// A cluster's charge: the most it may come to hold. The head, plus each
+/// worker group's pods × `max_replicas` when autoscaling is on, ×
+/// `replicas` when it is off.
+pub fn charge(cluster: &ObservedCluster) -> Usage {
+    let autoscaling = cluster.spec.enable_in_tree_autoscaling.unwrap_or(false);
+    let head = pod_usage(&cluster.spec.head_group_spec.template, 1);
+    let workers: Usage = cluster
+        .spec
+        .worker_group_specs
+        .iter()
+        .map(|g| {
+            let count = if autoscaling {
+                g.max_replicas.or(g.replicas)
+            } else {
+                g.replicas
+            };
+            pod_usage(&g.template, u128::try_from(count.unwrap_or(0).max(0)).unwrap_or(0))
+        })
+        .sum();
+    Usage {
+        clusters: 1,
+        ..head + workers
+    }
+}
+
+/// The charge of a cluster about to be created, from its manifest.
+pub fn charge_of_manifest(manifest: &serde_json::Value) -> Usage {
+    serde_json::from_value::<ObservedCluster>(manifest.clone()).map_or(
+        Usage {
+            clusters: 1,
+            ..Usage::default()
+        },
+        |c| charge(&c),
+    )
+}
+
+/// `cluster`'s charge once worker group `group` has the counts given
+/// (those not given stay).
+pub fn charge_scaled(
+    cluster: &ObservedCluster,
+    group: &str,
+    replicas: Option<u32>,
+    min_replicas: Option<u32>,
+    max_replicas: Option<u32>,
+) -> Usage {
+    let mut scaled = cluster.clone();
+    for g in scaled
+        .spec
+        .worker_group_specs
+        .iter_mut()
+        .filter(|g| g.group_name == group)
+    {
+        if let Some(n) = replicas {
+            g.replicas = Some(i64::from(n));
+        }
+        if let Some(n) = min_replicas {
+            g.min_replicas = Some(i64::from(n));
+        }
+        if let Some(n) = max_replicas {
+            g.max_replicas = Some(i64::from(n));
+        }
+    }
+    charge(&scaled)
+}
+
+/// A resource a quota limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum QuotaResource {
+    /// RayClusters.
+    Clusters,
+    /// CPUs.
+    Cpus,
+    /// Memory.
+    Memory,
+    /// GPUs.
+    Gpus,
+}
+
+impl QuotaResource {
+    /// Every resource, in the order answers list them.
+    pub const ALL: [Self; 4] = [Self::Clusters, Self::Cpus, Self::Memory, Self::Gpus];
+
+    /// `clusters`, `cpus`, `memory`, `gpus`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Clusters => "clusters",
+            Self::Cpus => "cpus",
+            Self::Memory => "memory",
+            Self::Gpus => "gpus",
+        }
+    }
+
+    fn of(self, u: &Usage) -> u128 {
+        match self {
+            Self::Clusters => u128::from(u.clusters) * NANOS,
+            Self::Cpus => u.cpu_nanos,
+            Self::Memory => u.memory_nanos,
+            Self::Gpus => u.gpu_nanos,
+        }
+    }
+
+    fn limit(self, q: &Quota) -> Option<u128> {
+        match self {
+            Self::Clusters => q.clusters.map(|n| u128::from(n) * NANOS),
+            Self::Cpus => q.cpus.as_ref().map(Quantity::nanos),
+            Self::Memory => q.memory.as_ref().map(Quantity::nanos),
+            Self::Gpus => q.gpus.as_ref().map(Quantity::nanos),
+        }
+    }
+}
+
+/// An amount as people read it: `3`, `1.5`, memory in bytes as a
+/// quantity (`4Gi` when whole gibibytes, else bytes).
+pub fn display(resource: QuotaResource, nanos: u128) -> String {
+    let whole = nanos / NANOS;
+    let frac = nanos % NANOS;
+    if resource == QuotaResource::Memory && frac == 0 {
+        const GI: u128 = 1024 * 1024 * 1024;
+        const MI: u128 = 1024 * 1024;
+        if whole > 0 && whole.is_multiple_of(GI) {
+            return format!("{}Gi", whole / GI);
+        }
+        if whole > 0 && whole.is_multiple_of(MI) {
+            return format!("{}Mi", whole / MI);
+        }
+    }
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        format!("{whole}.{}", format!("{frac:09}").trim_end_matches('0'))
+    }
+}
+
+/// One limit a request would pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct QuotaViolation {
+    /// `clusters`, `cpus`, `memory` or `gpus`.
+    pub resource: QuotaResource,
+    /// What the request adds.
+    pub requested: String,
+    /// What the namespace's clusters are charged now.
+    pub in_use: String,
+    /// The limit.
+    pub limit: String,
+}
+
+/// One resource of a namespace's quota as it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct QuotaLine {
+    /// `clusters`, `cpus`, `memory` or `gpus`.
+    pub resource: QuotaResource,
+    /// The limit; none: unlimited.
+    pub limit: Option<String>,
+    /// What the namespace's clusters are charged.
+    pub used: String,
+    /// What is left (none: unlimited; `0` when over).
+    pub remaining: Option<String>,
+}
+
+/// Where a namespace stands against `quota`.
+pub fn standing(quota: &Quota, used: &Usage) -> Vec<QuotaLine> {
+    QuotaResource::ALL
+        .iter()
+        .map(|&r| {
+            let limit = r.limit(quota);
+            QuotaLine {
+                resource: r,
+                limit: limit.map(|l| display(r, l)),
+                used: display(r, r.of(used)),
+                remaining: limit.map(|l| display(r, l.saturating_sub(r.of(used)))),
+            }
+        })
+        .collect()
+}
+
+/// The limits of `quota` that `used` plus `requested` would pass. Only
+/// growth is judged: a resource the request does not add to never fails,
+/// even over a lowered limit (scale-downs always pass).
+pub fn check(quota: &Quota, used: &Usage, requested: &Usage) -> Vec<QuotaViolation> {
+    QuotaResource::ALL
+        .iter()
+        .filter_map(|&r| {
+            let limit = r.limit(quota)?;
+            let (asked, now) = (r.of(requested), r.of(used));
+            (asked > 0 && now + asked > limit).then(|| QuotaViolation {
+                resource: r,
+                requested: display(r, asked),
+                in_use: display(r, now),
+                limit: display(r, limit),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cluster(autoscaling: bool, head: serde_json::Value, groups: serde_json::Value) -> ObservedCluster {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ml"},
+            "spec": {
+                "enableInTreeAutoscaling": autoscaling,
+                "headGroupSpec": {"template": {"spec": {"containers": [{"resources": {"requests": head}}]}}},
+                "workerGroupSpecs": groups,
+            }
+        }))
+        .unwrap()
+    }
+
+    fn group(replicas: i64, max: i64, requests: serde_json::Value) -> serde_json::Value {
+        json!({"groupName": "g", "replicas": replicas, "minReplicas": 0, "maxReplicas": max,
+               "template": {"spec": {"containers": [{"resources": {"requests": requests}}]}}})
+    }
+
+    #[test]
+    fn a_cluster_is_charged_its_upper_bound() {
+        let workers = json!([group(
+            1,
+            4,
+            json!({"cpu": "1500m", "memory": "4Gi", "nvidia.com/gpu": 1})
+        )]);
+        let head = json!({"cpu": "2", "memory": "8Gi"});
+        let on = charge(&cluster(true, head.clone(), workers.clone()));
+        assert_eq!(on.clusters, 1);
+        assert_eq!(display(QuotaResource::Cpus, on.cpu_nanos), "8", "2 + 4 × 1.5");
+        assert_eq!(display(QuotaResource::Memory, on.memory_nanos), "24Gi", "8Gi + 4 × 4Gi");
+        assert_eq!(display(QuotaResource::Gpus, on.gpu_nanos), "4");
+        let off = charge(&cluster(false, head, workers));
+        assert_eq!(display(QuotaResource::Cpus, off.cpu_nanos), "3.5", "2 + 1 × 1.5");
+        assert_eq!(display(QuotaResource::Gpus, off.gpu_nanos), "1");
+    }
+
+    #[test]
+    fn gpus_in_the_head_count_and_limits_stand_in_for_requests() {
+        let c: ObservedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ml"},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": [
+                {"resources": {"limits": {"cpu": 4, "memory": "512Mi", "nvidia.com/gpu": "2"}}}
+            ]}}}}
+        }))
+        .unwrap();
+        let u = charge(&c);
+        assert_eq!(display(QuotaResource::Gpus, u.gpu_nanos), "2");
+        assert_eq!(display(QuotaResource::Cpus, u.cpu_nanos), "4");
+        assert_eq!(display(QuotaResource::Memory, u.memory_nanos), "512Mi");
+    }
+
+    #[test]
+    fn only_growth_past_a_limit_is_refused_with_the_numbers() {
+        let quota: Quota = serde_saphyr::from_str("gpus: 4\nmemory: 256Gi\nclusters: 10\n").unwrap();
+        let used = Usage {
+            clusters: 1,
+            gpu_nanos: 2 * NANOS,
+            ..Usage::default()
+        };
+        let asked = Usage {
+            clusters: 1,
+            gpu_nanos: 3 * NANOS,
+            ..Usage::default()
+        };
+        assert_eq!(
+            check(&quota, &used, &asked),
+            [QuotaViolation {
+                resource: QuotaResource::Gpus,
+                requested: "3".into(),
+                in_use: "2".into(),
+                limit: "4".into()
+            }]
+        );
+        let fits = Usage {
+            gpu_nanos: 2 * NANOS,
+            ..Usage::default()
+        };
+        assert!(check(&quota, &used, &fits).is_empty());
+        // Over a lowered limit, a request that adds nothing passes.
+        let lowered: Quota = serde_saphyr::from_str("gpus: 1\n").unwrap();
+        assert!(check(&lowered, &used, &Usage::default()).is_empty());
+        let lines = standing(&lowered, &used);
+        assert_eq!(lines[3].remaining.as_deref(), Some("0"));
+        assert_eq!(lines[0].limit, None, "clusters unlimited");
+    }
+
+    #[test]
+    fn a_scale_is_charged_with_its_new_counts() {
+        let c = cluster(
+            true,
+            json!({"cpu": "1"}),
+            json!([group(1, 2, json!({"nvidia.com/gpu": 1}))]),
+        );
+        let before = charge(&c);
+        let after = charge_scaled(&c, "g", Some(3), None, Some(6));
+        assert_eq!(
+            display(QuotaResource::Gpus, after.minus(before).gpu_nanos),
+            "4",
+            "max 2 → 6"
+        );
+        let down = charge_scaled(&c, "g", Some(0), None, Some(1));
+        assert_eq!(down.minus(before), Usage::default(), "a scale-down adds nothing");
+    }
+
+    #[test]
+    fn bad_quantities_are_refused_on_load() {
+        let bad = serde_saphyr::from_str::<Quota>("gpus: lots\n").unwrap_err();
+        assert!(bad.to_string().contains("lots"), "{bad}");
+        assert!(serde_saphyr::from_str::<Quota>("gpu: 1\n").is_err(), "unknown key");
+        let q: Quota = serde_saphyr::from_str("cpus: 1500m\nmemory: 4Gi\n").unwrap();
+        assert_eq!(q.cpus.unwrap().nanos(), 1_500_000_000);
+    }
+}
