@@ -584,6 +584,15 @@ impl Client {
         Ok(response.into_inner())
     }
 
+    /// A namespace's team quota: each limit, usage and what remains
+    /// (viewer).
+    pub async fn quota(&self, namespace: &str) -> Result<proto::NamespaceQuota, ClientError> {
+        let message = proto::GetQuotaRequest {
+            namespace: namespace.to_owned(),
+        };
+        Ok(retrying!(self, identity, get_quota, message)?.into_inner())
+    }
+
     /// Every namespace the caller may use, with its role.
     pub async fn list_namespaces(&self) -> Result<Vec<NamespaceAccess>, ClientError> {
         pages(|token| async move {

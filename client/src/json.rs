@@ -31,6 +31,7 @@ named! {
     proto::HeadService => "krayne.v1.HeadService",
     proto::BrowserSession => "krayne.v1.BrowserSession",
     proto::Job => "krayne.v1.Job",
+    proto::NamespaceQuota => "krayne.v1.NamespaceQuota",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

@@ -341,6 +341,11 @@ pub struct SandboxArgs {
     /// `pods/portforward` (default), or `direct` to the pods' loopback IPs.
     #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum, default_value = "port-forward")]
     pub service_upstream: UpstreamMode,
+    /// A team mapping of your own (teams, grants, quotas) instead of the
+    /// built-in one (ml-research, editor on ml-team with a quota of 10
+    /// clusters, 64 CPUs, 256Gi and 8 GPUs). It is reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub teams: Option<PathBuf>,
 }
 
 /// `krayne-server token …`.

@@ -147,9 +147,12 @@ async fn identity_and_audit_commands() {
     assert_eq!(me["namespaces"][0]["role"], "ROLE_EDITOR");
 
     let namespaces = alice.run(&["namespaces"]).await.lines();
-    assert_eq!(words(&namespaces[0]), ["NAMESPACE", "ROLE", "VIA", "TEAMS"]);
-    assert_eq!(words(&namespaces[1]), ["ml-team", "editor", "ml-research"]);
-    assert_eq!(words(&namespaces[2]), ["shared-data", "viewer", "ml-research"]);
+    assert_eq!(
+        words(&namespaces[0]),
+        ["NAMESPACE", "ROLE", "VIA", "TEAMS", "QUOTA", "USED"]
+    );
+    assert_eq!(words(&namespaces[1]), ["ml-team", "editor", "ml-research", "-"]);
+    assert_eq!(words(&namespaces[2]), ["shared-data", "viewer", "ml-research", "-"]);
     let namespaces = alice.run(&["namespaces", "-o", "json"]).await.json();
     assert_eq!(namespaces.as_array().unwrap().len(), 2);
 

@@ -7,6 +7,7 @@ mod cli_config;
 mod cli_errors;
 mod cli_files;
 mod jobs;
+mod quotas;
 mod sdk;
 mod shapes;
 mod support;

@@ -9,7 +9,8 @@ use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions},
     auth::{
-        Authenticator, EXAMPLE_MAPPING, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier, VerifyingKey, mint,
+        Authenticator, EXAMPLE_MAPPING, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier, VerifyingKey,
+        load_mapping, mint, watch_mapping,
     },
     config::SandboxArgs,
     k8s,
@@ -49,7 +50,16 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // A fresh signing secret per run: tokens printed below die with it.
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
-    let mapping = TeamMapping::parse(EXAMPLE_MAPPING)?;
+    let (mapping, hash) = match &args.teams {
+        Some(file) => load_mapping(file).map_err(|e| format!("--teams {e}"))?,
+        None => (TeamMapping::parse(EXAMPLE_MAPPING)?, String::new()),
+    };
+    let auth = Authenticator::new(verifier, mapping);
+    // A mapping of one's own reloads on change and on SIGHUP, as serve's.
+    let _reloads = match &args.teams {
+        Some(file) => Some(watch_mapping(auth.clone(), file.clone(), hash, true)?),
+        None => None,
+    };
     let upstream = super::upstream(args.service_upstream, &client);
     let sink = audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?;
     let mut parts = Parts::new(
@@ -58,7 +68,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
             super::cache_options(&args.cache).as_ref(),
         ),
         sink.clone(),
-        Authenticator::new(verifier, mapping),
+        auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.grace = Duration::from_secs(5);
@@ -86,9 +96,10 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          health/metrics     http://{ops}/readyz  http://{ops}/metrics\n\
          kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\n\
          admin token (all namespaces):\n  export KRAYNE_ADMIN_TOKEN={admin}\n\
-         team token (alice, ml-research: editor on ml-team, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
+         team token (alice, ml-research: editor on ml-team with a quota, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
          Try it:\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/whoami\n\
+         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/quota\n\
          curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
          curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
          Or with the krayne CLI (cargo build -p krayne-client puts it in target/debug/krayne):\n\

@@ -30,7 +30,7 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
         started.elapsed()
     );
     let curls: Vec<&String> = out.iter().filter(|l| l.starts_with("curl ")).collect();
-    assert_eq!(curls.len(), 3, "{out:#?}");
+    assert_eq!(curls.len(), 4, "{out:#?}");
     let run = |line: &str| {
         let output = std::process::Command::new("sh").args(["-c", line]).output().unwrap();
         assert!(
@@ -42,9 +42,11 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     };
     let whoami = run(curls[0]);
     assert!(whoami.contains("\"subject\":\"alice@example.com\""), "{whoami}");
-    let created = run(curls[1]);
+    let quota = run(curls[1]);
+    assert!(quota.contains("\"limit\":\"8\""), "ml-team's GPUs: {quota}");
+    let created = run(curls[2]);
     assert!(created.contains("\"name\":\"demo\""), "{created}");
-    let ready = run(curls[2]);
+    let ready = run(curls[3]);
     assert!(ready.contains("\"status\":\"ready\""), "{ready}");
 
     let export = out.iter().find(|l| l.starts_with("export KRAYNE_SERVER=")).unwrap();

@@ -91,6 +91,8 @@ pub(crate) enum Command {
     Whoami(commands::identity::whoami::Args),
     /// List the namespaces you may use, with your role in each.
     Namespaces(commands::identity::namespaces::Args),
+    /// Show a namespace's team quota: limits, usage and what remains.
+    Quota(commands::identity::quota::Args),
     /// Query the audit log.
     Audit(commands::audit::list::Args),
     /// Save the server URL and token to the config file (mode 0600).

@@ -189,6 +189,29 @@ impl cluster_service_server::ClusterService for Grpc {
 
 #[tonic::async_trait]
 impl identity_service_server::IdentityService for Grpc {
+    async fn get_quota(&self, req: Request<pb::GetQuotaRequest>) -> Result<Response<pb::NamespaceQuota>, Status> {
+        let cx = self.context(&req)?;
+        let quota = self
+            .service
+            .quota(&cx, &req.get_ref().namespace)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::NamespaceQuota {
+            namespace: quota.namespace,
+            resources: quota
+                .lines
+                .into_iter()
+                .map(|l| pb::QuotaLine {
+                    resource: l.resource.as_str().to_owned(),
+                    limit: l.limit,
+                    used: l.used,
+                    remaining: l.remaining,
+                    used_fraction: l.used_fraction,
+                })
+                .collect(),
+        }))
+    }
+
     async fn who_am_i(&self, req: Request<pb::WhoAmIRequest>) -> Result<Response<pb::WhoAmIResponse>, Status> {
         let cx = self.context(&req)?;
         let id = self.service.whoami(&cx).await.map_err(to_status)?;

@@ -285,7 +285,7 @@ pub struct QuotaViolation {
 }
 
 /// One resource of a namespace's quota as it stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct QuotaLine {
     /// `clusters`, `cpus`, `memory` or `gpus`.
@@ -296,6 +296,17 @@ pub struct QuotaLine {
     pub used: String,
     /// What is left (none: unlimited; `0` when over).
     pub remaining: Option<String>,
+    /// Used ÷ limit (none: unlimited; above 1 when over a lowered limit).
+    pub used_fraction: Option<f64>,
+}
+
+#[expect(clippy::cast_precision_loss, reason = "a fraction to show")]
+fn fraction(used: u128, limit: u128) -> f64 {
+    if limit == 0 {
+        if used == 0 { 0.0 } else { f64::INFINITY }
+    } else {
+        used as f64 / limit as f64
+    }
 }
 
 /// Where a namespace stands against `quota`.
@@ -309,6 +320,7 @@ pub fn standing(quota: &Quota, used: &Usage) -> Vec<QuotaLine> {
                 limit: limit.map(|l| display(r, l)),
                 used: display(r, r.of(used)),
                 remaining: limit.map(|l| display(r, l.saturating_sub(r.of(used)))),
+                used_fraction: limit.map(|l| fraction(r.of(used), l)),
             }
         })
         .collect()

@@ -39,6 +39,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Wait(args) => cluster::wait::run(&ctx, args).await,
             Command::Whoami(args) => identity::whoami::run(&ctx, args).await,
             Command::Namespaces(args) => identity::namespaces::run(&ctx, args).await,
+            Command::Quota(args) => identity::quota::run(&ctx, args).await,
             Command::Audit(args) => audit::list::run(&ctx, args).await,
             Command::Login(args) => config::login::run(&ctx, args).await,
             Command::Version(args) => config::version::run(&ctx, args).await,

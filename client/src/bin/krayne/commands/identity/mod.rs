@@ -1,6 +1,7 @@
 //! Who the caller is and where they may act.
 
 pub(crate) mod namespaces;
+pub(crate) mod quota;
 pub(crate) mod whoami;
 
 use comfy_table::Cell;

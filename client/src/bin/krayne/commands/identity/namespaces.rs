@@ -1,5 +1,6 @@
 //! `krayne namespaces`.
 
+use comfy_table::Cell;
 use krayne_client::json::to_json;
 use serde_json::Value;
 
@@ -19,5 +20,33 @@ pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
         note("You may not use any namespace; ask a platform admin to add your team to one.");
         return Ok(());
     }
-    super::print_access(ctx, &namespaces)
+    let client = ctx.client()?;
+    let mut usage = Vec::with_capacity(namespaces.len());
+    for n in &namespaces {
+        let quota = client.quota(&n.namespace).await.ok();
+        let limited: Vec<String> = quota
+            .iter()
+            .flat_map(|q| &q.resources)
+            .filter_map(|line| Some(format!("{} {}/{}", line.resource, line.used, line.limit.as_ref()?)))
+            .collect();
+        usage.push(if limited.is_empty() {
+            "-".to_owned()
+        } else {
+            limited.join(", ")
+        });
+    }
+    let rows = namespaces
+        .iter()
+        .zip(usage)
+        .map(|(n, usage)| {
+            vec![
+                Cell::new(&n.namespace),
+                Cell::new(super::role(n.role)),
+                Cell::new(n.via_teams.join(",")),
+                Cell::new(usage),
+            ]
+        })
+        .collect();
+    ctx.printer
+        .table(&["NAMESPACE", "ROLE", "VIA TEAMS", "QUOTA USED"], rows)
 }

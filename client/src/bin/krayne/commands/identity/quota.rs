@@ -1,0 +1,80 @@
+//! `krayne quota [-n NS]`.
+
+use comfy_table::Cell;
+use krayne_client::{json::to_json, proto::QuotaLine};
+
+use crate::{context::Context, failure::Failure};
+
+/// Cells of the usage bar.
+const BAR: usize = 20;
+
+/// Show a namespace's team quota: each limit, what its clusters are
+/// charged (each its upper bound) and what remains.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Namespace [default: the config file's, or `default`].
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let namespace = ctx.namespace(args.namespace.as_deref());
+    let quota = ctx.client()?.quota(&namespace).await?;
+    if ctx.printer.structured() {
+        return ctx.printer.data(&to_json(&quota)?);
+    }
+    let rows = quota
+        .resources
+        .iter()
+        .map(|line| {
+            vec![
+                Cell::new(&line.resource),
+                Cell::new(usage(line)),
+                Cell::new(line.remaining.as_deref().unwrap_or("unlimited")),
+            ]
+        })
+        .collect();
+    ctx.printer.table(&["RESOURCE", "USED", "REMAINING"], rows)
+}
+
+/// `[########............] 12/16 gpus`, or `3 (no limit)`.
+pub(crate) fn usage(line: &QuotaLine) -> String {
+    match (&line.limit, line.used_fraction) {
+        (Some(limit), Some(fraction)) => format!("[{}] {}/{limit} {}", bar(fraction), line.used, line.resource),
+        _ => format!("{} (no limit)", line.used),
+    }
+}
+
+/// A text bar `fraction` full (capped at full; `!` marks over the limit).
+fn bar(fraction: f64) -> String {
+    let cells = (fraction.clamp(0.0, 1.0) * BAR as f64).round() as usize;
+    let mut bar = "#".repeat(cells) + &".".repeat(BAR - cells);
+    if fraction > 1.0 {
+        bar.replace_range(BAR - 1.., "!");
+    }
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_show_how_full_a_quota_is() {
+        let line = QuotaLine {
+            resource: "gpus".into(),
+            limit: Some("16".into()),
+            used: "12".into(),
+            remaining: Some("4".into()),
+            used_fraction: Some(0.75),
+        };
+        assert_eq!(usage(&line), "[###############.....] 12/16 gpus");
+        assert_eq!(bar(1.5), format!("{}!", "#".repeat(19)));
+        let free = QuotaLine {
+            limit: None,
+            used_fraction: None,
+            ..line
+        };
+        assert_eq!(usage(&free), "12 (no limit)");
+    }
+}

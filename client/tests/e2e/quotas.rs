@@ -1,0 +1,49 @@
+//! `krayne quota`, the quota column of `krayne namespaces`, and the SDK's
+//! `quota` (issue 24), against a mapping that gives `ml-team` 4 GPUs.
+
+use krayne_client::Client;
+use krayne_tests::{Env, EnvOptions, TEAMS};
+use serde_json::json;
+
+use crate::support::Krayne;
+
+#[tokio::test]
+async fn krayne_quota_shows_limits_usage_and_bars() {
+    let env = Env::start_with(EnvOptions {
+        teams: format!("{TEAMS}quotas:\n  ml-team: {{ gpus: 4, clusters: 10 }}\n"),
+        ..EnvOptions::default()
+    })
+    .await;
+    env.rest(&env.alice())
+        .post(
+            "/v1/namespaces/ml-team/clusters",
+            &json!({"name": "gpu", "worker_groups": [{"name": "g", "replicas": 1, "max_replicas": 1, "gpus": 2}]}),
+        )
+        .await
+        .expect(201);
+    let krayne = Krayne::new(&env, &env.alice());
+    let table = krayne.run(&["quota", "-n", "ml-team"]).await.code(0).stdout();
+    assert!(table.contains("[##########..........] 2/4 gpus"), "{table}");
+    assert!(table.contains("1/10 clusters"), "{table}");
+    assert!(table.contains("(no limit)"), "cpus and memory: {table}");
+    let data = krayne.run(&["quota", "-n", "ml-team", "-o", "json"]).await.json();
+    let gpus = data["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "gpus")
+        .unwrap();
+    assert_eq!(
+        (gpus["used"].as_str(), gpus["remaining"].as_str()),
+        (Some("2"), Some("2"))
+    );
+    let namespaces = krayne.run(&["namespaces"]).await.code(0).stdout();
+    assert!(namespaces.contains("gpus 2/4"), "{namespaces}");
+
+    let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
+    let quota = client.quota("ml-team").await.unwrap();
+    assert_eq!(quota.resources.len(), 4);
+    assert_eq!(quota.resources[3].used_fraction, Some(0.5));
+    let refused = client.quota("other-team").await.unwrap_err();
+    assert_eq!(refused.code(), krayne_client::Code::PermissionDenied);
+}
