@@ -103,6 +103,7 @@ pub async fn start(
     if let Some(lock) = parts.quota_lock {
         service = service.with_quota_lock(lock);
     }
+    service.keep_quota_gauges(Duration::from_secs(15));
     let mut state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     state.package_limit = parts.rest.package_limit;
     let grpc_settings = GrpcSettings {

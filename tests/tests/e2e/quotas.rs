@@ -50,6 +50,11 @@ async fn a_gpu_quota_refuses_growth_with_the_numbers_and_counts_every_cluster() 
     let alice = env.rest(&env.alice());
     alice.post(NS, &gpu_cluster("two", 2)).await.expect(201);
     assert_eq!(gpus_used(&env).await, "2");
+    let gauge = |name: &'static str| env.metric(name, "namespace=\"ml-team\",resource=\"gpus\"");
+    assert_eq!(
+        (gauge("krayne_quota_used").await, gauge("krayne_quota_limit").await),
+        (2.0, 4.0)
+    );
 
     let refused = alice.post(NS, &gpu_cluster("three", 3)).await.expect(429);
     assert_eq!(refused.body["code"], "quota_exceeded");
@@ -229,4 +234,40 @@ async fn concurrent_creates_on_two_replicas_admit_exactly_what_fits() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+#[tokio::test]
+async fn no_admission_lock_means_no_create_in_a_namespace_with_a_quota() {
+    let pg = krayne_tests::PgServer::start().await;
+    let env = krayne_tests::Env::start_with(EnvOptions {
+        teams: format!("{TEAMS}quotas:\n  ml-team: {{ clusters: 5 }}\n"),
+        database_url: Some(pg.url.clone()),
+        ..EnvOptions::default()
+    })
+    .await;
+    let alice = env.rest(&env.alice());
+    alice.post(NS, &json!({"name": "before"})).await.expect(201);
+    pg.stop();
+    let refused = alice.post(NS, &json!({"name": "during"})).await;
+    assert_eq!(refused.status, 503, "{}", refused.text);
+    assert!(refused.text.contains("nothing was created"), "{}", refused.text);
+    let scale = json!({"worker_group": "worker", "replicas": 1});
+    let scaled = alice.post(&format!("{NS}/before/scale"), &scale).await;
+    assert_eq!(scaled.status, 503, "growth needs the lock too: {}", scaled.text);
+    pg.resume().await;
+    let started = std::time::Instant::now();
+    loop {
+        let answer = alice.post(NS, &json!({"name": "after"})).await;
+        if answer.status == 201 {
+            break;
+        }
+        assert_eq!(answer.status, 503, "{}", answer.text);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "admission resumes with the database"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Nothing was created while the lock could not be had.
+    alice.get(&format!("{NS}/during")).await.expect(404);
 }

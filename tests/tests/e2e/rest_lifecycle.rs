@@ -216,7 +216,7 @@ async fn namespaces_and_gzip() {
         .expect(200);
     assert_eq!(
         listed.body["namespaces"][0],
-        json!({"namespace": "ml-team", "role": "editor", "via_teams": ["ml-research"]})
+        json!({"namespace": "ml-team", "role": "editor", "via_teams": ["ml-research"], "quota": []})
     );
     assert!(listed.body["next_page_token"].is_string());
     let admin = env.rest(&env.admin()).get("/v1/namespaces").await.expect(200);

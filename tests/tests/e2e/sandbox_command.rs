@@ -127,3 +127,45 @@ async fn two_sandboxes_run_side_by_side() {
         assert_eq!(ready.status(), 200, "{ops}");
     }
 }
+
+/// `krayne-server sandbox --teams FILE`: a mapping of one's own (here a
+/// GPU quota of 1 on ml-team) instead of the built-in one.
+#[tokio::test]
+async fn the_sandbox_takes_a_team_mapping_of_ones_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let teams = dir.path().join("teams.yaml");
+    std::fs::write(
+        &teams,
+        format!("{}quotas:\n  ml-team: {{ gpus: 1 }}\n", krayne_tests::TEAMS),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(server_binary())
+        .args([
+            "sandbox",
+            "--port",
+            "0",
+            "--ops-port",
+            "0",
+            "--time-scale",
+            "0.05",
+            "--teams",
+        ])
+        .arg(&teams)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut quota_line = None;
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.starts_with("curl ") && line.ends_with("/quota") {
+            quota_line = Some(line);
+            break;
+        }
+    }
+    let line = quota_line.expect("the banner's quota line");
+    let output = std::process::Command::new("sh").args(["-c", &line]).output().unwrap();
+    let quota = String::from_utf8_lossy(&output.stdout);
+    assert!(quota.contains("\"resource\":\"gpus\",\"limit\":\"1\""), "{quota}");
+}

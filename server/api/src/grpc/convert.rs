@@ -176,6 +176,18 @@ pub(crate) fn namespace_access(n: domain::NamespaceAccess) -> pb::NamespaceAcces
         namespace: n.namespace,
         role: role(n.role),
         via_teams: n.via_teams,
+        quota: n.quota.into_iter().map(quota_line).collect(),
+    }
+}
+
+/// One resource of a quota as the proto message.
+pub(crate) fn quota_line(l: domain::quota::QuotaLine) -> pb::QuotaLine {
+    pb::QuotaLine {
+        resource: l.resource.as_str().to_owned(),
+        limit: l.limit,
+        used: l.used,
+        remaining: l.remaining,
+        used_fraction: l.used_fraction,
     }
 }
 

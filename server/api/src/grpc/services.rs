@@ -198,17 +198,7 @@ impl identity_service_server::IdentityService for Grpc {
             .map_err(to_status)?;
         Ok(Response::new(pb::NamespaceQuota {
             namespace: quota.namespace,
-            resources: quota
-                .lines
-                .into_iter()
-                .map(|l| pb::QuotaLine {
-                    resource: l.resource.as_str().to_owned(),
-                    limit: l.limit,
-                    used: l.used,
-                    remaining: l.remaining,
-                    used_fraction: l.used_fraction,
-                })
-                .collect(),
+            resources: quota.lines.into_iter().map(convert::quota_line).collect(),
         }))
     }
 

@@ -1,7 +1,7 @@
 //! Who the caller is, and which namespaces they may use.
 
 use super::{ClusterService, Context};
-use crate::domain::{Error, Identity, NamespaceAccess, Page, PageRequest};
+use crate::domain::{Error, Identity, NamespaceAccess, Page, PageRequest, quota};
 
 impl ClusterService {
     /// The caller, their teams and their effective role per namespace.
@@ -26,16 +26,26 @@ impl ClusterService {
     async fn accessible(&self, cx: &Context) -> Result<Vec<NamespaceAccess>, Error> {
         let mut names = self.store.namespaces(&cx.meta.request_id).await?;
         names.sort();
-        Ok(names
-            .into_iter()
-            .filter_map(|ns| {
-                let role = cx.principal.role_in(&ns)?;
-                Some(NamespaceAccess {
-                    via_teams: cx.principal.teams_for(&ns),
-                    namespace: ns,
-                    role,
-                })
-            })
-            .collect())
+        let mut accessible = Vec::new();
+        for ns in names {
+            let Some(role) = cx.principal.role_in(&ns) else {
+                continue;
+            };
+            let quota = match self.quota_of(&ns) {
+                Some(quota) => {
+                    let clusters = self.store.list(Some(&ns), &cx.meta.request_id).await?;
+                    let used = clusters.iter().map(|c| quota::charge(c)).sum();
+                    quota::standing(&quota, &used)
+                }
+                None => Vec::new(),
+            };
+            accessible.push(NamespaceAccess {
+                via_teams: cx.principal.teams_for(&ns),
+                namespace: ns,
+                role,
+                quota,
+            });
+        }
+        Ok(accessible)
     }
 }

@@ -111,16 +111,68 @@ impl ClusterService {
             .await?;
         let clusters = self.store.list(Some(namespace), &cx.meta.request_id).await?;
         let used: Usage = clusters.iter().map(|c| quota::charge(c)).sum();
-        let limits = self.quota_of(namespace).unwrap_or_default();
-        let lines = quota::standing(&limits, &used);
-        for (resource, value) in quota::QuotaResource::ALL.iter().zip(used.amounts()) {
-            metrics::gauge!("krayne_quota_used", "namespace" => namespace.to_owned(), "resource" => resource.as_str())
-                .set(value);
+        let limits = self.quota_of(namespace);
+        if let Some(limits) = &limits {
+            set_gauges(namespace, limits, &used);
         }
+        let lines = quota::standing(&limits.unwrap_or_default(), &used);
         Ok(NamespaceQuota {
             namespace: namespace.to_owned(),
             lines,
         })
+    }
+}
+
+impl ClusterService {
+    /// Keeps `krayne_quota_used` and `krayne_quota_limit` (per namespace
+    /// and resource) current for every namespace with a quota: every
+    /// `every`, from the watch cache, until the server stops.
+    pub fn keep_quota_gauges(&self, every: std::time::Duration) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let service = self.clone();
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => service.quota_gauges().await,
+                    () = service.stopping.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    async fn quota_gauges(&self) {
+        const RID: &str = "quota-gauges";
+        let Ok(namespaces) = self.store.namespaces(RID).await else {
+            return;
+        };
+        for namespace in namespaces {
+            let Some(quota) = self.quota_of(&namespace) else {
+                continue;
+            };
+            let Ok(clusters) = self.store.list(Some(&namespace), RID).await else {
+                continue;
+            };
+            let used: Usage = clusters.iter().map(|c| quota::charge(c)).sum();
+            set_gauges(&namespace, &quota, &used);
+        }
+    }
+}
+
+fn set_gauges(namespace: &str, quota: &Quota, used: &Usage) {
+    let limits = quota::limits(quota);
+    for ((resource, value), limit) in quota::QuotaResource::ALL.iter().zip(used.amounts()).zip(limits) {
+        let labels = [
+            ("namespace", namespace.to_owned()),
+            ("resource", resource.as_str().to_owned()),
+        ];
+        metrics::gauge!("krayne_quota_used", &labels).set(value);
+        if let Some(limit) = limit {
+            metrics::gauge!("krayne_quota_limit", &labels).set(limit);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use super::{Grant, Role};
 
 /// A namespace and the caller's role on it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct NamespaceAccess {
     /// Namespace.
@@ -12,10 +12,13 @@ pub struct NamespaceAccess {
     pub role: Role,
     /// Teams whose grants match it.
     pub via_teams: Vec<String>,
+    /// Its team quota as it stands (clusters, CPUs, memory, GPUs); empty
+    /// when it has none.
+    pub quota: Vec<super::quota::QuotaLine>,
 }
 
 /// The caller as the server sees them.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema), schema(as = WhoAmI))]
 pub struct Identity {
     /// Subject.

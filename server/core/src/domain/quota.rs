@@ -248,6 +248,13 @@ impl QuotaResource {
     }
 }
 
+/// A quota's limits as numbers, in [`QuotaResource::ALL`]'s order (bytes
+/// for memory; none: unlimited), for gauges.
+#[expect(clippy::cast_precision_loss, reason = "gauges are approximate")]
+pub fn limits(quota: &Quota) -> [Option<f64>; 4] {
+    QuotaResource::ALL.map(|r| r.limit(quota).map(|nanos| nanos as f64 / NANOS as f64))
+}
+
 /// An amount as people read it: `3`, `1.5`, memory in bytes as a
 /// quantity (`4Gi` when whole gibibytes, else bytes).
 pub fn display(resource: QuotaResource, nanos: u128) -> String {

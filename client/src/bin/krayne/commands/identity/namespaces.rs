@@ -20,21 +20,18 @@ pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
         note("You may not use any namespace; ask a platform admin to add your team to one.");
         return Ok(());
     }
-    let client = ctx.client()?;
-    let mut usage = Vec::with_capacity(namespaces.len());
-    for n in &namespaces {
-        let quota = client.quota(&n.namespace).await.ok();
-        let limited: Vec<String> = quota
+    let usage = namespaces.iter().map(|n| {
+        let limited: Vec<String> = n
+            .quota
             .iter()
-            .flat_map(|q| &q.resources)
             .filter_map(|line| Some(format!("{} {}/{}", line.resource, line.used, line.limit.as_ref()?)))
             .collect();
-        usage.push(if limited.is_empty() {
+        if limited.is_empty() {
             "-".to_owned()
         } else {
             limited.join(", ")
-        });
-    }
+        }
+    });
     let rows = namespaces
         .iter()
         .zip(usage)
