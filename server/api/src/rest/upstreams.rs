@@ -14,7 +14,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     task::{Context, Poll},
     time::Duration,
@@ -51,14 +51,15 @@ pub(super) struct Upstream {
 }
 
 struct Idle {
-    id: u64,
+    since: std::time::Instant,
     upstream: Upstream,
 }
 
 /// The pool of idle connections.
 pub(super) struct Upstreams {
     idle: Mutex<HashMap<Key, Vec<Idle>>>,
-    next_id: AtomicU64,
+    /// Whether the reaper of idle connections runs.
+    reaping: AtomicBool,
     /// How long a connection stays idle before it is closed.
     keep: Duration,
     /// Idle connections kept per key (a browser opens up to 6 per host).
@@ -72,7 +73,7 @@ impl Upstreams {
     pub(super) fn new(keep: Duration, stopping: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             idle: Mutex::default(),
-            next_id: AtomicU64::new(0),
+            reaping: false.into(),
             keep,
             per_key: 6,
             stopping,
@@ -99,34 +100,46 @@ impl Upstreams {
         if self.stopping.is_cancelled() || upstream.sender.is_closed() {
             return;
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            let kept = idle.entry(key.clone()).or_default();
+            let kept = idle.entry(key).or_default();
             if kept.len() >= self.per_key {
                 return;
             }
-            kept.push(Idle { id, upstream });
+            kept.push(Idle {
+                since: std::time::Instant::now(),
+                upstream,
+            });
         }
-        let pool = self.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep(pool.keep) => {}
-                () = pool.stopping.cancelled() => {}
-            }
-            // Dropping the last sender closes the connection.
-            pool.remove(&key, id);
-        });
+        if !self.reaping.swap(true, Ordering::Relaxed) {
+            self.reap();
+        }
     }
 
-    fn remove(&self, key: &Key, id: u64) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(kept) = idle.get_mut(key) {
-            kept.retain(|i| i.id != id);
-            if kept.is_empty() {
-                idle.remove(key);
+    /// One task for the whole pool closes connections idle for the keep
+    /// time (a few times per keep time), and all of them when the server
+    /// stops: dropping the last sender closes a connection.
+    fn reap(self: &Arc<Self>) {
+        let pool = Arc::downgrade(self);
+        let (every, stopping) = ((self.keep / 4).max(Duration::from_millis(250)), self.stopping.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stopping.cancelled() => {}
+                }
+                let Some(pool) = pool.upgrade() else { return };
+                let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+                if stopping.is_cancelled() {
+                    idle.clear();
+                    return;
+                }
+                for kept in idle.values_mut() {
+                    kept.retain(|i| i.since.elapsed() < pool.keep && !i.upstream.sender.is_closed());
+                }
+                idle.retain(|_, kept| !kept.is_empty());
             }
-        }
+        });
     }
 }
 
