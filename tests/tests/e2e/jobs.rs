@@ -149,6 +149,12 @@ async fn a_working_dir_env_vars_and_a_failure(args: &[&str]) {
         .find(|r| r["request_summary"]["entrypoint"] == "sh main.sh")
         .unwrap();
     assert_eq!(first["request_summary"]["env_vars"], json!(["EPOCHS"]));
+    assert_eq!(first["http_status"], 201);
+    let again_row = rows
+        .iter()
+        .find(|r| r["request_summary"]["entrypoint"] == "echo other")
+        .unwrap();
+    assert_eq!(again_row["http_status"], 200, "the first job was returned");
     assert_eq!(first["request_summary"]["package"], package);
     assert!(!first.to_string().contains("\"3\""), "{first}");
     let uploads = env

@@ -188,6 +188,28 @@ impl ClusterService {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
+        let status = |_: &T| action.success_status();
+        self.audited_with_status(cx, action, namespace, cluster, summary, status, mutation)
+            .await
+    }
+
+    /// [`Self::audited`] for a mutation whose success answers with a
+    /// status of its own (an idempotent submit that found its job: 200).
+    #[expect(clippy::too_many_arguments, reason = "audited's, plus the status")]
+    pub(super) async fn audited_with_status<T, F, Fut>(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: &str,
+        cluster: &str,
+        summary: Value,
+        status: impl Fn(&T) -> u16,
+        mutation: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
         let started = Instant::now();
         let mut e = self.entry(cx, action, Some(namespace), Some(cluster), summary);
         let written = self.audit.begin(&e).await;
@@ -208,8 +230,8 @@ impl ClusterService {
             Err(_) => Outcome::Failed,
         };
         match &result {
-            Ok(_) => {
-                e.http_status = Some(action.success_status());
+            Ok(done) => {
+                e.http_status = Some(status(done));
                 e.grpc_code = Some("OK".to_owned());
             }
             Err(error) => {

@@ -189,7 +189,8 @@ impl ClusterService {
             "env_vars": submission.runtime_env.env_vars.keys().collect::<Vec<_>>(),
             "pip": submission.runtime_env.pip,
         });
-        self.audited(cx, AuditAction::JobSubmit, namespace, name, summary, || async {
+        let status = |s: &Submitted| if s.created { 201 } else { 200 };
+        self.audited_with_status(cx, AuditAction::JobSubmit, namespace, name, summary, status, || async {
             if let Some(id) = &submission.submission_id {
                 match self.ray_job(cx, &head, id).await {
                     Ok(job) => return Ok(Submitted { job, created: false }),
