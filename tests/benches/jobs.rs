@@ -26,7 +26,7 @@ use std::{io::Write as _, time::Instant};
 use clap::Parser;
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
 use k8s_openapi::api::core::v1::Pod;
-use krayne_proto::v1::{self as pb, job_service_client::JobServiceClient, upload_package_request};
+use krayne_proto::v1::{self as pb, upload_package_request};
 use krayne_tests::load::BenchEnv;
 use serde_json::json;
 
@@ -85,16 +85,7 @@ fn name(_path: &str, _run: usize) -> String {
 }
 
 async fn grpc_upload(api: &str, token: &str, package: &str, bytes: &bytes::Bytes) {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{api}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
-    let mut client = JobServiceClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
-        r.metadata_mut().insert("authorization", bearer.clone());
-        Ok(r)
-    });
+    let mut client = krayne_tests::Grpc::connect(&format!("http://{api}"), token).await.jobs;
     let first = pb::UploadPackageRequest {
         kind: Some(upload_package_request::Kind::Package(pb::PackageRef {
             namespace: "bench-00".into(),

@@ -31,7 +31,7 @@ use clap::Parser;
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
 use futures::{SinkExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
-use krayne_proto::v1::{self as pb, tunnel_request, tunnel_response, tunnel_service_client::TunnelServiceClient};
+use krayne_proto::v1::{self as pb, tunnel_request, tunnel_response};
 use krayne_tests::load::{BenchEnv, percentile};
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, DuplexStream};
@@ -100,16 +100,9 @@ async fn ws_tunnel(api: &str, token: &str, service: &str) -> Stream {
 }
 
 async fn grpc_tunnel(api: &str, token: &str, service: &str) -> Stream {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{api}"))
-        .unwrap()
-        .connect()
+    let mut client = krayne_tests::Grpc::connect(&format!("http://{api}"), token)
         .await
-        .unwrap();
-    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
-    let mut client = TunnelServiceClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
-        r.metadata_mut().insert("authorization", bearer.clone());
-        Ok(r)
-    });
+        .tunnels;
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tx.send(pb::TunnelRequest {
         kind: Some(tunnel_request::Kind::Open(pb::TunnelTarget {

@@ -3,7 +3,8 @@
 
 use krayne_proto::v1::{
     audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
-    identity_service_client::IdentityServiceClient, tunnel_service_client::TunnelServiceClient,
+    identity_service_client::IdentityServiceClient, job_service_client::JobServiceClient,
+    tunnel_service_client::TunnelServiceClient,
 };
 use reqwest::{Method, header::HeaderMap};
 use serde_json::Value;
@@ -172,6 +173,8 @@ pub struct Grpc {
     pub audit: AuditServiceClient<InterceptedService<Channel, Bearer>>,
     /// `krayne.v1.TunnelService`.
     pub tunnels: TunnelServiceClient<InterceptedService<Channel, Bearer>>,
+    /// `krayne.v1.JobService`.
+    pub jobs: JobServiceClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Grpc {
@@ -187,7 +190,8 @@ impl Grpc {
             clusters: ClusterServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             identity: IdentityServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             audit: AuditServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            tunnels: TunnelServiceClient::with_interceptor(channel.clone(), bearer),
+            tunnels: TunnelServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            jobs: JobServiceClient::with_interceptor(channel.clone(), bearer),
             channel,
         }
     }

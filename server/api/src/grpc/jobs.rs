@@ -1,12 +1,6 @@
 //! `krayne.v1.JobService`: Ray jobs over the same use cases as REST.
 
-use std::{
-    pin::Pin,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
-};
+use std::pin::Pin;
 
 use futures::{Stream, StreamExt as _};
 use krayne_proto::v1::{self as pb, job_service_server, upload_package_request};
@@ -15,7 +9,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::{convert, services::Grpc, status::to_status};
 use crate::{
     domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv},
-    service::PackageBody,
+    service::limited,
 };
 
 fn job_message(j: Job) -> pb::Job {
@@ -184,30 +178,19 @@ impl job_service_server::JobService for Grpc {
             }
         };
         let limit = self.package_limit;
-        let (over, bytes) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-        let (flagged, counted) = (over.clone(), bytes.clone());
-        let body: PackageBody = inbound
-            .map(move |message| {
-                let data = match message {
-                    Ok(pb::UploadPackageRequest {
-                        kind: Some(upload_package_request::Kind::Data(data)),
-                    }) => data,
-                    Ok(_) => return Err(std::io::Error::other("every message after the first carries data")),
-                    Err(status) => return Err(std::io::Error::other(status.message().to_owned())),
-                };
-                let total = counted.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
-                if total > limit {
-                    flagged.store(true, Ordering::Relaxed);
-                    return Err(std::io::Error::other("over the package limit"));
-                }
-                Ok(bytes::Bytes::from(data))
-            })
-            .boxed();
+        let chunks = inbound.map(|message| match message {
+            Ok(pb::UploadPackageRequest {
+                kind: Some(upload_package_request::Kind::Data(data)),
+            }) => Ok(bytes::Bytes::from(data)),
+            Ok(_) => Err(std::io::Error::other("every message after the first carries data")),
+            Err(status) => Err(std::io::Error::other(status.message().to_owned())),
+        });
+        let (body, carried) = limited(chunks, limit);
         let uploaded = self
             .service
             .upload_package(&cx, &target.namespace, &target.name, &target.package, None, body)
             .await;
-        if over.load(Ordering::Relaxed) {
+        if carried.over_limit() {
             return Err(Status::resource_exhausted(format!(
                 "the package is larger than this server's limit of {} MiB; nothing was uploaded",
                 limit / (1024 * 1024)
@@ -215,7 +198,7 @@ impl job_service_server::JobService for Grpc {
         }
         uploaded.map_err(to_status)?;
         Ok(Response::new(pb::UploadPackageResponse {
-            bytes: bytes.load(Ordering::Relaxed),
+            bytes: carried.bytes(),
             working_dir: format!("gcs://{}", target.package),
         }))
     }

@@ -1,13 +1,7 @@
 //! Ray job routes: submit, list, read, follow logs, stop, delete, and
 //! working-dir packages, all through the cluster's head.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::time::Duration;
 
 use axum::{
     Json,
@@ -32,7 +26,7 @@ use super::{
 use crate::{
     domain::{Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
-    service::{LogStream, PackageBody},
+    service::{LogStream, limited},
 };
 
 /// A cluster's Ray jobs.
@@ -357,33 +351,20 @@ pub(super) async fn upload_package(
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
-    let over = Arc::new(AtomicBool::new(false));
     let body = DeadlineBody::idle(request.into_body(), idle, on_timeout);
-    let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (counted, flagged) = (bytes.clone(), over.clone());
-    let stream: PackageBody = Body::new(body)
-        .into_data_stream()
-        .map(move |chunk| {
-            let chunk = chunk.map_err(std::io::Error::other)?;
-            let total = counted.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
-            if total > limit {
-                flagged.store(true, Ordering::Relaxed);
-                return Err(std::io::Error::other("over the package limit"));
-            }
-            Ok(chunk)
-        })
-        .boxed();
+    let chunks = Body::new(body).into_data_stream().map_err(std::io::Error::other);
+    let (stream, carried) = limited(chunks, limit);
     let uploaded = s
         .service
         .upload_package(&cx, &namespace, &name, &package, size, stream)
         .await;
-    if over.load(Ordering::Relaxed) {
+    if carried.over_limit() {
         return Err(too_large().into());
     }
     uploaded?;
     Ok(Json(UploadedPackage {
         working_dir: format!("gcs://{package}"),
         package,
-        bytes: bytes.load(Ordering::Relaxed),
+        bytes: carried.bytes(),
     }))
 }

@@ -32,11 +32,7 @@ impl ClusterService {
                 continue;
             };
             let quota = match self.quota_of(&ns) {
-                Some(quota) => {
-                    let clusters = self.store.list(Some(&ns), &cx.meta.request_id).await?;
-                    let used = clusters.iter().map(|c| quota::charge(c)).sum();
-                    quota::standing(&quota, &used)
-                }
+                Some(quota) => quota::standing(&quota, &self.usage_cached(&ns, &cx.meta.request_id).await?),
                 None => Vec::new(),
             };
             accessible.push(NamespaceAccess {

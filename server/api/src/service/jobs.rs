@@ -63,6 +63,50 @@ pub type LogStream = std::pin::Pin<Box<dyn Stream<Item = Result<String, Error>> 
 /// A package's bytes as they arrive.
 pub type PackageBody = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
+/// What a limited upload has carried ([`limited`]).
+#[derive(Debug, Default)]
+pub struct Carried {
+    bytes: std::sync::atomic::AtomicU64,
+    over: std::sync::atomic::AtomicBool,
+}
+
+impl Carried {
+    /// Bytes that passed.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the body went past the limit (and was cut there).
+    pub fn over_limit(&self) -> bool {
+        self.over.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `chunks` cut with an error once they pass `limit` bytes, so the head
+/// never gets the whole of an oversized package; the transport asks
+/// [`Carried`] afterwards to answer in its own words (413,
+/// `RESOURCE_EXHAUSTED`).
+pub fn limited<S>(chunks: S, limit: u64) -> (PackageBody, std::sync::Arc<Carried>)
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    use std::sync::atomic::Ordering::Relaxed;
+    let carried = std::sync::Arc::new(Carried::default());
+    let seen = carried.clone();
+    let body = chunks
+        .map(move |chunk| {
+            let chunk = chunk?;
+            let total = seen.bytes.fetch_add(chunk.len() as u64, Relaxed) + chunk.len() as u64;
+            if total > limit {
+                seen.over.store(true, Relaxed);
+                return Err(std::io::Error::other("over the package limit"));
+            }
+            Ok(chunk)
+        })
+        .boxed();
+    (body, carried)
+}
+
 fn job_path(id: &str) -> String {
     format!("/api/jobs/{id}")
 }

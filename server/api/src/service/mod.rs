@@ -22,7 +22,7 @@ pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created};
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
-pub use jobs::{LogStream, PackageBody, Stopped, Submitted};
+pub use jobs::{Carried, LogStream, PackageBody, Stopped, Submitted, limited};
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};

@@ -61,6 +61,12 @@ impl ClusterService {
         Ok(clusters.iter().map(|c| quota::charge(c)).sum())
     }
 
+    /// What `namespace`'s clusters are charged, from the watch cache.
+    pub(super) async fn usage_cached(&self, namespace: &str, request_id: &str) -> Result<Usage, Error> {
+        let clusters = self.store.list(Some(namespace), request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+    }
+
     /// Admits `requested` into `namespace` under its quota: `None` when it
     /// has none; else the held admission, to keep until the change has
     /// landed. Refusals are audited with their violations.
@@ -109,8 +115,7 @@ impl ClusterService {
     pub async fn quota(&self, cx: &Context, namespace: &str) -> Result<NamespaceQuota, Error> {
         self.authorize(cx, Action::Read, AuditAction::QuotaGet, namespace, None)
             .await?;
-        let clusters = self.store.list(Some(namespace), &cx.meta.request_id).await?;
-        let used: Usage = clusters.iter().map(|c| quota::charge(c)).sum();
+        let used = self.usage_cached(namespace, &cx.meta.request_id).await?;
         let limits = self.quota_of(namespace);
         if let Some(limits) = &limits {
             set_gauges(namespace, limits, &used);
@@ -153,10 +158,9 @@ impl ClusterService {
             let Some(quota) = self.quota_of(&namespace) else {
                 continue;
             };
-            let Ok(clusters) = self.store.list(Some(&namespace), RID).await else {
+            let Ok(used) = self.usage_cached(&namespace, RID).await else {
                 continue;
             };
-            let used: Usage = clusters.iter().map(|c| quota::charge(c)).sum();
             set_gauges(&namespace, &quota, &used);
         }
     }

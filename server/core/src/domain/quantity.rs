@@ -57,14 +57,20 @@ impl Quantity {
     /// The value as a plain decimal without trailing zeros, as Ray expects
     /// numbers: `2500m` → `2.5`, `2` → `2`, `1k` → `1000`.
     pub fn to_decimal_string(&self) -> String {
-        let whole = self.nanos / NANOS_PER_UNIT;
-        let frac = self.nanos % NANOS_PER_UNIT;
-        if frac == 0 {
-            return whole.to_string();
-        }
-        let frac = format!("{frac:09}");
-        format!("{whole}.{}", frac.trim_end_matches('0'))
+        decimal(self.nanos)
     }
+}
+
+/// `nanos` nano-units as a plain decimal without trailing zeros
+/// (`2_500_000_000` → `2.5`).
+pub(super) fn decimal(nanos: u128) -> String {
+    let whole = nanos / NANOS_PER_UNIT;
+    let frac = nanos % NANOS_PER_UNIT;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let frac = format!("{frac:09}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
 impl PartialEq for Quantity {

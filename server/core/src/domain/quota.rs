@@ -270,11 +270,7 @@ pub fn display(resource: QuotaResource, nanos: u128) -> String {
             return format!("{}Mi", whole / MI);
         }
     }
-    if frac == 0 {
-        whole.to_string()
-    } else {
-        format!("{whole}.{}", format!("{frac:09}").trim_end_matches('0'))
-    }
+    super::quantity::decimal(nanos)
 }
 
 /// One limit a request would pass.
