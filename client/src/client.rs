@@ -70,7 +70,7 @@ impl RetryPolicy {
         }
     }
 
-    fn backoff(&self) -> ExponentialBuilder {
+    pub(crate) fn backoff(&self) -> ExponentialBuilder {
         ExponentialBuilder::default()
             .with_min_delay(self.min_delay)
             .with_max_delay(self.max_delay)
@@ -267,7 +267,7 @@ pub struct Client {
     channel: Channel,
     bearer: Bearer,
     request_timeout: Duration,
-    retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
 }
 
 impl Client {
@@ -303,7 +303,7 @@ impl Client {
         self
     }
 
-    fn clusters(&self) -> ClusterServiceClient<Service> {
+    pub(crate) fn clusters(&self) -> ClusterServiceClient<Service> {
         ClusterServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 

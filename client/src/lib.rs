@@ -43,6 +43,7 @@ mod client;
 mod error;
 mod jobs;
 pub mod json;
+mod live;
 pub mod package;
 mod spec;
 mod tunnel;
@@ -54,6 +55,7 @@ pub use error::{ClientError, FieldViolation};
 pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal};
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
+pub use live::{WatchFrom, event_type_name};
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;

@@ -22,7 +22,7 @@ use crate::{
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{DenialSettings, RateLimit, ServiceSettings, SessionSettings, TunnelSettings},
+    service::{DenialSettings, RateLimit, ServiceSettings, SessionSettings, TunnelSettings, WatchSettings},
 };
 
 mod sandbox_cmd;
@@ -205,6 +205,13 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             idle_timeout: Duration::from_secs(http.tunnel_idle_timeout_seconds.max(1)),
             reauthorize_every: Duration::from_secs(http.tunnel_reauthorize_seconds.max(1)),
             ..TunnelSettings::default()
+        },
+        watches: WatchSettings {
+            max_per_principal: http.max_watches_per_caller.max(1),
+            history: http.watch_history.max(1),
+            queue: http.watch_queue.max(1),
+            stall: Duration::from_secs(http.watch_stall_seconds.max(1)),
+            bookmark_every: Duration::from_secs(http.watch_bookmark_seconds.max(1)),
         },
         ..ServiceSettings::default()
     };

@@ -151,6 +151,24 @@ pub struct HttpArgs {
     /// in MiB (Ray's dashboard takes at most 100).
     #[arg(long, env = "KRAYNE_MAX_PACKAGE_MIB", default_value_t = 100)]
     pub max_package_mib: u64,
+    /// Live watches (`?watch=true`, `WatchClusters`) one caller may hold
+    /// open at once.
+    #[arg(long, env = "KRAYNE_MAX_WATCHES_PER_CALLER", default_value_t = 16)]
+    pub max_watches_per_caller: usize,
+    /// Cluster changes kept so that watches can resume; a watch resuming
+    /// from an older version is told to list again (410).
+    #[arg(long, env = "KRAYNE_WATCH_HISTORY", default_value_t = 4096)]
+    pub watch_history: usize,
+    /// Events queued for one watch; a watch whose queue stays full for
+    /// `--watch-stall-seconds` (its client reads too slowly) is ended.
+    #[arg(long, env = "KRAYNE_WATCH_QUEUE", default_value_t = 256)]
+    pub watch_queue: usize,
+    /// How long a watch's full queue may wait for its client, in seconds.
+    #[arg(long, env = "KRAYNE_WATCH_STALL_SECONDS", default_value_t = 10)]
+    pub watch_stall_seconds: u64,
+    /// How often an idle watch gets a bookmark, in seconds.
+    #[arg(long, env = "KRAYNE_WATCH_BOOKMARK_SECONDS", default_value_t = 30)]
+    pub watch_bookmark_seconds: u64,
     /// Tunnels (to clusters' services) one caller may hold open at once.
     #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_CALLER", default_value_t = 32)]
     pub max_tunnels_per_caller: usize,

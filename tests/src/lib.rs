@@ -13,6 +13,7 @@ mod proxy;
 pub mod raw;
 mod secrets;
 mod server;
+pub mod watch;
 
 pub use clients::{Bearer, Grpc, Reply, Rest, bad_request_fields};
 pub use postgres::{PgServer, TestDb, test_database};

@@ -12,3 +12,4 @@ mod sdk;
 mod shapes;
 mod support;
 mod tunnels;
+mod watch;

@@ -7,31 +7,14 @@
 // Each step prints `ok <step>: <what it saw>`; the first surprise throws.
 
 import createClient from "openapi-fetch";
+import { check, type JsonMedia, ok, setting } from "./common.js";
 import { chromium } from "playwright-core";
 import type { paths } from "./schema.js";
-
-function setting(name: string): string {
-  const value = process.env[name];
-  if (value === undefined || value === "") {
-    throw new Error(`set ${name}`);
-  }
-  return value;
-}
-
-function check(condition: boolean, what: string): asserts condition {
-  if (!condition) {
-    throw new Error(`check failed: ${what}`);
-  }
-}
-
-function ok(step: string, saw: string): void {
-  console.log(`ok ${step}: ${saw}`);
-}
 
 const baseUrl = setting("KRAYNE_URL");
 const namespace = setting("KRAYNE_NAMESPACE");
 const cluster = setting("KRAYNE_CLUSTER");
-const api = createClient<paths>({
+const api = createClient<paths, JsonMedia>({
   baseUrl,
   headers: { Authorization: `Bearer ${setting("KRAYNE_TOKEN")}` },
 });

@@ -6,37 +6,20 @@
 // surprise throws and the process exits non-zero.
 
 import createClient from "openapi-fetch";
+import { check, type JsonMedia, ok, setting } from "./common.js";
 import type { components, paths } from "./schema.js";
 
 type ClusterConfig = paths["/v1/namespaces/{namespace}/clusters"]["post"]["requestBody"]["content"]["application/json"];
 type Problem = components["schemas"]["Problem"];
 type ClusterStatus = components["schemas"]["ClusterStatus"];
 
-function setting(name: string): string {
-  const value = process.env[name];
-  if (value === undefined || value === "") {
-    throw new Error(`set ${name}`);
-  }
-  return value;
-}
-
 const baseUrl = setting("KRAYNE_URL");
 const namespace = setting("KRAYNE_NAMESPACE");
-const api = createClient<paths>({
+const api = createClient<paths, JsonMedia>({
   baseUrl,
   headers: { Authorization: `Bearer ${setting("KRAYNE_TOKEN")}` },
 });
-const anonymous = createClient<paths>({ baseUrl });
-
-function check(condition: boolean, what: string): asserts condition {
-  if (!condition) {
-    throw new Error(`check failed: ${what}`);
-  }
-}
-
-function ok(step: string, saw: string): void {
-  console.log(`ok ${step}: ${saw}`);
-}
+const anonymous = createClient<paths, JsonMedia>({ baseUrl });
 
 /** A problem document as the portal shows it: code and field paths. */
 function problem(p: Problem): string {

@@ -31,3 +31,4 @@ mod shutdown;
 mod soak;
 mod tenancy;
 mod tunnels;
+mod watch;

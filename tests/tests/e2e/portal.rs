@@ -41,6 +41,20 @@ async fn run(program: &Path, args: &[&str], envs: &[(&str, String)]) -> String {
     text
 }
 
+/// Generates the types from `env`'s served document and compiles the
+/// project to `dist/` (hold [`PROJECT`]).
+async fn generate_and_build(env: &Env) {
+    let bin = project().join("node_modules/.bin");
+    let schema = format!("{}/openapi.json", env.url());
+    run(
+        &bin.join("openapi-typescript"),
+        &[&schema, "-o", "src/schema.d.ts"],
+        &[],
+    )
+    .await;
+    run(&bin.join("tsc"), &["-p", "."], &[]).await;
+}
+
 /// The project's generated types and `dist/` are shared: one test at a
 /// time generates, builds and runs.
 static PROJECT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -93,7 +107,7 @@ async fn the_typescript_portal_client_compiles_strictly_and_walks_every_flow() {
         "$ tsc --noEmit --strict -p .  ({}; exit 0, no diagnostics)\n{checked}\n",
         version.trim()
     ));
-    for file in ["src/main.ts", "src/browser.ts"] {
+    for file in ["src/common.ts", "src/main.ts", "src/browser.ts", "src/watch.ts"] {
         let program = std::fs::read_to_string(project().join(file)).unwrap();
         let code = program.lines().filter(|l| !l.trim_start().starts_with(['/', '*']));
         for line in code {
@@ -150,15 +164,7 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
     env.ready_cluster("browser").await;
 
     let _project = PROJECT.lock().await;
-    let bin = project().join("node_modules/.bin");
-    let schema = format!("{}/openapi.json", env.url());
-    run(
-        &bin.join("openapi-typescript"),
-        &[&schema, "-o", "src/schema.d.ts"],
-        &[],
-    )
-    .await;
-    run(&bin.join("tsc"), &["-p", "."], &[]).await;
+    generate_and_build(&env).await;
     let transcript = run(
         &node,
         &["dist/browser.js"],
@@ -188,6 +194,59 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
         "ok second use: 401",
         "ok API routes: 401",
         "browser session: all ok",
+    ] {
+        assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
+    }
+}
+
+#[tokio::test]
+async fn a_browser_page_on_another_origin_follows_clusters_live_with_event_source() {
+    let Some(chromium) = which("chromium") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Debian's chromium must be installed in CI (.ci/run does it)"
+        );
+        eprintln!("SKIPPED: chromium not installed; the live watch was not tried in a browser");
+        return;
+    };
+    let Some(node) = node_project("the browser's live watch").await else {
+        return;
+    };
+    // The portal's own origin, which the server must allow (CORS).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let origin = format!("http://127.0.0.1:{port}");
+    let env = Env::start_with(krayne_tests::EnvOptions::with_args(&["--cors-origin", &origin])).await;
+
+    let _project = PROJECT.lock().await;
+    generate_and_build(&env).await;
+    let transcript = run(
+        &node,
+        &["dist/watch.js"],
+        &[
+            ("KRAYNE_URL", env.url()),
+            ("KRAYNE_TOKEN", env.alice()),
+            ("KRAYNE_NAMESPACE", "ml-team".to_owned()),
+            ("PORTAL_PORT", port.to_string()),
+            ("CHROMIUM", chromium.display().to_string()),
+        ],
+    )
+    .await;
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-watch.log"),
+        format!("$ node dist/watch.js  (page at {origin})\n{transcript}"),
+    )
+    .unwrap();
+    for step in [
+        "ok EventSource open",
+        "ok create: added (",
+        "ok scale: modified to 2 workers",
+        "ok delete: deleted",
+        "ok order",
+        "live watch: all ok",
     ] {
         assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
     }

@@ -79,6 +79,25 @@ impl Printer {
         out(&text)
     }
 
+    /// Rows without a header (a watch's later changes).
+    pub(crate) fn rows(&self, rows: Vec<Vec<Cell>>) -> Result<(), Failure> {
+        let mut table = Table::new();
+        table
+            .load_style(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        if self.color {
+            table.enforce_styling();
+        } else {
+            table.force_no_tty();
+        }
+        table.add_rows(rows);
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 2));
+        }
+        let text: String = table.lines().map(|l| l.trim_end().to_owned() + "\n").collect();
+        out(&text)
+    }
+
     /// `Label:  value` lines, labels aligned.
     pub(crate) fn fields(&self, fields: &[(&str, String)]) -> Result<(), Failure> {
         let width = fields.iter().map(|(label, _)| label.len()).max().unwrap_or(0) + 1;

@@ -33,6 +33,8 @@ pub struct Rejection {
 pub struct Authenticator {
     verifier: Verifier,
     mapping: Arc<RwLock<TeamMapping>>,
+    /// Counts reloads, so long-lived streams re-check their caller.
+    reloads: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Authenticator {
@@ -41,12 +43,19 @@ impl Authenticator {
         Self {
             verifier,
             mapping: Arc::new(RwLock::new(mapping)),
+            reloads: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
     /// Replaces the team mapping (a reload).
     pub fn set_mapping(&self, mapping: TeamMapping) {
         *self.mapping.write().unwrap_or_else(|p| p.into_inner()) = mapping;
+        self.reloads.send_modify(|n| *n += 1);
+    }
+
+    /// Changes each time the mapping is replaced.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
     }
 
     /// The quota the current team mapping gives `namespace`, if any.

@@ -66,6 +66,21 @@ pub(crate) fn to_struct(v: Value) -> Option<prost_types::Struct> {
     }
 }
 
+/// A watch event as the proto message.
+pub(crate) fn watch_event(e: &domain::WatchEvent) -> pb::WatchClustersResponse {
+    let kind = match e.kind {
+        domain::WatchEventType::Added => pb::WatchEventType::Added,
+        domain::WatchEventType::Modified => pb::WatchEventType::Modified,
+        domain::WatchEventType::Deleted => pb::WatchEventType::Deleted,
+        domain::WatchEventType::Bookmark => pb::WatchEventType::Bookmark,
+    };
+    pb::WatchClustersResponse {
+        r#type: kind.into(),
+        resource_version: e.version.to_string(),
+        cluster: e.cluster.as_deref().cloned().map(cluster_info),
+    }
+}
+
 /// A domain summary as the proto message.
 pub(crate) fn cluster_info(i: domain::ClusterInfo) -> pb::ClusterInfo {
     pb::ClusterInfo {

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{convert, gate::ClientDeadline, status::to_status};
 use crate::{
-    domain::{Error, PageRequest, parse_yaml},
+    domain::{Error, PageRequest, WatchFrom, parse_yaml},
     service::{ClusterService, Context, CreateInput, ScaleInput},
 };
 
@@ -183,6 +183,25 @@ impl cluster_service_server::ClusterService for Grpc {
             })
             .map_err(to_status)
         });
+        Ok(Response::new(stream.boxed()))
+    }
+
+    type WatchClustersStream = BoxStream<'static, Result<pb::WatchClustersResponse, Status>>;
+
+    async fn watch_clusters(
+        &self,
+        req: Request<pb::WatchClustersRequest>,
+    ) -> Result<Response<Self::WatchClustersStream>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
+        let from = WatchFrom::read(Some(r.resource_version.as_str()), r.send_initial_events).map_err(to_status)?;
+        let watch = self
+            .service
+            .watch_clusters(&cx, namespace, from)
+            .await
+            .map_err(to_status)?;
+        let stream = watch.map(|e| e.map(|e| convert::watch_event(&e)).map_err(to_status));
         Ok(Response::new(stream.boxed()))
     }
 }

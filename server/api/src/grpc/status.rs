@@ -46,6 +46,7 @@ pub(crate) fn to_status(e: Error) -> Status {
         | Error::Conflict(_)
         | Error::FailedPrecondition(_)
         | Error::Unavailable(_)
+        | Error::Gone(_)
         | Error::DeadlineExceeded(_) => Status::new(code, message),
     }
 }

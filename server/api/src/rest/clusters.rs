@@ -5,27 +5,28 @@ use std::time::Duration;
 use axum::{
     Json,
     extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
 };
 use futures::StreamExt as _;
 
 use super::{
     AppState,
     dto::{
-        ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, PageQuery, ScaleRequest,
+        ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, ListQuery, ScaleRequest,
         WaitQuery,
     },
     extract::{Caller, ConfigBody, JsonBody, QueryOf},
     problem::{ApiError, Problem},
     responses::{Bodies, KubernetesReads, Refusals},
     warnings::warning_headers,
+    watch::ClusterWatchEvent,
 };
 use serde_json::Value;
 
 use crate::{
     domain::{ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
-    service::{CreateInput, ScaleInput},
+    service::{Context, CreateInput, ScaleInput},
 };
 
 /// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and
@@ -69,44 +70,84 @@ fn scale_request(body: &Value) -> Result<ScaleRequest, Error> {
     })
 }
 
-fn page(q: &PageQuery) -> Result<PageRequest, Error> {
+fn page(q: &ListQuery) -> Result<PageRequest, Error> {
+    super::watch::not_watching(q)?;
     PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
 }
 
-/// List clusters in every namespace the caller may see.
+/// A page of clusters, or with `watch=true` the stream of their changes.
+async fn list_or_watch(
+    s: &AppState,
+    cx: &Context,
+    namespace: Option<&str>,
+    q: &ListQuery,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    if q.watch == Some(true) {
+        return Ok(super::watch::respond(&s.service, cx, namespace, q, headers).await?);
+    }
+    let list: ClusterList = s.service.list(cx, namespace, &page(q)?).await?.into();
+    Ok(Json(list).into_response())
+}
+
+/// List (or watch) clusters in every namespace the caller may see.
 ///
 /// Ordered by namespace, then name; namespaces without the viewer role are
-/// left out rather than refused.
-#[utoipa::path(get, path = "/v1/clusters", tag = "clusters", params(PageQuery),
+/// left out rather than refused. With `watch=true`, a live stream of
+/// every change instead (see the namespaced route); events of a namespace
+/// whose viewer role is revoked stop, and the stream ends with an `ERROR`.
+#[utoipa::path(get, path = "/v1/clusters", tag = "clusters", params(ListQuery),
     responses(
         Refusals, KubernetesReads,
-        (status = 200, description = "One page of clusters", body = ClusterList),
-        (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "One page of clusters; with `watch=true`, the stream of changes", content(
+            (ClusterList = "application/json"),
+            (ClusterWatchEvent = "application/x-ndjson"),
+            (ClusterWatchEvent = "text/event-stream"),
+        )),
+        (status = 400, description = "Bad page size or token, or bad watch parameters", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The watch's resource_version is no longer held: list again", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_all(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    QueryOf(q): QueryOf<PageQuery>,
-) -> Result<Json<ClusterList>, ApiError> {
-    Ok(Json(s.service.list(&cx, None, &page(&q)?).await?.into()))
+    QueryOf(q): QueryOf<ListQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    list_or_watch(&s, &cx, None, &q, &headers).await
 }
 
-/// List the clusters of one namespace.
+/// List (or watch) the clusters of one namespace.
+///
+/// With `watch=true`, instead of a page: every change from now on, as
+/// Kubernetes' watches give them (`ADDED`, `MODIFIED`, `DELETED` with the
+/// list's summary, and a `BOOKMARK` after the start and every 30 s), as
+/// NDJSON, or as Server-Sent Events when the request accepts
+/// `text/event-stream` (event names in lower case, each event's version as
+/// its `id`). Each event's `resource_version` resumes the watch after it;
+/// a version no longer held answers 410. Served from the watch cache; too
+/// many watches open answers 429, and a client that reads too slowly is
+/// cut with an `ERROR` event saying so.
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
-    params(("namespace" = String, Path, description = "Kubernetes namespace"), PageQuery),
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ListQuery),
     responses(
         Refusals, KubernetesReads,
-        (status = 200, description = "One page of clusters", body = ClusterList),
-        (status = 400, description = "Bad page size or token", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "One page of clusters; with `watch=true`, the stream of changes", content(
+            (ClusterList = "application/json"),
+            (ClusterWatchEvent = "application/x-ndjson"),
+            (ClusterWatchEvent = "text/event-stream"),
+        )),
+        (status = 400, description = "Bad page size or token, or bad watch parameters", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The watch's resource_version is no longer held: list again", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path(namespace): Path<String>,
-    QueryOf(q): QueryOf<PageQuery>,
-) -> Result<Json<ClusterList>, ApiError> {
-    Ok(Json(s.service.list(&cx, Some(&namespace), &page(&q)?).await?.into()))
+    QueryOf(q): QueryOf<ListQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    list_or_watch(&s, &cx, Some(&namespace), &q, &headers).await
 }
 
 /// Create a cluster from a Krayne config (JSON or YAML).

@@ -92,6 +92,33 @@ pub(super) struct PageQuery {
     pub page_token: Option<String>,
 }
 
+/// Query of the cluster list routes: a page, or with `watch=true` a
+/// live stream of changes. (No `Debug`: it may carry a token.)
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Items per page (1–1000, default 100); not with `watch`.
+    pub page_size: Option<u32>,
+    /// `next_page_token` of the previous page; not with `watch`.
+    pub page_token: Option<String>,
+    /// Instead of a page, stream every change from now on: NDJSON, or
+    /// Server-Sent Events when the request accepts `text/event-stream`.
+    pub watch: Option<bool>,
+    /// With `watch`: resume after this version (an earlier event's or
+    /// bookmark's). A version the server no longer holds answers 410
+    /// `gone`: list again, then watch from the list. `Last-Event-ID`
+    /// takes precedence (an `EventSource` reconnecting).
+    pub resource_version: Option<String>,
+    /// With `watch`: begin with an `ADDED` event for every cluster there is
+    /// now, then a `BOOKMARK`; not together with `resource_version`.
+    pub send_initial_events: Option<bool>,
+    /// With `watch` and `Accept: text/event-stream` only, for a browser's
+    /// `EventSource`, which cannot send headers: the bearer token. Proxies
+    /// may log URLs; use the `Authorization` header wherever you can.
+    #[expect(dead_code, reason = "read from the URI by the `Caller` extractor; here for the docs")]
+    pub access_token: Option<String>,
+}
+
 /// Query of create.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -4,7 +4,7 @@
 use axum::{
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Query, Request},
-    http::{StatusCode, header, request::Parts},
+    http::{HeaderValue, StatusCode, header, request::Parts},
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -24,10 +24,20 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let several = Error::invalid("authorization", "send one Authorization header, not several");
+        let headers = match event_stream_token(parts) {
+            None => std::borrow::Cow::Borrowed(&parts.headers),
+            Some(token) => {
+                let mut with = parts.headers.clone();
+                let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| Error::Unauthenticated(crate::domain::AuthFailure::InvalidToken))?;
+                with.append(header::AUTHORIZATION, bearer);
+                std::borrow::Cow::Owned(with)
+            }
+        };
         edge::authenticate(
             &state.service,
             &state.auth,
-            &parts.headers,
+            &headers,
             &parts.extensions,
             Transport::Rest,
             several,
@@ -36,6 +46,27 @@ impl FromRequestParts<AppState> for Caller {
         .map(Self)
         .map_err(ApiError::from)
     }
+}
+
+/// The `access_token` of a watch that an `EventSource` opens: it cannot
+/// send headers, so (as RFC 6750 §2.3 allows) its token may ride in the
+/// query, on `watch=true` requests that accept `text/event-stream` only.
+/// With an `Authorization` header too, the request has several
+/// credentials and is refused.
+fn event_stream_token(parts: &Parts) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct TokenQuery {
+        watch: Option<bool>,
+        access_token: Option<String>,
+    }
+    let accepts = parts
+        .headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    let q = Query::<TokenQuery>::try_from_uri(&parts.uri).ok()?.0;
+    (accepts && q.watch == Some(true)).then_some(q.access_token).flatten()
 }
 
 /// How a body is written.

@@ -17,6 +17,7 @@ mod services;
 mod sessions;
 mod upstreams;
 mod warnings;
+mod watch;
 
 use std::{sync::Arc, time::Duration};
 
@@ -227,6 +228,15 @@ async fn body_limits(limit: usize, body_timeout: Duration, request: Request, nex
     }
 }
 
+/// What gzip may hold back: not a watch's events (an encoder would keep
+/// them until its buffer fills), nor the other defaults' exclusions.
+fn compressible() -> impl tower_http::compression::Predicate {
+    use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate as _};
+    DefaultPredicate::new()
+        .and(NotForContentType::const_new("application/x-ndjson"))
+        .and(NotForContentType::const_new("text/event-stream"))
+}
+
 fn cors(origins: &[String]) -> CorsLayer {
     let origins: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
     CorsLayer::new()
@@ -300,7 +310,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(rest)
-        .layer(CompressionLayer::new().gzip(true))
+        .layer(CompressionLayer::new().gzip(true).compress_when(compressible()))
         .layer(cors(&settings.cors_origins))
         .merge(streamed)
         .merge(proxied)

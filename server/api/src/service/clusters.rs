@@ -170,26 +170,43 @@ impl ClusterService {
                     .await?;
                 vec![ns.to_owned()]
             }
-            None => self
-                .store
-                .namespaces(rid)
-                .await?
-                .into_iter()
-                .filter(|ns| cx.principal.may(Action::Read, ns))
-                .collect(),
-        };
-        let mut infos = Vec::new();
-        for ns in &namespaces {
-            let clusters = self.store.list(Some(ns), rid).await?;
-            if clusters.is_empty() {
-                continue;
+            None => {
+                let mut mine: Vec<String> = self
+                    .store
+                    .namespaces(rid)
+                    .await?
+                    .into_iter()
+                    .filter(|ns| cx.principal.may(Action::Read, ns))
+                    .collect();
+                mine.sort_unstable();
+                mine
             }
-            let pods = self.store.pods(ns, None, rid).await?;
-            infos.extend(infos_with_pods(&clusters, &pods));
+        };
+        let after = page.after.as_deref().map(|k| k.split_once('/').unwrap_or((k, "")));
+        let mut clusters = self.store.list_page(&namespaces, after, page.size + 1, rid).await?;
+        let more = clusters.len() > page.size;
+        clusters.truncate(page.size);
+        let mut infos = Vec::with_capacity(clusters.len());
+        for same_ns in clusters.chunk_by(|a, b| a.metadata.namespace == b.metadata.namespace) {
+            let Some(ns) = same_ns.first().map(|c| &c.metadata.namespace) else {
+                continue;
+            };
+            let names: Vec<&str> = same_ns.iter().map(|c| c.metadata.name.as_str()).collect();
+            let pods = self.store.pods_of(ns, &names, rid).await?;
+            infos.extend(infos_with_pods(same_ns, &pods));
         }
-        infos.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         self.record_read(cx, AuditAction::ClusterList, namespace, None).await;
-        Ok(page.apply(infos, |i| format!("{}/{}", i.namespace, i.name)))
+        let next_page_token = more
+            .then(|| {
+                infos
+                    .last()
+                    .map(|i| PageRequest::token_for(&format!("{}/{}", i.namespace, i.name)))
+            })
+            .flatten();
+        Ok(Page {
+            items: infos,
+            next_page_token,
+        })
     }
 
     /// A cluster's full picture: shape, pods and recent events.

@@ -15,6 +15,7 @@ mod ray_wire;
 mod sessions;
 mod tunnels;
 mod wait;
+mod watch;
 
 use std::{sync::Arc, time::Duration};
 
@@ -28,6 +29,7 @@ pub use quotas::NamespaceQuota;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
 use tokio_util::sync::CancellationToken;
 pub use tunnels::{Ended, Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
+pub use watch::{ClusterWatch, WatchSettings};
 
 use crate::domain::audit::AuditAction;
 use crate::{
@@ -69,6 +71,8 @@ pub struct ServiceSettings {
     pub version: VersionInfo,
     /// Limits of tunnels to clusters' services.
     pub tunnels: TunnelSettings,
+    /// Limits of live watches.
+    pub watches: WatchSettings,
     /// Browser sessions to clusters' HTTP services.
     pub sessions: SessionSettings,
     /// Where users reach this server (`--public-url`), when it was said.
@@ -94,6 +98,7 @@ impl Default for ServiceSettings {
                 features: Vec::new(),
             },
             tunnels: TunnelSettings::default(),
+            watches: WatchSettings::default(),
             sessions: SessionSettings::default(),
             public_url: None,
             apps_domain: None,
@@ -112,7 +117,10 @@ pub struct ClusterService {
     /// How clusters' services are reached (`None`: they are not).
     upstream: Option<Arc<dyn ServiceUpstream>>,
     /// Open tunnels per principal.
-    open_tunnels: Arc<tunnels::OpenTunnels>,
+    open_tunnels: Arc<tunnels::OpenStreams>,
+    /// Live watches: their hub (started by the first) and how many each
+    /// principal has open.
+    watches: Arc<watch::Watches>,
     /// The team mapping's current view of a caller, for open tunnels.
     authenticator: Option<crate::auth::Authenticator>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
@@ -133,7 +141,8 @@ impl ClusterService {
             admission,
             denials,
             upstream: None,
-            open_tunnels: Arc::default(),
+            open_tunnels: Arc::new(tunnels::OpenStreams::counted_by("krayne_tunnels_open")),
+            watches: Arc::default(),
             authenticator: None,
             stopping: CancellationToken::new(),
             quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),

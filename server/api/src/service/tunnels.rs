@@ -134,29 +134,35 @@ pub struct Flowed {
     pub to_client: u64,
 }
 
-/// Open tunnels: per principal, and in all (which shutdown waits on).
-pub(super) struct OpenTunnels {
+/// Open long-lived streams of one kind (tunnels, watches): per principal,
+/// and in all (which shutdown waits on).
+pub(super) struct OpenStreams {
     by_subject: Mutex<HashMap<String, usize>>,
     total: tokio::sync::watch::Sender<usize>,
+    /// The gauge counting them.
+    gauge: &'static str,
 }
 
-impl Default for OpenTunnels {
-    fn default() -> Self {
+impl OpenStreams {
+    /// None open yet; `gauge` counts them.
+    pub(super) fn counted_by(gauge: &'static str) -> Self {
         Self {
             by_subject: Mutex::default(),
             total: tokio::sync::watch::Sender::new(0),
+            gauge,
         }
     }
 }
 
-/// One open tunnel's place in [`OpenTunnels`], given back when dropped.
+/// One open stream's place in [`OpenStreams`], given back when dropped.
 pub(super) struct Permit {
-    open: Arc<OpenTunnels>,
+    open: Arc<OpenStreams>,
     subject: String,
 }
 
-impl OpenTunnels {
-    fn take(self: &Arc<Self>, subject: &str, max: usize) -> Option<Permit> {
+impl OpenStreams {
+    /// A place for one more of `subject`'s streams, unless it has `max`.
+    pub(super) fn take(self: &Arc<Self>, subject: &str, max: usize) -> Option<Permit> {
         let mut open = self.by_subject.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(subject.to_owned()).or_default();
         if *n >= max {
@@ -164,7 +170,7 @@ impl OpenTunnels {
         }
         *n += 1;
         self.total.send_modify(|t| *t += 1);
-        metrics::gauge!("krayne_tunnels_open").increment(1.0);
+        metrics::gauge!(self.gauge).increment(1.0);
         Some(Permit {
             open: self.clone(),
             subject: subject.to_owned(),
@@ -182,7 +188,7 @@ impl Drop for Permit {
             }
         }
         self.open.total.send_modify(|t| *t = t.saturating_sub(1));
-        metrics::gauge!("krayne_tunnels_open").decrement(1.0);
+        metrics::gauge!(self.open.gauge).decrement(1.0);
     }
 }
 

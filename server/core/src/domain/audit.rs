@@ -61,6 +61,8 @@ pub enum AuditAction {
     ClusterDelete,
     /// Wait for a cluster to be ready.
     ClusterWait,
+    /// Watch clusters change, live.
+    ClusterWatch,
     /// Read the audit log.
     AuditList,
     /// A request whose token was refused.
@@ -87,7 +89,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -95,6 +97,7 @@ impl AuditAction {
         Self::ClusterScale,
         Self::ClusterDelete,
         Self::ClusterWait,
+        Self::ClusterWatch,
         Self::AuditList,
         Self::AuthDenied,
         Self::ServiceConnect,
@@ -118,6 +121,7 @@ impl AuditAction {
             Self::ClusterScale => "cluster.scale",
             Self::ClusterDelete => "cluster.delete",
             Self::ClusterWait => "cluster.wait",
+            Self::ClusterWatch => "cluster.watch",
             Self::AuditList => "audit.list",
             Self::AuthDenied => "auth.denied",
             Self::ServiceConnect => "service.connect",

@@ -206,6 +206,11 @@ pub enum Error {
     /// A dependency (Kubernetes, the audit store) cannot be reached.
     #[error("{0}")]
     Unavailable(String),
+    /// What the request resumes from is no longer held (a watch version
+    /// too old, or from another server): list again, then watch from
+    /// the list's version, as Kubernetes' `410 Gone` asks.
+    #[error("{0}")]
+    Gone(String),
     /// The operation did not finish in time (e.g. waiting for readiness).
     #[error("{0}")]
     DeadlineExceeded(String),
@@ -245,6 +250,7 @@ impl Error {
             Self::RateLimited { .. } => "rate_limited",
             Self::QuotaExceeded { .. } => "quota_exceeded",
             Self::Unavailable(_) => "unavailable",
+            Self::Gone(_) => "gone",
             Self::DeadlineExceeded(_) => "deadline_exceeded",
             Self::Internal(_) => "internal",
         }
@@ -259,6 +265,7 @@ impl Error {
             Self::Unauthenticated(_) => 401,
             Self::PermissionDenied(_) => 403,
             Self::NotFound { .. } => 404,
+            Self::Gone(_) => 410,
             Self::AlreadyExists { .. } | Self::Conflict(_) | Self::FailedPrecondition(_) => 409,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => 429,
             Self::Internal(_) => 500,
@@ -280,6 +287,8 @@ impl Error {
             Self::FailedPrecondition(_) => (9, "FAILED_PRECONDITION"),
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => (8, "RESOURCE_EXHAUSTED"),
             Self::Unavailable(_) => (14, "UNAVAILABLE"),
+            // Out of the range of versions this server holds.
+            Self::Gone(_) => (11, "OUT_OF_RANGE"),
             Self::DeadlineExceeded(_) => (4, "DEADLINE_EXCEEDED"),
             Self::Internal(_) => (13, "INTERNAL"),
         }

@@ -23,6 +23,7 @@ mod rendered;
 pub mod schema;
 mod spec;
 pub mod text;
+mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
 pub use cluster::{
@@ -39,9 +40,10 @@ pub use job::{
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest};
-pub use ports::{AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterStore};
+pub use ports::{AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange};
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
+pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion};

@@ -23,6 +23,38 @@ pub enum ClusterChange {
     PodDeleted(String),
 }
 
+/// Which clusters a [`ClusterFeed`] says to read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedChange {
+    /// This cluster, or one of its pods, changed (or is gone).
+    Cluster {
+        /// Namespace.
+        namespace: String,
+        /// Cluster name.
+        name: String,
+    },
+    /// Any may have: a relist replaced what the feed holds, or changes
+    /// were missed.
+    All,
+}
+
+/// A store's own copy of every cluster and its pods, kept current by
+/// Kubernetes' watches: live watches of clusters are served from it, so a
+/// watcher costs Kubernetes nothing.
+pub trait ClusterFeed: Send + Sync + 'static {
+    /// Changes from now on, as they reach the copy.
+    fn changes(&self) -> BoxStream<'static, FeedChange>;
+    /// Whether everything has been listed once (before that the copy is
+    /// incomplete).
+    fn ready(&self) -> bool;
+    /// The clusters of `namespace` (of every namespace when `None`).
+    fn clusters(&self, namespace: Option<&str>) -> Vec<Arc<ObservedCluster>>;
+    /// One cluster.
+    fn cluster(&self, namespace: &str, name: &str) -> Option<Arc<ObservedCluster>>;
+    /// One cluster's pods.
+    fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>>;
+}
+
 /// Kubernetes as the use cases see it. Every call carries the request id,
 /// which implementations pass on so the two audit trails can be joined.
 #[async_trait::async_trait]
@@ -47,6 +79,50 @@ pub trait ClusterStore: Send + Sync + 'static {
     }
     /// RayClusters of one namespace, or of all when `None`.
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
+    /// Up to `limit` RayClusters of `namespaces` (sorted) that come after
+    /// `after` (namespace, name), in namespace then name order: one page
+    /// costs what the page holds, not what the namespaces hold, where the
+    /// store can seek (a cache); this default lists and skips.
+    async fn list_page(
+        &self,
+        namespaces: &[String],
+        after: Option<(&str, &str)>,
+        limit: usize,
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        let mut page = Vec::new();
+        for ns in namespaces {
+            if page.len() >= limit || after.is_some_and(|(a, _)| ns.as_str() < a) {
+                continue;
+            }
+            let mut clusters = self.list(Some(ns), request_id).await?;
+            clusters.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            let later = |c: &Arc<ObservedCluster>| match after {
+                Some((a_ns, a_name)) if a_ns == ns.as_str() => c.metadata.name.as_str() > a_name,
+                _ => true,
+            };
+            page.extend(clusters.into_iter().filter(later).take(limit - page.len()));
+        }
+        Ok(page)
+    }
+    /// Ray pods of the named clusters of one namespace.
+    async fn pods_of(
+        &self,
+        namespace: &str,
+        clusters: &[&str],
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let pods = self.pods(namespace, None, request_id).await?;
+        Ok(pods
+            .into_iter()
+            .filter(|p| p.cluster_name().is_some_and(|c| clusters.contains(&c)))
+            .collect())
+    }
+    /// The store's own copy of the clusters, when it keeps one (a watch
+    /// cache); live watches need it.
+    fn feed(&self) -> Option<Arc<dyn ClusterFeed>> {
+        None
+    }
     /// RayClusters of one namespace as Kubernetes has them now, bypassing
     /// any cache: quota admission must count a cluster another replica
     /// created a moment ago.

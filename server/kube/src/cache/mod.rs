@@ -5,6 +5,7 @@
 //! needs a cluster's pods without scanning every pod, so the watchers feed
 //! [`state::Collection`]s indexed by namespace and cluster instead.
 
+mod changes;
 mod feed;
 mod follow;
 mod state;

@@ -122,6 +122,21 @@ impl<T: Indexed> Collection<T> {
             .unwrap_or_default()
     }
 
+    /// Up to `limit` objects of one bucket whose names come after
+    /// `after`, by name: a seek, not a scan.
+    pub(crate) fn bucket_after(&self, namespace: &str, bucket: &str, after: Option<&str>, limit: usize) -> Vec<Arc<T>> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let Some(names) = self.by_namespace.get(namespace).and_then(|b| b.get(bucket)) else {
+            return Vec::new();
+        };
+        let from = after.map_or(Unbounded, Excluded);
+        names
+            .range::<str, _>((from, Unbounded))
+            .take(limit)
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+
     /// The objects of a namespace, every bucket.
     pub(crate) fn namespace(&self, namespace: &str) -> Vec<Arc<T>> {
         self.by_namespace
@@ -190,6 +205,19 @@ mod tests {
         c.delete(&pod("a", "x", "never-there"));
         assert_eq!(c.len(), 4);
         assert_eq!(names(&c.bucket("a", "x")), ["x-head", "x-w-2"]);
+    }
+
+    #[test]
+    fn a_bucket_pages_by_seeking_past_a_name() {
+        let mut c = Collection::default();
+        for n in ["c", "a", "e", "b", "d"] {
+            c.apply(pod("ns", "x", n));
+        }
+        assert_eq!(names(&c.bucket_after("ns", "x", None, 2)), ["a", "b"]);
+        assert_eq!(names(&c.bucket_after("ns", "x", Some("b"), 2)), ["c", "d"]);
+        assert_eq!(names(&c.bucket_after("ns", "x", Some("bb"), 9)), ["c", "d", "e"]);
+        assert!(c.bucket_after("ns", "x", Some("e"), 9).is_empty());
+        assert!(c.bucket_after("other", "x", None, 9).is_empty());
     }
 
     #[test]

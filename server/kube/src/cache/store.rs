@@ -11,8 +11,8 @@ use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched
 use crate::{
     KubeClusterStore,
     domain::{
-        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
-        ResourceKind,
+        ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
+        RenderedCluster, ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -184,6 +184,55 @@ impl ClusterStore for CachedClusterStore {
             None => clusters.all(),
         };
         Ok(found)
+    }
+
+    async fn list_page(
+        &self,
+        namespaces: &[String],
+        after: Option<(&str, &str)>,
+        limit: usize,
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        let cached = namespaces
+            .iter()
+            .all(|ns| self.cache.serving(Kind::Clusters, Some(ns)) && self.cache.fresh(Some(ns), None));
+        source(Kind::Clusters, cached);
+        if !cached {
+            return self.api.list_page(namespaces, after, limit, request_id).await;
+        }
+        let clusters = read(&self.cache.clusters);
+        let mut page = Vec::new();
+        for ns in namespaces {
+            let from = match after {
+                Some((a_ns, _)) if ns.as_str() < a_ns => continue,
+                Some((a_ns, a_name)) if ns.as_str() == a_ns => Some(a_name),
+                _ => None,
+            };
+            if page.len() >= limit {
+                break;
+            }
+            page.extend(clusters.bucket_after(ns, "", from, limit - page.len()));
+        }
+        Ok(page)
+    }
+
+    async fn pods_of(
+        &self,
+        namespace: &str,
+        clusters: &[&str],
+        request_id: &str,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let cached = self.cache.serving(Kind::Pods, Some(namespace));
+        source(Kind::Pods, cached);
+        if !cached {
+            return self.api.pods_of(namespace, clusters, request_id).await;
+        }
+        let pods = read(&self.cache.pods);
+        Ok(clusters.iter().flat_map(|c| pods.bucket(namespace, c)).collect())
+    }
+
+    fn feed(&self) -> Option<Arc<dyn ClusterFeed>> {
+        Some(Arc::new(super::changes::CacheFeed(self.cache.clone())))
     }
 
     async fn pods(

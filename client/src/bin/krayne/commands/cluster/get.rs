@@ -17,6 +17,11 @@ pub(crate) struct Args {
     /// Every namespace you may see.
     #[arg(short = 'A', long)]
     all_namespaces: bool,
+    /// After listing, print each change as it happens (an EVENT column
+    /// says which: ADDED, MODIFIED, DELETED), until interrupted. With
+    /// `-o json`, one event per line.
+    #[arg(short, long, conflicts_with = "name")]
+    watch: bool,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
@@ -27,6 +32,9 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return super::print_cluster(ctx, &cluster);
     }
     let scope = (!args.all_namespaces).then_some(namespace.as_str());
+    if args.watch {
+        return watch(ctx, &client, scope).await;
+    }
     let clusters: Vec<_> = client.list(scope).try_collect().await?;
     if clusters.is_empty() && !ctx.printer.structured() {
         match scope {
@@ -36,4 +44,45 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return Ok(());
     }
     super::print_clusters(ctx, &clusters)
+}
+
+/// The clusters now, then each change, kubectl style.
+async fn watch(ctx: &Context, client: &krayne_client::Client, scope: Option<&str>) -> Result<(), Failure> {
+    use futures::StreamExt as _;
+    let from = krayne_client::WatchFrom {
+        send_initial_events: true,
+        ..Default::default()
+    };
+    let mut events = std::pin::pin!(client.watch_clusters(scope, from).await?);
+    let mut initial = Vec::new();
+    let mut listed = false;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        let kind = krayne_client::event_type_name(&event);
+        if ctx.printer.structured() {
+            if kind != "BOOKMARK" {
+                let line = super::watch_event_json(&event)?.to_string();
+                crate::output::out(&(line + "\n"))?;
+            }
+            continue;
+        }
+        match (kind, event.cluster) {
+            ("BOOKMARK", _) if !listed => {
+                listed = true;
+                if initial.is_empty() {
+                    match scope {
+                        Some(ns) => note(&format!("No clusters in namespace {ns} yet; watching for changes.")),
+                        None => note("No clusters in any namespace you may see yet; watching for changes."),
+                    }
+                } else {
+                    super::print_watched(ctx, &initial, true)?;
+                }
+                initial.clear();
+            }
+            (_, Some(cluster)) if !listed => initial.push((kind, cluster)),
+            (_, Some(cluster)) => super::print_watched(ctx, &[(kind, cluster)], false)?,
+            (_, None) => {}
+        }
+    }
+    Ok(())
 }

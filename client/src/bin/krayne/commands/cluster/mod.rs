@@ -28,13 +28,52 @@ pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<
         let items = clusters.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
         return p.data(&Value::Array(items));
     }
+    p.table(&header(p), clusters.iter().map(|c| row(ctx, c)).collect())
+}
+
+/// Changes a watch saw, each row led by its event; the header only with
+/// the first rows.
+pub(crate) fn print_watched(ctx: &Context, events: &[(&str, ClusterInfo)], header_too: bool) -> Result<(), Failure> {
+    let p = &ctx.printer;
+    let rows = events
+        .iter()
+        .map(|(kind, c)| {
+            let mut r = vec![Cell::new(kind)];
+            r.extend(row(ctx, c));
+            r
+        })
+        .collect();
+    let mut with_event = vec!["EVENT"];
+    with_event.extend(header(p));
+    if header_too {
+        p.table(&with_event, rows)
+    } else {
+        p.rows(rows)
+    }
+}
+
+/// A watch event as `-o json` prints it: one object per line.
+pub(crate) fn watch_event_json(event: &krayne_client::proto::WatchClustersResponse) -> Result<Value, Failure> {
+    let cluster = event.cluster.as_ref().map(to_json).transpose()?;
+    Ok(serde_json::json!({
+        "type": krayne_client::event_type_name(event),
+        "resource_version": event.resource_version,
+        "cluster": cluster,
+    }))
+}
+
+fn header(p: &crate::output::Printer) -> Vec<&'static str> {
     let mut header = vec!["NAME", "NAMESPACE", "STATUS", "WORKERS", "AGE"];
     if p.wide() {
         header.extend(["AUTOSCALING", "HEAD-IP", "DASHBOARD", "CREATED-BY"]);
     }
-    let rows = clusters
-        .iter()
-        .map(|c| {
+    header
+}
+
+fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
+    let p = &ctx.printer;
+    {
+        {
             let mut row = vec![
                 Cell::new(&c.name),
                 Cell::new(&c.namespace),
@@ -56,9 +95,8 @@ pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<
                 ]);
             }
             row
-        })
-        .collect();
-    p.table(&header, rows)
+        }
+    }
 }
 
 /// One cluster: a one-row table, or a JSON/YAML object.

@@ -1,0 +1,175 @@
+//! `?watch=true` on the list routes: the clusters' changes as NDJSON
+//! (`application/x-ndjson`, one event per line) or Server-Sent Events
+//! (`text/event-stream`, each event's version as its `id`, so an
+//! `EventSource` resumes with `Last-Event-ID`).
+
+use std::{convert::Infallible, sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    http::{HeaderMap, HeaderValue, header},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+};
+use futures::{Stream, StreamExt as _};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{dto::ListQuery, problem::Problem};
+use crate::{
+    domain::{ClusterInfo, Error, WatchEvent, WatchFrom},
+    service::{ClusterService, ClusterWatch, Context},
+};
+
+/// NDJSON's media type.
+const NDJSON: &str = "application/x-ndjson";
+
+/// One line (NDJSON) or one event's data (SSE) of a watch.
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(dead_code)] // Documents the wire; frames are written by `Frame`.
+pub(super) struct ClusterWatchEvent {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, or `ERROR` (the last
+    /// event of a watch the server ends: it says why).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Resume after this event by passing it as `resource_version` (or
+    /// `Last-Event-ID`); absent on `ERROR`.
+    pub resource_version: Option<String>,
+    /// The cluster's summary, as list gives it; absent on `BOOKMARK` and
+    /// `ERROR`.
+    pub cluster: Option<ClusterInfo>,
+    /// Why the server ended the watch (`ERROR` only): `gone` (list
+    /// again), `permission_denied` (access revoked), `unavailable` (the
+    /// server is stopping, or the client read too slowly: resume).
+    pub error: Option<Problem>,
+}
+
+/// What a frame holds, borrowed from the shared event.
+#[derive(Serialize)]
+struct Frame<'a> {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<&'a ClusterInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Problem>,
+}
+
+impl<'a> Frame<'a> {
+    fn of(item: &'a Result<Arc<WatchEvent>, Error>, request_id: &str) -> Self {
+        match item {
+            Ok(e) => Self {
+                type_: e.kind.as_str(),
+                resource_version: Some(e.version.to_string()),
+                cluster: e.cluster.as_deref(),
+                error: None,
+            },
+            Err(why) => {
+                let mut problem = Problem::from(why.clone());
+                request_id.clone_into(&mut problem.request_id);
+                Self {
+                    type_: "ERROR",
+                    resource_version: None,
+                    cluster: None,
+                    error: Some(problem),
+                }
+            }
+        }
+    }
+
+    fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| r#"{"type":"ERROR"}"#.to_owned())
+    }
+}
+
+/// Whether the request asks for Server-Sent Events.
+fn wants_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+/// Where the watch starts: an `EventSource`'s `Last-Event-ID` (a
+/// reconnect) wins over the query, which its URL repeats.
+fn start(query: &ListQuery, headers: &HeaderMap) -> Result<WatchFrom, Error> {
+    if query.page_size.is_some() || query.page_token.is_some() {
+        return Err(Error::invalid(
+            "page_size",
+            "a watch is not paged: leave out page_size and page_token",
+        ));
+    }
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty());
+    if let Some(last) = last {
+        return WatchFrom::read(Some(last), false)
+            .map_err(|_| Error::invalid("Last-Event-ID", "is not a version this API gave out"));
+    }
+    WatchFrom::read(
+        query.resource_version.as_deref(),
+        query.send_initial_events.unwrap_or(false),
+    )
+}
+
+/// Checks a list query's watch parameters without `watch=true`.
+pub(super) fn not_watching(query: &ListQuery) -> Result<(), Error> {
+    if query.resource_version.is_some() || query.send_initial_events.is_some() {
+        return Err(Error::invalid(
+            "watch",
+            "resource_version and send_initial_events need watch=true",
+        ));
+    }
+    Ok(())
+}
+
+/// Starts the watch and answers with its stream.
+pub(super) async fn respond(
+    service: &ClusterService,
+    cx: &Context,
+    namespace: Option<&str>,
+    query: &ListQuery,
+    headers: &HeaderMap,
+) -> Result<Response, Error> {
+    let from = start(query, headers)?;
+    let watch = service.watch_clusters(cx, namespace, from).await?;
+    let request_id = cx.meta.request_id.clone();
+    let mut response = if wants_events(headers) {
+        as_events(watch, request_id).into_response()
+    } else {
+        let lines = watch.map(move |item| {
+            let mut line = Frame::of(&item, &request_id).json();
+            line.push('\n');
+            Ok::<_, Infallible>(Bytes::from(line))
+        });
+        let mut r = Body::from_stream(lines).into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+        r
+    };
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Reverse proxies (nginx) must pass events on as they come.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+fn as_events(watch: ClusterWatch, request_id: String) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let events = watch.map(move |item| {
+        let frame = Frame::of(&item, &request_id);
+        let mut event = Event::default()
+            .event(frame.type_.to_ascii_lowercase())
+            .data(frame.json());
+        if let Some(v) = &frame.resource_version {
+            event = event.id(v.clone());
+        }
+        Ok(event)
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

@@ -1,0 +1,376 @@
+//! Live watches of clusters, served from the watch cache: a watcher costs
+//! Kubernetes nothing. Each watcher has its own bounded queue; one that
+//! stays full (the client reads too slowly) ends the watch with a reason
+//! instead of buffering without bound.
+
+mod hub;
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    pin::Pin,
+    sync::{Arc, OnceLock},
+    task::{Context as TaskContext, Poll},
+    time::Duration,
+};
+
+use futures::Stream;
+use tokio::sync::{
+    broadcast::{self, error::RecvError},
+    mpsc, oneshot,
+};
+use tokio_util::sync::CancellationToken;
+
+use self::hub::Hub;
+use super::{ClusterService, Context, tunnels::OpenStreams, tunnels::Permit};
+use crate::domain::{
+    Action, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion, audit::AuditAction,
+};
+
+/// Limits of live watches.
+#[derive(Debug, Clone)]
+pub struct WatchSettings {
+    /// Watches one principal may have open at once.
+    pub max_per_principal: usize,
+    /// Changes kept for resumes; a version older than these is `Gone`.
+    pub history: usize,
+    /// Events queued for one watcher before it counts as stalled.
+    pub queue: usize,
+    /// How long a watcher's queue may stay full before the watch is cut.
+    pub stall: Duration,
+    /// How often a watcher gets a bookmark.
+    pub bookmark_every: Duration,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        Self {
+            max_per_principal: 16,
+            history: 4096,
+            queue: 256,
+            stall: Duration::from_secs(10),
+            bookmark_every: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The hub (started by the first watch) and the open watches.
+pub(super) struct Watches {
+    hub: OnceLock<Arc<Hub>>,
+    open: Arc<OpenStreams>,
+}
+
+impl Default for Watches {
+    fn default() -> Self {
+        Self {
+            hub: OnceLock::new(),
+            open: Arc::new(OpenStreams::counted_by("krayne_watches_open")),
+        }
+    }
+}
+
+/// A live watch: events, then (when the server ends it) one error saying
+/// why; it simply ends when the client goes.
+pub struct ClusterWatch {
+    events: mpsc::Receiver<Arc<WatchEvent>>,
+    ended: Option<oneshot::Receiver<Error>>,
+}
+
+impl Stream for ClusterWatch {
+    type Item = Result<Arc<WatchEvent>, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        match self.events.poll_recv(cx) {
+            Poll::Ready(Some(event)) => return Poll::Ready(Some(Ok(event))),
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => {}
+        }
+        let Some(ended) = self.ended.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let why = match Pin::new(ended).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(why) => why.ok(),
+        };
+        self.ended = None;
+        Poll::Ready(why.map(Err))
+    }
+}
+
+/// Which namespaces a watch covers.
+#[derive(Debug, Clone)]
+enum Scope {
+    /// One (the caller may view it).
+    One(String),
+    /// Every namespace the caller may view, as the mapping says now.
+    Viewable,
+}
+
+/// One watcher's task: its caller, place in the stream and queue.
+struct Watcher {
+    hub: Arc<Hub>,
+    scope: Scope,
+    principal: Principal,
+    position: WatchVersion,
+    live: broadcast::Receiver<Arc<WatchEvent>>,
+    /// Namespaces granted after the watch began, from this change on.
+    granted: HashMap<String, u64>,
+    tx: mpsc::Sender<Arc<WatchEvent>>,
+    ended: oneshot::Sender<Error>,
+    settings: WatchSettings,
+    stopping: CancellationToken,
+    auth: Option<crate::auth::Authenticator>,
+    _permit: Permit,
+}
+
+impl ClusterService {
+    /// Every change to the clusters of `namespace` (of every namespace the
+    /// caller may view when `None`) from `from` on, live (viewer). Refused
+    /// before it starts: no viewer role, a version no longer held (`Gone`),
+    /// too many watches open, no watch cache.
+    pub async fn watch_clusters(
+        &self,
+        cx: &Context,
+        namespace: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<ClusterWatch, Error> {
+        if let Some(ns) = namespace {
+            self.authorize(cx, Action::Read, AuditAction::ClusterWatch, ns, None)
+                .await?;
+        }
+        let started = self.start_watch(cx, namespace, from);
+        if let Err(e) = &started {
+            self.record_refusal(cx, AuditAction::ClusterWatch, namespace, None, e)
+                .await;
+        }
+        let (watcher, backlog, watch) = started?;
+        self.record_read(cx, AuditAction::ClusterWatch, namespace, None).await;
+        tokio::spawn(watcher.run(backlog));
+        Ok(watch)
+    }
+
+    fn start_watch(
+        &self,
+        cx: &Context,
+        namespace: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<(Watcher, Vec<Arc<WatchEvent>>, ClusterWatch), Error> {
+        let feed = self.store.feed().ok_or_else(|| {
+            Error::Unavailable("live watches are served from the watch cache, which this server runs without".into())
+        })?;
+        if !feed.ready() {
+            return Err(Error::Unavailable(
+                "the watch cache has not finished its first list; try again shortly".into(),
+            ));
+        }
+        let settings = self.settings.watches.clone();
+        let subject = &cx.principal.subject;
+        let Some(permit) = self.watches.open.take(subject, settings.max_per_principal) else {
+            tracing::info!(%subject, max = settings.max_per_principal, "watch refused: too many open");
+            return Err(Error::RateLimited {
+                retry_after: Duration::from_secs(1),
+            });
+        };
+        let hub = self.hub(feed, settings.history);
+        let scope = namespace.map_or(Scope::Viewable, |ns| Scope::One(ns.to_owned()));
+        let (tx, rx) = mpsc::channel(settings.queue.max(1));
+        let (ended, ended_rx) = oneshot::channel();
+        let (backlog, position, live) = {
+            let held = hub.held();
+            (held.backlog(from)?, held.version(), hub.subscribe())
+        };
+        let watcher = Watcher {
+            hub,
+            scope,
+            principal: cx.principal.clone(),
+            position,
+            live,
+            granted: HashMap::new(),
+            tx,
+            ended,
+            settings,
+            stopping: self.stopping.clone(),
+            auth: self.authenticator.clone(),
+            _permit: permit,
+        };
+        let watch = ClusterWatch {
+            events: rx,
+            ended: Some(ended_rx),
+        };
+        Ok((watcher, backlog, watch))
+    }
+
+    fn hub(&self, feed: Arc<dyn ClusterFeed>, keep: usize) -> Arc<Hub> {
+        self.watches.hub.get_or_init(|| Hub::start(feed, keep)).clone()
+    }
+}
+
+/// Why a watcher stopped delivering.
+enum Stop {
+    /// The client went away.
+    Gone,
+    /// The server ends the watch, saying why.
+    End(Error, &'static str),
+}
+
+impl Watcher {
+    /// Delivers the backlog, a bookmark, then the live changes the caller
+    /// may see, until the client goes or the watch must end.
+    async fn run(mut self, backlog: Vec<Arc<WatchEvent>>) {
+        let stop = self.deliver_all(backlog).await;
+        let stop = match stop {
+            Ok(()) => self.follow().await,
+            Err(stop) => stop,
+        };
+        if let Stop::End(why, reason) = stop {
+            metrics::counter!("krayne_watches_ended_total", "reason" => reason).increment(1);
+            tracing::info!(subject = %self.principal.subject, reason, %why, "watch ended by the server");
+            let _ = self.ended.send(why);
+        }
+    }
+
+    async fn deliver_all(&mut self, backlog: Vec<Arc<WatchEvent>>) -> Result<(), Stop> {
+        for event in backlog {
+            if self.visible(&event) {
+                self.deliver(event).await?;
+            }
+        }
+        self.bookmark().await
+    }
+
+    async fn follow(&mut self) -> Stop {
+        let mut reloads = self.auth.as_ref().map(crate::auth::Authenticator::reloads);
+        let mut bookmarks = tokio::time::interval(self.settings.bookmark_every);
+        bookmarks.reset();
+        loop {
+            let reload = async {
+                match reloads.as_mut() {
+                    Some(r) => r.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            let step = tokio::select! {
+                biased;
+                () = self.stopping.cancelled() => Err(Stop::End(
+                    Error::Unavailable(format!("the server is shutting down; resume from {} on another", self.position)),
+                    "shutdown",
+                )),
+                () = self.tx.closed() => Err(Stop::Gone),
+                true = reload => self.remap().await,
+                received = self.live.recv() => match received {
+                    Ok(event) => self.take(event).await,
+                    Err(RecvError::Lagged(_)) => Err(self.too_slow()),
+                    Err(RecvError::Closed) => Err(Stop::End(Error::Unavailable("the watch cache stopped".into()), "closed")),
+                },
+                _ = bookmarks.tick() => self.bookmark().await,
+            };
+            if let Err(stop) = step {
+                return stop;
+            }
+        }
+    }
+
+    async fn take(&mut self, event: Arc<WatchEvent>) -> Result<(), Stop> {
+        self.position = event.version;
+        if self.visible(&event) {
+            self.deliver(event).await?;
+        }
+        Ok(())
+    }
+
+    fn visible(&self, event: &WatchEvent) -> bool {
+        let Some(cluster) = &event.cluster else {
+            return true;
+        };
+        let ns = cluster.namespace.as_str();
+        match &self.scope {
+            Scope::One(mine) => mine == ns,
+            Scope::Viewable => {
+                self.principal.may(Action::Read, ns)
+                    && self.granted.get(ns).is_none_or(|&since| event.version.seq > since)
+            }
+        }
+    }
+
+    async fn bookmark(&mut self) -> Result<(), Stop> {
+        let event = Arc::new(WatchEvent {
+            kind: WatchEventType::Bookmark,
+            version: self.position,
+            cluster: None,
+        });
+        self.deliver(event).await
+    }
+
+    /// Queues `event`; a queue that stays full for the stall time ends
+    /// the watch (the events already queued still reach the client).
+    async fn deliver(&mut self, event: Arc<WatchEvent>) -> Result<(), Stop> {
+        match self.tx.send_timeout(event, self.settings.stall).await {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => Err(Stop::Gone),
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => Err(self.too_slow()),
+        }
+    }
+
+    fn too_slow(&self) -> Stop {
+        Stop::End(
+            Error::Unavailable(format!(
+                "watch ended: this client read too slowly ({} events waited over {} s); \
+                 resume from the last version it read",
+                self.settings.queue,
+                self.settings.stall.as_secs_f64()
+            )),
+            "slow_consumer",
+        )
+    }
+
+    /// The team mapping changed: a namespace no longer viewable ends the
+    /// watch; one newly viewable starts flowing with its clusters `ADDED`.
+    async fn remap(&mut self) -> Result<(), Stop> {
+        let Some(auth) = &self.auth else {
+            return Ok(());
+        };
+        let now = auth.refresh(&self.principal);
+        let revoked = |ns: &str| self.principal.may(Action::Read, ns) && !now.may(Action::Read, ns);
+        let (lost, added) = {
+            let held = self.hub.held();
+            let namespaces: BTreeSet<&str> = held.current.keys().map(|(ns, _)| ns.as_str()).collect();
+            let lost = match &self.scope {
+                Scope::One(ns) => (!now.may(Action::Read, ns)).then(|| ns.clone()),
+                Scope::Viewable => namespaces.iter().find(|ns| revoked(ns)).map(|ns| (*ns).to_owned()),
+            };
+            let mut added = Vec::new();
+            if matches!(self.scope, Scope::Viewable) {
+                for ns in namespaces {
+                    if now.may(Action::Read, ns) && !self.principal.may(Action::Read, ns) {
+                        self.granted.insert(ns.to_owned(), held.version().seq);
+                        added.extend(
+                            held.current
+                                .range((ns.to_owned(), String::new())..)
+                                .take_while(|((n, _), _)| n == ns)
+                                .map(|(_, c)| {
+                                    Arc::new(WatchEvent {
+                                        kind: WatchEventType::Added,
+                                        version: self.position,
+                                        cluster: Some(c.clone()),
+                                    })
+                                }),
+                        );
+                    }
+                }
+            }
+            (lost, added)
+        };
+        if let Some(ns) = lost {
+            return Err(Stop::End(
+                Error::PermissionDenied(format!(
+                    "access to namespace {ns:?} was revoked; list again to see what you may view now"
+                )),
+                "revoked",
+            ));
+        }
+        self.principal = now;
+        for event in added {
+            self.deliver(event).await?;
+        }
+        Ok(())
+    }
+}
