@@ -104,6 +104,7 @@ pub async fn start(
         service = service.with_quota_lock(lock);
     }
     service.keep_quota_gauges(Duration::from_secs(15));
+    service.start_watch_hub();
     let mut state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     state.package_limit = parts.rest.package_limit;
     let grpc_settings = GrpcSettings {

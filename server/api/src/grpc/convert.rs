@@ -77,7 +77,7 @@ pub(crate) fn watch_event(e: &domain::WatchEvent) -> pb::WatchClustersResponse {
     pb::WatchClustersResponse {
         r#type: kind.into(),
         resource_version: e.version.to_string(),
-        cluster: e.cluster.as_deref().cloned().map(cluster_info),
+        cluster: e.cluster.as_ref().map(|c| cluster_info(c.info.clone())),
     }
 }
 

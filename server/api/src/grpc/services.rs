@@ -98,7 +98,7 @@ impl cluster_service_server::ClusterService for Grpc {
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ListClustersResponse {
-            clusters: p.items.into_iter().map(convert::cluster_info).collect(),
+            clusters: p.items.iter().map(|c| convert::cluster_info(c.info.clone())).collect(),
             next_page_token: p.next_page_token.unwrap_or_default(),
         }))
     }

@@ -28,7 +28,7 @@ const NDJSON: &str = "application/x-ndjson";
 
 /// One line (NDJSON) or one event's data (SSE) of a watch.
 #[derive(Debug, Serialize, ToSchema)]
-#[allow(dead_code)] // Documents the wire; frames are written by `Frame`.
+#[allow(dead_code)] // Documents the wire; frames are written by `frame`.
 pub(super) struct ClusterWatchEvent {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, or `ERROR` (the last
     /// event of a watch the server ends: it says why).
@@ -46,43 +46,29 @@ pub(super) struct ClusterWatchEvent {
     pub error: Option<Problem>,
 }
 
-/// What a frame holds, borrowed from the shared event.
-#[derive(Serialize)]
-struct Frame<'a> {
-    #[serde(rename = "type")]
-    type_: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resource_version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster: Option<&'a ClusterInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<Problem>,
-}
-
-impl<'a> Frame<'a> {
-    fn of(item: &'a Result<Arc<WatchEvent>, Error>, request_id: &str) -> Self {
-        match item {
-            Ok(e) => Self {
-                type_: e.kind.as_str(),
-                resource_version: Some(e.version.to_string()),
-                cluster: e.cluster.as_deref(),
-                error: None,
-            },
-            Err(why) => {
-                let mut problem = Problem::from(why.clone());
-                request_id.clone_into(&mut problem.request_id);
-                Self {
-                    type_: "ERROR",
-                    resource_version: None,
-                    cluster: None,
-                    error: Some(problem),
-                }
-            }
+/// One frame's JSON and SSE name and id. A cluster's JSON is the shared
+/// summary's, encoded once for every watcher and list.
+fn frame(item: &Result<Arc<WatchEvent>, Error>, request_id: &str) -> (String, &'static str, Option<String>) {
+    match item {
+        Ok(e) => {
+            let version = e.version.to_string();
+            let json = match &e.cluster {
+                Some(c) => format!(
+                    r#"{{"type":"{}","resource_version":"{version}","cluster":{}}}"#,
+                    e.kind.as_str(),
+                    c.json()
+                ),
+                None => format!(r#"{{"type":"{}","resource_version":"{version}"}}"#, e.kind.as_str()),
+            };
+            (json, e.kind.as_str(), Some(version))
         }
-    }
-
-    fn json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|_| r#"{"type":"ERROR"}"#.to_owned())
+        Err(why) => {
+            let mut problem = Problem::from(why.clone());
+            request_id.clone_into(&mut problem.request_id);
+            let json = serde_json::to_string(&serde_json::json!({"type": "ERROR", "error": problem}))
+                .unwrap_or_else(|_| r#"{"type":"ERROR"}"#.to_owned());
+            (json, "ERROR", None)
+        }
     }
 }
 
@@ -144,7 +130,7 @@ pub(super) async fn respond(
         as_events(watch, request_id).into_response()
     } else {
         let lines = watch.map(move |item| {
-            let mut line = Frame::of(&item, &request_id).json();
+            let mut line = frame(&item, &request_id).0;
             line.push('\n');
             Ok::<_, Infallible>(Bytes::from(line))
         });
@@ -162,12 +148,10 @@ pub(super) async fn respond(
 
 fn as_events(watch: ClusterWatch, request_id: String) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let events = watch.map(move |item| {
-        let frame = Frame::of(&item, &request_id);
-        let mut event = Event::default()
-            .event(frame.type_.to_ascii_lowercase())
-            .data(frame.json());
-        if let Some(v) = &frame.resource_version {
-            event = event.id(v.clone());
+        let (json, kind, version) = frame(&item, &request_id);
+        let mut event = Event::default().event(kind.to_ascii_lowercase()).data(json);
+        if let Some(v) = version {
+            event = event.id(v);
         }
         Ok(event)
     });

@@ -11,8 +11,8 @@ use super::{ClusterService, Context};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedCluster,
-        ObservedPod, Page, PageRequest, check_dns1123_label,
+        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedPod, Page,
+        PageRequest, Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, scale_patch},
 };
@@ -42,22 +42,15 @@ pub struct Created {
     pub warnings: Vec<FieldViolation>,
 }
 
-/// Summaries of one namespace's clusters, each with its own pods (grouped
-/// in one pass: a namespace may hold thousands).
-fn infos_with_pods(clusters: &[Arc<ObservedCluster>], pods: &[Arc<ObservedPod>]) -> Vec<ClusterInfo> {
+/// Each cluster's pods (grouped in one pass).
+fn pods_by_cluster(pods: &[Arc<ObservedPod>]) -> HashMap<&str, Vec<&ObservedPod>> {
     let mut by_cluster: HashMap<&str, Vec<&ObservedPod>> = HashMap::new();
     for pod in pods {
         if let Some(cluster) = pod.cluster_name() {
             by_cluster.entry(cluster).or_default().push(pod);
         }
     }
-    clusters
-        .iter()
-        .map(|c| {
-            let mine = by_cluster.get(c.metadata.name.as_str()).map_or(&[][..], Vec::as_slice);
-            manifest::cluster_info(c, Some(mine))
-        })
-        .collect()
+    by_cluster
 }
 
 /// Borrowed views of shared objects, as the manifest rules take them.
@@ -162,7 +155,7 @@ impl ClusterService {
         cx: &Context,
         namespace: Option<&str>,
         page: &PageRequest,
-    ) -> Result<Page<ClusterInfo>, Error> {
+    ) -> Result<Page<Arc<Summary>>, Error> {
         let rid = &cx.meta.request_id;
         let namespaces = match namespace {
             Some(ns) => {
@@ -193,14 +186,18 @@ impl ClusterService {
             };
             let names: Vec<&str> = same_ns.iter().map(|c| c.metadata.name.as_str()).collect();
             let pods = self.store.pods_of(ns, &names, rid).await?;
-            infos.extend(infos_with_pods(same_ns, &pods));
+            let by_cluster = pods_by_cluster(&pods);
+            infos.extend(same_ns.iter().map(|c| {
+                let mine = by_cluster.get(c.metadata.name.as_str()).map_or(&[][..], Vec::as_slice);
+                self.summary_of(c, mine)
+            }));
         }
         self.record_read(cx, AuditAction::ClusterList, namespace, None).await;
         let next_page_token = more
             .then(|| {
                 infos
                     .last()
-                    .map(|i| PageRequest::token_for(&format!("{}/{}", i.namespace, i.name)))
+                    .map(|i| PageRequest::token_for(&format!("{}/{}", i.info.namespace, i.info.name)))
             })
             .flatten();
         Ok(Page {

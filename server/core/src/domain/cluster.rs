@@ -130,6 +130,41 @@ pub struct ClusterInfo {
     pub resource_version: Option<String>,
 }
 
+/// A cluster's summary as reads share it: built once per change of the
+/// cluster or its pods (its `signature` says which), and encoded to JSON
+/// at most once, however many lists and watches send it.
+#[derive(Debug)]
+pub struct Summary {
+    /// The summary.
+    pub info: ClusterInfo,
+    /// What it was built from: the cluster's and its pods' versions.
+    pub signature: u64,
+    json: std::sync::OnceLock<Box<str>>,
+}
+
+impl Summary {
+    /// `info`, built from what `signature` names.
+    pub fn new(info: ClusterInfo, signature: u64) -> Self {
+        Self {
+            info,
+            signature,
+            json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The summary as JSON (as REST sends a `ClusterInfo`).
+    pub fn json(&self) -> &str {
+        self.json
+            .get_or_init(|| serde_json::to_string(&self.info).unwrap_or_default().into_boxed_str())
+    }
+}
+
+impl PartialEq for Summary {
+    fn eq(&self, other: &Self) -> bool {
+        self.info == other.info
+    }
+}
+
 /// A cluster's full picture.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]

@@ -27,7 +27,7 @@ mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
 pub use cluster::{
-    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails,
+    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary, WorkerGroupDetails,
 };
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};

@@ -6,7 +6,7 @@ use std::{fmt, str::FromStr, sync::Arc};
 
 use serde::Serialize;
 
-use super::{ClusterInfo, Error};
+use super::{Error, Summary};
 
 /// What an event says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -77,7 +77,7 @@ pub struct WatchEvent {
     /// Resume from here to get what follows this event.
     pub version: WatchVersion,
     /// The cluster's summary, as list gives it (`None` for a bookmark).
-    pub cluster: Option<Arc<ClusterInfo>>,
+    pub cluster: Option<Arc<Summary>>,
 }
 
 /// Where a watch starts.

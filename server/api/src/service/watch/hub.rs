@@ -11,7 +11,10 @@ use futures::StreamExt as _;
 use tokio::sync::broadcast;
 
 use crate::{
-    domain::{ClusterFeed, ClusterInfo, Error, FeedChange, WatchEvent, WatchEventType, WatchFrom, WatchVersion},
+    domain::{
+        ClusterFeed, Error, FeedChange, ObservedCluster, ObservedPod, Summary, WatchEvent, WatchEventType, WatchFrom,
+        WatchVersion,
+    },
     manifest,
 };
 
@@ -28,7 +31,7 @@ pub(super) struct Held {
     /// The last changes, oldest first.
     history: VecDeque<Arc<WatchEvent>>,
     /// Every cluster's summary as of `seq`.
-    pub(super) current: BTreeMap<Key, Arc<ClusterInfo>>,
+    pub(super) current: BTreeMap<Key, Arc<Summary>>,
     /// How many changes `history` keeps.
     keep: usize,
 }
@@ -78,7 +81,7 @@ impl Held {
         Ok(backlog)
     }
 
-    fn record(&mut self, kind: WatchEventType, cluster: Arc<ClusterInfo>) -> Arc<WatchEvent> {
+    fn record(&mut self, kind: WatchEventType, cluster: Arc<Summary>) -> Arc<WatchEvent> {
         self.seq += 1;
         let event = Arc::new(WatchEvent {
             kind,
@@ -133,6 +136,19 @@ impl Hub {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The summary of `cluster` with `pods`: the hub's own when it was
+    /// built from the same versions (a list then builds and encodes
+    /// nothing), else a new one. The hub's entries change only with its
+    /// events, so a list never makes one.
+    pub(in crate::service) fn summary_of(&self, cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Arc<Summary> {
+        let signature = signature(cluster, pods);
+        let key = (cluster.metadata.namespace.clone(), cluster.metadata.name.clone());
+        if let Some(held) = self.held().current.get(&key).filter(|s| s.signature == signature) {
+            return held.clone();
+        }
+        Arc::new(summarize(cluster, pods))
+    }
+
     /// The live changes from now on (subscribe while holding [`Self::held`]).
     pub(super) fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
         self.events.subscribe()
@@ -155,7 +171,12 @@ impl Hub {
                         held.current.insert(key, new.clone());
                         Some(held.record(WatchEventType::Added, new))
                     }
-                    (Some(old), Some(new)) if old == new => None,
+                    // The same summary from newer versions: kept (lists
+                    // reuse it by its signature), but nothing happened.
+                    (Some(old), Some(new)) if old == new => {
+                        held.current.insert(key, new);
+                        None
+                    }
                     (Some(_), Some(new)) => {
                         held.current.insert(key, new.clone());
                         Some(held.record(WatchEventType::Modified, new))
@@ -181,7 +202,10 @@ impl Hub {
                 for (key, new) in fresh {
                     let kind = match held.current.get(&key) {
                         None => WatchEventType::Added,
-                        Some(old) if *old == new => continue,
+                        Some(old) if *old == new => {
+                            held.current.insert(key, new);
+                            continue;
+                        }
                         Some(_) => WatchEventType::Modified,
                     };
                     held.current.insert(key, new.clone());
@@ -197,16 +221,32 @@ impl Hub {
     }
 }
 
-/// One cluster's summary from the feed, as list builds it.
-fn summary(feed: &dyn ClusterFeed, namespace: &str, name: &str) -> Option<Arc<ClusterInfo>> {
+/// Which versions of a cluster and its pods a summary is built from.
+fn signature(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::hash::DefaultHasher::new();
+    cluster.metadata.resource_version.hash(&mut h);
+    for pod in pods {
+        (&pod.metadata.name, &pod.metadata.resource_version).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// A cluster's summary, as list and watch send it.
+pub(in crate::service) fn summarize(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Summary {
+    Summary::new(manifest::cluster_info(cluster, Some(pods)), signature(cluster, pods))
+}
+
+/// One cluster's summary from the feed.
+fn summary(feed: &dyn ClusterFeed, namespace: &str, name: &str) -> Option<Arc<Summary>> {
     let cluster = feed.cluster(namespace, name)?;
     let pods = feed.pods(namespace, name);
     let pods: Vec<_> = pods.iter().map(|p| &**p).collect();
-    Some(Arc::new(manifest::cluster_info(&cluster, Some(&pods))))
+    Some(Arc::new(summarize(&cluster, &pods)))
 }
 
 /// Every cluster's summary from the feed.
-fn summaries(feed: &dyn ClusterFeed, namespace: Option<&str>) -> BTreeMap<Key, Arc<ClusterInfo>> {
+fn summaries(feed: &dyn ClusterFeed, namespace: Option<&str>) -> BTreeMap<Key, Arc<Summary>> {
     feed.clusters(namespace)
         .iter()
         .filter_map(|c| {
@@ -221,25 +261,28 @@ mod tests {
     use super::*;
     use crate::domain::ClusterStatus;
 
-    fn info(name: &str) -> Arc<ClusterInfo> {
-        Arc::new(ClusterInfo {
-            name: name.into(),
-            namespace: "ml".into(),
-            status: ClusterStatus::Creating,
-            head_ip: None,
-            dashboard_url: None,
-            client_url: None,
-            notebook_url: None,
-            code_server_url: None,
-            ssh_url: None,
-            num_workers: 1,
-            autoscaling_enabled: false,
-            created_at: None,
-            ready_workers: 0,
-            suspended: false,
-            created_by: None,
-            resource_version: None,
-        })
+    fn info(name: &str) -> Arc<Summary> {
+        Arc::new(Summary::new(
+            crate::domain::ClusterInfo {
+                name: name.into(),
+                namespace: "ml".into(),
+                status: ClusterStatus::Creating,
+                head_ip: None,
+                dashboard_url: None,
+                client_url: None,
+                notebook_url: None,
+                code_server_url: None,
+                ssh_url: None,
+                num_workers: 1,
+                autoscaling_enabled: false,
+                created_at: None,
+                ready_workers: 0,
+                suspended: false,
+                created_by: None,
+                resource_version: None,
+            },
+            0,
+        ))
     }
 
     fn held(keep: usize, changes: u64) -> Held {

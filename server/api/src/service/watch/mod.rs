@@ -199,6 +199,29 @@ impl ClusterService {
         Ok((watcher, backlog, watch))
     }
 
+    /// Starts the watch hub (on a server with a watch cache) rather than
+    /// with the first list or watch: it follows the cache from the start,
+    /// and its task is there from the start.
+    pub fn start_watch_hub(&self) {
+        if let Some(feed) = self.store.feed() {
+            self.hub(feed, self.settings.watches.history);
+        }
+    }
+
+    /// The summary of `cluster` with `pods`, shared with the watch hub
+    /// when it holds the same versions (started by the first list or
+    /// watch of a server with a watch cache).
+    pub(super) fn summary_of(
+        &self,
+        cluster: &crate::domain::ObservedCluster,
+        pods: &[&crate::domain::ObservedPod],
+    ) -> Arc<crate::domain::Summary> {
+        match self.store.feed().filter(|f| f.ready()) {
+            Some(feed) => self.hub(feed, self.settings.watches.history).summary_of(cluster, pods),
+            None => Arc::new(hub::summarize(cluster, pods)),
+        }
+    }
+
     fn hub(&self, feed: Arc<dyn ClusterFeed>, keep: usize) -> Arc<Hub> {
         self.watches.hub.get_or_init(|| Hub::start(feed, keep)).clone()
     }
@@ -281,7 +304,7 @@ impl Watcher {
         let Some(cluster) = &event.cluster else {
             return true;
         };
-        let ns = cluster.namespace.as_str();
+        let ns = cluster.info.namespace.as_str();
         match &self.scope {
             Scope::One(mine) => mine == ns,
             Scope::Viewable => {
