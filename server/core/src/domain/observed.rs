@@ -13,6 +13,49 @@ fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> R
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// Label and annotation keys the read side looks at: a cache of many
+/// objects keeps only these.
+const KEPT_KEYS: [&str; 4] = [
+    crate::manifest::LABEL_CLUSTER,
+    crate::manifest::LABEL_NODE_TYPE,
+    crate::manifest::LABEL_GROUP,
+    crate::manifest::ANNOTATION_CREATED_BY,
+];
+
+/// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
+/// values are skipped unread.
+fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Kept;
+    impl<'de> serde::de::Visitor<'de> for Kept {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of strings, or null")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if KEPT_KEYS.contains(&key.as_str()) {
+                    let value = map.next_value::<Option<String>>()?;
+                    kept.insert(key, value.unwrap_or_default());
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    d.deserialize_option(Kept)
+}
+
 /// The object metadata krayne reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -29,11 +72,13 @@ pub struct ObjectMeta {
     pub resource_version: Option<String>,
     /// Set once deletion began (finalizers may keep the object a while).
     pub deletion_timestamp: Option<String>,
-    /// Labels.
-    #[serde(deserialize_with = "nullable")]
+    /// The labels reads use (`ray.io/cluster`, `ray.io/node-type`,
+    /// `ray.io/group`); others are not kept.
+    #[serde(deserialize_with = "kept")]
     pub labels: BTreeMap<String, String>,
-    /// Annotations.
-    #[serde(deserialize_with = "nullable")]
+    /// The annotations reads use (`krayne.dev/created-by`); others (such
+    /// as kubectl's last-applied configuration) are not kept.
+    #[serde(deserialize_with = "kept")]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -369,5 +414,27 @@ mod tests {
         assert!(pod.status.conditions.is_empty());
         let c: ObservedCluster = serde_json::from_value(json!({"status": null})).unwrap();
         assert!(c.status.state.is_none());
+    }
+
+    #[test]
+    fn only_the_labels_and_annotations_reads_use_are_kept() {
+        let pod: ObservedPod = serde_json::from_value(json!({
+            "metadata": {"name": "p",
+                "labels": {"ray.io/cluster": "c", "ray.io/node-type": "head", "ray.io/group": "headgroup",
+                           "app.kubernetes.io/name": "kuberay", "ray.io/is-ray-node": "yes"},
+                "annotations": {"krayne.dev/created-by": "alice", "kubectl.kubernetes.io/last-applied-configuration": {"big": [1, 2]}}},
+        }))
+        .unwrap();
+        let labels: Vec<&str> = pod.metadata.labels.keys().map(String::as_str).collect();
+        assert_eq!(labels, ["ray.io/cluster", "ray.io/group", "ray.io/node-type"]);
+        assert_eq!(pod.cluster_name(), Some("c"));
+        assert_eq!(
+            pod.metadata
+                .annotations
+                .get("krayne.dev/created-by")
+                .map(String::as_str),
+            Some("alice")
+        );
+        assert_eq!(pod.metadata.annotations.len(), 1);
     }
 }
