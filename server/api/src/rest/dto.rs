@@ -6,7 +6,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
-    domain::{self, FieldValidation, FieldViolation, Page},
+    domain::{self, FieldValidation, FieldViolation},
     service::Created,
 };
 
@@ -22,15 +22,6 @@ pub(super) struct ClusterList {
     pub clusters: Vec<ClusterInfo>,
     /// Pass as `page_token` for the next page; absent on the last.
     pub next_page_token: Option<String>,
-}
-
-impl From<Page<ClusterInfo>> for ClusterList {
-    fn from(p: Page<ClusterInfo>) -> Self {
-        Self {
-            clusters: p.items,
-            next_page_token: p.next_page_token,
-        }
-    }
 }
 
 /// The created cluster, and the manifest sent to Kubernetes.

@@ -179,6 +179,7 @@ impl ClusterService {
         let mut clusters = self.store.list_page(&namespaces, after, page.size + 1, rid).await?;
         let more = clusters.len() > page.size;
         clusters.truncate(page.size);
+        let summaries = self.summaries();
         let mut infos = Vec::with_capacity(clusters.len());
         for same_ns in clusters.chunk_by(|a, b| a.metadata.namespace == b.metadata.namespace) {
             let Some(ns) = same_ns.first().map(|c| &c.metadata.namespace) else {
@@ -189,7 +190,7 @@ impl ClusterService {
             let by_cluster = pods_by_cluster(&pods);
             infos.extend(same_ns.iter().map(|c| {
                 let mine = by_cluster.get(c.metadata.name.as_str()).map_or(&[][..], Vec::as_slice);
-                self.summary_of(c, mine)
+                summaries.of(c, mine)
             }));
         }
         self.record_read(cx, AuditAction::ClusterList, namespace, None).await;

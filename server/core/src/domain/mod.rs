@@ -39,7 +39,7 @@ pub use job::{
 };
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
-pub use paging::{Page, PageRequest};
+pub use paging::{Page, PageRequest, resume_points};
 pub use ports::{AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange};
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;

@@ -66,6 +66,21 @@ impl PageRequest {
     }
 }
 
+/// Where a page over `namespaces` (sorted) resumes after `after`
+/// (namespace, name): the namespaces from `after`'s on, each with the name
+/// its part starts after (`after`'s own name in its namespace, `None`
+/// from the start of the later ones).
+pub fn resume_points<'a>(
+    namespaces: &'a [String],
+    after: Option<(&'a str, &'a str)>,
+) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
+    namespaces.iter().filter_map(move |ns| match after {
+        Some((a_ns, _)) if ns.as_str() < a_ns => None,
+        Some((a_ns, a_name)) if ns.as_str() == a_ns => Some((ns.as_str(), Some(a_name))),
+        _ => Some((ns.as_str(), None)),
+    })
+}
+
 /// One page of results.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page<T> {
@@ -93,6 +108,15 @@ mod tests {
             }
         }
         assert_eq!(seen, items);
+    }
+
+    #[test]
+    fn a_page_over_namespaces_resumes_where_the_last_ended() {
+        let namespaces: Vec<String> = ["a", "a-b", "b"].map(String::from).to_vec();
+        let all: Vec<_> = resume_points(&namespaces, None).collect();
+        assert_eq!(all, [("a", None), ("a-b", None), ("b", None)]);
+        let after: Vec<_> = resume_points(&namespaces, Some(("a-b", "x"))).collect();
+        assert_eq!(after, [("a-b", Some("x")), ("b", None)]);
     }
 
     #[test]

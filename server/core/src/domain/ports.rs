@@ -91,16 +91,13 @@ pub trait ClusterStore: Send + Sync + 'static {
         request_id: &str,
     ) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let mut page = Vec::new();
-        for ns in namespaces {
-            if page.len() >= limit || after.is_some_and(|(a, _)| ns.as_str() < a) {
-                continue;
+        for (ns, from) in super::resume_points(namespaces, after) {
+            if page.len() >= limit {
+                break;
             }
             let mut clusters = self.list(Some(ns), request_id).await?;
             clusters.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-            let later = |c: &Arc<ObservedCluster>| match after {
-                Some((a_ns, a_name)) if a_ns == ns.as_str() => c.metadata.name.as_str() > a_name,
-                _ => true,
-            };
+            let later = |c: &Arc<ObservedCluster>| from.is_none_or(|f| c.metadata.name.as_str() > f);
             page.extend(clusters.into_iter().filter(later).take(limit - page.len()));
         }
         Ok(page)

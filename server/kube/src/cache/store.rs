@@ -202,12 +202,7 @@ impl ClusterStore for CachedClusterStore {
         }
         let clusters = read(&self.cache.clusters);
         let mut page = Vec::new();
-        for ns in namespaces {
-            let from = match after {
-                Some((a_ns, _)) if ns.as_str() < a_ns => continue,
-                Some((a_ns, a_name)) if ns.as_str() == a_ns => Some(a_name),
-                _ => None,
-            };
+        for (ns, from) in crate::domain::resume_points(namespaces, after) {
             if page.len() >= limit {
                 break;
             }

@@ -131,6 +131,11 @@ impl Hub {
         hub
     }
 
+    /// Whether its feed has listed everything once.
+    pub(super) fn ready(&self) -> bool {
+        self.feed.ready()
+    }
+
     /// The held state, locked.
     pub(super) fn held(&self) -> MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -96,6 +96,24 @@ impl Stream for ClusterWatch {
     }
 }
 
+/// Cluster summaries for one list ([`ClusterService::summaries`]).
+pub(super) struct Summaries(Option<Arc<Hub>>);
+
+impl Summaries {
+    /// The summary of `cluster` with `pods`: the hub's when it was built
+    /// from the same versions, else a new one.
+    pub(super) fn of(
+        &self,
+        cluster: &crate::domain::ObservedCluster,
+        pods: &[&crate::domain::ObservedPod],
+    ) -> Arc<crate::domain::Summary> {
+        match &self.0 {
+            Some(hub) => hub.summary_of(cluster, pods),
+            None => Arc::new(hub::summarize(cluster, pods)),
+        }
+    }
+}
+
 /// Which namespaces a watch covers.
 #[derive(Debug, Clone)]
 enum Scope {
@@ -208,18 +226,11 @@ impl ClusterService {
         }
     }
 
-    /// The summary of `cluster` with `pods`, shared with the watch hub
-    /// when it holds the same versions (started by the first list or
-    /// watch of a server with a watch cache).
-    pub(super) fn summary_of(
-        &self,
-        cluster: &crate::domain::ObservedCluster,
-        pods: &[&crate::domain::ObservedPod],
-    ) -> Arc<crate::domain::Summary> {
-        match self.store.feed().filter(|f| f.ready()) {
-            Some(feed) => self.hub(feed, self.settings.watches.history).summary_of(cluster, pods),
-            None => Arc::new(hub::summarize(cluster, pods)),
-        }
+    /// Where a list gets its clusters' summaries: the watch hub's, when it
+    /// runs (started with the server) and its cache has listed, else built
+    /// on the spot. Asked once per list.
+    pub(super) fn summaries(&self) -> Summaries {
+        Summaries(self.watches.hub.get().filter(|h| h.ready()).cloned())
     }
 
     fn hub(&self, feed: Arc<dyn ClusterFeed>, keep: usize) -> Arc<Hub> {
