@@ -421,3 +421,93 @@ async fn a_stalled_consumer_is_cut_while_others_keep_flowing_and_watches_are_lim
     }
     open(&env, &format!("{NS}?watch=true"), &env.alice(), Framing::Ndjson).await;
 }
+
+#[tokio::test]
+async fn bad_watch_requests_are_refused_with_the_field_and_watches_are_audited() {
+    let env = krayne_tests::Env::start_with(EnvOptions::with_args(&["--audit-reads"])).await;
+    let alice = env.rest(&env.alice());
+    let field =
+        |reply: krayne_tests::Reply| reply.problem(400, "invalid_argument").body["violations"][0]["field"].clone();
+    assert_eq!(
+        field(alice.get(&format!("{NS}?watch=true&page_size=10")).await),
+        "page_size"
+    );
+    assert_eq!(
+        field(alice.get(&format!("{NS}?resource_version=00000000.1")).await),
+        "watch"
+    );
+    assert_eq!(
+        field(alice.get(&format!("{NS}?send_initial_events=true")).await),
+        "watch"
+    );
+    let both = format!("{NS}?watch=true&resource_version=00000000.0&send_initial_events=true");
+    assert_eq!(field(alice.get(&both).await), "send_initial_events");
+    assert_eq!(
+        field(alice.get(&format!("{NS}?watch=true&resource_version=x.y")).await),
+        "resource_version"
+    );
+    let bearer = format!("Bearer {}", env.alice());
+    let bad_id = Watch::open(
+        &format!("{}{NS}?watch=true", env.url()),
+        &[("authorization", &bearer), ("last-event-id", "not-a-version")],
+        Framing::Sse,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(
+        (bad_id.0, bad_id.1["violations"][0]["field"].as_str()),
+        (400, Some("Last-Event-ID"))
+    );
+
+    // The query token: only for an event stream, and never beside a header.
+    let query_token = format!("{}{NS}?watch=true&access_token={}", env.url(), env.alice());
+    let not_sse = Watch::open(&query_token, &[], Framing::Ndjson).await.err().unwrap();
+    assert_eq!((not_sse.0, not_sse.1["code"].as_str()), (401, Some("unauthenticated")));
+    let twice = Watch::open(&query_token, &[("authorization", &bearer)], Framing::Sse)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (twice.0, twice.1["violations"][0]["field"].as_str()),
+        (400, Some("authorization"))
+    );
+    let forged = format!("{}{NS}?watch=true&access_token=forged.token.here", env.url());
+    let forged = Watch::open(&forged, &[], Framing::Sse).await.err().unwrap();
+    assert_eq!(forged.0, 401);
+
+    // A watch is a read, audited when reads are; a refused one is denied.
+    let mut ok = open(&env, &format!("{NS}?watch=true"), &env.alice(), Framing::Ndjson).await;
+    ok.next(SOON).await.unwrap();
+    Watch::open(
+        &format!("{}/v1/namespaces/other-team/clusters?watch=true", env.url()),
+        &[("authorization", &bearer)],
+        Framing::Ndjson,
+    )
+    .await
+    .err()
+    .unwrap();
+    // Rows of reads are written in the background: wait for both.
+    let wanted = [("ml-team", "succeeded"), ("other-team", "denied")];
+    let started = std::time::Instant::now();
+    loop {
+        let rows = env
+            .rest(&env.admin())
+            .get("/v1/audit?action=cluster.watch&page_size=100")
+            .await
+            .expect(200)
+            .body;
+        let found = |(ns, outcome): (&str, &str)| {
+            rows["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["namespace"] == ns && r["outcome"] == outcome)
+        };
+        if wanted.into_iter().all(found) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{rows}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
