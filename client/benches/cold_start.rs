@@ -8,13 +8,12 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod support;
+
 use std::{
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
-
-use krayne_client::{Client, ClusterSpecBuilder};
-use krayne_tests::Env;
 
 const RUNS: usize = 50;
 
@@ -38,29 +37,11 @@ fn measure(args: &[&str], server: &str, token: &str) -> Vec<Duration> {
         .collect()
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 #[tokio::main]
 async fn main() {
-    let env = Env::start().await;
-    let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
-    for i in 0..20 {
-        client
-            .create(
-                ClusterSpecBuilder::new(format!("bench-{i:02}"))
-                    .namespace("ml-team")
-                    .build(),
-            )
-            .await
-            .unwrap();
-    }
+    let env = support::twenty_clusters().await;
     let (url, token) = (env.url(), env.alice());
-    println!(
-        "{:<28} {:>8} {:>8} {:>8} {:>8}",
-        "command", "min ms", "p50 ms", "p95 ms", "max ms"
-    );
+    support::header("command");
     let mut json = Vec::new();
     for args in [
         &["--help"][..],
@@ -77,19 +58,7 @@ async fn main() {
         })
         .await
         .unwrap();
-        times.sort();
-        let at = |q: f64| ms(times[((times.len() - 1) as f64 * q).round() as usize]);
-        let name = format!("krayne {}", args.join(" "));
-        println!(
-            "{name:<28} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            at(0.0),
-            at(0.5),
-            at(0.95),
-            at(1.0)
-        );
-        json.push(serde_json::json!({
-            "command": name, "runs": RUNS, "min_ms": at(0.0), "p50_ms": at(0.5), "p95_ms": at(0.95), "max_ms": at(1.0),
-        }));
+        json.push(support::row(&format!("krayne {}", args.join(" ")), &mut times));
     }
     println!("{}", serde_json::json!({ "bench": "cli_cold_start", "results": json }));
 }

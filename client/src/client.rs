@@ -225,7 +225,7 @@ pub struct Created {
 }
 
 /// A worker-group resize; unset fields keep their value.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scale {
     /// Worker group to resize.
     pub group: String,

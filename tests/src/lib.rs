@@ -10,6 +10,7 @@ mod clients;
 pub mod load;
 mod postgres;
 mod proxy;
+pub mod pty;
 pub mod raw;
 mod secrets;
 mod server;

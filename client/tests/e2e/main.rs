@@ -11,5 +11,6 @@ mod quotas;
 mod sdk;
 mod shapes;
 mod support;
+mod tui;
 mod tunnels;
 mod watch;

@@ -87,6 +87,8 @@ pub(crate) enum Command {
     Submit(commands::job::submit::Args),
     /// A cluster's Ray jobs: list, get, logs, stop, delete.
     Jobs(commands::job::Args),
+    /// A live terminal UI over the server's clusters (`?` lists its keys).
+    Tui(crate::tui::Args),
     /// Show who the server thinks you are and what you may do.
     Whoami(commands::identity::whoami::Args),
     /// List the namespaces you may use, with your role in each.

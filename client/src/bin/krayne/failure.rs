@@ -49,6 +49,14 @@ impl Failure {
         }
     }
 
+    /// What went wrong, in one line without the `error:` prefix.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Self::Usage(m) | Self::Declined(m) | Self::Other(m) => m,
+            Self::Client(e) => e.message(),
+        }
+    }
+
     /// The error line, field violations, a hint and (with `debug`) details.
     fn lines(&self, debug: bool) -> Vec<String> {
         match self {

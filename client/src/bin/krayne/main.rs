@@ -11,6 +11,7 @@ mod failure;
 mod output;
 mod parse;
 mod settings;
+mod tui;
 
 use clap::Parser as _;
 

@@ -140,8 +140,13 @@ pub(crate) fn note(text: &str) {
 
 /// How long ago `t` was, kubectl style: `45s`, `12m`, `3h`, `5d`.
 pub(crate) fn age(t: Option<&prost_types::Timestamp>) -> String {
+    age_at(t, jiff::Timestamp::now())
+}
+
+/// How long before `now` `t` was, as [`age`] says it.
+pub(crate) fn age_at(t: Option<&prost_types::Timestamp>, now: jiff::Timestamp) -> String {
     let Some(t) = t else { return "<unknown>".into() };
-    let seconds = (jiff::Timestamp::now().as_second() - t.seconds).max(0);
+    let seconds = (now.as_second() - t.seconds).max(0);
     match seconds {
         s if s < 120 => format!("{s}s"),
         s if s < 2 * 3600 => format!("{}m", s / 60),

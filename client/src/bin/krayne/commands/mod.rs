@@ -49,6 +49,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
             Command::Submit(args) => job::submit::run(&ctx, args).await,
             Command::Jobs(args) => job::run(&ctx, args).await,
+            Command::Tui(args) => crate::tui::run(&ctx, args).await,
             Command::Completions(_) | Command::Ssh(_) => Ok(()),
         }
     })

@@ -30,7 +30,7 @@ pub(crate) struct Args {
 
 /// Whether a browser could show up here: a desktop session on Linux and
 /// the BSDs; always elsewhere (macOS, Windows).
-fn has_display() -> bool {
+pub(crate) fn has_display() -> bool {
     if cfg!(any(target_os = "macos", target_os = "windows")) {
         return true;
     }

@@ -93,7 +93,7 @@ pub(crate) fn krayne_port(cluster: &str, namespace: &str, service: &str) -> u16 
 }
 
 /// Binds 127.0.0.1:`port`, else the next free port above it, else any.
-async fn bind_near(port: u16) -> Result<TcpListener, Failure> {
+pub(crate) async fn bind_near(port: u16) -> Result<TcpListener, Failure> {
     for candidate in port..port.saturating_add(100) {
         if let Ok(listener) = TcpListener::bind(("127.0.0.1", candidate)).await {
             return Ok(listener);
@@ -104,7 +104,7 @@ async fn bind_near(port: u16) -> Result<TcpListener, Failure> {
         .map_err(|e| Failure::Other(format!("cannot listen on 127.0.0.1: {e}")))
 }
 
-fn local_url(service: &str, port: u16) -> String {
+pub(crate) fn local_url(service: &str, port: u16) -> String {
     match service {
         "client" => format!("ray://127.0.0.1:{port}"),
         "ssh" => format!("ssh -p {port} 127.0.0.1"),

@@ -1,0 +1,199 @@
+//! Every screen at the three widths (narrow, medium, wide), drawn on
+//! ratatui's test backend from a fake event stream and compared with the
+//! snapshots beside this file.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use krayne_client::{ClientError, proto::WatchEventType};
+use ratatui::{Terminal, backend::TestBackend};
+
+use crate::tui::{
+    app::{App, Msg},
+    fixtures::{self, cluster, clusters},
+};
+
+const WIDTHS: [(u16, &str); 3] = [(80, "narrow"), (120, "medium"), (160, "wide")];
+
+fn screen(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| super::draw(f, app)).unwrap();
+    terminal.backend().to_string()
+}
+
+fn press(app: &mut App, code: KeyCode) {
+    app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+/// Snapshots `app` at each width as `<name>_<width>`.
+fn at_every_width(name: &str, app: &App, height: u16) {
+    for (width, label) in WIDTHS {
+        insta::assert_snapshot!(format!("{name}_{label}"), screen(app, width, height));
+    }
+}
+
+fn ml_team() -> App {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    app.on_msg(Msg::Quota(Some(fixtures::quota())));
+    app
+}
+
+#[test]
+fn explorer() {
+    let mut app = ml_team();
+    app.on_msg(Msg::Tunnels(
+        ("ml-team".into(), "demo".into()),
+        Some(vec![
+            ("dashboard".into(), "http://127.0.0.1:31512".into()),
+            ("client".into(), "ray://127.0.0.1:24785".into()),
+        ]),
+    ));
+    at_every_width("explorer", &app, 12);
+}
+
+#[test]
+fn explorer_of_every_namespace_sorted_by_age() {
+    let mut app = fixtures::app(None, clusters());
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Down);
+    at_every_width("explorer_all", &app, 10);
+}
+
+#[test]
+fn explorer_live_change() {
+    let mut app = ml_team();
+    app.on_msg(Msg::Changed(
+        WatchEventType::Modified,
+        cluster("ml-team", "train-gpu", "ready", (4, 4), 3 * 3600),
+    ));
+    at_every_width("explorer_changed", &app, 10);
+}
+
+#[test]
+fn explorer_empty_filtered_connecting_and_reconnecting() {
+    let empty = fixtures::app(Some("ml-team"), Vec::new());
+    at_every_width("explorer_empty", &empty, 8);
+    let mut filtered = ml_team();
+    press(&mut filtered, KeyCode::Char('/'));
+    for c in "status:failed".chars() {
+        press(&mut filtered, KeyCode::Char(c));
+    }
+    at_every_width("explorer_filtering", &filtered, 8);
+    let (connecting, _) = App::new(Some("ml-team".into()), "ml-team".into(), Vec::new());
+    at_every_width("explorer_connecting", &connecting, 8);
+    let mut lost = ml_team();
+    lost.on_msg(Msg::Lost("transport error".into()));
+    at_every_width("explorer_reconnecting", &lost, 10);
+}
+
+fn detail() -> App {
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Enter);
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    app.on_msg(Msg::Details(key.clone(), Box::new(fixtures::details())));
+    app.on_msg(Msg::Services(key.clone(), Ok(fixtures::services())));
+    app.on_msg(Msg::Jobs(key.clone(), Ok(fixtures::jobs())));
+    app.on_msg(Msg::Tunnels(
+        key,
+        Some(vec![("dashboard".into(), "http://127.0.0.1:31512".into())]),
+    ));
+    app
+}
+
+#[test]
+fn detail_with_events() {
+    at_every_width("detail", &detail(), 30);
+}
+
+#[test]
+fn detail_following_a_log() {
+    let mut app = detail();
+    press(&mut app, KeyCode::Char('l'));
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    app.on_msg(Msg::Log(
+        key,
+        "raysubmit_train01".into(),
+        "epoch 1 loss 0.91\nepoch 2 loss 0.55\n".into(),
+    ));
+    at_every_width("detail_log", &app, 30);
+}
+
+#[test]
+fn detail_loading() {
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Enter);
+    let key = ("ml-team".to_owned(), "train-gpu".to_owned());
+    app.on_msg(Msg::Jobs(key, Err("the head is not serving yet".into())));
+    at_every_width("detail_loading", &app, 24);
+}
+
+#[test]
+fn create_form_with_the_servers_refusal() {
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Char('c'));
+    for c in "Bad_Name".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    app.on_msg(Msg::Created(Err(ClientError::invalid_field(
+        "name",
+        "must be a DNS-1035 label: lowercase letters, digits and '-'",
+    ))));
+    at_every_width("create", &app, 24);
+}
+
+#[test]
+fn scale_form() {
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Char('s'));
+    app.on_msg(Msg::Details(
+        ("ml-team".into(), "demo".into()),
+        Box::new(fixtures::details()),
+    ));
+    at_every_width("scale", &app, 16);
+}
+
+#[test]
+fn delete_confirmation_help_palette_and_namespaces() {
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Char('d'));
+    at_every_width("delete", &app, 12);
+
+    let mut app = ml_team();
+    press(&mut app, KeyCode::Char('?'));
+    at_every_width("help", &app, 20);
+
+    let mut app = ml_team();
+    app.on_key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::CONTROL));
+    for c in "sca".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    at_every_width("palette", &app, 16);
+
+    let (mut app, _) = App::new(Some("ml-team".into()), "ml-team".into(), vec!["data-team".into()]);
+    press(&mut app, KeyCode::Char('n'));
+    app.on_msg(Msg::Namespaces(fixtures::namespaces()));
+    press(&mut app, KeyCode::Down);
+    at_every_width("namespaces", &app, 10);
+}
+
+#[test]
+fn a_tiny_terminal_is_drawn_without_panicking() {
+    let mut screens = vec![ml_team(), detail(), fixtures::app(Some("ml-team"), Vec::new())];
+    for key in [
+        KeyCode::Char('c'),
+        KeyCode::Char('?'),
+        KeyCode::Char('n'),
+        KeyCode::Char('d'),
+    ] {
+        let mut app = ml_team();
+        press(&mut app, key);
+        screens.push(app);
+    }
+    for app in &screens {
+        for (width, height) in [(1, 1), (10, 3), (30, 6), (99, 10), (100, 40), (139, 5), (140, 2)] {
+            screen(app, width, height);
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! `krayne tui` in a real pseudo-terminal against the real server and the
+//! sandbox (issue 26): the screen is read back through a terminal
+//! emulator's parser, keys are typed as a person types them.
+
+use krayne_tests::{Env, pty::Terminal};
+use serde_json::json;
+use tokio::task::block_in_place;
+
+const NS: &str = "/v1/namespaces/ml-team/clusters";
+
+/// Alice's server and token, and a config and state home of its own.
+fn alices_env(env: &Env, home: &std::path::Path) -> [(&'static str, String); 4] {
+    let home = home.display().to_string();
+    [
+        ("KRAYNE_SERVER", env.url()),
+        ("KRAYNE_TOKEN", env.alice()),
+        ("XDG_CONFIG_HOME", home.clone()),
+        ("XDG_STATE_HOME", home),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_shows_filters_describes_and_scales_a_cluster_live_then_restores_the_terminal() {
+    let env = Env::start().await;
+    let rest = env.rest(&env.alice());
+    rest.post(
+        NS,
+        &json!({"name": "demo", "worker_groups": [{"name": "worker", "replicas": 1}]}),
+    )
+    .await
+    .expect(201);
+    rest.post(NS, &json!({"name": "other"})).await.expect(201);
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs, (30, 120));
+
+        term.wait_for(&["Namespace: ml-team", "Clusters: 2", "demo", "other", "● live"], &[]);
+        assert!(term.screen().alternate_screen(), "the UI draws on the alternate screen");
+
+        term.type_keys("/demo\r");
+        term.wait_for(&["demo", "filter: demo"], &["other"]);
+
+        term.type_keys("\r");
+        term.wait_for(&["demo (ml-team)", "Worker groups", "worker", "Recent events"], &[]);
+
+        term.type_keys("s");
+        term.wait_for(&["Scale demo", "Worker group  worker"], &[]);
+        // The workers field: clear what is there, type the new count, send.
+        term.type_keys("\t\x7f\x7f\x7f3\r");
+        term.wait_for(&["Scaled demo to 3 workers."], &["Scale demo"]);
+        // Ready workers come only from the watch stream, as pods start.
+        term.wait_for(&["ready  3/3 workers ready"], &[]);
+
+        term.type_keys("q");
+        term.wait_for(&["Namespace: ml-team", "3/3"], &["Worker groups"]);
+        term.type_keys("q");
+        assert!(term.wait(), "krayne tui exits with 0");
+        let after = term.screen();
+        assert!(!after.alternate_screen(), "back on the main screen");
+        assert!(!after.hide_cursor(), "the cursor is shown again");
+
+        // Cooked mode again: the same terminal's settings, read by stty.
+        assert!(term.run_after("stty", &["-a"]));
+        let (settings, _) = term.wait_for(&["icanon"], &[]);
+        assert!(
+            settings.contains(" icanon") && settings.contains(" echo "),
+            "the terminal is not in raw mode any more:\n{settings}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_says_reconnecting_while_the_server_is_down_and_resumes_the_watch() {
+    let mut env = Env::start().await;
+    let rest = env.rest(&env.alice());
+    rest.post(NS, &json!({"name": "before"})).await.expect(201);
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+    let krayne = env!("CARGO_BIN_EXE_krayne");
+    let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs, (24, 100));
+    block_in_place(|| term.wait_for(&["before", "● live"], &[]));
+
+    env.stop_server().await;
+    block_in_place(|| term.wait_for(&["○ reconnecting…", "before"], &["● live"]));
+    env.start_server().await;
+    block_in_place(|| term.wait_for(&["● live", "before"], &["reconnecting"]));
+
+    rest.post(NS, &json!({"name": "after"})).await.expect(201);
+    block_in_place(|| term.wait_for(&["after", "Clusters: 2"], &[]));
+    term.type_keys("q");
+    assert!(block_in_place(|| term.wait()), "krayne tui exits with 0");
+}
