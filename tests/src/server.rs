@@ -80,13 +80,24 @@ impl ServerProcess {
     /// Spawns the binary with `args` and waits for its "serving" line. It
     /// logs at debug level (`KRAYNE_TEST_LOG` overrides) unless `args` set
     /// `--log`, and its log is checked for secrets when it is dropped.
+    /// `KRAYNE_SERVER_WRAPPER` runs it under a profiler (`heaptrack -o F`).
     pub async fn spawn(args: &[String]) -> Self {
         let mut args = args.to_vec();
         if !args.iter().any(|a| a == "--log") {
             let level = std::env::var("KRAYNE_TEST_LOG").unwrap_or_else(|_| "debug".into());
             args.extend(["--log".into(), level]);
         }
-        let mut child = Command::new(server_binary())
+        // A profiler in front, e.g. KRAYNE_SERVER_WRAPPER='heaptrack -o /tmp/ht'.
+        let wrapper = std::env::var("KRAYNE_SERVER_WRAPPER").unwrap_or_default();
+        let mut command = match wrapper.split_whitespace().collect::<Vec<_>>().split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(server_binary());
+                c
+            }
+            None => Command::new(server_binary()),
+        };
+        let mut child = command
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

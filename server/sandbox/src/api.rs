@@ -284,11 +284,30 @@ fn handle(
                     timeout,
                 }));
             }
-            let (items, rv) = store.list(r, ns.as_deref(), |o| selected(o, &labels, &fields));
+            let limit = match q.get("limit").map(String::as_str) {
+                None | Some("" | "0") => None,
+                Some(v) => Some(
+                    v.parse::<usize>()
+                        .map_err(|_| ApiError::bad_request(format!("invalid limit {v:?}")))?,
+                ),
+            };
+            let from = match q.get("continue").map(String::as_str) {
+                None | Some("") => None,
+                Some(token) => Some(Continue::parse(token)?),
+            };
+            let after = from.as_ref().map(|c| (c.namespace.as_str(), c.name.as_str()));
+            let (items, now, more) = store.list_page(r, ns.as_deref(), |o| selected(o, &labels, &fields), after, limit);
+            // Every page carries the first page's version, as the API server's
+            // do: a watch from it replays what changed while paging.
+            let rv = from.as_ref().map_or(now, |c| c.rv);
+            let mut metadata = json!({"resourceVersion": rv.to_string()});
+            if let Some((namespace, name)) = more {
+                metadata["continue"] = json!(Continue { rv, namespace, name }.to_string());
+            }
             let items: Vec<Value> = items.iter().map(|o| (**o).clone()).collect();
             ok(&json!({
                 "kind": format!("{}List", r.kind()), "apiVersion": r.api_version(),
-                "metadata": {"resourceVersion": rv.to_string()}, "items": items,
+                "metadata": metadata, "items": items,
             }))
         }
         (None, &Method::POST) if t.ns.is_some() || !r.namespaced() => {
@@ -322,6 +341,35 @@ fn handle(
         }
         (Some(name), &Method::DELETE) if !t.status => ok(&*store.delete(r, &ns_key, name)?),
         _ => Err(ApiError::method_not_allowed(format!("{method} is not supported here"))),
+    }
+}
+
+/// A list's `continue` token: the first page's version and the last
+/// object sent. Opaque to clients; namespaces and names never hold `/`.
+struct Continue {
+    rv: u64,
+    namespace: String,
+    name: String,
+}
+
+impl Continue {
+    fn parse(token: &str) -> Result<Self, ApiError> {
+        let invalid = || ApiError::bad_request(format!("invalid continue token {token:?}"));
+        let mut parts = token.splitn(3, '/');
+        let (Some(rv), Some(namespace), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(invalid());
+        };
+        Ok(Self {
+            rv: rv.parse().map_err(|_| invalid())?,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Continue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.rv, self.namespace, self.name)
     }
 }
 

@@ -240,9 +240,37 @@ impl Store {
     /// Objects of `r` (in `ns`, or all namespaces) that `keep` accepts, and
     /// the resourceVersion of the snapshot.
     pub(super) fn list(&self, r: Resource, ns: Option<&str>, keep: impl Fn(&Value) -> bool) -> (Vec<Arc<Value>>, u64) {
+        let (items, rv, _) = self.list_page(r, ns, keep, None, None);
+        (items, rv)
+    }
+
+    /// A page of a list, as `limit` and `continue` ask: the objects after
+    /// `after` (namespace, name) in key order, at most `limit` of them, the
+    /// current version, and the last one's key when more follow.
+    pub(super) fn list_page(
+        &self,
+        r: Resource,
+        ns: Option<&str>,
+        keep: impl Fn(&Value) -> bool,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+    ) -> (Vec<Arc<Value>>, u64, Option<(String, String)>) {
         let inner = self.lock();
-        let items = inner.of(r, ns).map(|(_, o)| o.clone()).filter(|o| keep(o)).collect();
-        (items, inner.rv)
+        let mut items = Vec::new();
+        let mut last: Option<(&str, &str)> = None;
+        for ((_, namespace, name), o) in inner.of(r, ns) {
+            let key = (namespace.as_str(), name.as_str());
+            if after.is_some_and(|a| key <= a) || !keep(o) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                let more = last.map(|(n, m)| (n.to_owned(), m.to_owned()));
+                return (items, inner.rv, more);
+            }
+            items.push(o.clone());
+            last = Some(key);
+        }
+        (items, inner.rv, None)
     }
 
     /// Replaces an object (PUT). With `status_only`, only `status` changes

@@ -1,10 +1,10 @@
 //! Minimal views of the Kubernetes objects the read side looks at, read
 //! straight from their wire JSON (camelCase). Only the fields krayne uses are
 //! kept, so a cache of many clusters stays small; explicit `null`s read as
-//! empty, as Kubernetes clients treat them.
+//! empty, as Kubernetes clients treat them. String maps are `LiteMap`s
+//! (sorted vectors): they hold a handful of entries each.
 
-use std::collections::BTreeMap;
-
+use litemap::LiteMap;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -24,24 +24,24 @@ const KEPT_KEYS: [&str; 4] = [
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
 /// values are skipped unread.
-fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<String, String>, D::Error> {
     struct Kept;
     impl<'de> serde::de::Visitor<'de> for Kept {
-        type Value = BTreeMap<String, String>;
+        type Value = LiteMap<String, String>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a map of strings, or null")
         }
         fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(LiteMap::new())
         }
         fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(LiteMap::new())
         }
         fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
             d.deserialize_map(self)
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
+            let mut kept = LiteMap::new();
             while let Some(key) = map.next_key::<String>()? {
                 if KEPT_KEYS.contains(&key.as_str()) {
                     let value = map.next_value::<Option<String>>()?;
@@ -75,11 +75,11 @@ pub struct ObjectMeta {
     /// The labels reads use (`ray.io/cluster`, `ray.io/node-type`,
     /// `ray.io/group`); others are not kept.
     #[serde(deserialize_with = "kept")]
-    pub labels: BTreeMap<String, String>,
+    pub labels: LiteMap<String, String>,
     /// The annotations reads use (`krayne.dev/created-by`); others (such
     /// as kubectl's last-applied configuration) are not kept.
     #[serde(deserialize_with = "kept")]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: LiteMap<String, String>,
 }
 
 /// A RayCluster as observed.
@@ -119,7 +119,7 @@ pub struct RayClusterSpec {
 pub struct HeadGroupSpec {
     /// `ray start` parameters (strings by the CRD; read leniently).
     #[serde(deserialize_with = "nullable")]
-    pub ray_start_params: BTreeMap<String, Value>,
+    pub ray_start_params: LiteMap<String, Value>,
     /// Head service.
     #[serde(deserialize_with = "nullable")]
     pub head_service: ServiceTemplate,
@@ -219,11 +219,11 @@ pub struct Container {
 pub struct Resources {
     /// Requests.
     #[serde(deserialize_with = "nullable")]
-    pub requests: BTreeMap<String, Value>,
+    pub requests: LiteMap<String, Value>,
     /// Limits (a quota charges them where a request is missing, as
     /// Kubernetes defaults requests to limits).
     #[serde(deserialize_with = "nullable")]
-    pub limits: BTreeMap<String, Value>,
+    pub limits: LiteMap<String, Value>,
 }
 
 /// `RayCluster.status`.

@@ -23,6 +23,12 @@ async fn discovery_and_version() {
     assert!(ray.resources.iter().any(|r| r.name == "rayclusters/status"));
 }
 
+/// Every namespace's name, in the list's order.
+async fn namespace_names(namespaces: &kube::Api<Namespace>) -> Vec<String> {
+    let list = namespaces.list(&ListParams::default()).await.unwrap();
+    list.items.into_iter().filter_map(|n| n.metadata.name).collect()
+}
+
 #[tokio::test]
 async fn namespaces_create_get_list_delete_cascades() {
     let (_sb, client) = start().await;
@@ -31,15 +37,7 @@ async fn namespaces_create_get_list_delete_cascades() {
     namespaces.create(&PostParams::default(), &ns).await.unwrap();
     let got = namespaces.get("team-a").await.unwrap();
     assert!(got.metadata.uid.is_some() && got.metadata.creation_timestamp.is_some());
-    let names: Vec<String> = namespaces
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    assert_eq!(names, ["default", "ml", "team-a"]);
+    assert_eq!(namespace_names(&namespaces).await, ["default", "ml", "team-a"]);
 
     let rc = rayclusters(&client, "team-a");
     rc.create(&PostParams::default(), &raycluster("name: doomed\nnamespace: team-a\n"))
@@ -344,4 +342,46 @@ async fn deleting_a_cluster_cascades_to_pods_and_service() {
     let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "ml");
     let (reason, ..) = api_error(services.get("gone-head-svc").await.unwrap_err());
     assert_eq!(reason, "NotFound");
+}
+
+#[tokio::test]
+async fn lists_page_with_limit_and_continue_at_the_first_pages_version() {
+    let (_sb, client) = start().await;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    for i in 0..5 {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": format!("page-{i}")}})).unwrap();
+        namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    }
+    let whole = namespace_names(&namespaces).await;
+    assert_eq!(whole.len(), 7, "{whole:?}");
+
+    let first = namespaces.list(&ListParams::default().limit(3)).await.unwrap();
+    let version = first.metadata.resource_version.clone().unwrap();
+    let mut token = first.metadata.continue_.clone().expect("a continue token");
+    let mut paged: Vec<String> = first.items.into_iter().filter_map(|n| n.metadata.name).collect();
+    assert_eq!(paged.len(), 3);
+    // A change between pages: it is after the first page's version.
+    let late: Namespace = serde_json::from_value(json!({"metadata": {"name": "zz-late"}})).unwrap();
+    namespaces.create(&PostParams::default(), &late).await.unwrap();
+    loop {
+        let page = namespaces
+            .list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .unwrap();
+        assert_eq!(page.metadata.resource_version.as_deref(), Some(version.as_str()));
+        paged.extend(page.items.into_iter().filter_map(|n| n.metadata.name));
+        match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(next) => token = next,
+            None => break,
+        }
+    }
+    let mut expected = whole;
+    expected.push("zz-late".into());
+    assert_eq!(paged, expected, "every object once, in order");
+
+    let bad = namespaces
+        .list(&ListParams::default().limit(3).continue_token("nonsense"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(bad).1, 400);
 }
