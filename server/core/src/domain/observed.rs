@@ -318,9 +318,8 @@ pub struct PodSpec {
 pub struct PodStatus {
     /// Phase.
     pub phase: Option<String>,
-    /// Conditions.
-    #[serde(deserialize_with = "nullable")]
-    pub conditions: Vec<ObservedCondition>,
+    /// What reads need of its conditions.
+    pub conditions: PodConditions,
     /// Container statuses.
     #[serde(deserialize_with = "nullable")]
     pub container_statuses: Vec<ContainerStatus>,
@@ -397,6 +396,45 @@ pub struct InvolvedObject {
     pub name: Option<String>,
 }
 
+/// What reads need of a pod's conditions: whether it is ready, and why it
+/// is not scheduled when it is not. Their other fields (times, the other
+/// conditions) are read and dropped: kept, they were a third of a cached
+/// pod's heap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodConditions {
+    /// `Ready` is `True`.
+    pub ready: bool,
+    /// `PodScheduled` is `False`: its reason and message.
+    pub unscheduled: Option<Unscheduled>,
+}
+
+/// Why a pod is not scheduled, in the scheduler's words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unscheduled {
+    /// E.g. `Unschedulable`.
+    pub reason: Option<String>,
+    /// E.g. `0/3 nodes are available: …`.
+    pub message: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for PodConditions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut kept = Self::default();
+        for c in Option::<Vec<ObservedCondition>>::deserialize(d)?.unwrap_or_default() {
+            if c.is_true("Ready") {
+                kept.ready = true;
+            }
+            if c.type_ == "PodScheduled" && c.status == "False" {
+                kept.unscheduled = Some(Unscheduled {
+                    reason: c.reason,
+                    message: c.message,
+                });
+            }
+        }
+        Ok(kept)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -411,7 +449,7 @@ mod tests {
         }))
         .unwrap();
         assert!(pod.metadata.labels.is_empty());
-        assert!(pod.status.conditions.is_empty());
+        assert_eq!(pod.status.conditions, PodConditions::default());
         let c: ObservedCluster = serde_json::from_value(json!({"status": null})).unwrap();
         assert!(c.status.state.is_none());
     }
@@ -436,5 +474,27 @@ mod tests {
             Some("alice")
         );
         assert_eq!(pod.metadata.annotations.len(), 1);
+    }
+
+    #[test]
+    fn a_pods_conditions_keep_readiness_and_why_it_is_unscheduled() {
+        let pod: ObservedPod = serde_json::from_value(json!({"status": {"conditions": [
+            {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-24T00:00:00Z"},
+            {"type": "Ready", "status": "True"},
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"},
+        ]}}))
+        .unwrap();
+        let wanted = PodConditions {
+            ready: true,
+            unscheduled: Some(Unscheduled {
+                reason: Some("Unschedulable".into()),
+                message: Some("0/1 nodes".into()),
+            }),
+        };
+        assert_eq!(pod.status.conditions, wanted);
+        let scheduled: ObservedPod = serde_json::from_value(json!({"status": {"conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]}}))
+        .unwrap();
+        assert_eq!(scheduled.status.conditions, PodConditions::default());
     }
 }

@@ -219,7 +219,7 @@ fn pod_info(p: &ObservedPod) -> PodInfo {
         },
         node_type,
         phase: p.status.phase.clone().unwrap_or_else(|| "Unknown".to_owned()),
-        ready: p.status.conditions.iter().any(|c| c.is_true("Ready")),
+        ready: p.status.conditions.ready,
         reason,
         message,
         pod_ip: p.status.pod_ip.clone(),
@@ -237,13 +237,8 @@ fn pod_info(p: &ObservedPod) -> PodInfo {
 /// The most telling reason a pod gives: an unscheduled condition, else the
 /// first waiting or terminated container.
 fn pod_reason(p: &ObservedPod) -> (Option<String>, Option<String>) {
-    let unscheduled = p
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
-    if let Some(c) = unscheduled {
-        return (c.reason.clone(), c.message.clone());
+    if let Some(u) = &p.status.conditions.unscheduled {
+        return (u.reason.clone(), u.message.clone());
     }
     let state = p.status.container_statuses.iter().find_map(|cs| {
         cs.state

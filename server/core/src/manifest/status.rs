@@ -66,8 +66,9 @@ pub(super) fn pod_problem(pod: &ObservedPod) -> Option<ClusterStatus> {
     let unschedulable = status.phase.as_deref() == Some("Pending")
         && status
             .conditions
-            .iter()
-            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+            .unscheduled
+            .as_ref()
+            .is_some_and(|u| u.reason.as_deref() == Some("Unschedulable"));
     if unschedulable {
         return Some(ClusterStatus::Unschedulable);
     }

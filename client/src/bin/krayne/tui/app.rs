@@ -159,8 +159,33 @@ pub(crate) struct Detail {
 pub(crate) struct Logs {
     pub(crate) job: String,
     pub(crate) lines: VecDeque<String>,
+    /// The last line is not finished yet (a chunk ended inside it).
+    open_line: bool,
     /// Why following ended (`None` while it goes on).
     pub(crate) ended: Option<String>,
+}
+
+impl Logs {
+    /// Adds a chunk of the log; chunks may end inside a line.
+    fn push(&mut self, chunk: &str) {
+        let mut pieces = chunk.split('\n');
+        if let Some(first) = pieces.next() {
+            match self.lines.back_mut() {
+                Some(last) if self.open_line => last.push_str(first),
+                _ => self.lines.push_back(first.to_owned()),
+            }
+        }
+        self.lines.extend(pieces.map(str::to_owned));
+        // A chunk ending in a newline leaves an empty last piece: the next
+        // line starts there.
+        self.open_line = !chunk.ends_with('\n');
+        if !self.open_line {
+            self.lines.pop_back();
+        }
+        while self.lines.len() > LOG_LINES {
+            self.lines.pop_front();
+        }
+    }
 }
 
 /// The status line: a message, and whether it is an error.
@@ -485,10 +510,15 @@ impl App {
     }
 
     fn open_detail(&mut self, key: Key) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        if self.detail.logs.is_some() {
+            effects.push(Effect::Unfollow);
+        }
         self.selected = Some(key.clone());
         self.screen = Screen::Detail(key.clone());
         self.detail = Detail::default();
-        vec![Effect::Describe(key)]
+        effects.push(Effect::Describe(key));
+        effects
     }
 
     fn open_scale(&mut self) -> Vec<Effect> {
@@ -698,10 +728,7 @@ impl App {
             }
             Msg::Log(key, job, chunk) => {
                 if let Some(logs) = self.logs_of(&key, &job) {
-                    logs.lines.extend(chunk.lines().map(str::to_owned));
-                    while logs.lines.len() > LOG_LINES {
-                        logs.lines.pop_front();
-                    }
+                    logs.push(&chunk);
                 }
             }
             Msg::LogEnded(key, job, why) => {

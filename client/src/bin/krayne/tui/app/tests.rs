@@ -350,3 +350,30 @@ fn ctrl_c_quits_from_anywhere_and_help_closes_on_any_key() {
     app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
     assert!(app.quit);
 }
+
+#[test]
+fn log_chunks_that_end_inside_a_line_join_up() {
+    let mut logs = super::Logs::default();
+    logs.push("epoch 1\nepo");
+    logs.push("ch 2\n");
+    logs.push("\ndone");
+    assert_eq!(logs.lines, ["epoch 1", "epoch 2", "", "done"]);
+    for i in 0..600 {
+        logs.push(&format!("line {i}\n"));
+    }
+    assert_eq!(logs.lines.len(), super::LOG_LINES);
+    assert_eq!(logs.lines.back().map(String::as_str), Some("line 599"));
+}
+
+#[test]
+fn going_to_another_cluster_stops_following_the_old_log() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    press(&mut app, KeyCode::Enter);
+    app.on_msg(Msg::Jobs(key("ml-team", "demo"), Ok(fixtures::jobs())));
+    press(&mut app, KeyCode::Char('l'));
+    let effects = app.run(super::Command::GoTo(key("ml-team", "train-gpu")));
+    assert_eq!(
+        effects,
+        [Effect::Unfollow, Effect::Describe(key("ml-team", "train-gpu"))]
+    );
+}
