@@ -1,8 +1,10 @@
 //! A live watch of clusters (`WatchClusters`) that survives a server
 //! ending it with `Unavailable` (a replica shutting down, a client read too
 //! slowly): it reopens after the last version it delivered, so nothing is
-//! missed and nothing repeats. `OutOfRange` (the version is no longer
-//! held) ends it: list again, then watch from the list.
+//! missed and nothing repeats. It ends instead while initial events are
+//! still coming (before their bookmark), since a resumed watch would not
+//! finish the list. `OutOfRange` (the version is no longer held) ends it:
+//! list again, then watch from the list.
 
 use backon::{BackoffBuilder as _, ExponentialBackoff};
 use futures::{Stream, StreamExt as _, stream::BoxStream};
@@ -31,6 +33,9 @@ struct Live {
     last: Option<String>,
     current: Option<Events>,
     backoff: ExponentialBackoff,
+    /// Initial events were asked for and their closing bookmark has not
+    /// come: resuming now would leave the initial list short.
+    initial_pending: bool,
     finished: bool,
 }
 
@@ -53,6 +58,7 @@ impl Client {
             last: from.resource_version,
             current: Some(first),
             backoff: self.retry.backoff().build(),
+            initial_pending: from.send_initial_events,
             finished: false,
         };
         Ok(futures::stream::unfold(live, |mut live| async move {
@@ -98,20 +104,25 @@ impl Live {
             };
             match current.next().await.map(|r| r.map_err(ClientError::from)) {
                 Some(Ok(event)) => {
+                    if event.r#type() == WatchEventType::Bookmark {
+                        self.initial_pending = false;
+                    }
                     self.last = Some(event.resource_version.clone());
                     self.backoff = self.client.retry.backoff().build();
                     return Some(Ok(event));
                 }
-                Some(Err(e)) if e.is_unavailable() && self.last.is_some() => match self.backoff.next() {
-                    Some(pause) => {
-                        self.current = None;
-                        tokio::time::sleep(pause).await;
+                Some(Err(e)) if e.is_unavailable() && self.last.is_some() && !self.initial_pending => {
+                    match self.backoff.next() {
+                        Some(pause) => {
+                            self.current = None;
+                            tokio::time::sleep(pause).await;
+                        }
+                        None => {
+                            self.finished = true;
+                            return Some(Err(e));
+                        }
                     }
-                    None => {
-                        self.finished = true;
-                        return Some(Err(e));
-                    }
-                },
+                }
                 Some(Err(e)) => {
                     self.finished = true;
                     return Some(Err(e));

@@ -106,9 +106,17 @@ impl Terminal {
         self.keys.flush().unwrap();
     }
 
-    /// Waits for the program to end; whether it succeeded.
+    /// Waits (a minute at most) for the program to end; whether it
+    /// succeeded.
     pub fn wait(&mut self) -> bool {
-        self.child.wait().unwrap().success()
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(Instant::now() < deadline, "the program did not end within a minute");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Runs `program args…` in the same terminal after the first ended
@@ -118,5 +126,12 @@ impl Terminal {
         cmd.args(args);
         let mut child = self.pair.slave.spawn_command(cmd).unwrap();
         child.wait().unwrap().success()
+    }
+}
+
+impl Drop for Terminal {
+    /// A failed test leaves no program behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
     }
 }

@@ -61,7 +61,8 @@ pub(crate) enum Msg {
     Changed(WatchEventType, ClusterInfo),
     /// The watch broke; the driver is reconnecting.
     Lost(String),
-    Quota(Option<NamespaceQuota>),
+    /// A namespace's quota (`None`: it has none, or it could not be read).
+    Quota(String, Option<NamespaceQuota>),
     Namespaces(Vec<NamespaceAccess>),
     Details(Key, Box<ClusterDetails>),
     Services(Key, Result<Vec<HeadService>, String>),
@@ -69,7 +70,7 @@ pub(crate) enum Msg {
     Log(Key, String, String),
     LogEnded(Key, String, Option<String>),
     Created(Result<ClusterInfo, ClientError>),
-    Scaled(Result<ClusterInfo, ClientError>),
+    Scaled(Key, Result<ClusterInfo, ClientError>),
     /// An action's outcome for the status line.
     Done(Result<String, String>),
     /// The cluster's open tunnels as (service, local URL); `None`: closed.
@@ -148,8 +149,11 @@ pub(crate) struct Detail {
     pub(crate) details: Option<ClusterDetails>,
     pub(crate) services: Option<Vec<HeadService>>,
     pub(crate) jobs: Option<Vec<Job>>,
-    /// Why the services or jobs could not be listed (e.g. no head yet).
-    pub(crate) unavailable: Option<String>,
+    /// Why the services could not be listed the last time (e.g. no head
+    /// yet); a list shown beside it is stale.
+    pub(crate) services_error: Option<String>,
+    /// The same for the jobs.
+    pub(crate) jobs_error: Option<String>,
     pub(crate) job: usize,
     pub(crate) logs: Option<Logs>,
 }
@@ -459,9 +463,9 @@ impl App {
             Command::Tunnels => self.about_target(Effect::Tunnels),
             Command::Open => self.about_target(Effect::Open),
             Command::Filter => {
-                self.screen = Screen::Explorer;
+                let effects = self.leave_detail();
                 self.overlay = Some(Overlay::Filter);
-                Vec::new()
+                effects
             }
             Command::Namespaces => {
                 self.overlay = Some(Overlay::Namespaces { selected: 0 });
@@ -485,18 +489,22 @@ impl App {
                 Vec::new()
             }
             Command::Back => match self.screen {
-                Screen::Detail(_) => {
-                    self.screen = Screen::Explorer;
-                    let following = self.detail.logs.is_some();
-                    self.detail = Detail::default();
-                    if following { vec![Effect::Unfollow] } else { Vec::new() }
-                }
-                Screen::Explorer => {
-                    self.quit = true;
-                    Vec::new()
-                }
+                Screen::Detail(_) => self.leave_detail(),
+                Screen::Explorer => self.run(Command::Quit),
             },
+            Command::Quit => {
+                self.quit = true;
+                Vec::new()
+            }
         }
+    }
+
+    /// Back to the explorer, no longer following a job's log.
+    fn leave_detail(&mut self) -> Vec<Effect> {
+        self.screen = Screen::Explorer;
+        let following = self.detail.logs.is_some();
+        self.detail = Detail::default();
+        if following { vec![Effect::Unfollow] } else { Vec::new() }
     }
 
     fn about_target(&mut self, effect: fn(Key) -> Effect) -> Vec<Effect> {
@@ -550,9 +558,9 @@ impl App {
         self.quota = None;
         self.selected = None;
         self.cursor = 0;
-        self.screen = Screen::Explorer;
         self.connection = Connection::Connecting;
-        let mut effects = self.watch_effects();
+        let mut effects = self.leave_detail();
+        effects.extend(self.watch_effects());
         if let Some(n) = namespace {
             self.recent.retain(|r| r != &n);
             self.recent.insert(0, n.clone());
@@ -693,7 +701,12 @@ impl App {
             }
             Msg::Changed(kind, cluster) => return self.on_change(kind, cluster),
             Msg::Lost(why) => self.connection = Connection::Reconnecting(why),
-            Msg::Quota(quota) => self.quota = quota,
+            Msg::Quota(namespace, quota) => {
+                // An answer for the namespace shown before a switch is dropped.
+                if self.namespace.as_deref() == Some(namespace.as_str()) {
+                    self.quota = quota;
+                }
+            }
             Msg::Namespaces(namespaces) => self.namespaces = namespaces,
             Msg::Details(key, details) => {
                 if let Some(Overlay::Scale(k, form)) = &mut self.overlay
@@ -709,8 +722,11 @@ impl App {
             Msg::Services(key, services) => {
                 if self.screen == Screen::Detail(key) {
                     match services {
-                        Ok(list) => self.detail.services = Some(list),
-                        Err(why) => self.detail.unavailable = Some(why),
+                        Ok(list) => {
+                            self.detail.services = Some(list);
+                            self.detail.services_error = None;
+                        }
+                        Err(why) => self.detail.services_error = Some(why),
                     }
                 }
             }
@@ -720,9 +736,9 @@ impl App {
                         Ok(jobs) => {
                             self.detail.job = self.detail.job.min(jobs.len().saturating_sub(1));
                             self.detail.jobs = Some(jobs);
-                            self.detail.unavailable = None;
+                            self.detail.jobs_error = None;
                         }
-                        Err(why) => self.detail.unavailable = Some(why),
+                        Err(why) => self.detail.jobs_error = Some(why),
                     }
                 }
             }
@@ -737,7 +753,7 @@ impl App {
                 }
             }
             Msg::Created(result) => self.on_created(result),
-            Msg::Scaled(result) => self.on_scaled(result),
+            Msg::Scaled(key, result) => self.on_scaled(&key, result),
             Msg::Done(Ok(text)) => self.say(text),
             Msg::Done(Err(text)) => self.complain(text),
             Msg::Tunnels(key, Some(urls)) => {
@@ -793,7 +809,12 @@ impl App {
     }
 
     fn on_created(&mut self, result: Result<ClusterInfo, ClientError>) {
-        let Some(Overlay::Create(form)) = &mut self.overlay else {
+        // Only the form that sent it (still waiting) takes the answer.
+        let Some(Overlay::Create(form)) = self
+            .overlay
+            .as_mut()
+            .filter(|o| matches!(o, Overlay::Create(f) if f.busy))
+        else {
             return match result {
                 Ok(c) => self.say(format!("Created {}/{}.", c.namespace, c.name)),
                 Err(e) => self.complain(format!("create failed: {}", e.message())),
@@ -809,8 +830,9 @@ impl App {
         }
     }
 
-    fn on_scaled(&mut self, result: Result<ClusterInfo, ClientError>) {
-        let Some(Overlay::Scale(_, form)) = &mut self.overlay else {
+    fn on_scaled(&mut self, key: &Key, result: Result<ClusterInfo, ClientError>) {
+        let waiting = |o: &&mut Overlay| matches!(o, Overlay::Scale(k, f) if k == key && f.busy);
+        let Some(Overlay::Scale(_, form)) = self.overlay.as_mut().filter(waiting) else {
             return match result {
                 Ok(c) => self.say(format!("Scaled {} to {} workers.", c.name, c.num_workers)),
                 Err(e) => self.complain(format!("scale failed: {}", e.message())),

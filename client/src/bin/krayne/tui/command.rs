@@ -24,6 +24,7 @@ pub(crate) enum Command {
     Sort,
     Help,
     Back,
+    Quit,
     /// Show this cluster's detail.
     GoTo(Key),
 }
@@ -61,7 +62,8 @@ const ENTRIES: &[(&str, Command)] = &[
     ("Refresh", Command::Refresh),
     ("Cycle sort column", Command::Sort),
     ("Help", Command::Help),
-    ("Quit", Command::Back),
+    ("Back", Command::Back),
+    ("Quit", Command::Quit),
 ];
 
 /// Ctrl+P: a query and the entries that match it, best first.

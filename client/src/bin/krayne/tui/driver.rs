@@ -8,7 +8,11 @@ use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt as _;
 use krayne_client::{Client, ClientError, Forwarder, WatchFrom, proto::WatchEventType};
 use ratatui::{Terminal, backend::Backend};
-use tokio::{sync::mpsc, task::JoinHandle};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    sync::mpsc,
+    task::JoinHandle,
+};
 
 use super::{
     app::{App, Effect, Key, Msg},
@@ -24,6 +28,11 @@ use crate::{
 
 /// The longest pause between two reconnection attempts.
 const MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// A live watch hears from the server at least every 30 s (a bookmark, at
+/// the server's default); this long without a word, the connection is
+/// taken for dead and the watch starts over.
+const SILENCE: Duration = Duration::from_secs(75);
 
 /// What the driver's tasks send back.
 enum Report {
@@ -54,6 +63,8 @@ struct Driver {
     generation: u64,
     logs: Option<JoinHandle<()>>,
     tunnels: BTreeMap<Key, Vec<Forwarder>>,
+    /// Clusters whose tunnels are being opened (a second `t` waits).
+    opening: std::collections::BTreeSet<Key>,
     /// Coalesced calls in flight, and whether to run each once more.
     in_flight: BTreeMap<Flight, bool>,
 }
@@ -86,14 +97,20 @@ where
         generation: 0,
         logs: None,
         tunnels: BTreeMap::new(),
+        opening: std::collections::BTreeSet::new(),
         in_flight: BTreeMap::new(),
     };
     driver.apply(first);
     let mut keys = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
+    let listen = |kind| signal(kind).map_err(|e| Failure::Other(format!("cannot listen for signals: {e}")));
+    let (mut term, mut hup) = (listen(SignalKind::terminate())?, listen(SignalKind::hangup())?);
     while !app.quit {
         tokio::select! {
+            // Killed or hung up: leave as `q` does, so the terminal is restored.
+            _ = term.recv() => break,
+            _ = hup.recv() => break,
             event = keys.next() => match event {
                 Some(Ok(Event::Key(key))) if key.kind != KeyEventKind::Release => {
                     let effects = app.on_key(key);
@@ -129,6 +146,11 @@ impl Driver {
             Report::Watch(generation, msg) if generation == self.generation => msg,
             Report::Watch(..) => return,
             Report::Opened(key, opened) => {
+                self.opening.remove(&key);
+                if !app.clusters.contains_key(&key) {
+                    // Deleted while they opened: they lead nowhere.
+                    return;
+                }
                 let urls = opened.iter().map(|(s, u, _)| (s.clone(), u.clone())).collect();
                 self.tunnels
                     .insert(key.clone(), opened.into_iter().map(|(_, _, f)| f).collect());
@@ -195,7 +217,7 @@ impl Driver {
                     let tx = self.reports.clone();
                     tokio::spawn(async move {
                         let quota = client.quota(&namespace).await.ok();
-                        let _ = tx.send(Report::Landed(flight, Msg::Quota(quota)));
+                        let _ = tx.send(Report::Landed(flight, Msg::Quota(namespace, quota)));
                     });
                 }
             }
@@ -256,7 +278,10 @@ impl Driver {
                 tokio::spawn(async move { send(Msg::Created(client.create(spec).await)) });
             }
             Effect::Scale(key, scale) => {
-                tokio::spawn(async move { send(Msg::Scaled(client.scale(&key.0, &key.1, scale).await)) });
+                tokio::spawn(async move {
+                    let result = client.scale(&key.0, &key.1, scale).await;
+                    send(Msg::Scaled(key, result));
+                });
             }
             Effect::Delete(key) => {
                 tokio::spawn(async move {
@@ -269,14 +294,17 @@ impl Driver {
             Effect::Tunnels(key) => {
                 if self.tunnels.remove(&key).is_some() {
                     send(Msg::Tunnels(key, None));
-                } else {
+                } else if self.opening.insert(key.clone()) {
                     let tx = self.reports.clone();
                     tokio::spawn(async move {
                         match open_tunnels(&client, &key).await {
                             Ok(opened) => {
                                 let _ = tx.send(Report::Opened(key, opened));
                             }
-                            Err(why) => send(Msg::Done(Err(why))),
+                            Err(why) => {
+                                let _ = tx.send(Report::Opened(key, Vec::new()));
+                                send(Msg::Done(Err(why)));
+                            }
                         }
                     });
                 }
@@ -310,10 +338,11 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
                 let mut events = std::pin::pin!(events);
                 let mut initial = Some(Vec::new());
                 loop {
-                    let event = match events.next().await {
-                        None => break "the server ended the watch".to_owned(),
-                        Some(Err(e)) => break e.message().to_owned(),
-                        Some(Ok(event)) => event,
+                    let event = match tokio::time::timeout(SILENCE, events.next()).await {
+                        Err(_) => break format!("no word from the server for {} s", SILENCE.as_secs()),
+                        Ok(None) => break "the server ended the watch".to_owned(),
+                        Ok(Some(Err(e))) => break e.message().to_owned(),
+                        Ok(Some(Ok(event))) => event,
                     };
                     pause = Duration::from_millis(250);
                     let kind = event.r#type();

@@ -45,8 +45,14 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let namespace = (!args.all_namespaces).then(|| home.clone());
     let (app, first) = app::App::new(namespace, home, recent::load());
     // `init` also restores the terminal if anything panics.
-    let mut terminal =
-        ratatui::try_init().map_err(|e| Failure::Other(format!("cannot take over the terminal: {e}")))?;
+    let mut terminal = match ratatui::try_init() {
+        Ok(terminal) => terminal,
+        Err(e) => {
+            // It may have got as far as raw mode.
+            let _ = ratatui::try_restore();
+            return Err(Failure::Other(format!("cannot take over the terminal: {e}")));
+        }
+    };
     let result = driver::run(&mut terminal, client, app, first).await;
     let restored = ratatui::try_restore();
     result?;

@@ -160,7 +160,16 @@ fn the_detail_polls_services_and_jobs_and_redescribes_on_change() {
         key("ml-team", "demo"),
         Err("the head is not serving yet".into()),
     ));
-    assert_eq!(app.detail.unavailable.as_deref(), Some("the head is not serving yet"));
+    assert_eq!(app.detail.jobs_error.as_deref(), Some("the head is not serving yet"));
+    app.on_msg(Msg::Services(key("ml-team", "demo"), Ok(fixtures::services())));
+    app.on_msg(Msg::Services(key("ml-team", "demo"), Err("timed out".into())));
+    assert!(app.detail.services.is_some(), "the last list stays, marked stale");
+    assert_eq!(app.detail.services_error.as_deref(), Some("timed out"));
+    assert_eq!(
+        app.detail.jobs_error.as_deref(),
+        Some("the head is not serving yet"),
+        "apart from the jobs'"
+    );
 }
 
 #[test]
@@ -182,10 +191,13 @@ fn s_scales_with_the_groups_details_filled_in() {
         max_replicas: None,
     };
     assert_eq!(effects, [Effect::Scale(key("ml-team", "demo"), wanted)]);
-    app.on_msg(Msg::Scaled(Err(ClientError::invalid_field(
-        "replicas",
-        "must be at most max_replicas (4)",
-    ))));
+    app.on_msg(Msg::Scaled(
+        key("ml-team", "demo"),
+        Err(ClientError::invalid_field(
+            "replicas",
+            "must be at most max_replicas (4)",
+        )),
+    ));
     let Some(Overlay::Scale(_, form)) = &app.overlay else {
         panic!("the form stays open with the error")
     };
@@ -193,7 +205,19 @@ fn s_scales_with_the_groups_details_filled_in() {
         form.fields[1].error.as_deref(),
         Some("must be at most max_replicas (4)")
     );
-    app.on_msg(Msg::Scaled(Ok(cluster("ml-team", "demo", "ready", (2, 4), 300))));
+    press(&mut app, KeyCode::Enter);
+    app.on_msg(Msg::Scaled(
+        key("ml-team", "other"),
+        Ok(cluster("ml-team", "other", "ready", (1, 1), 9)),
+    ));
+    assert!(
+        matches!(app.overlay, Some(Overlay::Scale(..))),
+        "another cluster's answer is not this form's"
+    );
+    app.on_msg(Msg::Scaled(
+        key("ml-team", "demo"),
+        Ok(cluster("ml-team", "demo", "ready", (2, 4), 300)),
+    ));
     assert!(app.overlay.is_none());
     assert_eq!(
         app.status.as_ref().map(|s| s.text.as_str()),
@@ -226,6 +250,7 @@ fn c_creates_and_the_servers_refusal_is_shown_inline() {
         panic!("the form stays open")
     };
     assert_eq!(form.fields[0].error.as_deref(), Some("must be a DNS-1035 label"));
+    press(&mut app, KeyCode::Enter);
     app.on_msg(Msg::Created(Ok(cluster("ml-team", "good", "creating", (0, 1), 0))));
     assert!(app.overlay.is_none());
     assert_eq!(app.selected, Some(key("ml-team", "good")));

@@ -87,13 +87,24 @@ fn title(app: &App, key: &Key) -> Line<'static> {
     Line::from(spans)
 }
 
+/// A box's title; marked stale when the last refresh of a list it shows
+/// failed.
+fn titled(title: &str, error: Option<&String>, listed: bool) -> Block<'static> {
+    match error.filter(|_| listed) {
+        Some(_) => Block::bordered()
+            .title(format!(" {title} (stale: the last refresh failed) "))
+            .border_style(Style::new().fg(Color::Yellow)),
+        None => Block::bordered().title(format!(" {title} ")),
+    }
+}
+
 fn loading() -> Paragraph<'static> {
     Paragraph::new("loading…").style(Style::new().fg(Color::DarkGray))
 }
 
 /// What the services and jobs boxes say before they have a list.
-fn not_yet(app: &App) -> Paragraph<'static> {
-    match &app.detail.unavailable {
+fn not_yet(error: Option<&String>) -> Paragraph<'static> {
+    match error {
         Some(why) => Paragraph::new(why.clone())
             .style(Style::new().fg(Color::Yellow))
             .wrap(Wrap { trim: true }),
@@ -152,9 +163,13 @@ fn worker_groups(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 fn services_table(frame: &mut Frame, app: &App, key: &Key, area: Rect) {
-    let block = Block::bordered().title(" Services ");
+    let block = titled(
+        "Services",
+        app.detail.services_error.as_ref(),
+        app.detail.services.is_some(),
+    );
     let Some(services) = &app.detail.services else {
-        frame.render_widget(not_yet(app).block(block), area);
+        frame.render_widget(not_yet(app.detail.services_error.as_ref()).block(block), area);
         return;
     };
     let tunnels = app.tunnels.get(key);
@@ -185,9 +200,9 @@ fn services_table(frame: &mut Frame, app: &App, key: &Key, area: Rect) {
 }
 
 fn jobs_table(frame: &mut Frame, app: &App, area: Rect) {
-    let block = Block::bordered().title(" Jobs ");
+    let block = titled("Jobs", app.detail.jobs_error.as_ref(), app.detail.jobs.is_some());
     let Some(jobs) = &app.detail.jobs else {
-        frame.render_widget(not_yet(app).block(block), area);
+        frame.render_widget(not_yet(app.detail.jobs_error.as_ref()).block(block), area);
         return;
     };
     if jobs.is_empty() {

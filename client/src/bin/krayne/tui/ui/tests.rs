@@ -32,7 +32,7 @@ fn at_every_width(name: &str, app: &App, height: u16) {
 
 fn ml_team() -> App {
     let mut app = fixtures::app(Some("ml-team"), clusters());
-    app.on_msg(Msg::Quota(Some(fixtures::quota())));
+    app.on_msg(Msg::Quota("ml-team".into(), Some(fixtures::quota())));
     app
 }
 
@@ -116,6 +116,14 @@ fn detail_following_a_log() {
         "epoch 1 loss 0.91\nepoch 2 loss 0.55\n".into(),
     ));
     at_every_width("detail_log", &app, 30);
+}
+
+#[test]
+fn detail_with_a_stale_list() {
+    let mut app = detail();
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    app.on_msg(Msg::Services(key, Err("deadline exceeded".into())));
+    at_every_width("detail_stale", &app, 30);
 }
 
 #[test]
