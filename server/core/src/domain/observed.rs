@@ -13,6 +13,14 @@ fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> R
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A list (`null` → empty) without spare capacity: parsing grows a vector
+/// to 4, 8, … slots, and a cache holds tens of thousands of them.
+fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    let mut list: Vec<T> = nullable(d)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
 const KEPT_KEYS: [&str; 4] = [
@@ -105,7 +113,7 @@ pub struct RayClusterSpec {
     #[serde(deserialize_with = "nullable")]
     pub head_group_spec: HeadGroupSpec,
     /// Worker groups.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub worker_group_specs: Vec<WorkerGroupSpec>,
     /// Whether Ray's autoscaler runs.
     pub enable_in_tree_autoscaling: Option<bool>,
@@ -160,7 +168,7 @@ pub struct ServiceTemplate {
 #[serde(default)]
 pub struct ServiceSpec {
     /// Ports.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub ports: Vec<NamedPort>,
 }
 
@@ -195,7 +203,7 @@ pub struct PodTemplate {
 #[serde(default)]
 pub struct PodTemplateSpec {
     /// Containers; the Ray container comes first.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub containers: Vec<Container>,
 }
 
@@ -206,7 +214,7 @@ pub struct Container {
     /// Image.
     pub image: Option<String>,
     /// Ports.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub ports: Vec<NamedPort>,
     /// Resources.
     #[serde(deserialize_with = "nullable")]
@@ -233,7 +241,7 @@ pub struct RayClusterStatus {
     /// `ready`, `suspended`, … (KubeRay's state).
     pub state: Option<String>,
     /// Conditions.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub conditions: Vec<ObservedCondition>,
     /// Head addresses.
     #[serde(deserialize_with = "nullable")]
@@ -321,7 +329,7 @@ pub struct PodStatus {
     /// What reads need of its conditions.
     pub conditions: PodConditions,
     /// Container statuses.
-    #[serde(deserialize_with = "nullable")]
+    #[serde(deserialize_with = "shrunk")]
     pub container_statuses: Vec<ContainerStatus>,
     /// Pod IP.
     #[serde(rename = "podIP")]
@@ -496,5 +504,21 @@ mod tests {
             {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]}}))
         .unwrap();
         assert_eq!(scheduled.status.conditions, PodConditions::default());
+    }
+
+    #[test]
+    fn parsed_lists_keep_no_spare_capacity() {
+        let ports: Vec<_> = (1..=5).map(|p| json!({"containerPort": p})).collect();
+        let cluster: ObservedCluster = serde_json::from_value(json!({"spec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head", "ports": ports}]}}},
+            "workerGroupSpecs": [{"groupName": "w"}],
+        }}))
+        .unwrap();
+        let head = &cluster.spec.head_group_spec.template.spec.containers;
+        assert_eq!((head.capacity(), head[0].ports.capacity()), (1, 5));
+        assert_eq!(cluster.spec.worker_group_specs.capacity(), 1);
+        let pod: ObservedPod =
+            serde_json::from_value(json!({"status": {"containerStatuses": [{"ready": true}]}})).unwrap();
+        assert_eq!(pod.status.container_statuses.capacity(), 1);
     }
 }
