@@ -1,7 +1,7 @@
 //! `krayne services NAME`.
 
 use comfy_table::Cell;
-use krayne_client::{json::to_json, proto::ServiceState};
+use krayne_client::json::to_json;
 
 use crate::{context::Context, failure::Failure};
 
@@ -26,11 +26,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let rows = services
         .iter()
         .map(|s| {
-            let state = match s.state() {
-                ServiceState::Available => "available",
-                ServiceState::Unreachable => "unreachable",
-                ServiceState::Pending | ServiceState::Unspecified => "pending",
-            };
+            let state = super::state_name(s);
             vec![
                 Cell::new(&s.name),
                 Cell::new(s.port),

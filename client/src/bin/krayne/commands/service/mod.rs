@@ -6,6 +6,16 @@ pub(crate) mod open;
 pub(crate) mod ssh;
 pub(crate) mod tunnel;
 
+/// A service's state as the CLI and the TUI print it.
+pub(crate) fn state_name(service: &krayne_client::proto::HeadService) -> &'static str {
+    use krayne_client::proto::ServiceState;
+    match service.state() {
+        ServiceState::Available => "available",
+        ServiceState::Unreachable => "unreachable",
+        ServiceState::Pending | ServiceState::Unspecified => "pending",
+    }
+}
+
 /// How to reach a service through the server: the proxy's URL for HTTP
 /// services, the command that tunnels to the others.
 pub(crate) fn access(server: &str, namespace: &str, cluster: &str, service: &str) -> String {

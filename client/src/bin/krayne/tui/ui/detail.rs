@@ -1,7 +1,7 @@
 //! A cluster's detail: head, worker groups, services with their health
 //! and tunnels, jobs, and the followed job's log or the recent events.
 
-use krayne_client::proto::{ServiceState, WorkerGroupDetails};
+use krayne_client::proto::WorkerGroupDetails;
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -174,11 +174,7 @@ fn services_table(frame: &mut Frame, app: &App, key: &Key, area: Rect) {
     };
     let tunnels = app.tunnels.get(key);
     let rows = services.iter().map(|s| {
-        let state = match s.state() {
-            ServiceState::Available => "available",
-            ServiceState::Unreachable => "unreachable",
-            ServiceState::Pending | ServiceState::Unspecified => "pending",
-        };
+        let state = crate::commands::service::state_name(s);
         let tunnel = tunnels
             .and_then(|t| t.iter().find(|(name, _)| name == &s.name))
             .map_or_else(|| "-".to_owned(), |(_, url)| url.clone());
