@@ -1,9 +1,6 @@
 //! Create, get, list, describe, scale, delete.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-};
+use std::{collections::HashSet, sync::Arc};
 
 use serde_json::{Value, json};
 
@@ -11,8 +8,8 @@ use super::{ClusterService, Context};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedPod, Page,
-        PageRequest, Summary, check_dns1123_label,
+        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, Page, PageRequest,
+        Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, scale_patch},
 };
@@ -40,17 +37,6 @@ pub struct Created {
     pub manifest: Value,
     /// Ignored keys and converted values of the config (mode `warn`).
     pub warnings: Vec<FieldViolation>,
-}
-
-/// Each cluster's pods (grouped in one pass).
-fn pods_by_cluster(pods: &[Arc<ObservedPod>]) -> HashMap<&str, Vec<&ObservedPod>> {
-    let mut by_cluster: HashMap<&str, Vec<&ObservedPod>> = HashMap::new();
-    for pod in pods {
-        if let Some(cluster) = pod.cluster_name() {
-            by_cluster.entry(cluster).or_default().push(pod);
-        }
-    }
-    by_cluster
 }
 
 /// Borrowed views of shared objects, as the manifest rules take them.
@@ -187,11 +173,8 @@ impl ClusterService {
             };
             let names: Vec<&str> = same_ns.iter().map(|c| c.metadata.name.as_str()).collect();
             let pods = self.store.pods_of(ns, &names, rid).await?;
-            let by_cluster = pods_by_cluster(&pods);
-            infos.extend(same_ns.iter().map(|c| {
-                let mine = by_cluster.get(c.metadata.name.as_str()).map_or(&[][..], Vec::as_slice);
-                summaries.of(c, mine)
-            }));
+            let page: Vec<_> = same_ns.iter().enumerate().map(|(i, c)| (&**c, pods.of(i))).collect();
+            infos.extend(summaries.page(&page));
         }
         self.record_read(cx, AuditAction::ClusterList, namespace, None).await;
         let next_page_token = more

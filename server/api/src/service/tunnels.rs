@@ -416,8 +416,8 @@ impl ClusterService {
         let started = Instant::now();
         let target = ServiceTarget {
             namespace: namespace.to_owned(),
-            pod: head.metadata.name.clone(),
-            pod_ip: head.status.pod_ip.clone(),
+            pod: head.metadata.name.to_string(),
+            pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),
             port: wanted.port,
         };
         let stream = match upstream.connect(&target).await {
@@ -497,8 +497,8 @@ impl ClusterService {
             };
             let target = ServiceTarget {
                 namespace: namespace.to_owned(),
-                pod: head.metadata.name.clone(),
-                pod_ip: head.status.pod_ip.clone(),
+                pod: head.metadata.name.to_string(),
+                pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),
                 port,
             };
             match tokio::time::timeout(self.settings.tunnels.probe_timeout, upstream.probe(&target)).await {

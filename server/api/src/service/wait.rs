@@ -10,7 +10,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::{ClusterService, Context};
 use crate::domain::audit::AuditAction;
 use crate::{
-    domain::{Action, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind},
+    domain::{
+        Action, Atom, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind,
+    },
     manifest,
 };
 
@@ -71,7 +73,7 @@ async fn follow(
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut cluster: Option<ObservedCluster> = None;
-    let mut pods: BTreeMap<String, ObservedPod> = BTreeMap::new();
+    let mut pods: BTreeMap<Atom, ObservedPod> = BTreeMap::new();
     let mut last: Option<ClusterStatus> = None;
     let mut seen: Option<ClusterStatus> = None;
     loop {

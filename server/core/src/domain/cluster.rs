@@ -1,9 +1,11 @@
 //! What krayne reports about a cluster: Krayne's `ClusterInfo` and
 //! `ClusterDetails`, plus pods, events and KubeRay's conditions.
 
-use std::fmt;
+use std::{borrow::Borrow, fmt};
 
 use serde::{Serialize, Serializer};
+
+use super::{Atom, ObservedCluster, ObservedPod};
 
 /// A cluster's derived status (Krayne 0.3.8's pod-aware rules).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,23 +133,23 @@ pub struct ClusterInfo {
 }
 
 /// A cluster's summary as reads share it: built once per change of the
-/// cluster or its pods (its `signature` says which), and encoded to JSON
-/// at most once, however many lists and watches send it.
+/// cluster or its pods (`built_from` says which versions), and encoded to
+/// JSON at most once, however many lists and watches send it.
 #[derive(Debug)]
 pub struct Summary {
     /// The summary.
     pub info: ClusterInfo,
-    /// What it was built from: the cluster's and its pods' versions.
-    pub signature: u64,
+    /// What it was built from.
+    pub built_from: BuiltFrom,
     json: std::sync::OnceLock<Box<str>>,
 }
 
 impl Summary {
-    /// `info`, built from what `signature` names.
-    pub fn new(info: ClusterInfo, signature: u64) -> Self {
+    /// `info`, built from what `built_from` names.
+    pub fn new(info: ClusterInfo, built_from: BuiltFrom) -> Self {
         Self {
             info,
-            signature,
+            built_from,
             json: std::sync::OnceLock::new(),
         }
     }
@@ -156,6 +158,39 @@ impl Summary {
     pub fn json(&self) -> &str {
         self.json
             .get_or_init(|| serde_json::to_string(&self.info).unwrap_or_default().into_boxed_str())
+    }
+}
+
+/// The versions a summary was built from: the cluster's resourceVersion
+/// and its pods' names and resourceVersions, in the order given. Compared
+/// exactly (atoms compare by pointer), so a list reuses a summary only
+/// when nothing it shows can differ.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuiltFrom {
+    cluster: Option<Atom>,
+    pods: Box<[(Atom, Option<Atom>)]>,
+}
+
+impl BuiltFrom {
+    /// The versions of `cluster` and `pods`.
+    pub fn of(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Self {
+        Self {
+            cluster: cluster.metadata.resource_version.clone(),
+            pods: pods
+                .iter()
+                .map(|p| (p.metadata.name.clone(), p.metadata.resource_version.clone()))
+                .collect(),
+        }
+    }
+
+    /// Whether `cluster` and `pods` are at these versions.
+    pub fn matches<P: Borrow<ObservedPod>>(&self, cluster: &ObservedCluster, pods: &[P]) -> bool {
+        self.cluster == cluster.metadata.resource_version
+            && self.pods.len() == pods.len()
+            && self.pods.iter().zip(pods).all(|((name, version), p)| {
+                let m = &p.borrow().metadata;
+                *name == m.name && *version == m.resource_version
+            })
     }
 }
 

@@ -2,6 +2,7 @@
 //! Pure: no I/O.
 
 mod apps_domain;
+pub mod atom;
 pub mod audit;
 mod cluster;
 mod config;
@@ -26,8 +27,10 @@ pub mod text;
 mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
+pub use atom::Atom;
 pub use cluster::{
-    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary, WorkerGroupDetails,
+    BuiltFrom, ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary,
+    WorkerGroupDetails,
 };
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
@@ -40,7 +43,9 @@ pub use job::{
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest, resume_points};
-pub use ports::{AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange};
+pub use ports::{
+    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange, PodsOf,
+};
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};

@@ -1,12 +1,15 @@
 //! Minimal views of the Kubernetes objects the read side looks at, read
 //! straight from their wire JSON (camelCase). Only the fields krayne uses are
 //! kept, so a cache of many clusters stays small; explicit `null`s read as
-//! empty, as Kubernetes clients treat them. String maps are `LiteMap`s
-//! (sorted vectors): they hold a handful of entries each.
+//! empty, as Kubernetes clients treat them. Strings are [`Atom`]s (each
+//! distinct text held once: ten thousand clusters repeat the same
+//! namespaces, images, label values and amounts), and string maps are
+//! `LiteMap`s (sorted vectors): they hold a handful of entries each.
 
 use litemap::LiteMap;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
+
+use super::{Atom, atom::scalar};
 
 /// `null` or missing → `T::default()`.
 fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
@@ -32,10 +35,10 @@ const KEPT_KEYS: [&str; 4] = [
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
 /// values are skipped unread.
-fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<String, String>, D::Error> {
+fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<&'static str, Atom>, D::Error> {
     struct Kept;
     impl<'de> serde::de::Visitor<'de> for Kept {
-        type Value = LiteMap<String, String>;
+        type Value = LiteMap<&'static str, Atom>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a map of strings, or null")
         }
@@ -51,9 +54,9 @@ fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<String, String>, D::E
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut kept = LiteMap::new();
             while let Some(key) = map.next_key::<String>()? {
-                if KEPT_KEYS.contains(&key.as_str()) {
-                    let value = map.next_value::<Option<String>>()?;
-                    kept.insert(key, value.unwrap_or_default());
+                if let Some(key) = KEPT_KEYS.iter().find(|k| **k == key.as_str()) {
+                    let value = map.next_value::<Option<Atom>>()?;
+                    kept.insert(*key, value.unwrap_or_default());
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -64,30 +67,44 @@ fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<String, String>, D::E
     d.deserialize_option(Kept)
 }
 
+/// A map of JSON scalars (`null` → empty), each read as its text.
+fn scalars<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<Atom, Atom>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text(#[serde(deserialize_with = "scalar")] Atom);
+    let read: Option<LiteMap<Atom, Text>> = Option::deserialize(d)?;
+    Ok(read.into_iter().flatten().map(|(k, Text(v))| (k, v)).collect())
+}
+
+/// A JSON scalar, or nothing, read as its text.
+fn optional_scalar<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Atom>, D::Error> {
+    let text = scalar(d)?;
+    Ok((!text.is_empty()).then_some(text))
+}
+
 /// The object metadata krayne reads.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta {
     /// Name.
     #[serde(deserialize_with = "nullable")]
-    pub name: String,
+    pub name: Atom,
     /// Namespace.
     #[serde(deserialize_with = "nullable")]
-    pub namespace: String,
+    pub namespace: Atom,
     /// Creation time (RFC 3339).
-    pub creation_timestamp: Option<String>,
+    pub creation_timestamp: Option<Atom>,
     /// Resource version.
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Atom>,
     /// Set once deletion began (finalizers may keep the object a while).
-    pub deletion_timestamp: Option<String>,
+    pub deletion_timestamp: Option<Atom>,
     /// The labels reads use (`ray.io/cluster`, `ray.io/node-type`,
     /// `ray.io/group`); others are not kept.
     #[serde(deserialize_with = "kept")]
-    pub labels: LiteMap<String, String>,
+    pub labels: LiteMap<&'static str, Atom>,
     /// The annotations reads use (`krayne.dev/created-by`); others (such
     /// as kubectl's last-applied configuration) are not kept.
     #[serde(deserialize_with = "kept")]
-    pub annotations: LiteMap<String, String>,
+    pub annotations: LiteMap<&'static str, Atom>,
 }
 
 /// A RayCluster as observed.
@@ -125,9 +142,10 @@ pub struct RayClusterSpec {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct HeadGroupSpec {
-    /// `ray start` parameters (strings by the CRD; read leniently).
-    #[serde(deserialize_with = "nullable")]
-    pub ray_start_params: LiteMap<String, Value>,
+    /// `ray start` parameters (strings by the CRD; numbers and booleans
+    /// read as their text).
+    #[serde(deserialize_with = "scalars")]
+    pub ray_start_params: LiteMap<Atom, Atom>,
     /// Head service.
     #[serde(deserialize_with = "nullable")]
     pub head_service: ServiceTemplate,
@@ -142,7 +160,7 @@ pub struct HeadGroupSpec {
 pub struct WorkerGroupSpec {
     /// Group name.
     #[serde(deserialize_with = "nullable")]
-    pub group_name: String,
+    pub group_name: Atom,
     /// Desired workers.
     pub replicas: Option<i64>,
     /// Lower bound.
@@ -177,16 +195,16 @@ pub struct ServiceSpec {
 #[serde(default)]
 pub struct NamedPort {
     /// Port name.
-    pub name: Option<String>,
+    pub name: Option<Atom>,
     /// A container port's number.
     #[serde(rename = "containerPort")]
     pub container_port: Option<u32>,
     /// A service port's number.
     pub port: Option<u32>,
     /// A service port's target in the pod: a number, or a container
-    /// port's name.
-    #[serde(rename = "targetPort")]
-    pub target_port: Option<Value>,
+    /// port's name (a number read as its text).
+    #[serde(rename = "targetPort", deserialize_with = "optional_scalar")]
+    pub target_port: Option<Atom>,
 }
 
 /// A pod template.
@@ -212,7 +230,7 @@ pub struct PodTemplateSpec {
 #[serde(default)]
 pub struct Container {
     /// Image.
-    pub image: Option<String>,
+    pub image: Option<Atom>,
     /// Ports.
     #[serde(deserialize_with = "shrunk")]
     pub ports: Vec<NamedPort>,
@@ -226,12 +244,12 @@ pub struct Container {
 #[serde(default)]
 pub struct Resources {
     /// Requests.
-    #[serde(deserialize_with = "nullable")]
-    pub requests: LiteMap<String, Value>,
+    #[serde(deserialize_with = "scalars")]
+    pub requests: LiteMap<Atom, Atom>,
     /// Limits (a quota charges them where a request is missing, as
     /// Kubernetes defaults requests to limits).
-    #[serde(deserialize_with = "nullable")]
-    pub limits: LiteMap<String, Value>,
+    #[serde(deserialize_with = "scalars")]
+    pub limits: LiteMap<Atom, Atom>,
 }
 
 /// `RayCluster.status`.
@@ -239,7 +257,7 @@ pub struct Resources {
 #[serde(rename_all = "camelCase", default)]
 pub struct RayClusterStatus {
     /// `ready`, `suspended`, … (KubeRay's state).
-    pub state: Option<String>,
+    pub state: Option<Atom>,
     /// Conditions.
     #[serde(deserialize_with = "shrunk")]
     pub conditions: Vec<ObservedCondition>,
@@ -256,10 +274,10 @@ pub struct RayClusterStatus {
 pub struct HeadStatus {
     /// Head pod IP.
     #[serde(rename = "podIP")]
-    pub pod_ip: Option<String>,
+    pub pod_ip: Option<Atom>,
     /// Head service IP.
     #[serde(rename = "serviceIP")]
-    pub service_ip: Option<String>,
+    pub service_ip: Option<Atom>,
 }
 
 /// A condition of a RayCluster or pod.
@@ -268,16 +286,16 @@ pub struct HeadStatus {
 pub struct ObservedCondition {
     /// Type.
     #[serde(rename = "type", deserialize_with = "nullable")]
-    pub type_: String,
+    pub type_: Atom,
     /// `True` / `False` / `Unknown`.
     #[serde(deserialize_with = "nullable")]
-    pub status: String,
+    pub status: Atom,
     /// Reason.
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// Message.
-    pub message: Option<String>,
+    pub message: Option<Atom>,
     /// Last change.
-    pub last_transition_time: Option<String>,
+    pub last_transition_time: Option<Atom>,
 }
 
 impl ObservedCondition {
@@ -308,7 +326,7 @@ impl ObservedPod {
         self.metadata
             .labels
             .get(crate::manifest::LABEL_CLUSTER)
-            .map(String::as_str)
+            .map(Atom::as_str)
     }
 }
 
@@ -317,7 +335,7 @@ impl ObservedPod {
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec {
     /// Node it is bound to.
-    pub node_name: Option<String>,
+    pub node_name: Option<Atom>,
 }
 
 /// A pod's status.
@@ -325,7 +343,7 @@ pub struct PodSpec {
 #[serde(rename_all = "camelCase", default)]
 pub struct PodStatus {
     /// Phase.
-    pub phase: Option<String>,
+    pub phase: Option<Atom>,
     /// What reads need of its conditions.
     pub conditions: PodConditions,
     /// Container statuses.
@@ -333,7 +351,7 @@ pub struct PodStatus {
     pub container_statuses: Vec<ContainerStatus>,
     /// Pod IP.
     #[serde(rename = "podIP")]
-    pub pod_ip: Option<String>,
+    pub pod_ip: Option<Atom>,
 }
 
 /// A container's status.
@@ -364,9 +382,9 @@ pub struct ContainerState {
 #[serde(default)]
 pub struct StateReason {
     /// Reason, e.g. `ImagePullBackOff`.
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// Message.
-    pub message: Option<String>,
+    pub message: Option<Atom>,
 }
 
 /// A Kubernetes event (`core/v1`).
@@ -378,20 +396,20 @@ pub struct ObservedEvent {
     pub metadata: ObjectMeta,
     /// `Normal` / `Warning`.
     #[serde(rename = "type")]
-    pub type_: Option<String>,
+    pub type_: Option<Atom>,
     /// Reason.
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// Message.
-    pub message: Option<String>,
+    pub message: Option<Atom>,
     /// The object it is about.
     #[serde(deserialize_with = "nullable")]
     pub involved_object: InvolvedObject,
     /// Occurrences.
     pub count: Option<i64>,
     /// Last occurrence.
-    pub last_timestamp: Option<String>,
+    pub last_timestamp: Option<Atom>,
     /// Occurrence time of events that use `eventTime` instead.
-    pub event_time: Option<String>,
+    pub event_time: Option<Atom>,
 }
 
 /// An event's subject.
@@ -399,9 +417,9 @@ pub struct ObservedEvent {
 #[serde(default)]
 pub struct InvolvedObject {
     /// Kind.
-    pub kind: Option<String>,
+    pub kind: Option<Atom>,
     /// Name.
-    pub name: Option<String>,
+    pub name: Option<Atom>,
 }
 
 /// What reads need of a pod's conditions: whether it is ready, and why it
@@ -420,9 +438,9 @@ pub struct PodConditions {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Unscheduled {
     /// E.g. `Unschedulable`.
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// E.g. `0/3 nodes are available: …`.
-    pub message: Option<String>,
+    pub message: Option<Atom>,
 }
 
 impl<'de> Deserialize<'de> for PodConditions {
@@ -471,14 +489,11 @@ mod tests {
                 "annotations": {"krayne.dev/created-by": "alice", "kubectl.kubernetes.io/last-applied-configuration": {"big": [1, 2]}}},
         }))
         .unwrap();
-        let labels: Vec<&str> = pod.metadata.labels.keys().map(String::as_str).collect();
+        let labels: Vec<&str> = pod.metadata.labels.keys().copied().collect();
         assert_eq!(labels, ["ray.io/cluster", "ray.io/group", "ray.io/node-type"]);
         assert_eq!(pod.cluster_name(), Some("c"));
         assert_eq!(
-            pod.metadata
-                .annotations
-                .get("krayne.dev/created-by")
-                .map(String::as_str),
+            pod.metadata.annotations.get("krayne.dev/created-by").map(Atom::as_str),
             Some("alice")
         );
         assert_eq!(pod.metadata.annotations.len(), 1);
@@ -504,6 +519,46 @@ mod tests {
             {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]}}))
         .unwrap();
         assert_eq!(scheduled.status.conditions, PodConditions::default());
+    }
+
+    #[test]
+    fn scalars_the_crd_types_as_strings_read_as_their_text() {
+        let cluster: ObservedCluster = serde_json::from_value(json!({"spec": {"headGroupSpec": {
+            "rayStartParams": {"num-cpus": 0, "dashboard-host": "0.0.0.0", "block": true, "x": null},
+            "headService": {"spec": {"ports": [
+                {"name": "dashboard", "port": 8265, "targetPort": 8265},
+                {"name": "client", "port": 10001, "targetPort": "client"},
+                {"name": "gcs", "port": 6379}]}},
+            "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": 2, "memory": "4Gi"}, "limits": null}}]}},
+        }}}))
+        .unwrap();
+        let head = &cluster.spec.head_group_spec;
+        let params: Vec<(&str, &str)> = head.ray_start_params.iter().map(|(k, v)| (&**k, &**v)).collect();
+        assert_eq!(
+            params,
+            [
+                ("block", "true"),
+                ("dashboard-host", "0.0.0.0"),
+                ("num-cpus", "0"),
+                ("x", "")
+            ]
+        );
+        let targets: Vec<Option<&str>> = head
+            .head_service
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.target_port.as_deref())
+            .collect();
+        assert_eq!(targets, [Some("8265"), Some("client"), None]);
+        let resources = &head.template.spec.containers[0].resources;
+        assert_eq!(resources.requests.get("cpu").map(Atom::as_str), Some("2"));
+        assert_eq!(resources.requests.get("memory").map(Atom::as_str), Some("4Gi"));
+        assert!(resources.limits.is_empty());
+        let bad = serde_json::from_value::<ObservedCluster>(
+            json!({"spec": {"headGroupSpec": {"rayStartParams": {"a": [1]}}}}),
+        );
+        assert!(bad.is_err(), "a list is no scalar");
     }
 
     #[test]

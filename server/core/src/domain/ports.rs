@@ -10,6 +10,38 @@ use super::{
     audit::{AuditEntry, AuditFilter},
 };
 
+/// The pods of several clusters, grouped by cluster in the order asked
+/// for, each group by pod name: one list for a page of clusters rather
+/// than one per cluster.
+#[derive(Debug, Default)]
+pub struct PodsOf {
+    pods: Vec<Arc<ObservedPod>>,
+    ends: Vec<usize>,
+}
+
+impl PodsOf {
+    /// Room for `clusters` groups.
+    pub fn with_capacity(clusters: usize) -> Self {
+        Self {
+            pods: Vec::with_capacity(clusters * 2),
+            ends: Vec::with_capacity(clusters),
+        }
+    }
+
+    /// Appends the next cluster's pods.
+    pub fn push_cluster(&mut self, pods: impl IntoIterator<Item = Arc<ObservedPod>>) {
+        self.pods.extend(pods);
+        self.ends.push(self.pods.len());
+    }
+
+    /// The pods of the `i`th cluster asked for; none past the last.
+    pub fn of(&self, i: usize) -> &[Arc<ObservedPod>] {
+        let start = i.checked_sub(1).and_then(|p| self.ends.get(p)).copied().unwrap_or(0);
+        let end = self.ends.get(i).copied().unwrap_or(start);
+        self.pods.get(start..end).unwrap_or_default()
+    }
+}
+
 /// A change seen while watching one cluster and its pods.
 #[derive(Debug, Clone)]
 pub enum ClusterChange {
@@ -20,7 +52,7 @@ pub enum ClusterChange {
     /// One of its pods as it now is.
     Pod(Box<ObservedPod>),
     /// One of its pods (by name) is gone.
-    PodDeleted(String),
+    PodDeleted(super::Atom),
 }
 
 /// Which clusters a [`ClusterFeed`] says to read again.
@@ -29,9 +61,9 @@ pub enum FeedChange {
     /// This cluster, or one of its pods, changed (or is gone).
     Cluster {
         /// Namespace.
-        namespace: String,
+        namespace: super::Atom,
         /// Cluster name.
-        name: String,
+        name: super::Atom,
     },
     /// Any may have: a relist replaced what the feed holds, or changes
     /// were missed.
@@ -102,18 +134,23 @@ pub trait ClusterStore: Send + Sync + 'static {
         }
         Ok(page)
     }
-    /// Ray pods of the named clusters of one namespace.
-    async fn pods_of(
-        &self,
-        namespace: &str,
-        clusters: &[&str],
-        request_id: &str,
-    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
-        let pods = self.pods(namespace, None, request_id).await?;
-        Ok(pods
-            .into_iter()
-            .filter(|p| p.cluster_name().is_some_and(|c| clusters.contains(&c)))
-            .collect())
+    /// Ray pods of the named clusters of one namespace, grouped by
+    /// cluster in the order of `clusters`.
+    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &str) -> Result<PodsOf, Error> {
+        let index: std::collections::HashMap<&str, usize> = clusters.iter().enumerate().map(|(i, c)| (*c, i)).collect();
+        let mut grouped: Vec<Vec<Arc<ObservedPod>>> = vec![Vec::new(); clusters.len()];
+        for pod in self.pods(namespace, None, request_id).await? {
+            let at = pod.cluster_name().and_then(|c| index.get(c).copied());
+            if let Some(pods) = at.and_then(|i| grouped.get_mut(i)) {
+                pods.push(pod);
+            }
+        }
+        let mut of = PodsOf::with_capacity(clusters.len());
+        for mut pods in grouped {
+            pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            of.push_cluster(pods);
+        }
+        Ok(of)
     }
     /// The store's own copy of the clusters, when it keeps one (a watch
     /// cache); live watches need it.
@@ -212,4 +249,29 @@ pub trait AdmissionLock: Send + Sync + 'static {
     /// Waits for `namespace`'s admission; an error (the lock's backend is
     /// down or too slow) means nothing may be admitted.
     async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> Arc<ObservedPod> {
+        let mut p = ObservedPod::default();
+        p.metadata.name = name.into();
+        Arc::new(p)
+    }
+
+    #[test]
+    fn pods_of_several_clusters_come_back_by_cluster() {
+        let mut of = PodsOf::with_capacity(3);
+        of.push_cluster([pod("a-head"), pod("a-w")]);
+        of.push_cluster([]);
+        of.push_cluster([pod("c-head")]);
+        let names = |i| of.of(i).iter().map(|p| p.metadata.name.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(0), ["a-head", "a-w"]);
+        assert!(names(1).is_empty());
+        assert_eq!(names(2), ["c-head"]);
+        assert!(names(3).is_empty(), "past the last cluster: none");
+        assert!(PodsOf::default().of(0).is_empty());
+    }
 }

@@ -112,12 +112,7 @@ fn amount(resources: &super::observed::Resources, resource: &str) -> u128 {
         .requests
         .get(resource)
         .or_else(|| resources.limits.get(resource));
-    let text = match value {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(serde_json::Value::Number(n)) => n.to_string(),
-        _ => return 0,
-    };
-    text.parse::<Quantity>().map_or(0, |q| q.nanos())
+    value.and_then(|v| v.parse::<Quantity>().ok()).map_or(0, |q| q.nanos())
 }
 
 fn pod_usage(template: &super::observed::PodTemplate, pods: u128) -> Usage {

@@ -1,12 +1,11 @@
 //! RayCluster (+ pods, events) → `ClusterInfo` / `ClusterDetails`.
 
-use serde_json::Value;
-
 use super::{
     ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster, ObservedEvent, ObservedPod,
     status::derive_status,
 };
 use crate::domain::observed::{Container, ObservedCondition, PodTemplate};
+use crate::domain::{Atom, atom::owned};
 use crate::domain::{ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails};
 
 /// How many events `describe` returns at most (the newest).
@@ -39,7 +38,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         .into_iter()
         .flatten()
         .find(|ip| !ip.is_empty())
-        .cloned();
+        .map(String::from);
     let services = services(cluster);
     let url = |service: &str| {
         let (_, scheme, port) = SERVICE_PORTS.iter().find(|(name, ..)| *name == service)?;
@@ -56,8 +55,8 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         .map(|g| count(g.replicas))
         .fold(0u32, u32::saturating_add);
     ClusterInfo {
-        name: cluster.metadata.name.clone(),
-        namespace: cluster.metadata.namespace.clone(),
+        name: cluster.metadata.name.to_string(),
+        namespace: cluster.metadata.namespace.to_string(),
         status: derive_status(cluster, pods),
         dashboard_url: head_ip.as_ref().map(|ip| format!("http://{ip}:8265")),
         client_url: head_ip.as_ref().map(|ip| format!("ray://{ip}:10001")),
@@ -67,11 +66,11 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         head_ip,
         num_workers,
         autoscaling_enabled: spec.enable_in_tree_autoscaling.unwrap_or(false),
-        created_at: cluster.metadata.creation_timestamp.clone(),
+        created_at: owned(cluster.metadata.creation_timestamp.as_ref()),
         ready_workers: count(status.ready_worker_replicas),
         suspended: spec.suspend.unwrap_or(false),
-        created_by: cluster.metadata.annotations.get(ANNOTATION_CREATED_BY).cloned(),
-        resource_version: cluster.metadata.resource_version.clone(),
+        created_by: owned(cluster.metadata.annotations.get(ANNOTATION_CREATED_BY)),
+        resource_version: owned(cluster.metadata.resource_version.as_ref()),
     }
 }
 
@@ -88,7 +87,7 @@ pub fn cluster_details(
     let num_cpus = head_spec
         .ray_start_params
         .get("num-cpus")
-        .map(scalar_text)
+        .map(Atom::to_string)
         .unwrap_or_default();
     let mut pod_infos: Vec<PodInfo> = pods.iter().map(|p| pod_info(p)).collect();
     pod_infos.sort_by(|a, b| (a.node_type != "head", &a.name).cmp(&(b.node_type != "head", &b.name)));
@@ -111,7 +110,7 @@ pub fn cluster_details(
             .map(|g| {
                 let c = first_container(&g.template);
                 WorkerGroupDetails {
-                    name: g.group_name.clone(),
+                    name: g.group_name.to_string(),
                     replicas: count(g.replicas),
                     min_replicas: count(g.min_replicas),
                     max_replicas: count(g.max_replicas),
@@ -155,33 +154,19 @@ fn first_container(template: &PodTemplate) -> Option<&Container> {
 }
 
 fn image_of(c: Option<&Container>, settings: &ManifestSettings) -> String {
-    c.and_then(|c| c.image.clone())
+    c.and_then(|c| c.image.as_deref())
         .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| settings.default_image.clone())
+        .map_or_else(|| settings.default_image.clone(), str::to_owned)
 }
 
 fn request(c: Option<&Container>, resource: &str) -> String {
     c.and_then(|c| c.resources.requests.get(resource))
-        .map(scalar_text)
-        .unwrap_or_else(|| "0".to_owned())
+        .map_or_else(|| "0".to_owned(), Atom::to_string)
 }
 
 fn gpus(c: Option<&Container>) -> u32 {
     let value = c.and_then(|c| c.resources.requests.get("nvidia.com/gpu"));
-    match value {
-        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-        Some(Value::String(s)) => s.parse().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-/// A JSON scalar as text: strings as they are, numbers as written.
-fn scalar_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
+    value.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 fn count(n: Option<i64>) -> u32 {
@@ -198,39 +183,39 @@ fn ray_version(image: &str) -> String {
 
 fn condition(c: &ObservedCondition) -> Condition {
     Condition {
-        type_: c.type_.clone(),
-        status: c.status.clone(),
-        reason: c.reason.clone(),
-        message: c.message.clone(),
-        last_transition_time: c.last_transition_time.clone(),
+        type_: c.type_.to_string(),
+        status: c.status.to_string(),
+        reason: owned(c.reason.as_ref()),
+        message: owned(c.message.as_ref()),
+        last_transition_time: owned(c.last_transition_time.as_ref()),
     }
 }
 
 fn pod_info(p: &ObservedPod) -> PodInfo {
     let labels = &p.metadata.labels;
-    let node_type = labels.get(LABEL_NODE_TYPE).cloned().unwrap_or_default();
+    let node_type = labels.get(LABEL_NODE_TYPE).map(Atom::to_string).unwrap_or_default();
     let (reason, message) = pod_reason(p);
     PodInfo {
-        name: p.metadata.name.clone(),
+        name: p.metadata.name.to_string(),
         group: if node_type == "head" {
             String::new()
         } else {
-            labels.get(LABEL_GROUP).cloned().unwrap_or_default()
+            labels.get(LABEL_GROUP).map(Atom::to_string).unwrap_or_default()
         },
         node_type,
-        phase: p.status.phase.clone().unwrap_or_else(|| "Unknown".to_owned()),
+        phase: p.status.phase.as_deref().unwrap_or("Unknown").to_owned(),
         ready: p.status.conditions.ready,
         reason,
         message,
-        pod_ip: p.status.pod_ip.clone(),
-        node_name: p.spec.node_name.clone(),
+        pod_ip: owned(p.status.pod_ip.as_ref()),
+        node_name: owned(p.spec.node_name.as_ref()),
         restarts: p
             .status
             .container_statuses
             .iter()
             .map(|c| count(c.restart_count))
             .fold(0, u32::saturating_add),
-        created_at: p.metadata.creation_timestamp.clone(),
+        created_at: owned(p.metadata.creation_timestamp.as_ref()),
     }
 }
 
@@ -238,7 +223,7 @@ fn pod_info(p: &ObservedPod) -> PodInfo {
 /// first waiting or terminated container.
 fn pod_reason(p: &ObservedPod) -> (Option<String>, Option<String>) {
     if let Some(u) = &p.status.conditions.unscheduled {
-        return (u.reason.clone(), u.message.clone());
+        return (owned(u.reason.as_ref()), owned(u.message.as_ref()));
     }
     let state = p.status.container_statuses.iter().find_map(|cs| {
         cs.state
@@ -247,22 +232,23 @@ fn pod_reason(p: &ObservedPod) -> (Option<String>, Option<String>) {
             .or(cs.state.terminated.as_ref())
             .filter(|s| s.reason.is_some())
     });
-    state.map_or((None, None), |s| (s.reason.clone(), s.message.clone()))
+    state.map_or((None, None), |s| (owned(s.reason.as_ref()), owned(s.message.as_ref())))
 }
 
 fn event_info(e: &ObservedEvent) -> EventInfo {
     EventInfo {
-        type_: e.type_.clone().unwrap_or_else(|| "Normal".to_owned()),
-        reason: e.reason.clone().unwrap_or_default(),
-        message: e.message.clone().unwrap_or_default(),
-        object_kind: e.involved_object.kind.clone().unwrap_or_default(),
-        object_name: e.involved_object.name.clone().unwrap_or_default(),
+        type_: e.type_.as_deref().unwrap_or("Normal").to_owned(),
+        reason: owned(e.reason.as_ref()).unwrap_or_default(),
+        message: owned(e.message.as_ref()).unwrap_or_default(),
+        object_kind: owned(e.involved_object.kind.as_ref()).unwrap_or_default(),
+        object_name: owned(e.involved_object.name.as_ref()).unwrap_or_default(),
         count: count(e.count).max(1),
-        last_seen: e
-            .last_timestamp
-            .clone()
-            .or_else(|| e.event_time.clone())
-            .or_else(|| e.metadata.creation_timestamp.clone()),
+        last_seen: owned(
+            e.last_timestamp
+                .as_ref()
+                .or(e.event_time.as_ref())
+                .or(e.metadata.creation_timestamp.as_ref()),
+        ),
     }
 }
 

@@ -3,6 +3,7 @@
 //! which port, and which head pod serves them.
 
 use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod, describe::SERVICE_PORTS};
+use crate::domain::Atom;
 
 /// A service the head declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +34,8 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
     let service_port = |name: &str| {
         let p = service_ports.clone().find(|p| p.name.as_deref() == Some(name))?;
         match &p.target_port {
-            Some(serde_json::Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-            Some(serde_json::Value::String(named)) => named.parse().ok().or_else(|| container_port(named)),
-            _ => p.port,
+            Some(target) => target.parse().ok().or_else(|| container_port(target)),
+            None => p.port,
         }
     };
     let port_of = |name: &str| {
@@ -61,7 +61,7 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
 pub fn serving_head<'a>(pods: &[&'a ObservedPod]) -> Option<&'a ObservedPod> {
     pods.iter().copied().find(|p| {
         let statuses = &p.status.container_statuses;
-        p.metadata.labels.get(LABEL_NODE_TYPE).map(String::as_str) == Some("head")
+        p.metadata.labels.get(LABEL_NODE_TYPE).map(Atom::as_str) == Some("head")
             && p.status.phase.as_deref() == Some("Running")
             && p.metadata.deletion_timestamp.is_none()
             && !statuses.is_empty()

@@ -7,7 +7,7 @@
 //! `RayClusterProvisioned` both true; then the pods' phases.
 
 use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod};
-use crate::domain::ClusterStatus;
+use crate::domain::{Atom, ClusterStatus};
 
 /// The cluster's status. `pods` is `None` when they were not looked at.
 pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterStatus {
@@ -51,7 +51,7 @@ fn status_from_pods(pods: &[&ObservedPod]) -> ClusterStatus {
     let heads: Vec<&ObservedPod> = pods
         .iter()
         .copied()
-        .filter(|p| p.metadata.labels.get(LABEL_NODE_TYPE).map(String::as_str) == Some("head"))
+        .filter(|p| p.metadata.labels.get(LABEL_NODE_TYPE).map(Atom::as_str) == Some("head"))
         .collect();
     let considered: Vec<&ObservedPod> = if heads.is_empty() { pods.to_vec() } else { heads };
     considered

@@ -8,7 +8,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{Cache, Notice, read};
-use crate::domain::{ClusterChange, Error};
+use crate::domain::{Atom, ClusterChange, Error};
 
 type Sender = mpsc::Sender<Result<ClusterChange, Error>>;
 
@@ -86,14 +86,14 @@ pub(super) fn follow(
 
 /// Sends the cluster (or its absence) and its pods, and deletions of pods
 /// sent before that are gone now. `false` when the receiver is gone.
-async fn snapshot(cache: &Cache, namespace: &str, name: &str, known: &mut BTreeSet<String>, tx: &Sender) -> bool {
+async fn snapshot(cache: &Cache, namespace: &str, name: &str, known: &mut BTreeSet<Atom>, tx: &Sender) -> bool {
     let cluster = read(&cache.clusters).get(namespace, "", name);
     let current = read(&cache.pods).bucket(namespace, name);
     let mut changes = vec![match cluster {
         Some(c) => ClusterChange::Cluster(Box::new((*c).clone())),
         None => ClusterChange::ClusterDeleted,
     }];
-    let now: BTreeSet<String> = current.iter().map(|p| p.metadata.name.clone()).collect();
+    let now: BTreeSet<Atom> = current.iter().map(|p| p.metadata.name.clone()).collect();
     changes.extend(known.difference(&now).cloned().map(ClusterChange::PodDeleted));
     changes.extend(current.iter().map(|p| ClusterChange::Pod(Box::new((**p).clone()))));
     *known = now;

@@ -25,7 +25,7 @@ use self::{
     state::{Collection, reached},
     watched::{NamespaceView, View},
 };
-use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
+use crate::domain::{Atom, ObservedCluster, ObservedEvent, ObservedPod};
 
 /// The kinds of object the cache holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,16 +54,12 @@ impl Kind {
 #[derive(Debug)]
 pub(crate) enum Notice {
     /// A RayCluster changed, or was deleted.
-    Cluster {
-        namespace: String,
-        name: String,
-        deleted: bool,
-    },
+    Cluster { namespace: Atom, name: Atom, deleted: bool },
     /// A pod of a cluster changed, or was deleted.
     Pod {
-        namespace: String,
-        cluster: String,
-        name: String,
+        namespace: Atom,
+        cluster: Atom,
+        name: Atom,
         deleted: bool,
     },
     /// A relist replaced clusters or pods: re-read what you follow.
@@ -142,7 +138,7 @@ impl Slot for ObservedPod {
         use state::Indexed as _;
         Some(Notice::Pod {
             namespace: object.metadata.namespace.clone(),
-            cluster: object.bucket().to_owned(),
+            cluster: object.bucket().cloned().unwrap_or_default(),
             name: object.metadata.name.clone(),
             deleted,
         })

@@ -6,15 +6,16 @@ use std::{
     sync::Arc,
 };
 
-use crate::domain::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
+use crate::domain::{Atom, ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 
 /// An object the cache can index.
 pub(crate) trait Indexed {
     /// Its metadata.
     fn meta(&self) -> &ObjectMeta;
-    /// The bucket within its namespace: the cluster of a pod, `""` otherwise.
-    fn bucket(&self) -> &str {
-        ""
+    /// The bucket within its namespace: the cluster of a pod; none (the
+    /// `""` bucket) otherwise.
+    fn bucket(&self) -> Option<&Atom> {
+        None
     }
 }
 
@@ -28,8 +29,8 @@ impl Indexed for ObservedPod {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
-    fn bucket(&self) -> &str {
-        self.cluster_name().unwrap_or("")
+    fn bucket(&self) -> Option<&Atom> {
+        self.metadata.labels.get(crate::manifest::LABEL_CLUSTER)
     }
 }
 
@@ -39,16 +40,24 @@ impl Indexed for ObservedEvent {
     }
 }
 
-/// One kind of object: namespace → bucket → name → object.
+/// A quick hasher for the index: its keys are namespace and cluster
+/// names, and every list looks them up once per cluster.
+type Quick = foldhash::fast::RandomState;
+
+/// One namespace's objects: bucket → name → object.
+type Buckets<T> = HashMap<Atom, BTreeMap<Atom, Arc<T>>, Quick>;
+
+/// One kind of object: namespace → bucket → name → object. The keys are
+/// the objects' own atoms, so indexing copies no text.
 pub(crate) struct Collection<T> {
-    by_namespace: HashMap<String, HashMap<String, BTreeMap<String, Arc<T>>>>,
+    by_namespace: HashMap<Atom, Buckets<T>, Quick>,
     len: usize,
 }
 
 impl<T> Default for Collection<T> {
     fn default() -> Self {
         Self {
-            by_namespace: HashMap::new(),
+            by_namespace: HashMap::default(),
             len: 0,
         }
     }
@@ -58,7 +67,8 @@ impl<T: Indexed> Collection<T> {
     /// Adds or replaces `object`.
     pub(crate) fn apply(&mut self, object: Arc<T>) {
         let meta = object.meta();
-        let (namespace, bucket, name) = (meta.namespace.clone(), object.bucket().to_owned(), meta.name.clone());
+        let bucket = object.bucket().cloned().unwrap_or_default();
+        let (namespace, name) = (meta.namespace.clone(), meta.name.clone());
         let slot = self
             .by_namespace
             .entry(namespace)
@@ -73,19 +83,20 @@ impl<T: Indexed> Collection<T> {
     /// Removes `object` (by namespace, bucket and name).
     pub(crate) fn delete(&mut self, object: &T) {
         let meta = object.meta();
-        let Some(buckets) = self.by_namespace.get_mut(&meta.namespace) else {
+        let Some(buckets) = self.by_namespace.get_mut(meta.namespace.as_str()) else {
             return;
         };
-        if let Some(names) = buckets.get_mut(object.bucket()) {
-            if names.remove(&meta.name).is_some() {
+        let bucket = object.bucket().map_or("", Atom::as_str);
+        if let Some(names) = buckets.get_mut(bucket) {
+            if names.remove(meta.name.as_str()).is_some() {
                 self.len -= 1;
             }
             if names.is_empty() {
-                buckets.remove(object.bucket());
+                buckets.remove(bucket);
             }
         }
         if buckets.is_empty() {
-            self.by_namespace.remove(&meta.namespace);
+            self.by_namespace.remove(meta.namespace.as_str());
         }
     }
 
@@ -115,11 +126,16 @@ impl<T: Indexed> Collection<T> {
 
     /// The objects of one bucket, by name.
     pub(crate) fn bucket(&self, namespace: &str, bucket: &str) -> Vec<Arc<T>> {
+        self.in_bucket(namespace, bucket).cloned().collect()
+    }
+
+    /// The objects of one bucket, by name, borrowed.
+    pub(crate) fn in_bucket(&self, namespace: &str, bucket: &str) -> impl Iterator<Item = &Arc<T>> {
         self.by_namespace
             .get(namespace)
             .and_then(|b| b.get(bucket))
-            .map(|names| names.values().cloned().collect())
-            .unwrap_or_default()
+            .into_iter()
+            .flat_map(BTreeMap::values)
     }
 
     /// Up to `limit` objects of one bucket whose names come after
@@ -178,9 +194,7 @@ mod tests {
         let mut p = ObservedPod::default();
         p.metadata.namespace = ns.into();
         p.metadata.name = name.into();
-        p.metadata
-            .labels
-            .insert(crate::manifest::LABEL_CLUSTER.into(), cluster.into());
+        p.metadata.labels.insert(crate::manifest::LABEL_CLUSTER, cluster.into());
         Arc::new(p)
     }
 

@@ -12,7 +12,7 @@ use crate::{
     KubeClusterStore,
     domain::{
         ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-        RenderedCluster, ResourceKind,
+        PodsOf, RenderedCluster, ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -102,7 +102,7 @@ impl CachedClusterStore {
     async fn written(&self, cluster: &ObservedCluster) {
         if let Some(version) = &cluster.metadata.resource_version {
             let m = &cluster.metadata;
-            let expect = Expect::Version(version.clone());
+            let expect = Expect::Version(version.to_string());
             self.cache
                 .await_write(&m.namespace, &m.name, expect, self.write_wait)
                 .await;
@@ -134,7 +134,7 @@ impl ClusterStore for CachedClusterStore {
         Ok(read(&self.cache.namespaces)
             .all()
             .iter()
-            .map(|n| n.metadata.name.clone())
+            .map(|n| n.metadata.name.to_string())
             .collect())
     }
 
@@ -211,19 +211,18 @@ impl ClusterStore for CachedClusterStore {
         Ok(page)
     }
 
-    async fn pods_of(
-        &self,
-        namespace: &str,
-        clusters: &[&str],
-        request_id: &str,
-    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
+    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &str) -> Result<PodsOf, Error> {
         let cached = self.cache.serving(Kind::Pods, Some(namespace));
         source(Kind::Pods, cached);
         if !cached {
             return self.api.pods_of(namespace, clusters, request_id).await;
         }
         let pods = read(&self.cache.pods);
-        Ok(clusters.iter().flat_map(|c| pods.bucket(namespace, c)).collect())
+        let mut of = PodsOf::with_capacity(clusters.len());
+        for cluster in clusters {
+            of.push_cluster(pods.in_bucket(namespace, cluster).cloned());
+        }
+        Ok(of)
     }
 
     fn feed(&self) -> Option<Arc<dyn ClusterFeed>> {

@@ -83,9 +83,9 @@ impl<'de, T: View> Deserialize<'de> for Watched<T> {
         let view = T::deserialize(d)?;
         let m = view.meta();
         let meta = ObjectMeta {
-            name: Some(m.name.clone()),
-            namespace: (!m.namespace.is_empty()).then(|| m.namespace.clone()),
-            resource_version: m.resource_version.clone(),
+            name: Some(m.name.to_string()),
+            namespace: (!m.namespace.is_empty()).then(|| m.namespace.to_string()),
+            resource_version: m.resource_version.as_ref().map(ToString::to_string),
             ..ObjectMeta::default()
         };
         Ok(Self {

@@ -12,14 +12,17 @@ use tokio::sync::broadcast;
 
 use crate::{
     domain::{
-        ClusterFeed, Error, FeedChange, ObservedCluster, ObservedPod, Summary, WatchEvent, WatchEventType, WatchFrom,
-        WatchVersion,
+        Atom, BuiltFrom, ClusterFeed, Error, FeedChange, ObservedCluster, ObservedPod, Summary, WatchEvent,
+        WatchEventType, WatchFrom, WatchVersion,
     },
     manifest,
 };
 
 /// A cluster's place: namespace, name.
-pub(super) type Key = (String, String);
+pub(super) type Key = (Atom, Atom);
+
+/// A cluster of a list's page with its pods.
+pub(in crate::service) type PageItem<'a> = (&'a ObservedCluster, &'a [Arc<ObservedPod>]);
 
 /// What the hub holds, under one lock so a watcher's start (backlog or
 /// snapshot, then the live channel) has no gap.
@@ -141,17 +144,49 @@ impl Hub {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The summary of `cluster` with `pods`: the hub's own when it was
-    /// built from the same versions (a list then builds and encodes
-    /// nothing), else a new one. The hub's entries change only with its
-    /// events, so a list never makes one.
-    pub(in crate::service) fn summary_of(&self, cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Arc<Summary> {
-        let signature = signature(cluster, pods);
-        let key = (cluster.metadata.namespace.clone(), cluster.metadata.name.clone());
-        if let Some(held) = self.held().current.get(&key).filter(|s| s.signature == signature) {
-            return held.clone();
+    /// The summaries of one page of clusters (each with its pods), the
+    /// page in (namespace, name) order: the hub's own where built from the
+    /// same versions (a list then builds and encodes nothing), else new
+    /// ones. The hub's entries change only with its events, so a list never
+    /// makes one. One lock per page: the hub's entries are walked alongside
+    /// the page from the page's first key, not looked up one by one.
+    pub(in crate::service) fn summaries_of(&self, page: &[PageItem<'_>]) -> Vec<Arc<Summary>> {
+        let Some((first, _)) = page.first() else {
+            return Vec::new();
+        };
+        let mut held_ones = Vec::with_capacity(page.len());
+        {
+            let held = self.held();
+            let from = (first.metadata.namespace.clone(), first.metadata.name.clone());
+            let mut current = held.current.range(from..).peekable();
+            for (cluster, pods) in page {
+                let m = &cluster.metadata;
+                let mut found = None;
+                // Atoms compare equal by pointer: the usual step is one
+                // pointer comparison; text is compared only to skip.
+                while let Some(((ns, name), summary)) = current.peek() {
+                    if *ns == m.namespace && *name == m.name {
+                        found = Some(*summary).filter(|s| s.built_from.matches(cluster, pods)).cloned();
+                        current.next();
+                        break;
+                    }
+                    if (ns.as_str(), name.as_str()) > (m.namespace.as_str(), m.name.as_str()) {
+                        break;
+                    }
+                    current.next();
+                }
+                held_ones.push(found);
+            }
         }
-        Arc::new(summarize(cluster, pods))
+        page.iter()
+            .zip(held_ones)
+            .map(|((cluster, pods), held)| {
+                held.unwrap_or_else(|| {
+                    let pods: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
+                    Arc::new(summarize(cluster, &pods))
+                })
+            })
+            .collect()
     }
 
     /// The live changes from now on (subscribe while holding [`Self::held`]).
@@ -177,7 +212,7 @@ impl Hub {
                         Some(held.record(WatchEventType::Added, new))
                     }
                     // The same summary from newer versions: kept (lists
-                    // reuse it by its signature), but nothing happened.
+                    // reuse it by its versions), but nothing happened.
                     (Some(old), Some(new)) if old == new => {
                         held.current.insert(key, new);
                         None
@@ -226,20 +261,12 @@ impl Hub {
     }
 }
 
-/// Which versions of a cluster and its pods a summary is built from.
-fn signature(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> u64 {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut h = std::hash::DefaultHasher::new();
-    cluster.metadata.resource_version.hash(&mut h);
-    for pod in pods {
-        (&pod.metadata.name, &pod.metadata.resource_version).hash(&mut h);
-    }
-    h.finish()
-}
-
 /// A cluster's summary, as list and watch send it.
 pub(in crate::service) fn summarize(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Summary {
-    Summary::new(manifest::cluster_info(cluster, Some(pods)), signature(cluster, pods))
+    Summary::new(
+        manifest::cluster_info(cluster, Some(pods)),
+        BuiltFrom::of(cluster, pods),
+    )
 }
 
 /// One cluster's summary from the feed.
@@ -286,7 +313,7 @@ mod tests {
                 created_by: None,
                 resource_version: None,
             },
-            0,
+            BuiltFrom::default(),
         ))
     }
 
@@ -343,6 +370,85 @@ mod tests {
         let fresh = held(4, 0);
         assert!(fresh.backlog(at(0)).unwrap().is_empty());
         assert_eq!(fresh.backlog(at(1)).unwrap_err().code(), "gone");
+    }
+
+    /// A feed that holds what it is given and never changes.
+    struct Fixed(Vec<Arc<ObservedCluster>>, Vec<Arc<ObservedPod>>);
+
+    impl ClusterFeed for Fixed {
+        fn changes(&self) -> futures::stream::BoxStream<'static, FeedChange> {
+            futures::stream::pending().boxed()
+        }
+        fn ready(&self) -> bool {
+            true
+        }
+        fn clusters(&self, namespace: Option<&str>) -> Vec<Arc<ObservedCluster>> {
+            let wanted = |c: &&Arc<ObservedCluster>| namespace.is_none_or(|ns| c.metadata.namespace == ns);
+            self.0.iter().filter(wanted).cloned().collect()
+        }
+        fn cluster(&self, namespace: &str, name: &str) -> Option<Arc<ObservedCluster>> {
+            let m = |c: &&Arc<ObservedCluster>| c.metadata.namespace == namespace && c.metadata.name == name;
+            self.0.iter().find(m).cloned()
+        }
+        fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>> {
+            let m = |p: &&Arc<ObservedPod>| p.metadata.namespace == namespace && p.cluster_name() == Some(cluster);
+            self.1.iter().filter(m).cloned().collect()
+        }
+    }
+
+    fn cluster(ns: &str, name: &str, version: &str) -> Arc<ObservedCluster> {
+        let mut c = ObservedCluster::default();
+        c.metadata.namespace = ns.into();
+        c.metadata.name = name.into();
+        c.metadata.resource_version = Some(version.into());
+        Arc::new(c)
+    }
+
+    fn pod(ns: &str, cluster: &str, version: &str) -> Arc<ObservedPod> {
+        let mut p = ObservedPod::default();
+        p.metadata.namespace = ns.into();
+        p.metadata.name = format!("{cluster}-head").into();
+        p.metadata.resource_version = Some(version.into());
+        p.metadata.labels.insert(manifest::LABEL_CLUSTER, cluster.into());
+        Arc::new(p)
+    }
+
+    #[tokio::test]
+    async fn a_page_reuses_the_hubs_summaries_only_where_nothing_changed() {
+        let clusters = ["ml/a", "ml/b", "ml/d", "xy/c"].map(|k| {
+            let (ns, name) = k.split_once('/').unwrap();
+            cluster(ns, name, "1")
+        });
+        let hub = Hub::start(Arc::new(Fixed(clusters.to_vec(), vec![pod("ml", "a", "5")])), 8);
+        let held = |ns: &str, name: &str| hub.held().current[&(Atom::new(ns), Atom::new(name))].clone();
+        let (a, d, c) = (&clusters[0], &clusters[2], &clusters[3]);
+        let (pods_a, none) = (vec![pod("ml", "a", "5")], Vec::new());
+        let (b2, new_c) = (cluster("ml", "b", "2"), cluster("ml", "c", "1"));
+        let page: Vec<PageItem<'_>> = vec![
+            (a, &pods_a[..]),
+            (&b2, &none[..]),
+            (&new_c, &none[..]),
+            (d, &none[..]),
+            (c, &none[..]),
+        ];
+        let got = hub.summaries_of(&page);
+        let names: Vec<_> = got.iter().map(|s| s.info.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "c"]);
+        assert!(Arc::ptr_eq(&got[0], &held("ml", "a")), "same versions: the hub's own");
+        assert!(!Arc::ptr_eq(&got[1], &held("ml", "b")), "a newer cluster: built anew");
+        assert_eq!(got[1].info.resource_version.as_deref(), Some("2"));
+        assert!(
+            Arc::ptr_eq(&got[3], &held("ml", "d")),
+            "found after a key the hub lacks"
+        );
+        assert!(Arc::ptr_eq(&got[4], &held("xy", "c")), "and across namespaces");
+        let pod_moved = [pod("ml", "a", "6")];
+        let again = hub.summaries_of(&[(a, &pod_moved[..])]);
+        assert!(
+            !Arc::ptr_eq(&again[0], &held("ml", "a")),
+            "a pod's newer version: built anew"
+        );
+        assert!(hub.summaries_of(&[]).is_empty());
     }
 
     #[test]

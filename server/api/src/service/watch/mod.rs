@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use self::hub::Hub;
 use super::{ClusterService, Context, tunnels::OpenStreams, tunnels::Permit};
 use crate::domain::{
-    Action, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion, audit::AuditAction,
+    Action, Atom, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion,
+    audit::AuditAction,
 };
 
 /// Limits of live watches.
@@ -100,16 +101,19 @@ impl Stream for ClusterWatch {
 pub(super) struct Summaries(Option<Arc<Hub>>);
 
 impl Summaries {
-    /// The summary of `cluster` with `pods`: the hub's when it was built
-    /// from the same versions, else a new one.
-    pub(super) fn of(
-        &self,
-        cluster: &crate::domain::ObservedCluster,
-        pods: &[&crate::domain::ObservedPod],
-    ) -> Arc<crate::domain::Summary> {
+    /// The summaries of a page of clusters with their pods, in
+    /// (namespace, name) order: the hub's where built from the same
+    /// versions, else new ones.
+    pub(super) fn page(&self, page: &[hub::PageItem<'_>]) -> Vec<Arc<crate::domain::Summary>> {
         match &self.0 {
-            Some(hub) => hub.summary_of(cluster, pods),
-            None => Arc::new(hub::summarize(cluster, pods)),
+            Some(hub) => hub.summaries_of(page),
+            None => page
+                .iter()
+                .map(|(cluster, pods)| {
+                    let pods: Vec<_> = pods.iter().map(|p| &**p).collect();
+                    Arc::new(hub::summarize(cluster, &pods))
+                })
+                .collect(),
         }
     }
 }
@@ -378,7 +382,7 @@ impl Watcher {
                         self.granted.insert(ns.to_owned(), held.version().seq);
                         added.extend(
                             held.current
-                                .range((ns.to_owned(), String::new())..)
+                                .range((Atom::new(ns), Atom::default())..)
                                 .take_while(|((n, _), _)| n == ns)
                                 .map(|(_, c)| {
                                     Arc::new(WatchEvent {
