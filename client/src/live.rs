@@ -72,6 +72,8 @@ impl Client {
             namespace: namespace.to_owned(),
             resource_version: from.resource_version.clone().unwrap_or_default(),
             send_initial_events: from.send_initial_events,
+            // The caller ends the stream by dropping it.
+            timeout_seconds: 0,
         };
         let stream = self
             .idempotent(|| {

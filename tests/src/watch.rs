@@ -98,6 +98,23 @@ impl Watch {
         }
     }
 
+    /// Every event until the server ends the stream, which must happen
+    /// within `within`; `None` when it did not.
+    pub async fn to_end(&mut self, within: Duration) -> Option<Vec<Frame>> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut frames = Vec::new();
+        loop {
+            while let Some(frame) = self.take() {
+                frames.push(frame);
+            }
+            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buffer.extend_from_slice(&bytes),
+                Ok(Ok(None)) => return Some(frames),
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+
     /// Events until one satisfies `done` (included), each within `within`.
     pub async fn until(&mut self, within: Duration, done: impl Fn(&Frame) -> bool) -> Vec<Frame> {
         let mut frames = Vec::new();

@@ -178,6 +178,7 @@ async fn a_resumed_watch_has_no_gap_nor_duplicate_and_a_version_too_old_is_gone(
             namespace: "ml-team".into(),
             resource_version: start.clone(),
             send_initial_events: false,
+            timeout_seconds: 0,
         })
         .await
         .unwrap_err();
@@ -194,6 +195,7 @@ async fn a_resumed_watch_has_no_gap_nor_duplicate_and_a_version_too_old_is_gone(
             namespace: "ml-team".into(),
             resource_version: String::new(),
             send_initial_events: true,
+            timeout_seconds: 0,
         })
         .await
         .unwrap()
@@ -423,6 +425,62 @@ async fn a_stalled_consumer_is_cut_while_others_keep_flowing_and_watches_are_lim
 }
 
 #[tokio::test]
+async fn a_watch_asked_to_last_a_while_ends_cleanly_on_a_bookmark_to_resume_from() {
+    let env = krayne_tests::Env::start().await;
+    let alice = env.rest(&env.alice());
+    let mut last = String::new();
+    for framing in [Framing::Ndjson, Framing::Sse] {
+        let mut watch = open(
+            &env,
+            &format!("{NS}?watch=true&timeout_seconds=1"),
+            &env.alice(),
+            framing,
+        )
+        .await;
+        let frames = watch.to_end(SOON).await.expect("the watch ends by itself");
+        assert!(
+            frames.len() >= 2 && frames.iter().all(|f| f.kind() == "BOOKMARK"),
+            "{frames:#?}"
+        );
+        last = frames.last().unwrap().version().to_owned();
+    }
+    alice.post(NS, &cluster("after")).await.expect(201);
+    let mut resumed = open(
+        &env,
+        &format!("{NS}?watch=true&resource_version={last}"),
+        &env.alice(),
+        Framing::Ndjson,
+    )
+    .await;
+    let seen = resumed.until(SOON, |f| f.kind() == "ADDED").await;
+    assert_eq!(seen.last().unwrap().cluster(), Some("after"), "{seen:#?}");
+
+    let mut grpc = env.grpc(&env.alice()).await;
+    let ask = |timeout_seconds| pb::WatchClustersRequest {
+        namespace: "ml-team".into(),
+        resource_version: String::new(),
+        send_initial_events: true,
+        timeout_seconds,
+    };
+    let stream = grpc.clusters.watch_clusters(ask(1)).await.unwrap().into_inner();
+    let events: Vec<_> = tokio::time::timeout(SOON, stream.collect::<Vec<_>>())
+        .await
+        .expect("the gRPC watch ends by itself")
+        .into_iter()
+        .map(|e| e.expect("no error at the end"))
+        .collect();
+    assert_eq!(events.first().map(|e| e.r#type), Some(pb::WatchEventType::Added as i32));
+    assert_eq!(
+        events.last().map(|e| e.r#type),
+        Some(pb::WatchEventType::Bookmark as i32)
+    );
+    let status = grpc.clusters.watch_clusters(ask(86_401)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("timeout_seconds"), "{status:?}");
+    assert!(env.metric("krayne_watches_ended_total", "reason=\"timeout\"").await >= 3.0);
+}
+
+#[tokio::test]
 async fn bad_watch_requests_are_refused_with_the_field_and_watches_are_audited() {
     let env = krayne_tests::Env::start_with(EnvOptions::with_args(&["--audit-reads"])).await;
     let alice = env.rest(&env.alice());
@@ -440,6 +498,15 @@ async fn bad_watch_requests_are_refused_with_the_field_and_watches_are_audited()
         field(alice.get(&format!("{NS}?send_initial_events=true")).await),
         "watch"
     );
+    assert_eq!(field(alice.get(&format!("{NS}?timeout_seconds=5")).await), "watch");
+    assert_eq!(
+        field(alice.get(&format!("{NS}?watch=true&timeout_seconds=86401")).await),
+        "timeout_seconds"
+    );
+    alice
+        .get(&format!("{NS}?watch=true&timeout_seconds=-1"))
+        .await
+        .problem(400, "invalid_argument");
     let both = format!("{NS}?watch=true&resource_version=00000000.0&send_initial_events=true");
     assert_eq!(field(alice.get(&both).await), "send_initial_events");
     assert_eq!(

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{convert, gate::ClientDeadline, status::to_status};
 use crate::{
-    domain::{Error, PageRequest, WatchFrom, parse_yaml},
+    domain::{Error, PageRequest, WatchFrom, parse_yaml, watch_timeout},
     service::{ClusterService, Context, CreateInput, ScaleInput},
 };
 
@@ -196,9 +196,10 @@ impl cluster_service_server::ClusterService for Grpc {
         let r = req.into_inner();
         let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
         let from = WatchFrom::read(Some(r.resource_version.as_str()), r.send_initial_events).map_err(to_status)?;
+        let timeout = watch_timeout(r.timeout_seconds.into()).map_err(to_status)?;
         let watch = self
             .service
-            .watch_clusters(&cx, namespace, from)
+            .watch_clusters(&cx, namespace, from, timeout)
             .await
             .map_err(to_status)?;
         let stream = watch.map(|e| e.map(|e| convert::watch_event(&e)).map_err(to_status));

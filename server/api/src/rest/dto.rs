@@ -103,6 +103,11 @@ pub(super) struct ListQuery {
     /// With `watch`: begin with an `ADDED` event for every cluster there is
     /// now, then a `BOOKMARK`; not together with `resource_version`.
     pub send_initial_events: Option<bool>,
+    /// With `watch`: end the stream after this many seconds (1–86400, as
+    /// Kubernetes' `timeoutSeconds`), after a last `BOOKMARK` to resume
+    /// from; `0` or absent: no limit.
+    #[param(maximum = 86_400)]
+    pub timeout_seconds: Option<u64>,
     /// With `watch` and `Accept: text/event-stream` only, for a browser's
     /// `EventSource`, which cannot send headers: the bearer token. Proxies
     /// may log URLs; use the `Authorization` header wherever you can.

@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 
 use super::{dto::ListQuery, problem::Problem};
 use crate::{
-    domain::{ClusterInfo, Error, WatchEvent, WatchFrom},
+    domain::{ClusterInfo, Error, WatchEvent, WatchFrom, watch_timeout},
     service::{ClusterService, ClusterWatch, Context},
 };
 
@@ -106,10 +106,10 @@ fn start(query: &ListQuery, headers: &HeaderMap) -> Result<WatchFrom, Error> {
 
 /// Checks a list query's watch parameters without `watch=true`.
 pub(super) fn not_watching(query: &ListQuery) -> Result<(), Error> {
-    if query.resource_version.is_some() || query.send_initial_events.is_some() {
+    if query.resource_version.is_some() || query.send_initial_events.is_some() || query.timeout_seconds.is_some() {
         return Err(Error::invalid(
             "watch",
-            "resource_version and send_initial_events need watch=true",
+            "resource_version, send_initial_events and timeout_seconds need watch=true",
         ));
     }
     Ok(())
@@ -124,7 +124,8 @@ pub(super) async fn respond(
     headers: &HeaderMap,
 ) -> Result<Response, Error> {
     let from = start(query, headers)?;
-    let watch = service.watch_clusters(cx, namespace, from).await?;
+    let timeout = watch_timeout(query.timeout_seconds.unwrap_or(0))?;
+    let watch = service.watch_clusters(cx, namespace, from, timeout).await?;
     let request_id = cx.meta.request_id.clone();
     let mut response = if wants_events(headers) {
         as_events(watch, request_id).into_response()

@@ -2,7 +2,7 @@
 //! (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`), each with a version a
 //! client resumes from after a disconnect.
 
-use std::{fmt, str::FromStr, sync::Arc};
+use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use serde::Serialize;
 
@@ -108,6 +108,22 @@ impl WatchFrom {
     }
 }
 
+/// The longest a caller may ask one watch to last: a day.
+pub const MAX_WATCH_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// How long a watch lasts at most, as a request asks (`timeout_seconds`,
+/// as Kubernetes' `timeoutSeconds`): it then ends cleanly after a
+/// bookmark, and the client resumes from that. `0` asks for no limit.
+pub fn watch_timeout(seconds: u64) -> Result<Option<Duration>, Error> {
+    if seconds > MAX_WATCH_TIMEOUT_SECONDS {
+        return Err(Error::invalid(
+            "timeout_seconds",
+            format!("at most {MAX_WATCH_TIMEOUT_SECONDS} (a day); resume from the last bookmark for longer"),
+        ));
+    }
+    Ok((seconds > 0).then(|| Duration::from_secs(seconds)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +149,18 @@ mod tests {
             let e = bad.parse::<WatchVersion>().unwrap_err();
             assert_eq!(e.code(), "invalid_argument", "{bad}");
         }
+    }
+
+    #[test]
+    fn a_watch_timeout_is_up_to_a_day_and_zero_means_none() {
+        assert_eq!(watch_timeout(0).unwrap(), None);
+        assert_eq!(watch_timeout(1).unwrap(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            watch_timeout(MAX_WATCH_TIMEOUT_SECONDS).unwrap(),
+            Some(Duration::from_secs(86_400))
+        );
+        let e = watch_timeout(MAX_WATCH_TIMEOUT_SECONDS + 1).unwrap_err();
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(e.to_string().contains("timeout_seconds"), "{e}");
     }
 }

@@ -141,25 +141,30 @@ struct Watcher {
     settings: WatchSettings,
     stopping: CancellationToken,
     auth: Option<crate::auth::Authenticator>,
+    /// When the watch ends as the caller asked (`timeout_seconds`).
+    deadline: Option<tokio::time::Instant>,
     _permit: Permit,
 }
 
 impl ClusterService {
     /// Every change to the clusters of `namespace` (of every namespace the
-    /// caller may view when `None`) from `from` on, live (viewer). Refused
-    /// before it starts: no viewer role, a version no longer held (`Gone`),
-    /// too many watches open, no watch cache.
+    /// caller may view when `None`) from `from` on, live (viewer), for at
+    /// most `timeout` when one is given: then a bookmark, and the stream
+    /// ends without an error. Refused before it starts: no viewer role, a
+    /// version no longer held (`Gone`), too many watches open, no watch
+    /// cache.
     pub async fn watch_clusters(
         &self,
         cx: &Context,
         namespace: Option<&str>,
         from: WatchFrom,
+        timeout: Option<Duration>,
     ) -> Result<ClusterWatch, Error> {
         if let Some(ns) = namespace {
             self.authorize(cx, Action::Read, AuditAction::ClusterWatch, ns, None)
                 .await?;
         }
-        let started = self.start_watch(cx, namespace, from);
+        let started = self.start_watch(cx, namespace, from, timeout);
         if let Err(e) = &started {
             self.record_refusal(cx, AuditAction::ClusterWatch, namespace, None, e)
                 .await;
@@ -175,6 +180,7 @@ impl ClusterService {
         cx: &Context,
         namespace: Option<&str>,
         from: WatchFrom,
+        timeout: Option<Duration>,
     ) -> Result<(Watcher, Vec<Arc<WatchEvent>>, ClusterWatch), Error> {
         let feed = self.store.feed().ok_or_else(|| {
             Error::Unavailable("live watches are served from the watch cache, which this server runs without".into())
@@ -212,6 +218,7 @@ impl ClusterService {
             settings,
             stopping: self.stopping.clone(),
             auth: self.authenticator.clone(),
+            deadline: timeout.map(|t| tokio::time::Instant::now() + t),
             _permit: permit,
         };
         let watch = ClusterWatch {
@@ -246,6 +253,8 @@ impl ClusterService {
 enum Stop {
     /// The client went away.
     Gone,
+    /// The time the caller asked for is up (after a last bookmark).
+    Expired,
     /// The server ends the watch, saying why.
     End(Error, &'static str),
 }
@@ -259,10 +268,16 @@ impl Watcher {
             Ok(()) => self.follow().await,
             Err(stop) => stop,
         };
-        if let Stop::End(why, reason) = stop {
-            metrics::counter!("krayne_watches_ended_total", "reason" => reason).increment(1);
-            tracing::info!(subject = %self.principal.subject, reason, %why, "watch ended by the server");
-            let _ = self.ended.send(why);
+        match stop {
+            Stop::End(why, reason) => {
+                metrics::counter!("krayne_watches_ended_total", "reason" => reason).increment(1);
+                tracing::info!(subject = %self.principal.subject, reason, %why, "watch ended by the server");
+                let _ = self.ended.send(why);
+            }
+            Stop::Expired => {
+                metrics::counter!("krayne_watches_ended_total", "reason" => "timeout").increment(1);
+            }
+            Stop::Gone => {}
         }
     }
 
@@ -279,6 +294,14 @@ impl Watcher {
         let mut reloads = self.auth.as_ref().map(crate::auth::Authenticator::reloads);
         let mut bookmarks = tokio::time::interval(self.settings.bookmark_every);
         bookmarks.reset();
+        let deadline = self.deadline;
+        let expired = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut expired = std::pin::pin!(expired);
         loop {
             let reload = async {
                 match reloads.as_mut() {
@@ -293,6 +316,7 @@ impl Watcher {
                     "shutdown",
                 )),
                 () = self.tx.closed() => Err(Stop::Gone),
+                () = &mut expired => self.bookmark().await.and(Err(Stop::Expired)),
                 true = reload => self.remap().await,
                 received = self.live.recv() => match received {
                     Ok(event) => self.take(event).await,
