@@ -428,32 +428,57 @@ async fn a_stalled_consumer_is_cut_while_others_keep_flowing_and_watches_are_lim
 async fn a_watch_asked_to_last_a_while_ends_cleanly_on_a_bookmark_to_resume_from() {
     let env = krayne_tests::Env::start().await;
     let alice = env.rest(&env.alice());
+    let mut probe = open(&env, &format!("{NS}?watch=true"), &env.alice(), Framing::Ndjson).await;
+    let start = probe.next(SOON).await.unwrap().version().to_owned();
+    drop(probe);
+    alice.post(NS, &cluster("before")).await.expect(201);
     let mut last = String::new();
     for framing in [Framing::Ndjson, Framing::Sse] {
-        let mut watch = open(
-            &env,
-            &format!("{NS}?watch=true&timeout_seconds=1"),
-            &env.alice(),
-            framing,
-        )
-        .await;
+        let url = format!("{NS}?watch=true&timeout_seconds=1&resource_version={start}");
+        let began = std::time::Instant::now();
+        let mut watch = open(&env, &url, &env.alice(), framing).await;
         let frames = watch.to_end(SOON).await.expect("the watch ends by itself");
+        assert!(began.elapsed() >= Duration::from_secs(1), "ended early: {frames:#?}");
+        assert!(frames.iter().all(|f| f.kind() != "ERROR"), "{frames:#?}");
         assert!(
-            frames.len() >= 2 && frames.iter().all(|f| f.kind() == "BOOKMARK"),
+            frames
+                .iter()
+                .any(|f| f.kind() == "ADDED" && f.cluster() == Some("before")),
             "{frames:#?}"
         );
-        last = frames.last().unwrap().version().to_owned();
+        let end = frames.last().unwrap();
+        assert_eq!(end.kind(), "BOOKMARK", "{frames:#?}");
+        assert!(frames.iter().all(|f| seq(f.version()) <= seq(end.version())));
+        if framing == Framing::Sse {
+            assert_eq!(end.id.as_deref(), Some(end.version()));
+        }
+        last = end.version().to_owned();
     }
-    alice.post(NS, &cluster("after")).await.expect(201);
-    let mut resumed = open(
-        &env,
-        &format!("{NS}?watch=true&resource_version={last}"),
-        &env.alice(),
-        Framing::Ndjson,
+    // An EventSource reconnecting sends the last id: nothing again from
+    // before it, and what follows it.
+    let bearer = format!("Bearer {}", env.alice());
+    let mut resumed = Watch::open(
+        &format!("{}{NS}?watch=true", env.url()),
+        &[("authorization", &bearer), ("last-event-id", &last)],
+        Framing::Sse,
     )
-    .await;
-    let seen = resumed.until(SOON, |f| f.kind() == "ADDED").await;
-    assert_eq!(seen.last().unwrap().cluster(), Some("after"), "{seen:#?}");
+    .await
+    .unwrap();
+    alice.post(NS, &cluster("after")).await.expect(201);
+    let seen = resumed
+        .until(SOON, |f| f.kind() == "ADDED" && f.cluster() == Some("after"))
+        .await;
+    assert!(
+        seen.iter()
+            .all(|f| seq(f.version()) > seq(&last) || f.kind() == "BOOKMARK"),
+        "{seen:#?}"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|f| f.kind() == "ADDED" && f.cluster() == Some("before")),
+        "{seen:#?}"
+    );
 
     let mut grpc = env.grpc(&env.alice()).await;
     let ask = |timeout_seconds| pb::WatchClustersRequest {

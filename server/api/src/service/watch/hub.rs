@@ -194,8 +194,12 @@ impl Hub {
         self.events.subscribe()
     }
 
+    /// Records the change and broadcasts its events before letting go of
+    /// [`Self::held`]: a watcher starting meanwhile (backlog, position and
+    /// subscription under that lock) then gets each event exactly once,
+    /// from its backlog or from the channel.
     fn apply(&self, change: &FeedChange) {
-        let now = match change {
+        let (held, now) = match change {
             FeedChange::Cluster { namespace, name } => {
                 let key = (namespace.clone(), name.clone());
                 let summary = summary(self.feed.as_ref(), namespace, name);
@@ -222,7 +226,7 @@ impl Hub {
                         Some(held.record(WatchEventType::Modified, new))
                     }
                 };
-                event.into_iter().collect::<Vec<_>>()
+                (held, event.into_iter().collect::<Vec<_>>())
             }
             FeedChange::All => {
                 let fresh = summaries(self.feed.as_ref(), None);
@@ -251,13 +255,14 @@ impl Hub {
                     held.current.insert(key, new.clone());
                     events.push(held.record(kind, new));
                 }
-                events
+                (held, events)
             }
         };
         for event in now {
             metrics::counter!("krayne_watch_changes_total", "type" => event.kind.as_str()).increment(1);
             let _ = self.events.send(event);
         }
+        drop(held);
     }
 }
 
@@ -449,6 +454,73 @@ mod tests {
             "a pod's newer version: built anew"
         );
         assert!(hub.summaries_of(&[]).is_empty());
+    }
+
+    /// A feed of one cluster whose version moves on each time it is read.
+    struct Moving(std::sync::atomic::AtomicU64);
+
+    impl ClusterFeed for Moving {
+        fn changes(&self) -> futures::stream::BoxStream<'static, FeedChange> {
+            futures::stream::pending().boxed()
+        }
+        fn ready(&self) -> bool {
+            true
+        }
+        fn clusters(&self, _: Option<&str>) -> Vec<Arc<ObservedCluster>> {
+            vec![cluster("ml", "a", "0")]
+        }
+        fn cluster(&self, _: &str, _: &str) -> Option<Arc<ObservedCluster>> {
+            let version = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            Some(cluster("ml", "a", &version.to_string()))
+        }
+        fn pods(&self, _: &str, _: &str) -> Vec<Arc<ObservedPod>> {
+            Vec::new()
+        }
+    }
+
+    /// A watcher starts (position and subscription under the lock) while
+    /// another thread applies changes: the first change it receives live
+    /// is always one after its position, never one it started from.
+    #[tokio::test]
+    async fn a_watcher_starting_while_changes_land_never_receives_one_it_started_from() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let hub = Hub::start(Arc::new(Moving(0.into())), 64);
+        let done = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (hub, done) = (hub.clone(), done.clone());
+            std::thread::spawn(move || {
+                let change = FeedChange::Cluster {
+                    namespace: "ml".into(),
+                    name: "a".into(),
+                };
+                for _ in 0..20_000 {
+                    hub.apply(&change);
+                }
+                done.store(true, Ordering::Release);
+            })
+        };
+        let mut starts = 0;
+        while !done.load(Ordering::Acquire) {
+            let (position, mut live) = {
+                let held = hub.held();
+                (held.version(), hub.subscribe())
+            };
+            loop {
+                match live.try_recv() {
+                    Ok(event) => {
+                        assert!(event.version > position, "{:?} again after {position:?}", event.version);
+                        starts += 1;
+                        break;
+                    }
+                    Err(broadcast::error::TryRecvError::Empty) if !done.load(Ordering::Acquire) => {
+                        std::thread::yield_now();
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        writer.join().unwrap();
+        assert!(starts > 100, "only {starts} watchers started while changes landed");
     }
 
     #[test]

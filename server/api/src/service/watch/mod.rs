@@ -70,7 +70,8 @@ impl Default for Watches {
 }
 
 /// A live watch: events, then (when the server ends it) one error saying
-/// why; it simply ends when the client goes.
+/// why; it simply ends when the client goes, or after a last bookmark
+/// when the time the caller asked for is up.
 pub struct ClusterWatch {
     events: mpsc::Receiver<Arc<WatchEvent>>,
     ended: Option<oneshot::Receiver<Error>>,
@@ -318,11 +319,7 @@ impl Watcher {
                 () = self.tx.closed() => Err(Stop::Gone),
                 () = &mut expired => self.bookmark().await.and(Err(Stop::Expired)),
                 true = reload => self.remap().await,
-                received = self.live.recv() => match received {
-                    Ok(event) => self.take(event).await,
-                    Err(RecvError::Lagged(_)) => Err(self.too_slow()),
-                    Err(RecvError::Closed) => Err(Stop::End(Error::Unavailable("the watch cache stopped".into()), "closed")),
-                },
+                received = self.live.recv() => self.received(received).await,
                 _ = bookmarks.tick() => self.bookmark().await,
             };
             if let Err(stop) = step {
@@ -331,7 +328,22 @@ impl Watcher {
         }
     }
 
+    async fn received(&mut self, received: Result<Arc<WatchEvent>, RecvError>) -> Result<(), Stop> {
+        match received {
+            Ok(event) => self.take(event).await,
+            Err(RecvError::Lagged(_)) => Err(self.too_slow()),
+            Err(RecvError::Closed) => Err(Stop::End(
+                Error::Unavailable("the watch cache stopped".into()),
+                "closed",
+            )),
+        }
+    }
+
     async fn take(&mut self, event: Arc<WatchEvent>) -> Result<(), Stop> {
+        // Already in what this watch started from: never twice.
+        if event.version <= self.position {
+            return Ok(());
+        }
         self.position = event.version;
         if self.visible(&event) {
             self.deliver(event).await?;
@@ -392,7 +404,7 @@ impl Watcher {
         };
         let now = auth.refresh(&self.principal);
         let revoked = |ns: &str| self.principal.may(Action::Read, ns) && !now.may(Action::Read, ns);
-        let (lost, added) = {
+        let (lost, added, since) = {
             let held = self.hub.held();
             let namespaces: BTreeSet<&str> = held.current.keys().map(|(ns, _)| ns.as_str()).collect();
             let lost = match &self.scope {
@@ -411,7 +423,7 @@ impl Watcher {
                                 .map(|(_, c)| {
                                     Arc::new(WatchEvent {
                                         kind: WatchEventType::Added,
-                                        version: self.position,
+                                        version: held.version(),
                                         cluster: Some(c.clone()),
                                     })
                                 }),
@@ -419,7 +431,7 @@ impl Watcher {
                     }
                 }
             }
-            (lost, added)
+            (lost, added, held.version())
         };
         if let Some(ns) = lost {
             return Err(Stop::End(
@@ -428,6 +440,14 @@ impl Watcher {
                 )),
                 "revoked",
             ));
+        }
+        // The ADDED events show the clusters as of `since`: first deliver
+        // the changes up to it (already in this watcher's channel: the hub
+        // broadcasts under its lock) under the old mapping, so a resume
+        // from any version delivered from here on has no gap.
+        while self.position < since {
+            let received = self.live.recv().await;
+            self.received(received).await?;
         }
         self.principal = now;
         for event in added {
