@@ -484,23 +484,26 @@ mod tests {
     #[tokio::test]
     async fn a_watcher_starting_while_changes_land_never_receives_one_it_started_from() {
         use std::sync::atomic::{AtomicBool, Ordering};
+        const STARTS: usize = 20_000;
         let hub = Hub::start(Arc::new(Moving(0.into())), 64);
-        let done = Arc::new(AtomicBool::new(false));
+        let enough = Arc::new(AtomicBool::new(false));
         let writer = {
-            let (hub, done) = (hub.clone(), done.clone());
+            let (hub, enough) = (hub.clone(), enough.clone());
             std::thread::spawn(move || {
                 let change = FeedChange::Cluster {
                     namespace: "ml".into(),
                     name: "a".into(),
                 };
-                for _ in 0..20_000 {
+                for _ in 0..5_000_000 {
+                    if enough.load(Ordering::Acquire) {
+                        return;
+                    }
                     hub.apply(&change);
                 }
-                done.store(true, Ordering::Release);
             })
         };
         let mut starts = 0;
-        while !done.load(Ordering::Acquire) {
+        while starts < STARTS && !writer.is_finished() {
             let (position, mut live) = {
                 let held = hub.held();
                 (held.version(), hub.subscribe())
@@ -512,15 +515,16 @@ mod tests {
                         starts += 1;
                         break;
                     }
-                    Err(broadcast::error::TryRecvError::Empty) if !done.load(Ordering::Acquire) => {
-                        std::thread::yield_now();
-                    }
+                    // What is left is still newer than the position.
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(broadcast::error::TryRecvError::Empty) if !writer.is_finished() => std::thread::yield_now(),
                     Err(_) => break,
                 }
             }
         }
+        enough.store(true, Ordering::Release);
         writer.join().unwrap();
-        assert!(starts > 100, "only {starts} watchers started while changes landed");
+        assert_eq!(starts, STARTS, "the writer stopped before enough watchers started");
     }
 
     #[test]

@@ -443,8 +443,9 @@ impl Watcher {
         }
         // The ADDED events show the clusters as of `since`: first deliver
         // the changes up to it (already in this watcher's channel: the hub
-        // broadcasts under its lock) under the old mapping, so a resume
-        // from any version delivered from here on has no gap.
+        // broadcasts under its lock) under the old mapping, so versions
+        // never go back and a resume from the ADDED events' on misses
+        // nothing.
         while self.position < since {
             let received = self.live.recv().await;
             self.received(received).await?;
