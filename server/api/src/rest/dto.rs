@@ -106,6 +106,7 @@ pub(super) struct ListQuery {
     /// With `watch`: end the stream after this many seconds (1–86400, as
     /// Kubernetes' `timeoutSeconds`), after a last `BOOKMARK` to resume
     /// from; `0` or absent: no limit.
+    // utoipa takes a literal: the domain's MAX_WATCH_TIMEOUT_SECONDS.
     #[param(maximum = 86_400)]
     pub timeout_seconds: Option<u64>,
     /// With `watch` and `Accept: text/event-stream` only, for a browser's

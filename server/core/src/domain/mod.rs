@@ -51,4 +51,4 @@ pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
-pub use watch::{MAX_WATCH_TIMEOUT_SECONDS, WatchEvent, WatchEventType, WatchFrom, WatchVersion, watch_timeout};
+pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion, watch_timeout};

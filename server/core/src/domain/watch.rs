@@ -109,7 +109,7 @@ impl WatchFrom {
 }
 
 /// The longest a caller may ask one watch to last: a day.
-pub const MAX_WATCH_TIMEOUT_SECONDS: u64 = 86_400;
+pub(crate) const MAX_WATCH_TIMEOUT_SECONDS: u64 = 86_400;
 
 /// How long a watch lasts at most, as a request asks (`timeout_seconds`,
 /// as Kubernetes' `timeoutSeconds`): it then ends cleanly after a
