@@ -190,7 +190,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         },
         sessions: SessionSettings {
             keys,
-            lifetime: Duration::from_secs(http.session_ttl_seconds.max(60)),
+            lifetime: Duration::from_secs(http.session_ttl_seconds.max(1)),
             ..SessionSettings::default()
         },
         public_url,

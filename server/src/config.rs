@@ -172,11 +172,13 @@ pub struct HttpArgs {
     /// Tunnels (to clusters' services) one caller may hold open at once.
     #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_CALLER", default_value_t = 32)]
     pub max_tunnels_per_caller: usize,
-    /// Close a tunnel after this many seconds with no byte either way.
+    /// Close a tunnel, a proxied WebSocket or a followed job log after this
+    /// many seconds with nothing flowing either way.
     #[arg(long, env = "KRAYNE_TUNNEL_IDLE_TIMEOUT_SECONDS", default_value_t = 3600)]
     pub tunnel_idle_timeout_seconds: u64,
-    /// How often an open tunnel's caller is checked against the current
-    /// team mapping, in seconds (a revoked grant closes the tunnel).
+    /// How often the caller of an open tunnel, proxied WebSocket or
+    /// followed job log is checked against the current team mapping, in
+    /// seconds (a revoked grant ends the stream).
     #[arg(long, env = "KRAYNE_TUNNEL_REAUTHORIZE_SECONDS", default_value_t = 30)]
     pub tunnel_reauthorize_seconds: u64,
     /// The URL users reach this server at, e.g.

@@ -378,11 +378,16 @@ impl Env {
 
     /// A valid token for `subject` in `groups`.
     pub fn token(&self, subject: &str, groups: &[&str]) -> String {
+        self.token_for(subject, groups, 3600)
+    }
+
+    /// A token for `subject` in `groups` that expires in `ttl_seconds`.
+    pub fn token_for(&self, subject: &str, groups: &[&str], ttl_seconds: i64) -> String {
         let request = MintRequest {
             subject: subject.to_owned(),
             email: None,
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-            ttl_seconds: 3600,
+            ttl_seconds,
             issuer: "krayne".into(),
             audience: "krayne".into(),
         };

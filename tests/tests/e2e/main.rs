@@ -5,6 +5,7 @@
 mod audit_log;
 mod audit_store;
 mod auth;
+mod browser_guard;
 mod cache;
 mod chart;
 mod chart_rbac;
@@ -29,6 +30,7 @@ mod secrets;
 mod sessions;
 mod shutdown;
 mod soak;
+mod stream_ends;
 mod tenancy;
 mod tunnels;
 mod watch;

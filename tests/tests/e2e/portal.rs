@@ -55,6 +55,21 @@ async fn generate_and_build(env: &Env) {
     run(&bin.join("tsc"), &["-p", "."], &[]).await;
 }
 
+/// Debian's Chromium; `None` (skipped, saying `what` was not done) where
+/// it is missing outside CI.
+#[expect(clippy::print_stderr, reason = "a skipped test says so")]
+fn chromium(what: &str) -> Option<PathBuf> {
+    let found = which("chromium");
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Debian's chromium must be installed in CI (.ci/run does it)"
+        );
+        eprintln!("SKIPPED: chromium not installed; {what}");
+    }
+    found
+}
+
 /// The project's generated types and `dist/` are shared: one test at a
 /// time generates, builds and runs.
 static PROJECT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -107,7 +122,13 @@ async fn the_typescript_portal_client_compiles_strictly_and_walks_every_flow() {
         "$ tsc --noEmit --strict -p .  ({}; exit 0, no diagnostics)\n{checked}\n",
         version.trim()
     ));
-    for file in ["src/common.ts", "src/main.ts", "src/browser.ts", "src/watch.ts"] {
+    for file in [
+        "src/common.ts",
+        "src/main.ts",
+        "src/browser.ts",
+        "src/watch.ts",
+        "src/cross-origin.ts",
+    ] {
         let program = std::fs::read_to_string(project().join(file)).unwrap();
         let code = program.lines().filter(|l| !l.trim_start().starts_with(['/', '*']));
         for line in code {
@@ -149,12 +170,7 @@ async fn the_typescript_portal_client_compiles_strictly_and_walks_every_flow() {
 
 #[tokio::test]
 async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_proxy() {
-    let Some(chromium) = which("chromium") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Debian's chromium must be installed in CI (.ci/run does it)"
-        );
-        eprintln!("SKIPPED: chromium not installed; the browser session was not tried");
+    let Some(chromium) = chromium("the browser session was not tried") else {
         return;
     };
     let Some(node) = node_project("the browser session").await else {
@@ -201,12 +217,7 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
 
 #[tokio::test]
 async fn a_browser_page_on_another_origin_follows_clusters_live_with_event_source() {
-    let Some(chromium) = which("chromium") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Debian's chromium must be installed in CI (.ci/run does it)"
-        );
-        eprintln!("SKIPPED: chromium not installed; the live watch was not tried in a browser");
+    let Some(chromium) = chromium("the live watch was not tried in a browser") else {
         return;
     };
     let Some(node) = node_project("the browser's live watch").await else {
@@ -247,6 +258,60 @@ async fn a_browser_page_on_another_origin_follows_clusters_live_with_event_sourc
         "ok delete: deleted",
         "ok order",
         "live watch: all ok",
+    ] {
+        assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
+    }
+}
+
+/// The second review's finding 2, in a real browser: a page on another
+/// origin of the same site (another port of the server's host) gets the
+/// session cookie sent along, yet can neither open the service's
+/// WebSocket nor start anything with a POST; the service's own page can.
+#[tokio::test]
+async fn a_page_on_another_origin_of_the_same_site_cannot_use_a_browser_session() {
+    let Some(chromium) = chromium("the cross-origin page was not tried") else {
+        return;
+    };
+    let Some(node) = node_project("the cross-origin page").await else {
+        return;
+    };
+    let env = Env::start().await;
+    env.ready_cluster("guarded").await;
+    let other_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+
+    let _project = PROJECT.lock().await;
+    generate_and_build(&env).await;
+    let transcript = run(
+        &node,
+        &["dist/cross-origin.js"],
+        &[
+            ("KRAYNE_URL", env.url()),
+            ("KRAYNE_TOKEN", env.alice()),
+            ("KRAYNE_NAMESPACE", "ml-team".to_owned()),
+            ("KRAYNE_CLUSTER", "guarded".to_owned()),
+            ("OTHER_PORT", other_port.to_string()),
+            ("CHROMIUM", chromium.display().to_string()),
+        ],
+    )
+    .await;
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-cross-origin.log"),
+        format!(
+            "$ node dist/cross-origin.js  (Chromium at {})\n{transcript}",
+            chromium.display()
+        ),
+    )
+    .unwrap();
+    for step in [
+        "ok own page's WebSocket",
+        "ok own page's POST: 201",
+        "ok other origin's WebSocket: refused",
+        "ok other origin's POST",
+        "cross-origin: all ok",
     ] {
         assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
     }

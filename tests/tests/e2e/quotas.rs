@@ -271,3 +271,86 @@ async fn no_admission_lock_means_no_create_in_a_namespace_with_a_quota() {
     // Nothing was created while the lock could not be had.
     alice.get(&format!("{NS}/during")).await.expect(404);
 }
+
+/// The second review's finding 1: on an autoscaling cluster a scale that
+/// sends only `replicas` raises `maxReplicas` to it, so it must be charged
+/// that maximum, not the one it left unchanged.
+#[tokio::test]
+async fn a_scale_is_charged_what_it_writes_not_what_it_sends() {
+    let env = krayne_tests::Env::start_with(EnvOptions {
+        teams: with_quota("{ cpus: 64, gpus: 2 }"),
+        server_args: vec!["--teams-watch".into(), "false".into()],
+        ..EnvOptions::default()
+    })
+    .await;
+    let alice = env.rest(&env.alice());
+    let stored_max = async |name: &str| {
+        let url = format!(
+            "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters/{name}",
+            env.sandbox.url()
+        );
+        let object: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        object["spec"]["workerGroupSpecs"][0]["maxReplicas"].clone()
+    };
+
+    // The default cluster autoscales: head 1 CPU + one worker of 1 CPU.
+    alice.post(NS, &json!({"name": "auto"})).await.expect(201);
+    let refused = alice
+        .post(
+            &format!("{NS}/auto/scale"),
+            &json!({"worker_group": "worker", "replicas": 70}),
+        )
+        .await
+        .expect(429);
+    assert_eq!(
+        refused.body["quota_violations"],
+        json!([{"resource": "cpus", "requested": "69", "in_use": "2", "limit": "64"}])
+    );
+    assert_eq!(stored_max("auto").await, 1, "nothing written");
+
+    alice
+        .post(
+            NS,
+            &json!({"name": "gpu", "worker_groups": [{"name": "gpu", "replicas": 0, "max_replicas": 1, "gpus": 1}]}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(gpus_used(&env).await, "1");
+    let refused = alice
+        .post(
+            &format!("{NS}/gpu/scale"),
+            &json!({"worker_group": "gpu", "replicas": 16}),
+        )
+        .await
+        .expect(429);
+    assert_eq!(
+        refused.body["quota_violations"],
+        json!([{"resource": "gpus", "requested": "15", "in_use": "1", "limit": "2"}])
+    );
+    let mut grpc = env.grpc(&env.alice()).await;
+    let status = grpc
+        .clusters
+        .scale_cluster(pb::ScaleClusterRequest {
+            namespace: "ml-team".into(),
+            name: "gpu".into(),
+            worker_group: "gpu".into(),
+            replicas: Some(16),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(stored_max("gpu").await, 1, "nothing written");
+    assert_eq!(gpus_used(&env).await, "1");
+
+    // What fits is admitted and written as charged.
+    alice
+        .post(
+            &format!("{NS}/gpu/scale"),
+            &json!({"worker_group": "gpu", "replicas": 2}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(stored_max("gpu").await, 2);
+    assert_eq!(gpus_used(&env).await, "2");
+}

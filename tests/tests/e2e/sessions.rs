@@ -95,6 +95,7 @@ fn forged(usage: TicketUse, cluster: &str, service: &str, exp_in: i64) -> String
         svc: service.into(),
         iat: now,
         exp: now + exp_in,
+        until: None,
         iss: Ticket::party(),
         aud: Ticket::party(),
     };
@@ -165,6 +166,8 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
         .into_client_request()
         .unwrap();
     request.headers_mut().insert("cookie", cookie.parse().unwrap());
+    // A browser's handshake names the page's origin: the dashboard's own.
+    request.headers_mut().insert("origin", base.parse().unwrap());
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     socket.send(Message::text("in a session")).await.unwrap();
     let echoed = tokio::time::timeout(Duration::from_secs(10), socket.next())
@@ -468,14 +471,26 @@ async fn a_sessions_requests_share_a_connection_and_follow_a_replaced_head(mode:
         assert_eq!(response.status(), 200);
         assert!(response.text().await.unwrap().contains("ray_version"));
     }
+    // A POST with a body from the dashboard's own page, as a browser sends
+    // it (its `Origin` is what a session's POST needs): Ray's own browser
+    // guard answers it, on the same connection.
     let submitted = page
         .post(&jobs)
         .header("cookie", &cookie)
+        .header("origin", env.url())
         .json(&json!({"entrypoint": "echo reused"}))
         .send()
         .await
         .unwrap();
-    assert_eq!(submitted.status(), 200, "{}", submitted.text().await.unwrap());
+    assert_eq!(submitted.status(), 405);
+    assert!(
+        submitted
+            .text()
+            .await
+            .unwrap()
+            .contains("not allowed for browser traffic"),
+        "Ray's guard answered"
+    );
     assert_eq!(opened().await, 1.0, "ten requests, one connection ({mode})");
 
     let client = krayne_server::k8s::client_for_url(&env.sandbox.url()).unwrap();

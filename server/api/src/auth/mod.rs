@@ -107,6 +107,7 @@ impl Authenticator {
             teams: m.teams,
             global_admin: m.global_admin,
             grants: m.grants,
+            expires_at: id.expires_at,
         })
     }
 }

@@ -52,6 +52,10 @@ pub struct Ticket {
     pub iat: i64,
     /// Expires at (Unix seconds).
     pub exp: i64,
+    /// A sign-in link's: the latest its session may last, the expiry of
+    /// the token that asked for the link (a session never outlives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<i64>,
     /// `krayne-browser-session`.
     pub iss: String,
     /// `krayne-browser-session`.
@@ -158,6 +162,7 @@ mod tests {
             svc: "dashboard".into(),
             iat: now,
             exp: now + exp_in,
+            until: None,
             iss: Ticket::party(),
             aud: Ticket::party(),
         }

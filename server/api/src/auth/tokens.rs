@@ -96,6 +96,8 @@ pub struct TokenIdentity {
     pub email: Option<String>,
     /// Groups.
     pub groups: Vec<String>,
+    /// When the token expires (Unix seconds, its `exp`).
+    pub expires_at: Option<i64>,
 }
 
 /// Why a token was refused; the client only ever sees `public()`.
@@ -234,7 +236,13 @@ impl Verifier {
         };
         let mut seen = HashSet::new();
         let groups = groups.into_iter().filter(|g| seen.insert(g.clone())).collect();
-        Ok(TokenIdentity { subject, email, groups })
+        let expires_at = claims.get("exp").and_then(Value::as_i64);
+        Ok(TokenIdentity {
+            subject,
+            email,
+            groups,
+            expires_at,
+        })
     }
 }
 

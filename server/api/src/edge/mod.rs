@@ -12,4 +12,4 @@ mod peer;
 pub use caller::{Authorization, authenticate, authorization, request_meta};
 pub use ids::{CORRELATION_ID, REQUEST_ID, RequestIds, assign_request_ids};
 pub use limits::{BodyTimeout, DeadlineBody, DeclaredRefusal, check_declared, is_body_timeout};
-pub use peer::{ForwardedHeader, Source, TrustedProxies, resolve_source};
+pub use peer::{ForwardedHeader, Source, TrustedProxies, ViaHttps, resolve_source};

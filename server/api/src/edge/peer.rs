@@ -16,6 +16,12 @@ use ipnet::IpNet;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source(pub IpAddr);
 
+/// In a request's extensions when a trusted proxy says the client spoke
+/// https to it (`X-Forwarded-Proto`, or `proto=` of `Forwarded`): cookies
+/// set for that client are `Secure`, links given to it are https.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViaHttps;
+
 /// The one forwarding header the trusted proxies write. Only that one is
 /// read: most proxies append to `X-Forwarded-For` and pass a client's own
 /// `Forwarded` through untouched (or the other way round), so reading
@@ -74,6 +80,38 @@ impl TrustedProxies {
     fn trusts(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         self.nets.iter().any(|n| n.contains(&ip))
+    }
+
+    /// Whether a trusted proxy (`peer`) says its client spoke https: the
+    /// last value of the configured header's protocol (the nearest proxy's).
+    pub fn via_https(&self, peer: IpAddr, headers: &HeaderMap) -> bool {
+        if !self.trusts(peer) {
+            return false;
+        }
+        let proto = match self.header {
+            ForwardedHeader::XForwardedFor => headers
+                .get_all("x-forwarded-proto")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .last()
+                .map(|p| p.trim().to_owned()),
+            ForwardedHeader::Forwarded => headers
+                .get_all(header::FORWARDED)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .last()
+                .and_then(|element| {
+                    element.split(';').find_map(|pair| {
+                        let (key, value) = pair.split_once('=')?;
+                        key.trim()
+                            .eq_ignore_ascii_case("proto")
+                            .then(|| value.trim().trim_matches('"').to_owned())
+                    })
+                }),
+        };
+        proto.is_some_and(|p| p.eq_ignore_ascii_case("https"))
     }
 
     /// The client of a connection from `peer` that sent `headers`: the
@@ -150,7 +188,11 @@ pub async fn resolve_source(State(trusted): State<TrustedProxies>, mut request: 
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     if let Some(peer) = peer {
         let client = trusted.client(peer, request.headers());
+        let https = trusted.via_https(peer, request.headers());
         request.extensions_mut().insert(Source(client));
+        if https {
+            request.extensions_mut().insert(ViaHttps);
+        }
     }
     next.run(request).await
 }
@@ -175,6 +217,18 @@ mod tests {
 
     fn proxies(list: &[&str]) -> TrustedProxies {
         TrustedProxies::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn only_a_trusted_proxy_says_the_client_spoke_https() {
+        let xfp = with("x-forwarded-proto", &["http, https"]);
+        assert!(proxies(&["10.0.0.0/8"]).via_https(ip("10.0.0.1"), &xfp));
+        assert!(!proxies(&[]).via_https(ip("10.0.0.1"), &xfp));
+        assert!(!proxies(&["10.0.0.0/8"]).via_https(ip("10.0.0.1"), &with("x-forwarded-proto", &["https, http"])));
+        let fwd = with("forwarded", &[r#"for=1.2.3.4;proto=http, for=10.0.0.2;proto="https""#]);
+        let p = proxies(&["10.0.0.0/8"]).with_header(ForwardedHeader::Forwarded);
+        assert!(p.via_https(ip("10.0.0.1"), &fwd));
+        assert!(!p.via_https(ip("10.0.0.1"), &xfp), "only the configured header");
     }
 
     #[test]

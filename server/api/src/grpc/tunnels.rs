@@ -43,7 +43,8 @@ fn closing_status(ended: &Ended) -> Option<Status> {
         Ended::ServiceClosed | Ended::ClientClosed => None,
         Ended::IdleTimeout(_) => Some(Status::deadline_exceeded(ended.reason())),
         Ended::ShuttingDown | Ended::ServiceError(_) => Some(Status::unavailable(ended.reason())),
-        Ended::Revoked(_) => Some(Status::permission_denied(ended.reason())),
+        Ended::Revoked { .. } => Some(Status::permission_denied(ended.reason())),
+        Ended::CredentialExpired => Some(Status::unauthenticated(ended.reason())),
     }
 }
 
@@ -73,13 +74,16 @@ impl tunnel_service_server::TunnelService for Grpc {
     ) -> Result<Response<pb::BrowserSession>, Status> {
         let cx = self.context(&req)?;
         let authority = req.extensions().get::<Authority>().map(|a| a.0.clone());
+        let https = req.extensions().get::<crate::edge::ViaHttps>().is_some();
         let r = req.into_inner();
         let link = self
             .service
             .sign_in_link(&cx, &r.namespace, &r.name, &r.service)
             .await
             .map_err(to_status)?;
-        let (sign_in_url, service_url) = link.urls(self.service.public_url(), authority.as_deref());
+        let (sign_in_url, service_url) = link
+            .urls(self.service.public_url(), authority.as_deref(), https)
+            .map_err(to_status)?;
         Ok(Response::new(pb::BrowserSession {
             sign_in_url,
             expires_at: Some(prost_types::Timestamp {

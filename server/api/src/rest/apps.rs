@@ -20,7 +20,7 @@ use super::{
     problem::{ApiError, Problem, render_own_problems},
     proxy::{Target, forward},
     request_span,
-    sessions::{SignInQuery, signed_in_response, ticket},
+    sessions::{SignInQuery, signed_in_response, ticket, via_https},
 };
 use crate::{
     domain::{AppHost, AppsDomain, PublicUrl, audit::Transport},
@@ -100,7 +100,7 @@ async fn sign_in(
         .await?;
     "/".clone_into(&mut signed.path);
     "/".clone_into(&mut signed.location);
-    Ok(signed_in_response(&s, signed))
+    Ok(signed_in_response(&s, signed, via_https(&request)))
 }
 
 /// Every other path of a service's host: the service's own.
@@ -128,8 +128,8 @@ async fn proxy(
         name: app.name,
         service: app.service,
         upstream,
+        browser_path: request.uri().path().to_owned(),
         browser_prefix: None,
-        redirect_prefix: None,
     };
     forward(&s, target, request).await
 }

@@ -16,7 +16,7 @@ use super::{
         ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, ListQuery, ScaleRequest,
         WaitQuery,
     },
-    extract::{Caller, ConfigBody, JsonBody, QueryOf},
+    extract::{Caller, ConfigBody, JsonBody, ListCaller, QueryOf},
     problem::{ApiError, Problem},
     responses::{Bodies, KubernetesReads, Refusals},
     warnings::warning_headers,
@@ -121,7 +121,7 @@ async fn list_or_watch(
     ))]
 pub(super) async fn list_all(
     State(s): State<AppState>,
-    Caller(cx): Caller,
+    ListCaller(cx): ListCaller,
     QueryOf(q): QueryOf<ListQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -154,7 +154,7 @@ pub(super) async fn list_all(
     ))]
 pub(super) async fn list(
     State(s): State<AppState>,
-    Caller(cx): Caller,
+    ListCaller(cx): ListCaller,
     Path(namespace): Path<String>,
     QueryOf(q): QueryOf<ListQuery>,
     headers: HeaderMap,

@@ -112,7 +112,10 @@ pub(super) struct ListQuery {
     /// With `watch` and `Accept: text/event-stream` only, for a browser's
     /// `EventSource`, which cannot send headers: the bearer token. Proxies
     /// may log URLs; use the `Authorization` header wherever you can.
-    #[expect(dead_code, reason = "read from the URI by the `Caller` extractor; here for the docs")]
+    #[expect(
+        dead_code,
+        reason = "read from the URI by the `ListCaller` extractor; here for the docs"
+    )]
     pub access_token: Option<String>,
 }
 

@@ -4,60 +4,93 @@
 use axum::{
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Query, Request},
-    http::{HeaderValue, StatusCode, header, request::Parts},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{AppState, problem::ApiError, problem::Problem};
 use crate::{
-    domain::{Error, audit::Transport, parse_yaml},
+    domain::{AuthFailure, Error, audit::Transport, parse_yaml},
     edge,
     service::Context,
 };
 
-/// The authenticated caller of a request, with its circumstances.
+/// The authenticated caller of a request, with its circumstances: from
+/// its `Authorization` header only.
 pub(super) struct Caller(pub Context);
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let several = Error::invalid("authorization", "send one Authorization header, not several");
-        let headers = match event_stream_token(parts) {
-            None => std::borrow::Cow::Borrowed(&parts.headers),
-            Some(token) => {
-                let mut with = parts.headers.clone();
-                let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
-                    .map_err(|_| Error::Unauthenticated(crate::domain::AuthFailure::InvalidToken))?;
-                with.append(header::AUTHORIZATION, bearer);
-                std::borrow::Cow::Owned(with)
-            }
-        };
-        edge::authenticate(
-            &state.service,
-            &state.auth,
-            &headers,
-            &parts.extensions,
-            Transport::Rest,
-            several,
-        )
-        .await
-        .map(Self)
-        .map_err(ApiError::from)
+        if !parts.headers.contains_key(header::AUTHORIZATION) && query_token(parts).is_some() {
+            let meta = edge::request_meta(&parts.headers, &parts.extensions, Transport::Rest);
+            let refused = Error::Unauthenticated(AuthFailure::TokenInQuery);
+            let detail = "a token in the query of a request that is no event-stream watch";
+            return Err(state
+                .service
+                .refuse_unauthenticated(&meta, refused, detail)
+                .await
+                .into());
+        }
+        authenticated(parts, state, &parts.headers).await.map(Self)
     }
 }
 
-/// The `access_token` of a watch that an `EventSource` opens: it cannot
-/// send headers, so (as RFC 6750 §2.3 allows) its token may ride in the
-/// query, on `watch=true` requests that accept `text/event-stream` only.
-/// With an `Authorization` header too, the request has several
-/// credentials and is refused.
-fn event_stream_token(parts: &Parts) -> Option<String> {
+/// The caller of a list route, which a browser's `EventSource` may open as
+/// a watch: it cannot send headers, so (as RFC 6750 §2.3 allows) its token
+/// may ride in the query, on a GET with `watch=true` that accepts
+/// `text/event-stream` only. With an `Authorization` header too, the
+/// request has several credentials and is refused.
+pub(super) struct ListCaller(pub Context);
+
+impl FromRequestParts<AppState> for ListCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let Some(token) = event_stream_token(parts) else {
+            return Caller::from_request_parts(parts, state)
+                .await
+                .map(|Caller(cx)| Self(cx));
+        };
+        let mut with = parts.headers.clone();
+        let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Error::Unauthenticated(AuthFailure::InvalidToken))?;
+        with.append(header::AUTHORIZATION, bearer);
+        authenticated(parts, state, &with).await.map(Self)
+    }
+}
+
+async fn authenticated(parts: &Parts, state: &AppState, headers: &HeaderMap) -> Result<Context, ApiError> {
+    let several = Error::invalid("authorization", "send one Authorization header, not several");
+    edge::authenticate(
+        &state.service,
+        &state.auth,
+        headers,
+        &parts.extensions,
+        Transport::Rest,
+        several,
+    )
+    .await
+    .map_err(ApiError::from)
+}
+
+/// The query's `access_token`, if it has one.
+fn query_token(parts: &Parts) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct TokenQuery {
-        watch: Option<bool>,
         access_token: Option<String>,
+    }
+    Query::<TokenQuery>::try_from_uri(&parts.uri).ok()?.0.access_token
+}
+
+/// The query's token, when the request is a GET watch asking for
+/// `text/event-stream`.
+fn event_stream_token(parts: &Parts) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct WatchQuery {
+        watch: Option<bool>,
     }
     let accepts = parts
         .headers
@@ -65,8 +98,10 @@ fn event_stream_token(parts: &Parts) -> Option<String> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("text/event-stream"));
-    let q = Query::<TokenQuery>::try_from_uri(&parts.uri).ok()?.0;
-    (accepts && q.watch == Some(true)).then_some(q.access_token).flatten()
+    let watch = Query::<WatchQuery>::try_from_uri(&parts.uri).ok()?.0.watch == Some(true);
+    (parts.method == Method::GET && accepts && watch)
+        .then(|| query_token(parts))
+        .flatten()
 }
 
 /// How a body is written.

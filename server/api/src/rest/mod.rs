@@ -11,6 +11,7 @@ mod identity;
 mod jobs;
 mod problem;
 mod proxy;
+mod proxy_edge;
 mod quotas;
 mod responses;
 mod services;

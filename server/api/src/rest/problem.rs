@@ -73,7 +73,7 @@ impl From<Error> for Problem {
                 // RFC 6750 §3.1: no error code when no credentials were sent.
                 let value = match why {
                     AuthFailure::MissingToken => r#"Bearer realm="krayne""#.to_owned(),
-                    AuthFailure::SeveralCredentials => {
+                    AuthFailure::SeveralCredentials | AuthFailure::TokenInQuery => {
                         format!(r#"Bearer realm="krayne", error="invalid_request", error_description="{why}""#)
                     }
                     AuthFailure::ExpiredToken

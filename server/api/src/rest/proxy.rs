@@ -1,15 +1,17 @@
 //! The HTTP proxy to a cluster's HTTP services (dashboard, notebook,
 //! code-server) under `/v1/namespaces/{ns}/clusters/{name}/services/{svc}/proxy/`:
 //! any method, bodies streamed both ways, WebSocket upgrades passed
-//! through, hop-by-hop headers dropped, the caller's `Authorization` and
-//! krayne's cookies never forwarded, `X-Forwarded-*` set, and the
-//! service's redirects kept under the prefix. For editors only: with a
-//! bearer token each request is its own audited connection
-//! (`service.connect`, via `proxy`); in a browser session (a cookie for
-//! this service, see `sessions`) the session was audited when it began,
-//! each request re-checks its caller against the current mapping, and
-//! requests reuse the caller's idle connections to the service
-//! (`upstreams`).
+//! through (and ended as every long-lived stream is: expiry, revocation,
+//! idleness), hop-by-hop headers dropped, the caller's `Authorization`,
+//! krayne's cookies and the client's forwarding headers never forwarded,
+//! `X-Forwarded-*` set, and the service's cookies and redirects kept on
+//! the service (`proxy_edge`). For editors only: with a bearer token each
+//! request is its own audited connection (`service.connect`, via
+//! `proxy`); in a browser session (a cookie for this service, see
+//! `sessions`) the session was audited when it began, each request
+//! re-checks its caller against the current mapping, unsafe requests and
+//! upgrades must come from the service's own origin, and requests reuse
+//! the caller's idle connections to the service (`upstreams`).
 
 use std::{collections::HashMap, time::Duration};
 
@@ -17,7 +19,7 @@ use axum::{
     Router,
     body::Body,
     extract::{Path, Request, State},
-    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header, request::Parts},
+    http::{HeaderValue, StatusCode, Uri, header, request::Parts},
     response::{IntoResponse, Redirect, Response},
     routing::any,
 };
@@ -30,29 +32,20 @@ use tokio::task::AbortHandle;
 use super::{
     AppState,
     problem::{ApiError, Problem},
+    proxy_edge::{
+        Seen, confine_response, cross_origin, drop_client_forwarding, drop_hop_by_hop, foreign_cookies, wants_upgrade,
+    },
     sessions::session_cookies,
     upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
     domain::{Error, PublicUrl, audit::Transport},
-    edge,
-    service::{Context, Reachable, TunnelVia, proxy_path},
+    edge::{self, ViaHttps},
+    service::{Context, Ended, Reachable, Touching, TunnelVia, proxy_path},
 };
 
 /// The proxy's path, without the trailing slash.
 const PREFIX: &str = "/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy";
-
-/// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 /// The proxy's routes (outside the API's body limits, timeouts and
 /// compression: bodies stream through as they are).
@@ -70,60 +63,6 @@ async fn add_slash(State(s): State<AppState>, uri: Uri) -> Redirect {
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     let public = s.service.public_url().map_or("", PublicUrl::prefix);
     Redirect::permanent(&format!("{public}{}/{query}", uri.path()))
-}
-
-/// Whether a client asks to upgrade the connection (a WebSocket).
-fn wants_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE)
-        && headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
-}
-
-/// Drops hop-by-hop headers (and those `Connection` names); keeps the
-/// upgrade pair when `upgrade`.
-fn drop_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::try_from(t.trim()).ok())
-        .collect();
-    let upgrade_value = headers.get(header::UPGRADE).cloned();
-    for name in named.iter().chain(&HOP_BY_HOP.map(HeaderName::from_static)) {
-        headers.remove(name);
-    }
-    if let (true, Some(value)) = (upgrade, upgrade_value) {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(header::UPGRADE, value);
-    }
-}
-
-/// The `Cookie` header without krayne's own cookies.
-fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
-    let kept: Vec<&str> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.to_ascii_lowercase().starts_with("krayne"))
-        .collect();
-    (!kept.is_empty())
-        .then(|| HeaderValue::from_str(&kept.join("; ")).ok())
-        .flatten()
-}
-
-/// A service's redirect, kept under the proxy's prefix.
-fn rewrite_location(location: &str, prefix: &str) -> String {
-    if location.starts_with('/') && !location.starts_with("//") && !location.starts_with(prefix) {
-        format!("{prefix}{location}")
-    } else {
-        location.to_owned()
-    }
 }
 
 /// The caller of a proxied request: its bearer token when it sends one
@@ -172,10 +111,9 @@ pub(super) struct Target {
     /// What the browser sees in front of the service's paths
     /// (`X-Forwarded-Prefix`); none on a service's own host.
     pub browser_prefix: Option<String>,
-    /// Prefix the service's redirects to absolute paths get (a service
-    /// that serves at `/` behind the path prefix); none when the service
-    /// already knows where it is (Jupyter's base URL, its own host).
-    pub redirect_prefix: Option<String>,
+    /// The path the browser asked for, as it sees it (redirects are
+    /// resolved against it).
+    pub browser_path: String,
 }
 
 /// How a proxied request's body is coming along.
@@ -265,10 +203,31 @@ async fn proxy(
         name,
         service,
         upstream,
-        redirect_prefix: (!keeps_prefix).then(|| browser_prefix.clone()),
+        browser_path: format!("{public}{}", request.uri().path()),
         browser_prefix: Some(browser_prefix),
     };
     forward(&s, target, request).await
+}
+
+/// How the browser sees the service of this request: its origin (the
+/// public URL's in path mode when there is one, else the `Host` it sent),
+/// https when the public URL is or a trusted proxy says so.
+fn seen(s: &AppState, parts: &Parts, browser_prefix: Option<String>) -> Result<Seen, Error> {
+    let public = s.service.public_url().filter(|_| browser_prefix.is_some());
+    let https = parts.extensions.get::<ViaHttps>().is_some() || public.is_some_and(PublicUrl::is_https);
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| parts.uri.authority().map(ToString::to_string));
+    let authority = match public {
+        Some(url) => url.origin().split_once("://").map(|(_, a)| a.to_owned()),
+        None => host,
+    };
+    authority
+        .and_then(|a| Seen::new(https, &a, browser_prefix))
+        .ok_or_else(|| Error::invalid("host", "a proxied request names the host it is for"))
 }
 
 /// Opens a new HTTP/1 connection to a reachable service for `cx`.
@@ -352,11 +311,17 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         service,
         upstream,
         browser_prefix,
-        redirect_prefix,
+        browser_path,
     } = target;
     let (mut parts, body) = request.into_parts();
     let (cx, via) = caller(s, &namespace, &name, &service, &parts).await?;
     let upgrade = wants_upgrade(&parts.headers);
+    let seen = seen(s, &parts, browser_prefix.clone())?;
+    if via == TunnelVia::Session
+        && let Some(why) = cross_origin(&parts.method, upgrade, &parts.headers, &seen)
+    {
+        return Err(s.service.refuse_cross_origin(&cx, &namespace, &name, &why).await.into());
+    }
     let reachable = s.service.reach(&cx, &namespace, &name, &service, via).await?;
     // A browser session's requests reuse its connections; a bearer
     // token's request is its own audited connection, and an upgrade takes
@@ -372,6 +337,7 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     let cookies = foreign_cookies(&parts.headers);
     let mut headers = std::mem::take(&mut parts.headers);
     drop_hop_by_hop(&mut headers, upgrade);
+    drop_client_forwarding(&mut headers);
     headers.remove(header::AUTHORIZATION);
     headers.remove(header::COOKIE);
     if let Some(cookies) = cookies {
@@ -419,35 +385,37 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
             .into());
         }
     };
-    let (mut response, connection) = sent?;
+    let (response, connection) = sent?;
 
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS
-        && let Some(client_upgrade) = client_upgrade
-    {
+    let (mut head, body) = response.into_parts();
+    let switching = head.status == StatusCode::SWITCHING_PROTOCOLS;
+    drop_hop_by_hop(&mut head.headers, switching);
+    if let Err(why) = confine_response(&mut head.headers, &seen, &browser_path) {
+        tracing::info!(request_id = %cx.meta.request_id, %why, "a service's answer refused");
+        return Err(Problem::new(StatusCode::BAD_GATEWAY, "bad_gateway", why).into());
+    }
+    let mut response = hyper::Response::from_parts(head, body);
+    if switching && let Some(client_upgrade) = client_upgrade {
         let service_upgrade = hyper::upgrade::on(&mut response);
-        let stopping = s.service.stopping();
+        let guard = s.service.proxied_websocket_guard(&cx, &namespace, &name);
+        let control = s.service.clone();
         tokio::spawn(async move {
             let (Ok(client), Ok(service)) = (client_upgrade.await, service_upgrade.await) else {
                 return;
             };
-            let (mut client, mut service) = (TokioIo::new(client), TokioIo::new(service));
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut service) => {}
-                () = stopping.cancelled() => {}
-            }
+            let mut client = Touching::new(TokioIo::new(client), guard.activity());
+            let mut service = TokioIo::new(service);
+            let ended = tokio::select! {
+                copied = tokio::io::copy_bidirectional(&mut client, &mut service) => match copied {
+                    Ok(_) => Ended::ClientClosed,
+                    Err(e) => Ended::ServiceError(e.to_string()),
+                },
+                ended = guard.ended() => ended,
+            };
+            control.stream_ended(&guard, &ended).await;
         });
     }
-    let (mut parts, body) = response.into_parts();
-    let switching = parts.status == StatusCode::SWITCHING_PROTOCOLS;
-    drop_hop_by_hop(&mut parts.headers, switching);
-    if let Some(prefix) = &redirect_prefix
-        && let Some(location) = parts.headers.get(header::LOCATION).and_then(|l| l.to_str().ok())
-    {
-        let rewritten = rewrite_location(location, prefix);
-        if let Ok(value) = HeaderValue::from_str(&rewritten) {
-            parts.headers.insert(header::LOCATION, value);
-        }
-    }
+    let (parts, body) = response.into_parts();
     let body = match pool {
         Some(key) if !switching => {
             let upstreams = s.upstreams.clone();
@@ -456,50 +424,4 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         _ => Body::new(body),
     };
     Ok(Response::from_parts(parts, body).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hop_by_hop_headers_and_those_connection_names_are_dropped() {
-        let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
-        h.insert("x-secret", HeaderValue::from_static("1"));
-        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        drop_hop_by_hop(&mut h, false);
-        assert_eq!(h.len(), 1);
-        assert!(h.contains_key(header::CONTENT_TYPE));
-
-        let mut ws = HeaderMap::new();
-        ws.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        ws.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        assert!(wants_upgrade(&ws));
-        drop_hop_by_hop(&mut ws, true);
-        assert_eq!(ws.get(header::UPGRADE).unwrap(), "websocket");
-        assert_eq!(ws.get(header::CONNECTION).unwrap(), "upgrade");
-    }
-
-    #[test]
-    fn krayne_cookies_stay_here() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::COOKIE,
-            HeaderValue::from_static("krayne_session=abc; _xsrf=1; theme=dark"),
-        );
-        assert_eq!(foreign_cookies(&h).unwrap(), "_xsrf=1; theme=dark");
-        h.insert(header::COOKIE, HeaderValue::from_static("krayne_session=abc"));
-        assert!(foreign_cookies(&h).is_none());
-    }
-
-    #[test]
-    fn redirects_stay_under_the_prefix() {
-        let p = "/v1/namespaces/ml/clusters/c/services/dashboard/proxy";
-        assert_eq!(rewrite_location("/jobs", p), format!("{p}/jobs"));
-        assert_eq!(rewrite_location(&format!("{p}/x"), p), format!("{p}/x"));
-        assert_eq!(rewrite_location("https://example.com/", p), "https://example.com/");
-        assert_eq!(rewrite_location("//evil.example/", p), "//evil.example/");
-    }
 }

@@ -122,7 +122,8 @@ fn close_frame(ended: &Ended) -> Option<CloseFrame> {
         Ended::ShuttingDown => 1001,
         Ended::ServiceError(_) => 1011,
         Ended::IdleTimeout(_) => 4408,
-        Ended::Revoked(_) => 4403,
+        Ended::Revoked { .. } => 4403,
+        Ended::CredentialExpired => 4401,
     };
     let mut reason = ended.reason();
     // A close frame's reason holds at most 123 bytes.

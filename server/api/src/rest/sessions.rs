@@ -2,7 +2,7 @@
 //! opens it and gets a session cookie scoped to one service's proxy path.
 
 use axum::{
-    Json,
+    Extension, Json,
     extract::{Path, Query, Request, State, rejection::QueryRejection},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
@@ -18,8 +18,8 @@ use super::{
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
-    domain::{PublicUrl, audit::Transport},
-    edge,
+    domain::{Error, PublicUrl, audit::Transport},
+    edge::{self, ViaHttps},
     service::{SESSION_COOKIE, SignInLink, SignedIn},
 };
 
@@ -39,14 +39,14 @@ pub(super) struct BrowserSession {
 }
 
 impl BrowserSession {
-    fn new(link: &SignInLink, public: Option<&PublicUrl>, host: Option<&str>) -> Self {
-        let (sign_in_url, service_url) = link.urls(public, host);
-        Self {
+    fn new(link: &SignInLink, public: Option<&PublicUrl>, host: Option<&str>, https: bool) -> Result<Self, Error> {
+        let (sign_in_url, service_url) = link.urls(public, host, https)?;
+        Ok(Self {
             sign_in_url,
             expires_at: link.expires_at.to_string(),
             service_url,
             session_seconds: link.session_seconds,
-        }
+        })
     }
 }
 
@@ -80,10 +80,11 @@ pub(super) async fn create_session(
     Caller(cx): Caller,
     Path((namespace, name, service)): Path<(String, String, String)>,
     headers: HeaderMap,
+    https: Option<Extension<ViaHttps>>,
 ) -> Result<(StatusCode, Json<BrowserSession>), ApiError> {
     let link = s.service.sign_in_link(&cx, &namespace, &name, &service).await?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let session = BrowserSession::new(&link, s.service.public_url(), host);
+    let session = BrowserSession::new(&link, s.service.public_url(), host, https.is_some())?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -136,7 +137,7 @@ pub(super) async fn sign_in(
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
     let signed = s.service.sign_in(&meta, &namespace, &name, &service, &ticket).await?;
-    Ok(signed_in_response(&s, signed))
+    Ok(signed_in_response(&s, signed, via_https(&request)))
 }
 
 /// A sign-in link's ticket, or why there is none.
@@ -152,10 +153,17 @@ pub(super) fn ticket(query: Result<Query<SignInQuery>, QueryRejection>) -> Resul
     }
 }
 
-/// The answer to an opened sign-in link: the cookie, and the way on.
-pub(super) fn signed_in_response(s: &AppState, signed: SignedIn) -> Response {
+/// Whether a trusted proxy says `request`'s client spoke https.
+pub(super) fn via_https(request: &Request) -> bool {
+    request.extensions().get::<ViaHttps>().is_some()
+}
+
+/// The answer to an opened sign-in link: the cookie (`Secure` when the
+/// browser reached us over https: the public URL is https, or a trusted
+/// proxy said so), and the way on.
+pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, https: bool) -> Response {
     let max_age = i64::try_from(signed.max_age.as_secs()).unwrap_or(i64::MAX);
-    let secure = s.service.public_url().is_some_and(PublicUrl::is_https);
+    let secure = https || s.service.public_url().is_some_and(PublicUrl::is_https);
     let cookie = Cookie::build((SESSION_COOKIE, signed.session))
         .path(signed.path)
         .http_only(true)

@@ -99,6 +99,7 @@ mod tests {
             teams: Vec::new(),
             global_admin: false,
             grants: Vec::new(),
+            expires_at: None,
         }
     }
 

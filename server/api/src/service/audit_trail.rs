@@ -79,6 +79,7 @@ impl ClusterService {
                 teams: Vec::new(),
                 global_admin: false,
                 grants: Vec::new(),
+                expires_at: None,
             },
             meta: meta.clone(),
         };

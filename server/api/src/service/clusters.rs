@@ -11,7 +11,7 @@ use crate::{
         Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, Page, PageRequest,
         Summary, check_dns1123_label,
     },
-    manifest::{self, Provenance, ScaleInput, check_scale_input, scale_patch},
+    manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
 };
 
 /// A create request: a Krayne config tree, and the namespace of the URL
@@ -99,7 +99,7 @@ impl ClusterService {
         // Held until the create has landed: the next admission counts it.
         let _admitted = self
             .admit_charge(cx, AuditAction::ClusterCreate, &namespace, &spec.name, async || {
-                Ok(quota::charge_of_manifest(rendered.manifest()))
+                Ok((quota::charge_of_manifest(rendered.manifest()), ()))
             })
             .await?;
         let observed = if input.dry_run {
@@ -221,9 +221,12 @@ impl ClusterService {
 
     /// Resizes one worker group. A cluster with autoscaling changes only
     /// the counts given; a fixed-size one pins min and max to replicas, as
-    /// Krayne does. The result obeys create's rules; a concurrent change is
-    /// retried a bounded number of times, each retry reading the cluster
-    /// from Kubernetes (the cache may not show the newer version yet).
+    /// Krayne does. The result obeys create's rules. Under a quota, the
+    /// plan admitted is the plan written (conditional on the version it
+    /// was made from); a concurrent change is retried a bounded number of
+    /// times, each retry planning (and, under a quota, admitting) again
+    /// from the cluster as Kubernetes has it (the cache may not show the
+    /// newer version yet).
     pub async fn scale(
         &self,
         cx: &Context,
@@ -241,24 +244,36 @@ impl ClusterService {
         let summary = json!({"worker_group": input.worker_group, "replicas": input.replicas,
                              "min_replicas": input.min_replicas, "max_replicas": input.max_replicas});
         let rid = cx.meta.request_id.as_str();
-        let _admitted = self
+        let admitted = self
             .admit_charge(cx, AuditAction::ClusterScale, namespace, name, async || {
                 let cluster = self.store.get_latest(namespace, name, rid).await?;
-                Ok(super::quotas::scale_growth(&cluster, &input))
+                let plan = plan_scale(&cluster, &input)?;
+                Ok((plan.growth(&cluster), (cluster, plan)))
             })
             .await?;
+        let (admission, mut planned) = admitted.map_or((None, None), |(guard, planned)| (Some(guard), Some(planned)));
+        let quota = admission.as_ref().and_then(|_| self.quota_of(namespace));
         let updated = self
             .audited(cx, AuditAction::ClusterScale, namespace, name, summary, || async {
                 let mut attempt = 0;
                 loop {
                     attempt += 1;
-                    let cluster = if attempt == 1 {
-                        self.store.get(namespace, name, rid).await?
-                    } else {
-                        self.store.get_latest(namespace, name, rid).await?
+                    let (cluster, plan) = match planned.take() {
+                        Some(admitted) => admitted,
+                        None => {
+                            let cluster = if attempt == 1 {
+                                self.store.get(namespace, name, rid).await?
+                            } else {
+                                self.store.get_latest(namespace, name, rid).await?
+                            };
+                            let plan = plan_scale(&cluster, &input)?;
+                            if let Some(quota) = &quota {
+                                self.fits(quota, namespace, &plan.growth(&cluster), rid).await?;
+                            }
+                            (cluster, plan)
+                        }
                     };
-                    let patch = scale_patch(&cluster, &input)?;
-                    match self.store.patch(namespace, name, &patch, rid).await {
+                    match self.store.patch(namespace, name, &plan.patch(&cluster), rid).await {
                         Err(Error::Conflict(_)) if attempt < self.settings.conflict_retries => {
                             // Jittered, growing pauses (as client-go's
                             // RetryOnConflict): writers that collided do

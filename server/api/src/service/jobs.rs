@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::{
     ClusterService, Context, Reachable, TunnelVia,
     ray_wire::{self, Answer},
+    streams::StreamKind,
     tunnels::find_service,
 };
 use crate::{
@@ -160,7 +161,9 @@ impl ClusterService {
     }
 
     /// A job's log from its start, as it grows, until the job ends
-    /// (viewer): Ray's WebSocket tail, batches of whole lines.
+    /// (viewer): Ray's WebSocket tail, batches of whole lines. Ended early,
+    /// with an error saying why, as every long-lived stream is (see
+    /// `streams`).
     pub async fn follow_job_logs(
         &self,
         cx: &Context,
@@ -183,9 +186,7 @@ impl ClusterService {
         let (socket, _) = tokio_tungstenite::client_async(url, connection)
             .await
             .map_err(|e| Error::Unavailable(format!("the cluster's Ray head did not stream the log: {e}")))?;
-        let stopping = self.stopping.clone();
-        let frames = socket.take_until(async move { stopping.cancelled().await });
-        let lines = frames.filter_map(|frame| async move {
+        let lines = socket.filter_map(|frame| async move {
             match frame {
                 Ok(Message::Text(text)) => Some(Ok(text.as_str().to_owned())),
                 Ok(Message::Binary(bytes)) => Some(Ok(String::from_utf8_lossy(&bytes).into_owned())),
@@ -198,7 +199,17 @@ impl ClusterService {
                 )))),
             }
         });
-        Ok(Box::pin(lines))
+        // A quiet job's log idles out as a tunnel does; a viewer who loses
+        // the role, or whose credential expires, stops reading it.
+        let guard = self.stream_guard(
+            StreamKind::JobLog,
+            cx,
+            Some(namespace),
+            Some(name),
+            Some(Action::Read),
+            Some(self.settings.tunnels.idle_timeout),
+        );
+        Ok(guard.guard_items(self.clone(), lines))
     }
 
     /// Submits a job (editor; audited as `job.submit` with its entrypoint,

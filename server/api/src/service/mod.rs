@@ -13,6 +13,7 @@ mod jobs;
 mod quotas;
 mod ray_wire;
 mod sessions;
+mod streams;
 mod tunnels;
 mod wait;
 mod watch;
@@ -27,8 +28,9 @@ pub use jobs::{Carried, LogStream, PackageBody, Stopped, Submitted, limited};
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
+pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
 use tokio_util::sync::CancellationToken;
-pub use tunnels::{Ended, Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
+pub use tunnels::{Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
 pub use watch::{ClusterWatch, WatchSettings};
 
 use crate::domain::audit::AuditAction;

@@ -67,36 +67,30 @@ impl ClusterService {
         Ok(clusters.iter().map(|c| quota::charge(c)).sum())
     }
 
-    /// Admits `requested` into `namespace` under its quota: `None` when it
-    /// has none; else the held admission, to keep until the change has
-    /// landed. Refusals are audited with their violations.
-    pub(super) async fn admit_charge(
+    /// Admits what `requested` computes into `namespace` under its quota:
+    /// `None` when it has none; else the held admission, to keep until the
+    /// change has landed, and what `requested` computed beside the charge
+    /// (the write carries out exactly what was charged). Refusals are
+    /// audited with their violations.
+    pub(super) async fn admit_charge<T>(
         &self,
         cx: &Context,
         action: AuditAction,
         namespace: &str,
         name: &str,
-        requested: impl AsyncFnOnce() -> Result<Usage, Error>,
-    ) -> Result<Option<AdmissionGuard>, Error> {
+        requested: impl AsyncFnOnce() -> Result<(Usage, T), Error>,
+    ) -> Result<Option<(AdmissionGuard, T)>, Error> {
         let Some(quota) = self.quota_of(namespace) else {
             return Ok(None);
         };
         let admitted = async {
             let guard = self.quota_lock.lock(namespace).await?;
-            let requested = requested().await?;
-            let used = self.usage_now(namespace, &cx.meta.request_id).await?;
-            let violations = quota::check(&quota, &used, &requested);
-            if violations.is_empty() {
-                Ok(guard)
-            } else {
-                Err(Error::QuotaExceeded {
-                    namespace: namespace.to_owned(),
-                    violations,
-                })
-            }
+            let (requested, computed) = requested().await?;
+            self.fits(&quota, namespace, &requested, &cx.meta.request_id).await?;
+            Ok((guard, computed))
         };
         match admitted.await {
-            Ok(guard) => Ok(Some(guard)),
+            Ok(admitted) => Ok(Some(admitted)),
             Err(e) => {
                 let summary = match &e {
                     Error::QuotaExceeded { violations, .. } => json!({"quota_violations": violations}),
@@ -107,6 +101,27 @@ impl ClusterService {
                     .await;
                 Err(e)
             }
+        }
+    }
+
+    /// Whether `requested` fits `namespace`'s `quota` beside what its
+    /// clusters are charged now (call it holding the admission).
+    pub(super) async fn fits(
+        &self,
+        quota: &Quota,
+        namespace: &str,
+        requested: &Usage,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        let used = self.usage_now(namespace, request_id).await?;
+        let violations = quota::check(quota, &used, requested);
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::QuotaExceeded {
+                namespace: namespace.to_owned(),
+                violations,
+            })
         }
     }
 
@@ -178,17 +193,4 @@ fn set_gauges(namespace: &str, quota: &Quota, used: &Usage) {
             metrics::gauge!("krayne_quota_limit", &labels).set(limit);
         }
     }
-}
-
-/// What a scale adds to its cluster's charge (zero for a scale-down).
-pub(super) fn scale_growth(cluster: &crate::domain::ObservedCluster, input: &super::ScaleInput) -> Usage {
-    let before = quota::charge(cluster);
-    let after = quota::charge_scaled(
-        cluster,
-        &input.worker_group,
-        input.replicas,
-        input.min_replicas,
-        input.max_replicas,
-    );
-    after.minus(before)
 }

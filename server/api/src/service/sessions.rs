@@ -74,28 +74,54 @@ pub struct SignInLink {
 impl SignInLink {
     /// The link and the service as absolute URLs: under the server's
     /// public URL when it has one, else under the host the request was
-    /// sent to.
-    pub fn urls(&self, public: Option<&PublicUrl>, host: Option<&str>) -> (String, String) {
+    /// sent to when that is this machine's loopback (the sandbox, a local
+    /// server). Any other `Host` is the client's word: a link built from
+    /// it would hand the ticket to whoever that host is. A service's own
+    /// host is https when the public URL is, or when the client asking
+    /// for the link spoke https (`https`: a trusted proxy said so).
+    pub fn urls(&self, public: Option<&PublicUrl>, host: Option<&str>, https: bool) -> Result<(String, String), Error> {
         if let Some(app) = &self.app_host {
-            let scheme = if public.is_some_and(PublicUrl::is_https) {
+            let scheme = if https || public.is_some_and(PublicUrl::is_https) {
                 "https"
             } else {
                 "http"
             };
-            return (
+            return Ok((
                 format!("{scheme}://{app}{APP_SIGN_IN}?ticket={}", self.ticket),
                 format!("{scheme}://{app}/"),
-            );
+            ));
         }
         let origin = match (public, host) {
             (Some(url), _) => url.to_string(),
-            (None, Some(host)) => format!("http://{host}"),
-            (None, None) => "http://localhost".to_owned(),
+            (None, Some(host)) if is_loopback(host) => {
+                format!("{}://{host}", if https { "https" } else { "http" })
+            }
+            (None, _) => {
+                return Err(Error::Unavailable(
+                    "this server was started without --public-url, so it can name itself in a sign-in link \
+                     only to clients on its own machine; start it with --public-url"
+                        .into(),
+                ));
+            }
         };
-        (
+        Ok((
             format!("{origin}{}?ticket={}", self.sign_in_path, self.ticket),
             format!("{origin}{}", self.service_path),
-        )
+        ))
+    }
+}
+
+/// Whether `host` (a `Host` header: name or address, maybe a port) is
+/// this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    match url::Url::parse(&format!("http://{host}/"))
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }
 
@@ -148,6 +174,14 @@ impl ClusterService {
         let p = &cx.principal;
         let now = now_seconds();
         let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        // A session lasts its lifetime, but never past the token that
+        // asked for it.
+        let session_seconds = p
+            .expires_at
+            .map_or(seconds(settings.lifetime), |until| {
+                seconds(settings.lifetime).min(until.saturating_sub(now))
+            })
+            .max(0);
         let ticket = |usage, lasts| Ticket {
             usage,
             sid: uuid::Uuid::now_v7().to_string(),
@@ -159,6 +193,7 @@ impl ClusterService {
             svc: service.to_owned(),
             iat: now,
             exp: now.saturating_add(lasts),
+            until: p.expires_at,
             iss: Ticket::party(),
             aud: Ticket::party(),
         };
@@ -167,7 +202,7 @@ impl ClusterService {
                 .map_err(|e| Error::Internal(format!("signing a session: {e}")))
         };
         // The session that will be set must fit in a cookie.
-        if sign(&ticket(TicketUse::Session, seconds(settings.lifetime)))?.len() > MAX_SESSION_BYTES {
+        if sign(&ticket(TicketUse::Session, session_seconds))?.len() > MAX_SESSION_BYTES {
             return Err(Error::FailedPrecondition(
                 "your token carries too many groups to fit in a browser session; use a bearer token or a tunnel".into(),
             ));
@@ -181,7 +216,7 @@ impl ClusterService {
             ticket: signed,
             expires_at,
             service_path: format!("{}/", proxy_path(namespace, name, service)),
-            session_seconds: settings.lifetime.as_secs(),
+            session_seconds: u64::try_from(session_seconds).unwrap_or(0),
         })
     }
 
@@ -212,9 +247,13 @@ impl ClusterService {
         self.authorize_cluster(&cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
             .await?;
         self.http_service(&cx, namespace, name, service).await?;
-        let lifetime = self.settings.sessions.lifetime;
         let now = now_seconds();
-        let exp = now.saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX));
+        let lifetime = i64::try_from(self.settings.sessions.lifetime.as_secs()).unwrap_or(i64::MAX);
+        let exp = now.saturating_add(lifetime).min(link.until.unwrap_or(i64::MAX));
+        if exp <= now {
+            return Err(refuse("the token that asked for this link has expired").await);
+        }
+        let lifetime = Duration::from_secs(u64::try_from(exp - now).unwrap_or(0));
         let until = jiff::Timestamp::from_second(exp).map_or_else(|_| String::new(), |t| t.to_string());
         let summary = json!({
             "service": service,
@@ -245,6 +284,7 @@ impl ClusterService {
             usage: TicketUse::Session,
             iat: now,
             exp,
+            until: None,
             ..link
         };
         let signed = keys
@@ -293,6 +333,16 @@ impl ClusterService {
             .await)
     }
 
+    /// Refuses (and audits) a browser session's request that did not come
+    /// from the service's own page (`why`, the transport's words).
+    pub async fn refuse_cross_origin(&self, cx: &Context, namespace: &str, name: &str, why: &str) -> Error {
+        metrics::counter!("krayne_proxy_cross_origin_refusals_total").increment(1);
+        let e = Error::PermissionDenied(why.to_owned());
+        self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
+            .await;
+        e
+    }
+
     /// A request context for a ticket's caller, as the current team
     /// mapping sees them.
     fn session_context(&self, t: &Ticket, meta: &RequestMeta) -> Result<Context, Error> {
@@ -307,6 +357,7 @@ impl ClusterService {
             teams: Vec::new(),
             global_admin: false,
             grants: Vec::new(),
+            expires_at: Some(t.exp),
         });
         Ok(Context {
             principal,
@@ -348,19 +399,40 @@ mod tests {
         };
         let public = PublicUrl::parse("https://ml.example.com/krayne/").ok();
         assert_eq!(
-            link.urls(public.as_ref(), Some("ignored")),
+            link.urls(public.as_ref(), Some("ignored"), false).unwrap(),
             (
                 "https://ml.example.com/krayne/v1/x/sessions/sign-in?ticket=t".to_owned(),
                 "https://ml.example.com/krayne/v1/x/proxy/".to_owned()
             )
         );
         assert_eq!(
-            link.urls(None, Some("127.0.0.1:8080")).1,
+            link.urls(None, Some("127.0.0.1:8080"), false).unwrap().1,
             "http://127.0.0.1:8080/v1/x/proxy/"
         );
+        for local in ["localhost:9", "[::1]:8080", "127.0.0.2"] {
+            assert!(link.urls(None, Some(local), false).is_ok(), "{local}");
+        }
+        for foreign in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1",
+            "localhost.evil.example",
+            "",
+            "a b",
+        ] {
+            let refused = link.urls(None, Some(foreign), false).unwrap_err();
+            assert!(refused.to_string().contains("--public-url"), "{foreign}: {refused}");
+        }
+        assert!(link.urls(None, None, false).is_err());
         link.app_host = Some("dashboard--c--ns.apps.example.com".into());
+        assert!(
+            link.urls(None, None, true)
+                .unwrap()
+                .0
+                .starts_with("https://dashboard--c--ns.")
+        );
         assert_eq!(
-            link.urls(public.as_ref(), None),
+            link.urls(public.as_ref(), None, false).unwrap(),
             (
                 "https://dashboard--c--ns.apps.example.com/_krayne/sign-in?ticket=t".to_owned(),
                 "https://dashboard--c--ns.apps.example.com/".to_owned()

@@ -21,7 +21,10 @@ use futures::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{ClusterService, Context};
+use super::{
+    ClusterService, Context,
+    streams::{Ended, StreamGuard, StreamKind},
+};
 use crate::{
     domain::{
         Action, AuditSink, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
@@ -90,38 +93,6 @@ impl TunnelVia {
     /// Whether each connection is audited (`service.connect`).
     fn audited(self) -> bool {
         matches!(self, Self::WebSocket | Self::Grpc | Self::Proxy)
-    }
-}
-
-/// Why a tunnel closed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
-    /// The service closed the connection (a replaced or deleted head pod
-    /// does too).
-    ServiceClosed,
-    /// The client closed (or went away).
-    ClientClosed,
-    /// No byte either way for the idle timeout.
-    IdleTimeout(Duration),
-    /// The server is shutting down.
-    ShuttingDown,
-    /// The caller lost the editor role on the namespace.
-    Revoked(String),
-    /// The connection to the service failed.
-    ServiceError(String),
-}
-
-impl Ended {
-    /// A short reason, for audit rows and close frames.
-    pub fn reason(&self) -> String {
-        match self {
-            Self::ServiceClosed => "the service closed the connection".into(),
-            Self::ClientClosed => "the client closed the tunnel".into(),
-            Self::IdleTimeout(d) => format!("idle for {} s", d.as_secs()),
-            Self::ShuttingDown => "the server is shutting down".into(),
-            Self::Revoked(ns) => format!("the caller is no longer an editor of namespace {ns}"),
-            Self::ServiceError(e) => format!("the connection to the service failed: {e}"),
-        }
     }
 }
 
@@ -240,9 +211,10 @@ pub struct Tunnel {
     can_half_close: bool,
     row: PendingRow,
     settings: TunnelSettings,
-    stopping: CancellationToken,
-    /// Re-checks the caller against the current mapping, when set.
-    still_allowed: Option<StillAllowed>,
+    /// What ends it (expiry, revocation, idleness, shutdown).
+    guard: StreamGuard,
+    /// Where its end is counted and audited.
+    control: ClusterService,
     _permit: Permit,
 }
 
@@ -286,9 +258,6 @@ impl Reachable {
         self.service.name
     }
 }
-
-/// Whether a tunnel's caller may still use it.
-type StillAllowed = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl ClusterService {
     /// The cluster's services, each probed with a short connection
@@ -439,11 +408,15 @@ impl ClusterService {
             can_half_close: upstream.half_close(),
             row: PendingRow(audited.then(|| (self.audit.clone(), entry, started))),
             settings: tunnels.clone(),
-            stopping: self.stopping.clone(),
-            still_allowed: self.authenticator.clone().map(|auth| {
-                let (principal, namespace) = (cx.principal.clone(), namespace.to_owned());
-                Arc::new(move || auth.refresh(&principal).may(Action::Mutate, &namespace)) as StillAllowed
-            }),
+            guard: self.stream_guard(
+                StreamKind::Tunnel,
+                cx,
+                Some(namespace),
+                Some(name),
+                Some(Action::Mutate),
+                Some(tunnels.idle_timeout),
+            ),
+            control: self.clone(),
             _permit: permit,
         })
     }
@@ -602,10 +575,10 @@ impl Tunnel {
             stream,
             mut row,
             settings,
-            stopping,
+            guard,
+            control,
             _permit,
             can_half_close,
-            still_allowed,
             ..
         } = self;
         let Some((audit, mut entry, started)) = row.0.take() else {
@@ -616,8 +589,8 @@ impl Tunnel {
             };
         };
         let (mut from_service, mut to_service) = stream.split();
-        let (up, down, last) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-        let touch = || last.store(millis(started.elapsed()), Ordering::Relaxed);
+        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+        let activity = guard.activity();
         let client_side = async {
             while let Some(chunk) = incoming.next().await {
                 let Ok(bytes) = chunk else {
@@ -627,7 +600,7 @@ impl Tunnel {
                     return Ended::ServiceError(e.to_string());
                 }
                 up.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                touch();
+                activity.touch();
             }
             if !half_close {
                 return Ended::ClientClosed;
@@ -651,43 +624,16 @@ impl Tunnel {
                             return Ended::ClientClosed;
                         }
                         down.fetch_add(n as u64, Ordering::Relaxed);
-                        touch();
+                        activity.touch();
                     }
                     Err(e) => return Ended::ServiceError(e.to_string()),
-                }
-            }
-        };
-        let idle = async {
-            loop {
-                let quiet = started
-                    .elapsed()
-                    .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
-                if quiet >= settings.idle_timeout {
-                    return Ended::IdleTimeout(settings.idle_timeout);
-                }
-                tokio::time::sleep(settings.idle_timeout - quiet).await;
-            }
-        };
-        let namespace = entry.namespace.clone().unwrap_or_default();
-        let revoked = async {
-            let Some(still_allowed) = still_allowed else {
-                return std::future::pending().await;
-            };
-            let mut every = tokio::time::interval(settings.reauthorize_every);
-            every.tick().await;
-            loop {
-                every.tick().await;
-                if !still_allowed() {
-                    return Ended::Revoked(namespace.clone());
                 }
             }
         };
         let ended = tokio::select! {
             e = client_side => e,
             e = service_side => e,
-            e = idle => e,
-            e = revoked => e,
-            () = stopping.cancelled() => Ended::ShuttingDown,
+            e = guard.ended() => e,
         };
         let flowed = Flowed {
             to_service: up.load(Ordering::Relaxed),
@@ -695,6 +641,7 @@ impl Tunnel {
         };
         completed(&mut entry, started, flowed, &ended.reason());
         audit.finish(&entry).await;
+        control.stream_ended(&guard, &ended).await;
         Finished { ended, flowed, _permit }
     }
 }

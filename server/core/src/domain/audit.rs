@@ -85,11 +85,14 @@ pub enum AuditAction {
     PackageUpload,
     /// Read a namespace's quota.
     QuotaGet,
+    /// The server ended a long-lived stream (tunnel, proxied WebSocket,
+    /// followed log, watch) for its caller: revoked, expired or idle.
+    StreamEnd,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 20] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -109,6 +112,7 @@ impl AuditAction {
         Self::JobDelete,
         Self::PackageUpload,
         Self::QuotaGet,
+        Self::StreamEnd,
     ];
 
     /// `cluster.create`, `auth.denied`, …
@@ -133,6 +137,7 @@ impl AuditAction {
             Self::JobDelete => "job.delete",
             Self::PackageUpload => "package.upload",
             Self::QuotaGet => "quota.get",
+            Self::StreamEnd => "stream.end",
         }
     }
 

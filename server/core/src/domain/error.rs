@@ -127,6 +127,9 @@ pub enum AuthFailure {
     SignInLink,
     /// A browser session cookie that expired, or is not for this service.
     BrowserSession,
+    /// A token in the URL (`access_token`) where only a header is taken:
+    /// URLs leak through history, proxies' logs and referrers.
+    TokenInQuery,
 }
 
 impl AuthFailure {
@@ -142,6 +145,10 @@ impl AuthFailure {
             }
             Self::BrowserSession => {
                 "no valid browser session for this service: open it again (krayne open), or send a bearer token"
+            }
+            Self::TokenInQuery => {
+                "a token in the URL (access_token) is taken only by a GET watch asking for text/event-stream \
+                 (a browser's EventSource); send it as Authorization: Bearer <token>"
             }
         }
     }

@@ -155,6 +155,11 @@ pub fn check_job_id(id: &str) -> Result<(), String> {
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c))) {
         return Err(format!("may hold letters, digits, '-', '_' and '.' only, not {c:?}"));
     }
+    // A path segment of its own to every HTTP client on the way to Ray:
+    // `/api/jobs/..` is `/api`.
+    if id.chars().all(|c| c == '.') && id.len() <= 2 {
+        return Err(format!("{id:?} is a path segment, not an id"));
+    }
     Ok(())
 }
 
@@ -290,6 +295,16 @@ mod tests {
                 "entrypoint_num_gpus"
             ]
         );
+    }
+
+    #[test]
+    fn ids_that_are_path_segments_are_refused() {
+        for id in [".", ".."] {
+            assert!(check_job_id(id).unwrap_err().contains("path segment"), "{id}");
+        }
+        for id in ["...", "a.b", ".hidden", "v1.2"] {
+            assert_eq!(check_job_id(id), Ok(()), "{id}");
+        }
     }
 
     #[test]

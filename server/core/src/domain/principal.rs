@@ -91,6 +91,9 @@ pub struct Principal {
     pub global_admin: bool,
     /// Grants that apply to the caller.
     pub grants: Vec<Grant>,
+    /// When the caller's credential (token or browser session) expires,
+    /// in Unix seconds: a long-lived stream ends then.
+    pub expires_at: Option<i64>,
 }
 
 impl Principal {
@@ -152,6 +155,7 @@ mod tests {
                     role: Role::Admin,
                 },
             ],
+            expires_at: None,
         }
     }
 

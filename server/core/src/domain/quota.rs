@@ -166,35 +166,6 @@ pub fn charge_of_manifest(manifest: &serde_json::Value) -> Usage {
     )
 }
 
-/// `cluster`'s charge once worker group `group` has the counts given
-/// (those not given stay).
-pub fn charge_scaled(
-    cluster: &ObservedCluster,
-    group: &str,
-    replicas: Option<u32>,
-    min_replicas: Option<u32>,
-    max_replicas: Option<u32>,
-) -> Usage {
-    let mut scaled = cluster.clone();
-    for g in scaled
-        .spec
-        .worker_group_specs
-        .iter_mut()
-        .filter(|g| g.group_name == group)
-    {
-        if let Some(n) = replicas {
-            g.replicas = Some(i64::from(n));
-        }
-        if let Some(n) = min_replicas {
-            g.min_replicas = Some(i64::from(n));
-        }
-        if let Some(n) = max_replicas {
-            g.max_replicas = Some(i64::from(n));
-        }
-    }
-    charge(&scaled)
-}
-
 /// A resource a quota limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
@@ -432,24 +403,6 @@ mod tests {
         let lines = standing(&lowered, &used);
         assert_eq!(lines[3].remaining.as_deref(), Some("0"));
         assert_eq!(lines[0].limit, None, "clusters unlimited");
-    }
-
-    #[test]
-    fn a_scale_is_charged_with_its_new_counts() {
-        let c = cluster(
-            true,
-            json!({"cpu": "1"}),
-            json!([group(1, 2, json!({"nvidia.com/gpu": 1}))]),
-        );
-        let before = charge(&c);
-        let after = charge_scaled(&c, "g", Some(3), None, Some(6));
-        assert_eq!(
-            display(QuotaResource::Gpus, after.minus(before).gpu_nanos),
-            "4",
-            "max 2 → 6"
-        );
-        let down = charge_scaled(&c, "g", Some(0), None, Some(1));
-        assert_eq!(down.minus(before), Usage::default(), "a scale-down adds nothing");
     }
 
     #[test]

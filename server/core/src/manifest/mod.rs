@@ -13,7 +13,7 @@ pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
 pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
-pub use scale::{ScaleInput, check_scale_input, scale_patch};
+pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};
 pub use status::derive_status;
 

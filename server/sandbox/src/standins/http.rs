@@ -1,14 +1,16 @@
 //! The HTTP stand-ins: the Ray dashboard's page (with Ray's Jobs API from
-//! [`super::jobs`]), Jupyter under its base URL, code-server; each with a
-//! WebSocket echo.
+//! [`super::jobs`]), Jupyter under its base URL (with its kernels API),
+//! code-server; each with a WebSocket echo.
+
+use std::sync::{Arc, Mutex};
 
 use axum::{
     Json, Router,
     extract::{
-        State,
+        Query, State,
         ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
-    http::{StatusCode, Uri, header},
+    http::{HeaderValue, Method, StatusCode, Uri, header},
     response::{Html, IntoResponse, Response},
     routing::get,
 };
@@ -32,12 +34,15 @@ pub(super) fn router(kind: Kind, head: &Head) -> Router {
             .with_state(stopped)
             .merge(jobs::router(head.jobs.clone())),
         Kind::Notebook => {
-            let base = head.notebook_base.clone();
+            let (base, kernels) = (head.notebook_base.clone(), head.kernels.clone());
             Router::new()
-                .fallback(get(move |uri, ws, state| notebook(base, uri, ws, state)))
+                .fallback(move |method, uri, ws, state| notebook(base, kernels, method, uri, ws, state))
                 .with_state(stopped)
         }
-        _ => Router::new().fallback(get(code_server)).with_state(stopped),
+        _ => Router::new()
+            .route(ANSWER_AS_ASKED, get(answer_as_asked))
+            .fallback(get(code_server))
+            .with_state(stopped),
     }
 }
 
@@ -54,11 +59,20 @@ pub(super) fn base_url(configured: Option<&str>) -> String {
 type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
 
 /// Jupyter under `base`: the bare base redirects to `{base}tree`, `{base}api`
-/// answers the server's version, a WebSocket (a kernel channel, say) echoes
-/// anywhere under the base, other paths under it get a page whose script
-/// builds its URLs from the base (as Jupyter's does, which is why it needs
-/// `base_url` behind a proxy); anything outside it is 404.
-async fn notebook(base: String, uri: Uri, upgrade: Upgrade, State(stopped): State<watch::Receiver<()>>) -> Response {
+/// answers the server's version, `{base}api/kernels` lists kernels and a
+/// POST there starts one (201, as Jupyter's REST API), a WebSocket (a
+/// kernel channel, say) echoes anywhere under the base, other GETs under
+/// it get a page whose script builds its URLs from the base (as
+/// Jupyter's does, which is why it needs `base_url` behind a proxy);
+/// anything outside it is 404, any other method 405.
+async fn notebook(
+    base: String,
+    kernels: Arc<Mutex<Vec<String>>>,
+    method: Method,
+    uri: Uri,
+    upgrade: Upgrade,
+    State(stopped): State<watch::Receiver<()>>,
+) -> Response {
     let path = uri.path();
     if path == base || path == base.trim_end_matches('/') {
         return (StatusCode::FOUND, [(header::LOCATION, format!("{base}tree"))]).into_response();
@@ -73,8 +87,24 @@ async fn notebook(base: String, uri: Uri, upgrade: Upgrade, State(stopped): Stat
     if let Ok(ws) = upgrade {
         return ws.on_upgrade(move |socket| echo_messages(socket, stopped));
     }
-    if rest == "api" {
-        return Json(json!({"version": JUPYTER_SERVER_VERSION})).into_response();
+    let mut kernels = kernels.lock().unwrap_or_else(|p| p.into_inner());
+    match (&method, rest) {
+        (&Method::GET, "api") => return Json(json!({"version": JUPYTER_SERVER_VERSION})).into_response(),
+        (&Method::GET, "api/kernels") => {
+            let listed: Vec<_> = kernels.iter().map(|id| kernel(id)).collect();
+            return Json(json!(listed)).into_response();
+        }
+        (&Method::POST, "api/kernels") => {
+            let id = format!(
+                "{:08x}-0000-4000-8000-{:012x}",
+                kernels.len() + 1,
+                fastrand::u64(..1 << 48)
+            );
+            kernels.push(id.clone());
+            return (StatusCode::CREATED, Json(kernel(&id))).into_response();
+        }
+        (&Method::GET, _) => {}
+        _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
     let config = json!({"baseUrl": base, "appVersion": JUPYTER_SERVER_VERSION}).to_string();
     Html(format!(
@@ -91,6 +121,39 @@ async fn notebook(base: String, uri: Uri, upgrade: Upgrade, State(stopped): Stat
         sanitized(path)
     ))
     .into_response()
+}
+
+/// A kernel as Jupyter's REST API describes one.
+fn kernel(id: &str) -> serde_json::Value {
+    json!({"id": id, "name": "python3", "execution_state": "idle", "connections": 0})
+}
+
+/// Where the code-server stand-in answers with what the query asks for:
+/// its status (`status`), `Set-Cookie` headers (`set-cookie`, repeated)
+/// and a `Location` (`location`). A test sees what a proxy lets through
+/// of a service's answer, as it sees what it forwards of a request.
+pub(super) const ANSWER_AS_ASKED: &str = "/_sandbox/answer";
+
+async fn answer_as_asked(Query(asked): Query<Vec<(String, String)>>) -> Response {
+    let mut response = StatusCode::OK.into_response();
+    for (key, value) in asked {
+        let Ok(header_value) = HeaderValue::from_str(&value) else {
+            return (StatusCode::BAD_REQUEST, format!("not a header value: {value:?}")).into_response();
+        };
+        match key.as_str() {
+            "status" => {
+                *response.status_mut() = value.parse().unwrap_or(StatusCode::BAD_REQUEST);
+            }
+            "set-cookie" => {
+                response.headers_mut().append(header::SET_COOKIE, header_value);
+            }
+            "location" => {
+                response.headers_mut().insert(header::LOCATION, header_value);
+            }
+            _ => {}
+        }
+    }
+    response
 }
 
 /// code-server: a page on every path listing the request's header names

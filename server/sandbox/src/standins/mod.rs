@@ -269,6 +269,8 @@ struct Head {
     notebook_base: String,
     /// Ray's Jobs, shared by the dashboard's connections.
     jobs: Arc<jobs::Jobs>,
+    /// The notebook's kernels (their ids), shared by its connections.
+    kernels: Arc<Mutex<Vec<String>>>,
     /// Changes (or is dropped) when the pod stops serving.
     stopped: watch::Receiver<()>,
 }
@@ -287,6 +289,7 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         ip,
         notebook_base: http::base_url(head_env(pod, krayne_core::manifest::NOTEBOOK_BASE_URL_ENV).as_deref()),
         jobs: jobs::Jobs::new(&uid, node, stopped.clone()),
+        kernels: Arc::default(),
         stopped,
     };
     let ports = declared_ports(store, pod);

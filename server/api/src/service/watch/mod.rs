@@ -13,18 +13,20 @@ use std::{
     time::Duration,
 };
 
+use self::hub::Hub;
+use super::{
+    ClusterService, Context,
+    streams::{Ended, StreamGuard, StreamKind},
+    tunnels::{OpenStreams, Permit},
+};
+use crate::domain::{
+    Action, Atom, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion,
+    audit::AuditAction,
+};
 use futures::Stream;
 use tokio::sync::{
     broadcast::{self, error::RecvError},
     mpsc, oneshot,
-};
-use tokio_util::sync::CancellationToken;
-
-use self::hub::Hub;
-use super::{ClusterService, Context, tunnels::OpenStreams, tunnels::Permit};
-use crate::domain::{
-    Action, Atom, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion,
-    audit::AuditAction,
 };
 
 /// Limits of live watches.
@@ -140,7 +142,11 @@ struct Watcher {
     tx: mpsc::Sender<Arc<WatchEvent>>,
     ended: oneshot::Sender<Error>,
     settings: WatchSettings,
-    stopping: CancellationToken,
+    /// Ends the watch at the credential's expiry and at shutdown (the
+    /// mapping's revocations end it in `remap`).
+    guard: StreamGuard,
+    /// Where its end is counted and audited.
+    service: ClusterService,
     auth: Option<crate::auth::Authenticator>,
     /// When the watch ends as the caller asked (`timeout_seconds`).
     deadline: Option<tokio::time::Instant>,
@@ -217,7 +223,8 @@ impl ClusterService {
             tx,
             ended,
             settings,
-            stopping: self.stopping.clone(),
+            guard: self.stream_guard(StreamKind::Watch, cx, namespace, None, None, None),
+            service: self.clone(),
             auth: self.authenticator.clone(),
             deadline: timeout.map(|t| tokio::time::Instant::now() + t),
             _permit: permit,
@@ -303,6 +310,8 @@ impl Watcher {
             }
         };
         let mut expired = std::pin::pin!(expired);
+        let guard = self.guard.clone();
+        let mut guard_ended = std::pin::pin!(guard.ended());
         loop {
             let reload = async {
                 match reloads.as_mut() {
@@ -312,10 +321,7 @@ impl Watcher {
             };
             let step = tokio::select! {
                 biased;
-                () = self.stopping.cancelled() => Err(Stop::End(
-                    Error::Unavailable(format!("the server is shutting down; resume from {} on another", self.position)),
-                    "shutdown",
-                )),
+                ended = &mut guard_ended => Err(self.ended_by_guard(&ended).await),
                 () = self.tx.closed() => Err(Stop::Gone),
                 () = &mut expired => self.bookmark().await.and(Err(Stop::Expired)),
                 true = reload => self.remap().await,
@@ -325,6 +331,22 @@ impl Watcher {
             if let Err(stop) = step {
                 return stop;
             }
+        }
+    }
+
+    /// The guard ended the watch: counted (and audited when it ended for
+    /// the caller), then said to the client.
+    async fn ended_by_guard(&self, ended: &Ended) -> Stop {
+        self.service.stream_ended(&self.guard, ended).await;
+        match ended {
+            Ended::ShuttingDown => Stop::End(
+                Error::Unavailable(format!(
+                    "the server is shutting down; resume from {} on another",
+                    self.position
+                )),
+                "shutdown",
+            ),
+            other => Stop::End(other.as_error(), other.label()),
         }
     }
 
