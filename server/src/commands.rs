@@ -282,11 +282,12 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The service upstream of `mode`, over `client` for port-forwards.
 pub(crate) fn upstream(mode: UpstreamMode, client: &k8s::Client) -> std::sync::Arc<dyn crate::domain::ServiceUpstream> {
     tracing::info!(mode = ?mode, "clusters' services are reached through this upstream");
+    let forward = k8s::PortForwardUpstream::new(client.clone(), UPSTREAM_CONNECT_TIMEOUT);
     match mode {
-        UpstreamMode::Direct => std::sync::Arc::new(k8s::DirectUpstream::new(UPSTREAM_CONNECT_TIMEOUT)),
-        UpstreamMode::PortForward => {
-            std::sync::Arc::new(k8s::PortForwardUpstream::new(client.clone(), UPSTREAM_CONNECT_TIMEOUT))
-        }
+        // Services on a pod's loopback are reached through a forward even
+        // here: nothing on the cluster network reaches them.
+        UpstreamMode::Direct => std::sync::Arc::new(k8s::DirectUpstream::new(UPSTREAM_CONNECT_TIMEOUT, forward)),
+        UpstreamMode::PortForward => std::sync::Arc::new(forward),
     }
 }
 

@@ -1,6 +1,9 @@
 //! The two ways krayne reaches a head's services: dialling the pod's IP
 //! (in a cluster, no load on the Kubernetes API) or through the API
-//! server's `pods/portforward` (from anywhere the API is reachable).
+//! server's `pods/portforward` (from anywhere the API is reachable). A
+//! service bound to the pod's loopback has no address on the cluster
+//! network: even the direct upstream reaches it through a port-forward,
+//! which enters the pod's network namespace.
 
 use std::time::Duration;
 
@@ -14,22 +17,31 @@ use crate::domain::{Error, ServiceStream, ServiceTarget, ServiceUpstream};
 /// listens.
 const PROBE_ERROR_WAIT: Duration = Duration::from_millis(250);
 
-/// Dials `podIP:port`.
-#[derive(Debug, Clone)]
+/// Dials `podIP:port`; a service on the pod's loopback through
+/// `loopback`'s port-forward.
+#[derive(Clone)]
 pub struct DirectUpstream {
     connect_timeout: Duration,
+    loopback: PortForwardUpstream,
 }
 
 impl DirectUpstream {
-    /// Gives up on a connection after `connect_timeout`.
-    pub fn new(connect_timeout: Duration) -> Self {
-        Self { connect_timeout }
+    /// Gives up on a connection after `connect_timeout`; reaches services
+    /// on a pod's loopback through `loopback`.
+    pub fn new(connect_timeout: Duration, loopback: PortForwardUpstream) -> Self {
+        Self {
+            connect_timeout,
+            loopback,
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl ServiceUpstream for DirectUpstream {
     async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error> {
+        if target.on_loopback {
+            return self.loopback.connect(target).await;
+        }
         let Some(ip) = target.pod_ip.as_deref() else {
             return Err(Error::FailedPrecondition(format!(
                 "head pod {} has no IP yet",
@@ -52,12 +64,25 @@ impl ServiceUpstream for DirectUpstream {
         }
     }
 
-    fn half_close(&self) -> bool {
-        true
+    async fn probe(&self, target: &ServiceTarget) -> bool {
+        if target.on_loopback {
+            return self.loopback.probe(target).await;
+        }
+        match self.connect(target).await {
+            Ok(mut stream) => {
+                let _ = futures::AsyncWriteExt::close(&mut stream).await;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
-    fn mode(&self) -> &'static str {
-        "direct"
+    fn half_close(&self, target: &ServiceTarget) -> bool {
+        !target.on_loopback
+    }
+
+    fn mode(&self, target: &ServiceTarget) -> &'static str {
+        if target.on_loopback { "port-forward" } else { "direct" }
     }
 }
 
@@ -130,11 +155,11 @@ impl ServiceUpstream for PortForwardUpstream {
         answered
     }
 
-    fn half_close(&self) -> bool {
+    fn half_close(&self, _: &ServiceTarget) -> bool {
         false
     }
 
-    fn mode(&self) -> &'static str {
+    fn mode(&self, _: &ServiceTarget) -> &'static str {
         "port-forward"
     }
 }

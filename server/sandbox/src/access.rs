@@ -31,7 +31,44 @@ pub enum Access {
 }
 
 impl RequestRecord {
-    /// The RBAC attributes of this request.
+    /// Every authorization this request needs. A WebSocket `GET` that
+    /// connects to a pod (`pods/portforward`, `exec`, `attach`: how
+    /// kube-rs, client-go 1.31+ and the Python client open them) is `get`
+    /// on the subresource, as the API server's request-info resolver makes
+    /// it; Kubernetes 1.35+ checks `create` as well (the
+    /// `AuthorizePodWebsocketUpgradeCreatePermission` gate, on by default),
+    /// so both are required here, the stricter of the two.
+    pub fn accesses(&self) -> Vec<Access> {
+        let primary = self.access();
+        let mut all = vec![primary.clone()];
+        if let Access::Resource {
+            subresource: Some(sub),
+            verb,
+            ..
+        } = &primary
+            && matches!(sub.as_str(), "portforward" | "exec" | "attach")
+            && verb == "get"
+            && let Access::Resource {
+                group,
+                resource,
+                subresource,
+                namespace,
+                ..
+            } = primary.clone()
+        {
+            all.push(Access::Resource {
+                group,
+                resource,
+                subresource,
+                verb: "create".to_owned(),
+                namespace,
+            });
+        }
+        all
+    }
+
+    /// The RBAC attributes of this request, as the API server's
+    /// request-info resolver works them out (one verb, from the method).
     pub fn access(&self) -> Access {
         let (path, query) = self.uri.split_once('?').unwrap_or((&self.uri, ""));
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -56,11 +93,11 @@ impl RequestRecord {
             [] => ("", None, None),
         };
         let watching = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
-        // Connecting to a pod (port-forward, exec) is `create` on its
-        // subresource, whichever method opens the WebSocket.
+        // Connecting to a pod (port-forward, exec): `create` for SPDY's
+        // POST, `get` for a WebSocket's GET (see `accesses`).
         let connects = matches!(subresource.as_deref(), Some("portforward" | "exec" | "attach"));
         let verb = match (self.method.as_str(), name.is_some()) {
-            ("GET" | "POST", _) if connects => "create",
+            ("GET", _) if connects => "get",
             ("GET", _) if watching => "watch",
             ("GET", true) => "get",
             ("GET", false) => "list",
@@ -181,5 +218,26 @@ mod tests {
                 verb: "get".into()
             }
         );
+    }
+
+    #[test]
+    fn a_websocket_port_forward_needs_get_and_create_and_spdy_create() {
+        let record = |method: &str| RequestRecord {
+            method: method.into(),
+            uri: "/api/v1/namespaces/ml/pods/head-0/portforward?ports=22".into(),
+            request_id: None,
+        };
+        let verbs = |method: &str| -> Vec<String> {
+            record(method)
+                .accesses()
+                .into_iter()
+                .filter_map(|a| match a {
+                    Access::Resource { verb, .. } => Some(verb),
+                    Access::NonResource { .. } => None,
+                })
+                .collect()
+        };
+        assert_eq!(verbs("GET"), ["get", "create"]);
+        assert_eq!(verbs("POST"), ["create"]);
     }
 }

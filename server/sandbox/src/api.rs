@@ -112,20 +112,23 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     };
-    let access = entry.access();
+    let accesses = entry.accesses();
     s.requests.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     let latency = *s.latency.borrow();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    if let crate::Access::Resource {
-        group,
-        resource,
-        subresource,
-        verb,
-        namespace,
-    } = access
-    {
+    for access in accesses {
+        let crate::Access::Resource {
+            group,
+            resource,
+            subresource,
+            verb,
+            namespace,
+        } = access
+        else {
+            continue;
+        };
         // RBAC names a subresource `pods/portforward`; a rule for `pods`
         // does not cover it.
         let rbac_name = match subresource {

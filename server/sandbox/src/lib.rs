@@ -50,7 +50,7 @@ pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
 pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
-pub use standins::ConnectionRecord;
+pub use standins::{ConnectionRecord, RealDaemons};
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
 
@@ -73,6 +73,10 @@ pub struct SandboxOptions {
     /// Events not seen again for this long are deleted (kube-apiserver's
     /// `--event-ttl`, 1 hour by default).
     pub event_ttl: Duration,
+    /// Heads run their own `postStart` script for real, each in a network
+    /// namespace of its own, instead of stand-ins for what it binds to the
+    /// pod's loopback (root only; see [`RealDaemons`]).
+    pub real_daemons: Option<RealDaemons>,
 }
 
 impl Default for SandboxOptions {
@@ -85,6 +89,7 @@ impl Default for SandboxOptions {
             bookmark_interval: Duration::from_secs(10),
             port: 0,
             event_ttl: Duration::from_secs(3600),
+            real_daemons: None,
         }
     }
 }
@@ -145,7 +150,7 @@ impl Sandbox {
         }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
-        let standins = Arc::new(standins::Standins::default());
+        let standins = Arc::new(standins::Standins::new(options.real_daemons.clone()));
         let api = Arc::new(api::ApiState {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),

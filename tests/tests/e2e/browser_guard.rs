@@ -305,12 +305,27 @@ async fn a_token_in_the_url_is_taken_by_event_stream_watches_only() {
     assert!(String::from_utf8_lossy(&first).contains("event: "), "{first:?}");
 }
 
+/// How a request to the proxy is authenticated.
+enum As<'a> {
+    Bearer(&'a str),
+    Session(&'a str),
+}
+
 /// Asks the code-server stand-in to answer with `query` (its status,
 /// `Set-Cookie`s and `Location`), through the proxy at `base` (`host`).
-async fn answered(env: &Env, base: &str, host: Option<&str>, query: &[(&str, &str)]) -> reqwest::Response {
+async fn answered(
+    env: &Env,
+    base: &str,
+    host: Option<&str>,
+    caller: &As<'_>,
+    query: &[(&str, &str)],
+) -> reqwest::Response {
     let mut url = reqwest::Url::parse(&format!("{}{base}/_sandbox/answer", env.url())).unwrap();
     url.query_pairs_mut().extend_pairs(query);
-    let mut request = client().get(url).bearer_auth(env.alice());
+    let mut request = match caller {
+        As::Bearer(token) => client().get(url).bearer_auth(token),
+        As::Session(cookie) => client().get(url).header("cookie", *cookie),
+    };
     if let Some(host) = host {
         request = request.header("host", host);
     }
@@ -328,19 +343,21 @@ fn set_cookies(response: &reqwest::Response) -> Vec<String> {
 
 #[tokio::test]
 async fn a_services_cookies_and_redirects_stay_on_the_service() {
-    let env = Env::start_with(EnvOptions::with_args(&["--apps-domain", "apps.example.test"])).await;
+    let env = Env::start().await;
     env.ready_cluster("echo").await;
-    // Path mode: the dashboard has a host of its own, code-server is
-    // reached through the path here too (the proxy serves both).
     let code = proxy_path("echo", "code-server");
+    let cookie = signed_in(&env, "echo", "code-server", None).await;
+    let session = As::Session(&cookie);
     let cookies = answered(
         &env,
         &code,
         None,
+        &session,
         &[
             ("set-cookie", "krayne_session=forged; Path=/"),
+            ("set-cookie", "%6Brayne_session=forged; Path=/"),
             ("set-cookie", "evil=1; Path=/v1"),
-            ("set-cookie", "wide=1; Domain=apps.example.test; Path=/"),
+            ("set-cookie", "wide=1; Domain=127.0.0.1; Path=/"),
             ("set-cookie", "theme=dark"),
         ],
     )
@@ -350,18 +367,41 @@ async fn a_services_cookies_and_redirects_stay_on_the_service() {
         set_cookies(&cookies),
         [format!("evil=1; Path={code}/v1"), format!("theme=dark; Path={code}")]
     );
+    let whole_origin = answered(
+        &env,
+        &code,
+        None,
+        &session,
+        &[("service-worker-allowed", "/"), ("status", "200")],
+    )
+    .await;
+    assert!(whole_origin.headers().get("service-worker-allowed").is_none());
 
     for leaves in [
         "//evil.example/",
         "\\\\evil.example",
         "/\\evil.example",
         "https://evil.example/",
-        &format!("http://{}/v1/whoami", "127.0.0.1:1"),
+        "http://127.0.0.1:1/v1/whoami",
     ] {
-        let refused = answered(&env, &code, None, &[("status", "302"), ("location", leaves)]).await;
+        let refused = answered(&env, &code, None, &session, &[("status", "302"), ("location", leaves)]).await;
         assert_eq!(refused.status(), 502, "{leaves}");
         let problem: Value = refused.json().await.unwrap();
         assert_eq!(problem["code"], "bad_gateway", "{leaves}");
+        // A bearer caller is no browser: it gets the redirect as sent.
+        let alice = env.alice();
+        let sent = answered(
+            &env,
+            &code,
+            None,
+            &As::Bearer(&alice),
+            &[("status", "302"), ("location", leaves)],
+        )
+        .await;
+        assert_eq!(
+            (sent.status().as_u16(), sent.headers()["location"].to_str().unwrap()),
+            (302, leaves)
+        );
     }
     for (location, kept) in [
         ("/login", format!("{code}/login")),
@@ -371,21 +411,52 @@ async fn a_services_cookies_and_redirects_stay_on_the_service() {
             format!("{code}/v1/whoami"),
         ),
     ] {
-        let redirect = answered(&env, &code, None, &[("status", "302"), ("location", location)]).await;
+        let redirect = answered(
+            &env,
+            &code,
+            None,
+            &session,
+            &[("status", "302"), ("location", location)],
+        )
+        .await;
         assert_eq!(redirect.status(), 302, "{location}");
         assert_eq!(redirect.headers()["location"], kept.as_str(), "{location}");
     }
 
-    // On a service's own host: host-only cookies, redirects on the host.
+    // A page of another site fetching from the service (an <img>, a
+    // script): refused, as a GET may act; a link to it is followed.
+    let from = async |site: &str, mode: &str| {
+        client()
+            .get(format!("{}{code}/", env.url()))
+            .header("cookie", &cookie)
+            .header("sec-fetch-site", site)
+            .header("sec-fetch-mode", mode)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(from("same-site", "no-cors").await, 403);
+    assert_eq!(from("cross-site", "navigate").await, 200);
+}
+
+#[tokio::test]
+async fn on_a_service_host_cookies_are_host_only_and_redirects_stay_on_the_host() {
+    let env = Env::start_with(EnvOptions::with_args(&["--apps-domain", "apps.example.test"])).await;
+    env.ready_cluster("echo").await;
     let host = "code-server--echo--ml-team.apps.example.test";
+    let cookie = signed_in(&env, "echo", "code-server", Some(host)).await;
+    let session = As::Session(&cookie);
     let own = answered(
         &env,
         "",
         Some(host),
+        &session,
         &[
             ("set-cookie", "a=1; Path=/"),
             ("set-cookie", "b=2; Domain=.apps.example.test"),
             ("set-cookie", "KRAYNE_x=1"),
+            ("service-worker-allowed", "/"),
             ("status", "302"),
             ("location", "/tree"),
         ],
@@ -393,10 +464,23 @@ async fn a_services_cookies_and_redirects_stay_on_the_service() {
     .await;
     assert_eq!(set_cookies(&own), ["a=1; Path=/"]);
     assert_eq!(own.headers()["location"], "/tree");
+    assert_eq!(own.headers()["service-worker-allowed"], "/", "its own origin");
+    // `/.//evil.example` is a path on this host; as a path it must not
+    // turn scheme-relative.
+    let dotted = answered(
+        &env,
+        "",
+        Some(host),
+        &session,
+        &[("status", "302"), ("location", "/.//evil.example")],
+    )
+    .await;
+    assert_eq!(dotted.headers()["location"], "/.//evil.example");
     let sibling = answered(
         &env,
         "",
         Some(host),
+        &session,
         &[
             ("status", "302"),
             ("location", "http://dashboard--echo--ml-team.apps.example.test/"),
@@ -460,7 +544,7 @@ async fn the_smaller_findings() {
         .send()
         .await
         .unwrap();
-    assert_eq!(foreign.status(), 503);
+    assert_eq!(foreign.status(), 409);
     let problem: Value = foreign.json().await.unwrap();
     assert!(
         problem["detail"].as_str().unwrap().contains("--public-url"),

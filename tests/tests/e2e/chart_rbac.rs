@@ -212,10 +212,11 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
         }
     }
     assert_eq!(called, operations, "the drive covers every REST operation");
-    env.sandbox.requests().iter().map(|r| r.access()).collect()
+    env.sandbox.requests().iter().flat_map(|r| r.accesses()).collect()
 }
 
-/// The chart's default upstream, which needs no `pods/portforward`.
+/// The chart's default upstream, which still reaches the daemons on a
+/// head's loopback through `pods/portforward`.
 const DIRECT: &[&str] = &["--service-upstream", "direct"];
 
 /// The chart's Role mode: the cache watches only the namespaces the Roles
@@ -226,7 +227,8 @@ const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,
 async fn chart_rbac_is_exactly_what_the_server_calls() {
     let namespaced = permissions_of(&chart::yaml("files/rbac/namespaced.yaml"));
     let cluster = permissions_of(&chart::yaml("files/rbac/cluster.yaml"));
-    // Granted only with server.serviceUpstream: port-forward.
+    // Granted in both upstream modes: the notebook, code-server and sshd
+    // listen on a head's loopback, which only a port-forward reaches.
     let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
     let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
@@ -238,8 +240,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         ("role mode", ROLE_MODE),
         ("direct upstream", DIRECT),
     ] {
-        // The tests' server runs outside a cluster: port-forward unless told.
-        let granted = if args == DIRECT { &base } else { &with_port_forward };
+        let granted = &with_port_forward;
         let accesses = accesses_with(args).await;
         let here: BTreeSet<Permission> = accesses.iter().map(permission).collect();
         let missing: Vec<_> = here.difference(granted).collect();

@@ -24,6 +24,7 @@ mod operations;
 mod outages;
 mod portal;
 mod quotas;
+mod real_head;
 mod rest_lifecycle;
 mod sandbox_command;
 mod secrets;

@@ -128,6 +128,7 @@ async fn the_typescript_portal_client_compiles_strictly_and_walks_every_flow() {
         "src/browser.ts",
         "src/watch.ts",
         "src/cross-origin.ts",
+        "src/real-notebook.ts",
     ] {
         let program = std::fs::read_to_string(project().join(file)).unwrap();
         let code = program.lines().filter(|l| !l.trim_start().starts_with(['/', '*']));
@@ -312,6 +313,56 @@ async fn a_page_on_another_origin_of_the_same_site_cannot_use_a_browser_session(
         "ok other origin's WebSocket: refused",
         "ok other origin's POST",
         "cross-origin: all ok",
+    ] {
+        assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
+    }
+}
+
+/// Issue 38: a real Jupyter, started by its cluster's own postStart script
+/// on the head's loopback, in Chromium through a browser session: its
+/// page, scripts and API through the proxy, a kernel started from it.
+#[tokio::test]
+async fn a_real_notebook_works_in_a_browser_session() {
+    let Some(chromium) = chromium("the real notebook was not tried in a browser") else {
+        return;
+    };
+    let Some(node) = node_project("the real notebook page").await else {
+        return;
+    };
+    let Some(bin) = crate::real_head::jupyter() else {
+        return;
+    };
+    let env = crate::real_head::with_a_real_notebook(bin, "port-forward").await;
+    crate::real_head::jupyter_answers(&env).await;
+
+    let _project = PROJECT.lock().await;
+    generate_and_build(&env).await;
+    let transcript = run(
+        &node,
+        &["dist/real-notebook.js"],
+        &[
+            ("KRAYNE_URL", env.url()),
+            ("KRAYNE_TOKEN", env.alice()),
+            ("KRAYNE_NAMESPACE", "ml-team".to_owned()),
+            ("KRAYNE_CLUSTER", "nb".to_owned()),
+            ("CHROMIUM", chromium.display().to_string()),
+        ],
+    )
+    .await;
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-real-notebook.log"),
+        format!(
+            "$ node dist/real-notebook.js  (Chromium at {})\n{transcript}",
+            chromium.display()
+        ),
+    )
+    .unwrap();
+    for step in [
+        "ok redeemed: landed on Jupyter's tree",
+        "ok page",
+        "ok API from the page: jupyter_server 2.",
+        "ok kernel from the page: 201",
+        "real notebook: all ok",
     ] {
         assert!(transcript.contains(step), "missing {step:?} in:\n{transcript}");
     }

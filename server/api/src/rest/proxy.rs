@@ -346,7 +346,10 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     let host = headers.get(header::HOST).cloned();
     let forwarded_headers = [
         ("x-forwarded-for", cx.meta.source_ip.clone()),
-        ("x-forwarded-proto", Some("http".to_owned())),
+        (
+            "x-forwarded-proto",
+            Some(if seen.https() { "https" } else { "http" }.to_owned()),
+        ),
         (
             "x-forwarded-host",
             host.and_then(|h| h.to_str().ok().map(str::to_owned)),
@@ -390,7 +393,12 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     let (mut head, body) = response.into_parts();
     let switching = head.status == StatusCode::SWITCHING_PROTOCOLS;
     drop_hop_by_hop(&mut head.headers, switching);
-    if let Err(why) = confine_response(&mut head.headers, &seen, &browser_path) {
+    // A redirect off the service is an open redirect only for a browser
+    // that carries a session; a bearer caller (curl, a script) gets it as
+    // the service sent it.
+    if let Err(why) = confine_response(&mut head.headers, &seen, &browser_path)
+        && via == TunnelVia::Session
+    {
         tracing::info!(request_id = %cx.meta.request_id, %why, "a service's answer refused");
         return Err(Problem::new(StatusCode::BAD_GATEWAY, "bad_gateway", why).into());
     }
@@ -423,5 +431,16 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         }
         _ => Body::new(body),
     };
+    // A long answer (a followed log, a stream of events) ends as every
+    // long-lived stream does: expiry, revocation, idleness, shutdown.
+    let guard = s.service.proxied_response_guard(&cx, &namespace, &name);
+    let frames = body
+        .into_data_stream()
+        .map(|frame| frame.map_err(|e| Error::Unavailable(format!("the service's answer broke off: {e}"))));
+    let body = Body::from_stream(
+        guard
+            .guard_items(s.service.clone(), frames)
+            .map(|frame| frame.map_err(|e| std::io::Error::other(e.to_string()))),
+    );
     Ok(Response::from_parts(parts, body).into_response())
 }

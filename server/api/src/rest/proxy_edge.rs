@@ -70,9 +70,11 @@ pub(super) fn drop_client_forwarding(headers: &mut HeaderMap) {
     }
 }
 
-/// Whether a cookie's name is one of krayne's own.
+/// Whether a cookie's name is one of krayne's own, as written or once
+/// percent-decoded (krayne reads its session cookie decoded).
 fn is_kraynes(name: &str) -> bool {
-    name.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("krayne"))
+    let raw = |n: &str| n.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("krayne"));
+    raw(name) || Cookie::parse_encoded(format!("{name}=")).is_ok_and(|c| raw(c.name()))
 }
 
 /// The `Cookie` header without krayne's own cookies.
@@ -83,7 +85,7 @@ pub(super) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .map(str::trim)
-        .filter(|c| !c.is_empty() && !is_kraynes(c))
+        .filter(|c| !c.is_empty() && !is_kraynes(c.split('=').next().unwrap_or(c)))
         .collect();
     (!kept.is_empty())
         .then(|| HeaderValue::from_str(&kept.join("; ")).ok())
@@ -99,6 +101,10 @@ pub(super) struct Seen {
     /// The proxy path as the browser sees it (path mode), without the
     /// trailing slash; `None` on a service's own host.
     prefix: Option<String>,
+    /// Whether the browser is known to speak https (an https public URL,
+    /// or a trusted proxy's word): then an `http://` page of the same host
+    /// is another origin.
+    https: bool,
 }
 
 impl Seen {
@@ -108,26 +114,55 @@ impl Seen {
         let scheme = if https { "https" } else { "http" };
         let origin = url::Url::parse(&format!("{scheme}://{authority}/")).ok()?;
         origin.host_str()?;
-        Some(Self { origin, prefix })
+        Some(Self { origin, prefix, https })
     }
 
-    /// Whether `url` is on the service's origin. Host and port decide: a
-    /// scheme seen differently (TLS ended before krayne) is the same place.
-    fn same_origin(&self, url: &url::Url) -> bool {
+    /// Whether `url` is on the service's host. Host and port decide: when
+    /// krayne is not told how TLS ends in front of it, a scheme seen
+    /// differently is the same place.
+    fn same_host(&self, url: &url::Url) -> bool {
         url.host() == self.origin.host() && url.port() == self.origin.port()
+    }
+
+    /// Whether a page at `url` is the service's own (its scheme too, when
+    /// https is known).
+    fn same_origin(&self, url: &url::Url) -> bool {
+        self.same_host(url) && (!self.https || url.scheme() == "https")
+    }
+
+    /// Whether the browser speaks https to the service.
+    pub(super) fn https(&self) -> bool {
+        self.https
+    }
+
+    /// Whether the service has a host of its own (no proxy path).
+    pub(super) fn own_host(&self) -> bool {
+        self.prefix.is_none()
     }
 }
 
 /// Why a browser session's request is refused: it is unsafe or an
-/// upgrade, and it did not come from the service's own page.
+/// upgrade, and it did not come from the service's own page; or it is a
+/// read that another site's or origin's page made (an image, a script, a
+/// fetch: services have GETs that act, as Ray's `/api/actors/kill`) and
+/// not a navigation to the service (a link from the portal is fine).
 pub(super) fn cross_origin(method: &Method, upgrade: bool, headers: &HeaderMap, seen: &Seen) -> Option<String> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let site = text("sec-fetch-site");
     let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     if safe && !upgrade {
-        return None;
+        let navigates = text("sec-fetch-mode") == Some("navigate");
+        return match site {
+            Some(site) if !navigates && !matches!(site, "same-origin" | "none") => Some(format!(
+                "a browser session's requests from another page than the service's own are refused \
+                 (Sec-Fetch-Site: {site}); open the service itself"
+            )),
+            _ => None,
+        };
     }
     let what = if upgrade { "a WebSocket" } else { "an unsafe request" };
     // Fetch metadata, where the browser sends it, says it outright.
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+    if let Some(site) = site
         && !matches!(site, "same-origin" | "none")
     {
         return Some(format!(
@@ -156,6 +191,14 @@ pub(super) fn cross_origin(method: &Method, upgrade: bool, headers: &HeaderMap, 
 /// resolve it (against `browser_path`) and kept on the service, or
 /// refused (`Err`, why) when it leaves it.
 pub(super) fn confine_response(headers: &mut HeaderMap, seen: &Seen, browser_path: &str) -> Result<(), String> {
+    if !seen.own_host() {
+        // They act on the whole origin, which in path mode is the API's
+        // and every other service's: a service worker scoped to `/`
+        // would serve them all, and `Clear-Site-Data` would sign every
+        // session out.
+        headers.remove("service-worker-allowed");
+        headers.remove("clear-site-data");
+    }
     let cookies: Vec<HeaderValue> = headers
         .get_all(header::SET_COOKIE)
         .iter()
@@ -209,7 +252,7 @@ fn confine_location(location: &str, seen: &Seen, browser_path: &str) -> Result<S
     let target = base
         .join(location)
         .map_err(|_| format!("the service redirected to {location:?}, which is not a URL"))?;
-    if !seen.same_origin(&target) {
+    if !seen.same_host(&target) {
         return Err(format!(
             "the service redirected to another site ({}); krayne keeps redirects on the service",
             target.origin().ascii_serialization()
@@ -219,6 +262,13 @@ fn confine_location(location: &str, seen: &Seen, browser_path: &str) -> Result<S
     let path = match &seen.prefix {
         Some(prefix) if !(path == prefix || path.starts_with(&format!("{prefix}/"))) => format!("{prefix}{path}"),
         _ => path.to_owned(),
+    };
+    // `//host` as a path is scheme-relative to the browser: `/.//host`
+    // is the same path on this host.
+    let path = if path.starts_with("//") {
+        format!("/.{path}")
+    } else {
+        path
     };
     let query = target.query().map(|q| format!("?{q}")).unwrap_or_default();
     let fragment = target.fragment().map(|f| format!("#{f}")).unwrap_or_default();
@@ -326,6 +376,27 @@ mod tests {
         let sibling = with(&[("origin", "https://notebook--evil--other.apps.example.com")]);
         let why = cross_origin(&Method::GET, true, &sibling, &own_host()).unwrap();
         assert!(why.contains("https://dashboard--c--ml.apps.example.com"), "{why}");
+        // Known https: a page of the same host over http is not the service's.
+        let plain = with(&[("origin", "http://dashboard--c--ml.apps.example.com")]);
+        assert!(cross_origin(&Method::POST, false, &plain, &own_host()).is_some());
+    }
+
+    #[test]
+    fn reads_another_pages_makes_are_refused_but_links_are_followed() {
+        let seen = path_mode();
+        // An <img> or fetch from a sibling's page: Ray has GETs that act.
+        let image = with(&[("sec-fetch-site", "same-site"), ("sec-fetch-mode", "no-cors")]);
+        assert!(cross_origin(&Method::GET, false, &image, &seen).is_some());
+        let fetched = with(&[("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "cors")]);
+        assert!(cross_origin(&Method::GET, false, &fetched, &seen).is_some());
+        for fine in [
+            with(&[("sec-fetch-site", "cross-site"), ("sec-fetch-mode", "navigate")]),
+            with(&[("sec-fetch-site", "same-origin"), ("sec-fetch-mode", "cors")]),
+            with(&[("sec-fetch-site", "none"), ("sec-fetch-mode", "navigate")]),
+            HeaderMap::new(),
+        ] {
+            assert_eq!(cross_origin(&Method::GET, false, &fine, &seen), None, "{fine:?}");
+        }
     }
 
     fn set_cookies(values: &[&'static str], seen: &Seen) -> Vec<String> {
@@ -361,10 +432,34 @@ mod tests {
             ]
         );
         let on_host = set_cookies(
-            &["a=1; Path=/", "b=2; Domain=.apps.example.com", "KRAYNE_x=1"],
+            &[
+                "a=1; Path=/",
+                "b=2; Domain=.apps.example.com",
+                "KRAYNE_x=1",
+                "%6Brayne_session=x",
+            ],
             &own_host(),
         );
         assert_eq!(on_host, ["a=1; Path=/"]);
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, HeaderValue::from_static("%4Brayne_session=abc; ok=1"));
+        assert_eq!(
+            foreign_cookies(&h).unwrap(),
+            "ok=1",
+            "a percent-encoded name is still krayne's"
+        );
+    }
+
+    #[test]
+    fn headers_acting_on_the_whole_origin_are_dropped_in_path_mode() {
+        let mut h = HeaderMap::new();
+        h.insert("service-worker-allowed", HeaderValue::from_static("/"));
+        h.insert("clear-site-data", HeaderValue::from_static("\"*\""));
+        confine_response(&mut h, &path_mode(), &format!("{P}/")).unwrap();
+        assert!(h.is_empty(), "{h:?}");
+        h.insert("service-worker-allowed", HeaderValue::from_static("/"));
+        confine_response(&mut h, &own_host(), "/").unwrap();
+        assert_eq!(h.len(), 1, "on its own host the origin is the service's");
     }
 
     #[test]
@@ -393,6 +488,11 @@ mod tests {
         }
         let https = own_host();
         assert_eq!(confine_location("/lab?x", &https, "/tree"), Ok("/lab?x".to_owned()));
+        // A path of two slashes would be scheme-relative to the browser.
+        for dotted in ["/.//evil.example", "/x/..//evil.example", "/.\\/evil.example"] {
+            let kept = confine_location(dotted, &https, "/").unwrap();
+            assert!(kept.starts_with("/./"), "{dotted} → {kept}");
+        }
         assert!(confine_location("http:evil.example", &https, "/").is_err());
         assert!(confine_location("https://notebook--c--ml.apps.example.com/", &https, "/").is_err());
     }

@@ -97,7 +97,9 @@ impl SignInLink {
                 format!("{}://{host}", if https { "https" } else { "http" })
             }
             (None, _) => {
-                return Err(Error::Unavailable(
+                // The server's configuration, not the caller's mistake, and
+                // nothing a retry changes.
+                return Err(Error::FailedPrecondition(
                     "this server was started without --public-url, so it can name itself in a sign-in link \
                      only to clients on its own machine; start it with --public-url"
                         .into(),

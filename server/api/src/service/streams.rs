@@ -39,6 +39,9 @@ pub enum StreamKind {
     Tunnel,
     /// A WebSocket through the HTTP proxy (bearer token or browser session).
     ProxiedWebSocket,
+    /// An answer through the HTTP proxy, as long as it flows (a log
+    /// followed in the dashboard, a stream of events).
+    ProxiedResponse,
     /// A job's log, followed.
     JobLog,
     /// A live watch of clusters.
@@ -51,6 +54,7 @@ impl StreamKind {
         match self {
             Self::Tunnel => "tunnel",
             Self::ProxiedWebSocket => "proxied-websocket",
+            Self::ProxiedResponse => "proxied-response",
             Self::JobLog => "job-log",
             Self::Watch => "watch",
         }
@@ -253,6 +257,17 @@ impl StreamGuard {
             service: ClusterService,
             done: bool,
         }
+        // Dropped before its end: the client went away.
+        impl<T> Drop for State<T> {
+            fn drop(&mut self) {
+                if !self.done && self.guard.kind != StreamKind::ProxiedResponse {
+                    let stream = self.guard.kind.as_str();
+                    let reason = Ended::ClientClosed.label();
+                    metrics::counter!("krayne_streams_ended_total", "stream" => stream, "reason" => reason)
+                        .increment(1);
+                }
+            }
+        }
         let ending = self.clone();
         let state = State {
             items: items.boxed(),
@@ -272,6 +287,7 @@ impl StreamGuard {
                         Some((item, st))
                     }
                     None => {
+                        st.done = true;
                         st.service.stream_ended(&st.guard, &Ended::ServiceClosed).await;
                         None
                     }
@@ -303,9 +319,9 @@ impl ClusterService {
         action: Option<Action>,
         idle: Option<Duration>,
     ) -> StreamGuard {
-        let expires = cx.principal.expires_at.map(|at| {
+        let expires = cx.principal.expires_at.and_then(|at| {
             let left = at.saturating_sub(jiff::Timestamp::now().as_second());
-            tokio::time::Instant::now() + Duration::from_secs(u64::try_from(left).unwrap_or(0))
+            tokio::time::Instant::now().checked_add(Duration::from_secs(u64::try_from(left).unwrap_or(0)))
         });
         let still_allowed = match (action, namespace, self.authenticator.clone()) {
             (Some(action), Some(namespace), Some(auth)) => {
@@ -344,10 +360,28 @@ impl ClusterService {
         )
     }
 
+    /// The guard of an answer to `cx`'s request through the HTTP proxy to a
+    /// service of cluster `name`, for as long as its body flows.
+    pub fn proxied_response_guard(&self, cx: &Context, namespace: &str, name: &str) -> StreamGuard {
+        self.stream_guard(
+            StreamKind::ProxiedResponse,
+            cx,
+            Some(namespace),
+            Some(name),
+            Some(Action::Mutate),
+            Some(self.settings.tunnels.idle_timeout),
+        )
+    }
+
     /// Counts how a stream ended; an end chosen for the caller (revoked,
     /// expired, idle) is written to the audit log as `stream.end`.
     pub async fn stream_ended(&self, guard: &StreamGuard, ended: &Ended) {
         let stream = guard.kind.as_str();
+        // Every proxied answer ends: only the ends chosen for the caller
+        // are worth a count there.
+        if guard.kind == StreamKind::ProxiedResponse && !ended.chosen_for_the_caller() {
+            return;
+        }
         metrics::counter!("krayne_streams_ended_total", "stream" => stream, "reason" => ended.label()).increment(1);
         if !ended.chosen_for_the_caller() {
             return;

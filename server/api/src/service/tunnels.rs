@@ -266,7 +266,7 @@ impl ClusterService {
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let (declared, head) = self.head_of(cx, namespace, name).await?;
-        let probes = declared.iter().map(|s| self.probe(head.as_deref(), namespace, s.port));
+        let probes = declared.iter().map(|s| self.probe(head.as_deref(), namespace, s));
         let states = join_all(probes).await;
         Ok(declared
             .iter()
@@ -277,10 +277,16 @@ impl ClusterService {
                 protocol: s.protocol.to_owned(),
                 state,
                 tunnel_path: manifest::tunnel_path(namespace, name, s.name),
-                in_cluster_url: head.as_ref().and_then(|h| h.status.pod_ip.as_ref()).map(|ip| {
-                    let scheme = if s.protocol == "http" { "http" } else { "tcp" };
-                    format!("{scheme}://{ip}:{}", s.port)
-                }),
+                // A service on the pod's loopback has no address on the
+                // cluster network.
+                in_cluster_url: head
+                    .as_ref()
+                    .and_then(|h| h.status.pod_ip.as_ref())
+                    .filter(|_| !s.on_loopback)
+                    .map(|ip| {
+                        let scheme = if s.protocol == "http" { "http" } else { "tcp" };
+                        format!("{scheme}://{ip}:{}", s.port)
+                    }),
             })
             .collect())
     }
@@ -366,11 +372,12 @@ impl ClusterService {
             return Err(e);
         };
         let upstream = self.upstream()?;
+        let target = target_of(namespace, &head, &wanted);
         let summary = json!({
             "service": wanted.name,
             "port": wanted.port,
             "via": via.as_str(),
-            "upstream": upstream.mode(),
+            "upstream": upstream.mode(&target),
             "pod": head.metadata.name,
         });
         let mut entry = self.entry(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), summary);
@@ -383,12 +390,6 @@ impl ClusterService {
             ));
         }
         let started = Instant::now();
-        let target = ServiceTarget {
-            namespace: namespace.to_owned(),
-            pod: head.metadata.name.to_string(),
-            pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),
-            port: wanted.port,
-        };
         let stream = match upstream.connect(&target).await {
             Ok(s) => s,
             Err(e) => {
@@ -405,7 +406,7 @@ impl ClusterService {
             port: wanted.port,
             protocol: wanted.protocol,
             stream,
-            can_half_close: upstream.half_close(),
+            can_half_close: upstream.half_close(&target),
             row: PendingRow(audited.then(|| (self.audit.clone(), entry, started))),
             settings: tunnels.clone(),
             guard: self.stream_guard(
@@ -462,23 +463,29 @@ impl ClusterService {
         &'a self,
         head: Option<&'a ObservedPod>,
         namespace: &'a str,
-        port: u16,
+        service: &'a DeclaredService,
     ) -> BoxFuture<'a, ServiceState> {
         Box::pin(async move {
             let (Some(head), Ok(upstream)) = (head, self.upstream()) else {
                 return ServiceState::Pending;
             };
-            let target = ServiceTarget {
-                namespace: namespace.to_owned(),
-                pod: head.metadata.name.to_string(),
-                pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),
-                port,
-            };
+            let target = target_of(namespace, head, service);
             match tokio::time::timeout(self.settings.tunnels.probe_timeout, upstream.probe(&target)).await {
                 Ok(true) => ServiceState::Available,
                 _ => ServiceState::Unreachable,
             }
         })
+    }
+}
+
+/// Where `service` of `head` is reached.
+fn target_of(namespace: &str, head: &ObservedPod, service: &DeclaredService) -> ServiceTarget {
+    ServiceTarget {
+        namespace: namespace.to_owned(),
+        pod: head.metadata.name.to_string(),
+        pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),
+        port: service.port,
+        on_loopback: service.on_loopback,
     }
 }
 

@@ -60,6 +60,10 @@ pub struct ServiceTarget {
     pub pod_ip: Option<String>,
     /// The port in the pod.
     pub port: u16,
+    /// The service listens on the pod's loopback only: only a
+    /// `pods/portforward` (which enters the pod's network namespace)
+    /// reaches it, never the pod's IP.
+    pub on_loopback: bool,
 }
 
 /// A byte stream to a service.
@@ -85,10 +89,11 @@ pub trait ServiceUpstream: Send + Sync + 'static {
         }
     }
 
-    /// Whether a connection can be closed in one direction only (a
-    /// client's half-close passed on, the answer still coming back).
-    fn half_close(&self) -> bool;
+    /// Whether a connection to `target` can be closed in one direction
+    /// only (a client's half-close passed on, the answer still coming
+    /// back).
+    fn half_close(&self, target: &ServiceTarget) -> bool;
 
-    /// `direct` or `port-forward`.
-    fn mode(&self) -> &'static str;
+    /// How `target` is reached: `direct` or `port-forward`.
+    fn mode(&self, target: &ServiceTarget) -> &'static str;
 }

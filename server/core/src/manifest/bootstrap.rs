@@ -3,11 +3,19 @@
 //! Same effect as Krayne's: Jupyter on 8888, code-server on 8443 and sshd on
 //! 22. Written for krayne: every service binds the pod's loopback only (none
 //! has authentication of its own, so it is reached through a port-forward,
-//! which Kubernetes RBAC guards); Jupyter serves under
-//! `$KRAYNE_NOTEBOOK_BASE_URL` (default `/`), so it works behind a path
-//! prefix such as krayne's proxy; each runs in the background, so the hook
-//! returns at once; a pid file makes a second run a no-op while the service
-//! lives. Logs go to `$KRAYNE_RUN_DIR` (default `/tmp/krayne`).
+//! which Kubernetes RBAC guards, and krayne's authorization in front of
+//! it); Jupyter serves under `$KRAYNE_NOTEBOOK_BASE_URL` (default `/`), so
+//! it works behind a path prefix such as krayne's proxy, answers whatever
+//! `Host` krayne's users address it by (`allow_remote_access`: its own
+//! check refuses non-local names, but the loopback binding is what keeps
+//! others out), and leaves cross-site request checks to krayne's proxy
+//! (`disable_check_xsrf`: with no token of its own Jupyter would refuse
+//! every POST without its `_xsrf` cookie, a bearer-token client's
+//! included; krayne admits a browser session's unsafe requests and
+//! WebSockets only from the service's own origin); each runs in the
+//! background, so the hook returns at once; a pid file makes a second run
+//! a no-op while the service lives. Logs go to `$KRAYNE_RUN_DIR` (default
+//! `/tmp/krayne`).
 
 use crate::domain::ServicesSpec;
 
@@ -18,7 +26,7 @@ running() { [ -f "$D/$1.pid" ] && kill -0 "$(cat "$D/$1.pid")" 2>/dev/null; }"#;
 const NOTEBOOK: &str = r#"running notebook || (
   command -v jupyter >/dev/null 2>&1 || pip install -q notebook
   B="${KRAYNE_NOTEBOOK_BASE_URL:-/}"
-  jupyter notebook --ip=127.0.0.1 --port=8888 --no-browser --allow-root --ServerApp.token='' --NotebookApp.token='' --ServerApp.base_url="$B" --NotebookApp.base_url="$B" &
+  jupyter notebook --ip=127.0.0.1 --port=8888 --no-browser --allow-root --ServerApp.token='' --NotebookApp.token='' --ServerApp.base_url="$B" --NotebookApp.base_url="$B" --ServerApp.allow_remote_access=True --ServerApp.disable_check_xsrf=True &
   echo $! > "$D/notebook.pid"; wait
 ) >>"$D/notebook.log" 2>&1 &"#;
 

@@ -14,7 +14,18 @@ pub struct DeclaredService {
     pub protocol: &'static str,
     /// Its port in the head pod.
     pub port: u16,
+    /// Whether it listens on the pod's loopback only (Krayne's bootstrap
+    /// binds the notebook, code-server and sshd there), so that nothing
+    /// on the cluster network reaches it: krayne reaches it through
+    /// `pods/portforward`, which enters the pod's network namespace,
+    /// whatever its upstream mode.
+    pub on_loopback: bool,
 }
+
+/// The services Krayne's bootstrap starts, each bound to the pod's
+/// loopback (see `bootstrap`); Ray's own (dashboard, client) listen on the
+/// pod's IP.
+const ON_LOOPBACK: [&str; 3] = ["notebook", "code-server", "ssh"];
 
 /// The services the head declares, in Krayne's order (dashboard, client,
 /// notebook, code-server, ssh), each on its declared port: the named
@@ -51,6 +62,7 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
                 name,
                 protocol: if *scheme == "http" { "http" } else { "tcp" },
                 port,
+                on_loopback: ON_LOOPBACK.contains(name),
             })
         })
         .collect()

@@ -10,7 +10,7 @@ use axum::{
         Query, State,
         ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
-    http::{HeaderValue, Method, StatusCode, Uri, header},
+    http::{HeaderName, HeaderValue, Method, StatusCode, Uri, header},
     response::{Html, IntoResponse, Response},
     routing::get,
 };
@@ -129,9 +129,10 @@ fn kernel(id: &str) -> serde_json::Value {
 }
 
 /// Where the code-server stand-in answers with what the query asks for:
-/// its status (`status`), `Set-Cookie` headers (`set-cookie`, repeated)
-/// and a `Location` (`location`). A test sees what a proxy lets through
-/// of a service's answer, as it sees what it forwards of a request.
+/// its status (`status`), and every other pair as a header of the answer
+/// (`set-cookie`, repeated; `location`; …). A test sees what a proxy lets
+/// through of a service's answer, as it sees what it forwards of a
+/// request.
 pub(super) const ANSWER_AS_ASKED: &str = "/_sandbox/answer";
 
 async fn answer_as_asked(Query(asked): Query<Vec<(String, String)>>) -> Response {
@@ -140,17 +141,10 @@ async fn answer_as_asked(Query(asked): Query<Vec<(String, String)>>) -> Response
         let Ok(header_value) = HeaderValue::from_str(&value) else {
             return (StatusCode::BAD_REQUEST, format!("not a header value: {value:?}")).into_response();
         };
-        match key.as_str() {
-            "status" => {
-                *response.status_mut() = value.parse().unwrap_or(StatusCode::BAD_REQUEST);
-            }
-            "set-cookie" => {
-                response.headers_mut().append(header::SET_COOKIE, header_value);
-            }
-            "location" => {
-                response.headers_mut().insert(header::LOCATION, header_value);
-            }
-            _ => {}
+        if key == "status" {
+            *response.status_mut() = value.parse().unwrap_or(StatusCode::BAD_REQUEST);
+        } else if let Ok(name) = HeaderName::try_from(key.as_str()) {
+            response.headers_mut().append(name, header_value);
         }
     }
     response

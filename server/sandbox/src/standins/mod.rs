@@ -16,11 +16,18 @@
 //! inside the process ([`Standins::open`]), which `pods/portforward` uses
 //! as the kubelet enters the pod's network namespace: so a port that
 //! cannot be bound (22 without privilege, a port another program holds, a
-//! sandbox whose pod IPs are not loopback) is still reachable. Each
-//! connection is recorded ([`ConnectionRecord`]).
+//! sandbox whose pod IPs are not loopback) is still reachable. A service
+//! the head's `postStart` script binds to the pod's own loopback (Krayne's
+//! notebook, code-server and sshd: see [`binding`]) is served through that
+//! door only, never at the pod's IP, as on a real node. Each connection is
+//! recorded ([`ConnectionRecord`]).
 
+mod binding;
+mod daemons;
 mod http;
 mod jobs;
+
+pub use daemons::RealDaemons;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},
@@ -69,16 +76,28 @@ const DOOR_BUFFER: usize = 64 * 1024;
 
 /// The stand-ins' shared state: the connection log and the in-process
 /// doors of every stand-in that serves.
-#[derive(Default)]
 pub(super) struct Standins {
     log: Mutex<VecDeque<ConnectionRecord>>,
     /// (pod uid, port) → the stand-in taking in-process connections.
     doors: Mutex<HashMap<(String, u16), mpsc::Sender<DuplexStream>>>,
     /// Ports whose failed bind was already reported.
     unbound: Mutex<HashSet<u16>>,
+    /// Heads' own daemons instead of stand-ins for what their script
+    /// binds to the pod's loopback, when asked for.
+    real: Option<RealDaemons>,
 }
 
 impl Standins {
+    /// Stand-ins, or real daemons where `real` says.
+    pub(super) fn new(real: Option<RealDaemons>) -> Self {
+        Self {
+            log: Mutex::default(),
+            doors: Mutex::default(),
+            unbound: Mutex::default(),
+            real,
+        }
+    }
+
     /// The newest connections, oldest first.
     pub(super) fn connections(&self) -> Vec<ConnectionRecord> {
         lock(&self.log).iter().cloned().collect()
@@ -151,6 +170,19 @@ struct Serving {
     ports: BTreeSet<u16>,
     _tasks: JoinSet<()>,
     _stop: watch::Sender<()>,
+    /// The head's own daemons, ended with it.
+    _daemons: Option<daemons::Daemons>,
+}
+
+/// How a port of a head is reached.
+enum Reached {
+    /// At the pod's IP, and through its door.
+    PodIp,
+    /// Through its door only: the daemon binds the pod's loopback.
+    Door,
+    /// Through its door, relayed to the real daemon inside the pod's
+    /// network namespace (the relay's socket).
+    Relay(std::path::PathBuf),
 }
 
 impl Drop for Serving {
@@ -293,11 +325,24 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         stopped,
     };
     let ports = declared_ports(store, pod);
+    let on_loopback = binding::loopback_ports(pod);
+    let daemons = standins
+        .real
+        .as_ref()
+        .and_then(|real| daemons::Daemons::start(real, pod, &on_loopback));
     let mut tasks = JoinSet::new();
     for &port in &ports {
         let (door, visitors) = mpsc::channel(16);
         lock(&standins.doors).insert((uid.clone(), port), door);
-        tasks.spawn(listen(head.clone(), port, visitors, standins.clone()));
+        let reached = if on_loopback.contains(&port) {
+            match &daemons {
+                Some(d) => Reached::Relay(d.socket(port)),
+                None => Reached::Door,
+            }
+        } else {
+            Reached::PodIp
+        };
+        tasks.spawn(listen(head.clone(), port, reached, visitors, standins.clone()));
     }
     Serving {
         standins: standins.clone(),
@@ -305,14 +350,22 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         ports,
         _tasks: tasks,
         _stop: stop,
+        _daemons: daemons,
     }
 }
 
-/// Serves `port` on the pod's IP (when it can be bound) and through its
-/// in-process door.
-async fn listen(head: Head, port: u16, mut visitors: mpsc::Receiver<DuplexStream>, standins: Arc<Standins>) {
+/// Serves `port` through its in-process door, and on the pod's IP too
+/// (when it can be bound) unless the daemon binds the pod's loopback; a
+/// real daemon's port is relayed to it.
+async fn listen(
+    head: Head,
+    port: u16,
+    reached: Reached,
+    mut visitors: mpsc::Receiver<DuplexStream>,
+    standins: Arc<Standins>,
+) {
     let kind = Kind::of(port);
-    let listener = match head.ip {
+    let listener = match head.ip.filter(|_| matches!(reached, Reached::PodIp)) {
         Some(ip) => match TcpListener::bind((ip, port)).await {
             Ok(l) => Some(l),
             Err(e) => {
@@ -346,10 +399,25 @@ async fn listen(head: Head, port: u16, mut visitors: mpsc::Receiver<DuplexStream
             }
             Some(stream) = visitors.recv() => {
                 standins.record(record(None));
-                connections.spawn(serve(kind, stream, head.clone()));
+                match &reached {
+                    Reached::Relay(socket) => connections.spawn(relay(stream, socket.clone())),
+                    Reached::PodIp | Reached::Door => connections.spawn(serve(kind, stream, head.clone())),
+                };
             }
             Some(_) = connections.join_next() => {}
         }
+    }
+}
+
+/// Carries a port-forward's connection to a real daemon through its
+/// relay (which may still be starting, as the daemon may).
+async fn relay(mut stream: DuplexStream, socket: std::path::PathBuf) {
+    for _ in 0..100 {
+        if let Ok(mut relay) = tokio::net::UnixStream::connect(&socket).await {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut relay).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

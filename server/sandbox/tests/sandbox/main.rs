@@ -81,6 +81,11 @@ pub fn raycluster(yaml: &str) -> DynamicObject {
     serde_json::from_value(manifest).unwrap()
 }
 
+/// A byte stream a WebSocket client can run over: a TCP connection or a
+/// port-forward's.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
 /// Retries `check` until it gives `Some`, for up to 20 s.
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where

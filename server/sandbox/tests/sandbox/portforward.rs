@@ -137,6 +137,32 @@ async fn refusals_come_as_kubernetes_statuses() {
     );
 }
 
+/// A WebSocket port-forward is a GET: `get` on `pods/portforward` as
+/// Kubernetes up to 1.34 checks it, and `create` as 1.35+ checks it too.
+#[tokio::test]
+async fn a_websocket_port_forward_needs_get_as_well_as_create() {
+    let (sb, client) = start().await;
+    sb.forbid("get", "pods/portforward");
+    rayclusters(&client, "ml")
+        .create(
+            &PostParams::default(),
+            &raycluster(
+                "name: getter
+namespace: ml
+",
+            ),
+        )
+        .await
+        .unwrap();
+    let (pod, _) = head(&client, "getter", None).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let forbidden = refused(&pods, &pod).await;
+    assert!(
+        forbidden.contains("403") || forbidden.contains("forbidden"),
+        "{forbidden}"
+    );
+}
+
 #[tokio::test]
 async fn one_port_closing_leaves_the_others_open() {
     let (_sb, client) = start().await;

@@ -1,5 +1,7 @@
-//! Head pods that serve: stand-ins on `podIP:port` for every declared
-//! port while the head runs, gone with it.
+//! Head pods that serve: stand-ins for every declared port while the head
+//! runs, gone with it — on `podIP:port`, or, for a daemon the head's
+//! script binds to the pod's loopback, only from inside the pod (through
+//! `pods/portforward`), as on a real node.
 
 use std::time::Duration;
 
@@ -68,9 +70,26 @@ pub(crate) async fn read_some(stream: &mut (impl tokio::io::AsyncRead + Unpin)) 
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-async fn http_get(ip: &str, port: u16, path: &str) -> String {
-    let mut stream = connect(ip, port).await;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+/// A connection made from inside the pod, as the kubelet makes one for
+/// `pods/portforward` (the pod's loopback included); the forwarder
+/// lives as long as the connection is used.
+async fn into_pod(
+    client: &Client,
+    pod: &str,
+    port: u16,
+) -> (
+    impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    kube::api::Portforwarder,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let mut forwarder = pods.portforward(pod, &[port]).await.unwrap();
+    let stream = forwarder.take_stream(port).unwrap();
+    (stream, forwarder)
+}
+
+/// `GET path` on `stream`, whole.
+async fn get_on(mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin, path: &str) -> String {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: head\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
@@ -80,20 +99,25 @@ async fn http_get(ip: &str, port: u16, path: &str) -> String {
     answer
 }
 
+/// `GET path` on the pod's loopback `port`, through a port-forward.
+async fn http_get_in_pod(client: &Client, pod: &str, port: u16, path: &str) -> String {
+    let (stream, _forwarder) = into_pod(client, pod, port).await;
+    get_on(stream, path).await
+}
+
+async fn http_get(ip: &str, port: u16, path: &str) -> String {
+    get_on(connect(ip, port).await, path).await
+}
+
 fn is_bindable(ip: &str) -> bool {
     ip.starts_with("127.")
 }
 
 #[tokio::test]
-async fn every_declared_port_answers_on_the_pod_ip() {
+async fn every_declared_port_answers_where_its_daemon_listens() {
     let (sb, client) = start().await;
     let (pod, ip) = running_head(&client, "serves").await;
     assert!(is_bindable(&ip), "pod IPs are loopback addresses on Linux: {ip}");
-
-    let mut ssh = connect(&ip, 22).await;
-    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
-    ssh.write_all(b"hello").await.unwrap();
-    assert_eq!(read_some(&mut ssh).await, "hello");
 
     let mut ray = connect(&ip, 10001).await;
     assert!(read_some(&mut ray).await.contains("ray client"));
@@ -108,8 +132,24 @@ async fn every_declared_port_answers_on_the_pod_ip() {
     );
     let dashboard = http_get(&ip, 8265, "/").await;
     assert!(dashboard.contains("fetch(\"api/version\")"), "{dashboard}");
-    assert!(http_get(&ip, 8888, "/lab/tree").await.contains("Jupyter"));
-    assert!(http_get(&ip, 8443, "/").await.contains("code-server"));
+
+    // Krayne's bootstrap binds Jupyter, code-server and sshd to the pod's
+    // loopback: at the pod's IP nothing answers (the dashboard above
+    // shows the stand-ins are up), from inside the pod they do.
+    for port in [8888, 8443, 22] {
+        let refused = TcpStream::connect((ip.as_str(), port)).await;
+        assert!(refused.is_err(), "{ip}:{port} answered at the pod's IP");
+    }
+    let (mut ssh, _forwarder) = into_pod(&client, &pod, 22).await;
+    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    ssh.write_all(b"hello").await.unwrap();
+    assert_eq!(read_some(&mut ssh).await, "hello");
+    assert!(
+        http_get_in_pod(&client, &pod, 8888, "/lab/tree")
+            .await
+            .contains("Jupyter")
+    );
+    assert!(http_get_in_pod(&client, &pod, 8443, "/").await.contains("code-server"));
 
     let mut gcs = connect(&ip, 6379).await;
     gcs.write_all(b"echo").await.unwrap();
@@ -136,13 +176,13 @@ async fn every_declared_port_answers_on_the_pod_ip() {
 async fn a_deleted_head_closes_its_connections_and_the_new_one_serves_on_a_new_ip() {
     let (_sb, client) = start().await;
     let (pod, ip) = running_head(&client, "replaced").await;
-    let mut ssh = connect(&ip, 22).await;
-    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    let mut ray = connect(&ip, 10001).await;
+    assert!(read_some(&mut ray).await.contains("ray client"));
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
     pods.delete(&pod, &DeleteParams::default()).await.unwrap();
     let mut buf = [0u8; 16];
-    let closed = tokio::time::timeout(Duration::from_secs(5), ssh.read(&mut buf))
+    let closed = tokio::time::timeout(Duration::from_secs(5), ray.read(&mut buf))
         .await
         .expect("the connection ends within 5 s");
     assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
@@ -150,10 +190,10 @@ async fn a_deleted_head_closes_its_connections_and_the_new_one_serves_on_a_new_i
     let (new_pod, new_ip) = head(&client, "replaced", Some(&pod)).await;
     assert_ne!(new_pod, pod);
     assert_ne!(new_ip, ip, "a replaced head pod gets a new IP");
-    let mut again = connect(&new_ip, 22).await;
-    assert!(read_some(&mut again).await.starts_with("SSH-2.0-"));
+    let mut again = connect(&new_ip, 10001).await;
+    assert!(read_some(&mut again).await.contains("ray client"));
     assert!(
-        TcpStream::connect((ip.as_str(), 22)).await.is_err(),
+        TcpStream::connect((ip.as_str(), 10001)).await.is_err(),
         "the old IP serves nothing"
     );
 }
@@ -197,12 +237,21 @@ async fn http_stand_ins_echo_websockets_until_the_pod_goes() {
     let (_sb, client) = start().await;
     let (pod, ip) = running_head(&client, "sockets").await;
     let mut sockets = Vec::new();
-    for url in [
-        format!("ws://{ip}:8265/ws"),
-        format!("ws://{ip}:8888/user/alice/api/kernels/k1/channels"),
-        format!("ws://{ip}:8443/"),
+    let mut forwarders = Vec::new();
+    for (port, url) in [
+        (8265, format!("ws://{ip}:8265/ws")),
+        (8888, "ws://head/user/alice/api/kernels/k1/channels".to_owned()),
+        (8443, "ws://head/".to_owned()),
     ] {
-        let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+        // The dashboard at the pod's IP; the loopback's daemons from inside.
+        let stream: Box<dyn crate::Io> = if port == 8265 {
+            Box::new(connect(&ip, port).await)
+        } else {
+            let (stream, forwarder) = into_pod(&client, &pod, port).await;
+            forwarders.push(forwarder);
+            Box::new(stream)
+        };
+        let (mut socket, _) = tokio_tungstenite::client_async(url.as_str(), stream).await.unwrap();
         socket.send(Message::text("ping")).await.unwrap();
         let echoed = tokio::time::timeout(Duration::from_secs(5), socket.next())
             .await
@@ -251,24 +300,25 @@ async fn the_notebook_serves_under_the_base_url_its_cluster_gives_it() {
         .create(&PostParams::default(), &obj)
         .await
         .unwrap();
-    let (_, ip) = head(&client, "nb", None).await;
+    let (pod, _) = head(&client, "nb", None).await;
 
-    let bare = http_get(&ip, 8888, base.trim_end_matches('/')).await;
+    let bare = http_get_in_pod(&client, &pod, 8888, base.trim_end_matches('/')).await;
     assert!(bare.starts_with("HTTP/1.1 302"), "{bare}");
     assert!(bare.contains(&format!("location: {base}tree\r\n")), "{bare}");
-    let page = http_get(&ip, 8888, &format!("{base}tree")).await;
+    let page = http_get_in_pod(&client, &pod, 8888, &format!("{base}tree")).await;
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(
         page.contains(&format!("\"baseUrl\":\"{base}\"")),
         "the page builds its URLs from the base: {page}"
     );
-    let api = http_get(&ip, 8888, &format!("{base}api")).await;
+    let api = http_get_in_pod(&client, &pod, 8888, &format!("{base}api")).await;
     assert!(api.contains("\"version\""), "{api}");
-    let outside = http_get(&ip, 8888, "/tree").await;
+    let outside = http_get_in_pod(&client, &pod, 8888, "/tree").await;
     assert!(outside.starts_with("HTTP/1.1 404"), "{outside}");
 
-    let url = format!("ws://{ip}:8888{base}api/kernels/k1/channels");
-    let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+    let (stream, _forwarder) = into_pod(&client, &pod, 8888).await;
+    let url = format!("ws://head{base}api/kernels/k1/channels");
+    let (mut socket, _) = tokio_tungstenite::client_async(url.as_str(), stream).await.unwrap();
     socket.send(Message::text("execute")).await.unwrap();
     let echoed = tokio::time::timeout(Duration::from_secs(5), socket.next())
         .await
