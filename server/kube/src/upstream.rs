@@ -165,8 +165,8 @@ impl ServiceUpstream for PortForwardUpstream {
 }
 
 /// Why the API server refused a port-forward, for the caller. A 403 is
-/// krayne's own Role lacking `create` on `pods/portforward`: an internal
-/// error, logged for the operator.
+/// krayne's own Role lacking `get` or `create` on `pods/portforward`: an
+/// internal error, logged for the operator.
 fn refused(target: &ServiceTarget, e: kube::Error) -> Error {
     use kube::client::UpgradeConnectionError::ProtocolSwitch;
     if let kube::Error::UpgradeConnection(ProtocolSwitch(code)) = &e
@@ -174,7 +174,7 @@ fn refused(target: &ServiceTarget, e: kube::Error) -> Error {
     {
         tracing::error!(
             namespace = %target.namespace,
-            "Kubernetes forbids krayne's port-forward: grant `create` on pods/portforward (the chart does with serviceUpstream: port-forward) or use --service-upstream direct"
+            "Kubernetes forbids krayne's port-forward: grant `get` and `create` on pods/portforward (the chart does, in both upstream modes: the notebook, code-server and SSH listen on the head's loopback, which only a port-forward reaches)"
         );
         return Error::Internal("Kubernetes forbids krayne to port-forward".into());
     }

@@ -18,26 +18,31 @@ use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
 const NOTEBOOK: &str = "/v1/namespaces/ml-team/clusters/nb/services/notebook/proxy";
 
 /// Where a pinned Jupyter is (`$KRAYNE_JUPYTER_BIN`, else the venv
-/// `.ci/run` makes), when this machine can also give a head a network
-/// namespace (root, `unshare`, `ip`, `socat`); `None` (skipped) only
-/// outside CI.
+/// `.ci/run` makes under `$XDG_CACHE_HOME` or `~/.cache`), when this
+/// machine can also give a head namespaces of its own (`unshare` works
+/// here: root; `setpriv`, `ip`, `socat`); `None` (skipped) only outside
+/// CI.
 #[expect(clippy::print_stderr, reason = "a skipped test says so")]
 pub(crate) fn jupyter() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
     let bin = std::env::var_os("KRAYNE_JUPYTER_BIN")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/krayne/jupyter-venv/bin")));
-    let root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let tools = ["unshare", "ip", "socat"]
+        .or_else(|| cache.map(|c| c.join("krayne/jupyter-venv/bin")));
+    let tools = ["setpriv", "unshare", "ip", "socat"]
         .iter()
         .all(|t| krayne_tests::which(t).is_some());
-    let found = bin.filter(|b| b.join("jupyter").is_file() && root && tools);
+    let namespaces = tools
+        && std::process::Command::new("unshare")
+            .args(["--mount", "--net", "--pid", "--fork", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let found = bin.filter(|b| b.join("jupyter").is_file() && namespaces);
     if found.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI needs root, unshare, ip, socat and the pinned Jupyter venv (.ci/run installs them)"
+            "CI needs working namespaces (root), setpriv, ip, socat and the pinned Jupyter venv (.ci/run installs them)"
         );
         eprintln!("SKIPPED: no Jupyter venv, or no network namespaces here");
     }

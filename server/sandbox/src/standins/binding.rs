@@ -1,7 +1,8 @@
 //! Where a head's own daemons listen, read from its `postStart` script the
-//! way the daemons read their flags: Jupyter's `--ip=` and `--port=`,
-//! code-server's `--bind-addr HOST:PORT`, sshd's `ListenAddress=` (port
-//! 22, or `Port=`/`-p`). A daemon bound to the pod's loopback is not
+//! way the daemons read their flags: Jupyter's `--ip`/`--ServerApp.ip`
+//! (`localhost` when not given) and `--port`, code-server's `--bind-addr
+//! HOST:PORT`, sshd's `ListenAddress=` (its own port, or `Port=`/`-p`, or
+//! 22). A daemon bound to the pod's loopback is not
 //! reachable at the pod's IP on a real node — only from inside the pod's
 //! network namespace, which is where `pods/portforward` dials — and the
 //! sandbox serves it the same way.
@@ -26,26 +27,50 @@ fn loopback_port(line: &str) -> Option<u16> {
         .split_whitespace()
         .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
         .collect();
-    let value = |flag: &str| words.iter().find_map(|w| w.strip_prefix(flag));
+    // `--flag=value` or `--flag value`.
+    let value = |flag: &str| {
+        words.iter().enumerate().find_map(|(at, w)| {
+            w.strip_prefix(flag)
+                .and_then(|rest| rest.strip_prefix('='))
+                .or_else(|| (*w == flag).then(|| words.get(at + 1).copied()).flatten())
+        })
+    };
     let number = |text: &str| text.trim_matches(|c| c == '"' || c == '\'').parse::<u16>().ok();
     if words.iter().any(|w| w.ends_with("jupyter")) {
-        let host = value("--ip=")?;
-        let port = value("--port=").map_or(Some(8888), number)?;
+        // Jupyter listens on `localhost` unless told otherwise.
+        let host = value("--ip")
+            .or_else(|| value("--ServerApp.ip"))
+            .or_else(|| value("--NotebookApp.ip"))
+            .unwrap_or("localhost");
+        let port = value("--port")
+            .or_else(|| value("--ServerApp.port"))
+            .map_or(Some(8888), number)?;
         return is_loopback(host).then_some(port);
     }
     if let Some(at) = words.iter().position(|w| *w == "--bind-addr") {
         let (host, port) = words.get(at + 1)?.rsplit_once(':')?;
         return is_loopback(host).then(|| number(port)).flatten();
     }
-    let host = value("ListenAddress=")?;
-    let port = value("Port=")
-        .or_else(|| {
-            words
-                .iter()
-                .position(|w| *w == "-p")
-                .and_then(|at| words.get(at + 1).copied())
-        })
-        .map_or(Some(22), number)?;
+    let option = |name: &str| words.iter().find_map(|w| w.strip_prefix(name));
+    let listen = option("ListenAddress=")?;
+    // `ListenAddress=host:port` names its port; else `Port=`, `-p`, 22.
+    let (host, port) = match listen
+        .rsplit_once(':')
+        .filter(|(h, _)| !h.contains(':') || h.ends_with(']'))
+    {
+        Some((host, port)) => (host, number(port)?),
+        None => {
+            let port = option("Port=")
+                .or_else(|| {
+                    words
+                        .iter()
+                        .position(|w| *w == "-p")
+                        .and_then(|at| words.get(at + 1).copied())
+                })
+                .map_or(Some(22), number)?;
+            (listen, port)
+        }
+    };
     is_loopback(host).then_some(port)
 }
 
@@ -86,6 +111,14 @@ mod tests {
                      \"$B\" --bind-addr [::1]:9443\n\
                      sshd -o ListenAddress=127.0.0.1 -p 2222";
         assert_eq!(loopback_ports(&pod(moved)), BTreeSet::from([2222, 9443, 9999]));
+        let spelled = "jupyter server --ServerApp.ip 127.0.0.1 --ServerApp.port=7777\n\
+                       jupyter lab --port 7000\n\
+                       sshd -D -o ListenAddress=127.0.0.1:2200";
+        assert_eq!(
+            loopback_ports(&pod(spelled)),
+            BTreeSet::from([2200, 7000, 7777]),
+            "Jupyter's default address is localhost"
+        );
         assert!(loopback_ports(&json!({"spec": {}})).is_empty(), "no script");
     }
 }

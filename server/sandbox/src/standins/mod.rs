@@ -419,6 +419,7 @@ async fn relay(mut stream: DuplexStream, socket: std::path::PathBuf) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    tracing::warn!(socket = %socket.display(), "no relay into the head's namespace after 10 s: its daemons did not start");
 }
 
 /// The next TCP connection; never, without a listener.

@@ -366,3 +366,73 @@ async fn a_port_that_cannot_be_bound_is_still_served_through_port_forward() {
     })
     .await;
 }
+
+/// Whether this machine can give a head namespaces of its own (root,
+/// `setpriv`, `unshare`, `ip`, `socat`); CI must.
+#[expect(clippy::print_stderr, reason = "a skipped test says so")]
+fn namespaces_here() -> bool {
+    let tools = ["setpriv", "unshare", "ip", "socat"].iter().all(|t| {
+        std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let works = tools
+        && std::process::Command::new("unshare")
+            .args(["--mount", "--net", "--pid", "--fork", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !works {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs working namespaces (.ci/run runs as root)"
+        );
+        eprintln!("SKIPPED: no namespaces for real daemons here");
+    }
+    works
+}
+
+/// A head's own script, run for real: it reaches the pod's loopback only
+/// (the port-forward answers from inside, the pod's IP refuses), and it
+/// cannot write to this machine's files.
+#[tokio::test]
+async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
+    if !namespaces_here() {
+        return;
+    }
+    let escape = std::env::temp_dir().join(format!("krayne-sandbox-escape-{}", std::process::id()));
+    let mut options = krayne_sandbox::SandboxOptions::fast();
+    options.real_daemons = Some(krayne_sandbox::RealDaemons::default());
+    let (_sb, client) = crate::start_with(options).await;
+    let mut obj = raycluster("name: real\nnamespace: ml\n");
+    // A daemon on the pod's loopback (as code-server's flag says), and a
+    // write outside the pod's run directory.
+    let script = format!(
+        "touch {escape}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside the pod' & # --bind-addr 127.0.0.1:8443",
+        escape = escape.display()
+    );
+    obj.data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["lifecycle"]["postStart"]["exec"]["command"] =
+        serde_json::json!(["/bin/sh", "-c", script]);
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let (pod, ip) = head(&client, "real", None).await;
+    let answer = eventually("the daemon to answer from inside the pod", || {
+        let client = client.clone();
+        let pod = pod.clone();
+        async move {
+            let (mut stream, _forwarder) = into_pod(&client, &pod, 8443).await;
+            let mut text = String::new();
+            let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut text)).await;
+            text.contains("from inside").then_some(text)
+        }
+    })
+    .await;
+    assert_eq!(answer.trim(), "from inside the pod");
+    assert!(
+        TcpStream::connect((ip.as_str(), 8443)).await.is_err(),
+        "the pod's IP answered"
+    );
+    assert!(!escape.exists(), "the script wrote {}", escape.display());
+}
