@@ -18,7 +18,7 @@ use crate::{
     domain::{AppsDomain, PublicUrl, VersionInfo},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
-    manifest::ManifestSettings,
+    manifest::{ManifestSettings, PolicyPeers},
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
@@ -159,6 +159,29 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
     Ok(verifier.with_jwks(source))
 }
 
+/// Krayne's own pods for the clusters' NetworkPolicies: `namespace`, and
+/// `labels` as `key=value,…`.
+fn policy_peers(namespace: &str, labels: &str) -> Result<PolicyPeers, String> {
+    let namespace = namespace.trim();
+    if namespace.is_empty() {
+        return Err("--cluster-network-policy-namespace: name the namespace krayne runs in".into());
+    }
+    let mut pod_labels = std::collections::BTreeMap::new();
+    for pair in labels.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--cluster-network-policy-pod-labels: {pair:?} is not key=value"))?;
+        pod_labels.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    if pod_labels.is_empty() {
+        return Err("--cluster-network-policy-pod-labels: name at least one label of krayne's pods".into());
+    }
+    Ok(PolicyPeers {
+        namespace: namespace.to_owned(),
+        pod_labels,
+    })
+}
+
 /// The service, HTTP and connection settings from the HTTP flags.
 pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings, ConnectionLimits), String> {
     let public_url = http
@@ -173,6 +196,11 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         .map(AppsDomain::parse)
         .transpose()
         .map_err(|e| format!("--apps-domain {e}"))?;
+    let network_policy = http
+        .cluster_network_policy_namespace
+        .as_deref()
+        .map(|namespace| policy_peers(namespace, &http.cluster_network_policy_pod_labels))
+        .transpose()?;
     let keys = match &http.session_secret_file {
         Some(path) => {
             let secret = std::fs::read(path).map_err(|e| format!("--session-secret-file {}: {e}", path.display()))?;
@@ -195,6 +223,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         },
         public_url,
         apps_domain,
+        network_policy,
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
             rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),

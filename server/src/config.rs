@@ -197,6 +197,23 @@ pub struct HttpArgs {
     /// bearer tokens.
     #[arg(long, env = "KRAYNE_APPS_DOMAIN")]
     pub apps_domain: Option<String>,
+    /// Put a NetworkPolicy beside every cluster krayne creates, admitting
+    /// connections to its pods only from each other and from krayne's own
+    /// pods, which run in this namespace (with the labels of
+    /// `--cluster-network-policy-pod-labels`). A head serves code
+    /// execution (Ray's Jobs API) to whoever reaches it. A cluster whose
+    /// policy cannot be created is deleted again (fail closed). Without
+    /// it no policies are made.
+    #[arg(long, env = "KRAYNE_CLUSTER_NETWORK_POLICY_NAMESPACE")]
+    pub cluster_network_policy_namespace: Option<String>,
+    /// Labels of krayne's own pods (`key=value,…`) for the clusters'
+    /// NetworkPolicies.
+    #[arg(
+        long,
+        env = "KRAYNE_CLUSTER_NETWORK_POLICY_POD_LABELS",
+        default_value = "app.kubernetes.io/name=krayne"
+    )]
+    pub cluster_network_policy_pod_labels: String,
     /// File holding the secret (at least 32 bytes) that signs browser
     /// sessions to clusters' services; every replica needs the same one.
     /// Without it this server issues no browser sessions (bearer tokens

@@ -291,6 +291,9 @@ impl Env {
             path(&teams),
             "--session-secret-file".into(),
             path(&session_secret_file),
+            // Every cluster gets its NetworkPolicy, as the chart makes it.
+            "--cluster-network-policy-namespace".into(),
+            "krayne".into(),
         ];
         let database = options
             .database_url

@@ -36,6 +36,11 @@ app.kubernetes.io/name: {{ include "krayne.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The selector labels as `key=value,…`, for the server's flags. */}}
+{{- define "krayne.selectorLabelsFlag" -}}
+app.kubernetes.io/name={{ include "krayne.name" . }},app.kubernetes.io/instance={{ .Release.Name }}
+{{- end }}
+
 {{- define "krayne.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "krayne.fullname" .) .Values.serviceAccount.name }}

@@ -282,6 +282,15 @@ impl ClusterStore for KubeClusterStore {
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
+    async fn create_network_policy(&self, namespace: &str, policy: &Value, request_id: &str) -> Result<(), Error> {
+        let body = serde_json::to_vec(policy).map_err(|e| Error::Internal(e.to_string()))?;
+        let request = KubeRequest::new(format!(
+            "/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
+        ))
+        .create(&PostParams::default(), body);
+        self.call::<Value>(request, request_id).await.map(|_| ())
+    }
+
     async fn watch(
         &self,
         namespace: &str,

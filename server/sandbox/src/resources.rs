@@ -13,16 +13,27 @@ pub enum Resource {
     Event,
     /// `ray.io/v1` rayclusters.
     RayCluster,
+    /// `networking.k8s.io/v1` networkpolicies: stored and served, not
+    /// enforced (the sandbox has no network plugin).
+    NetworkPolicy,
 }
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 5] = [Self::Namespace, Self::Pod, Self::Service, Self::Event, Self::RayCluster];
+    pub const ALL: [Self; 6] = [
+        Self::Namespace,
+        Self::Pod,
+        Self::Service,
+        Self::Event,
+        Self::RayCluster,
+        Self::NetworkPolicy,
+    ];
 
     /// API group; empty for core.
     pub fn group(self) -> &'static str {
         match self {
             Self::RayCluster => "ray.io",
+            Self::NetworkPolicy => "networking.k8s.io",
             Self::Namespace | Self::Pod | Self::Service | Self::Event => "",
         }
     }
@@ -31,6 +42,7 @@ impl Resource {
     pub fn api_version(self) -> &'static str {
         match self {
             Self::RayCluster => "ray.io/v1",
+            Self::NetworkPolicy => "networking.k8s.io/v1",
             Self::Namespace | Self::Pod | Self::Service | Self::Event => "v1",
         }
     }
@@ -43,6 +55,7 @@ impl Resource {
             Self::Service => "services",
             Self::Event => "events",
             Self::RayCluster => "rayclusters",
+            Self::NetworkPolicy => "networkpolicies",
         }
     }
 
@@ -54,6 +67,7 @@ impl Resource {
             Self::Service => "Service",
             Self::Event => "Event",
             Self::RayCluster => "RayCluster",
+            Self::NetworkPolicy => "NetworkPolicy",
         }
     }
 
@@ -65,6 +79,7 @@ impl Resource {
             Self::Service => &["svc"],
             Self::Event => &["ev"],
             Self::RayCluster => &[],
+            Self::NetworkPolicy => &["netpol"],
         }
     }
 

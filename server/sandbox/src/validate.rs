@@ -99,10 +99,22 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             Resource::Namespace => check_dns1123_label(name),
             // KubeRay derives pod and service names from it.
             Resource::RayCluster => check_dns1035_label(name, MAX_CLUSTER_NAME_LEN),
-            Resource::Pod | Resource::Service | Resource::Event => check_dns1123_subdomain(name),
+            Resource::Pod | Resource::Service | Resource::Event | Resource::NetworkPolicy => {
+                check_dns1123_subdomain(name)
+            }
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));
+        }
+    }
+    if r == Resource::NetworkPolicy {
+        // What kube-apiserver's types take: every field of its type, and
+        // the one the API requires.
+        if let Err(e) = serde_json::from_value::<k8s_openapi::api::networking::v1::NetworkPolicy>(object.clone()) {
+            causes.push(("spec".into(), format!("Invalid value: {e}")));
+        }
+        if object["spec"]["podSelector"].is_null() {
+            causes.push(("spec.podSelector".into(), "Required value".into()));
         }
     }
     if r == Resource::RayCluster {

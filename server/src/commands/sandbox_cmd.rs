@@ -76,6 +76,12 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // their proxy path.
     parts.service.sessions.keys = Some(SessionKeys::random()?);
     parts.service.manifest.notebook_behind = Some(String::new());
+    // As the chart does: every cluster gets its NetworkPolicy (the sandbox
+    // stores it; it has no network plugin to enforce it).
+    parts.service.network_policy = Some(crate::manifest::PolicyPeers {
+        namespace: "krayne".into(),
+        pod_labels: [("app.kubernetes.io/name".to_owned(), "krayne".to_owned())].into(),
+    });
     parts.upstream = Some(upstream);
     parts.service.version = super::version_info(&[
         ("sandbox", true),

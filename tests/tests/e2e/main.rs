@@ -20,6 +20,7 @@ mod isolation;
 mod jobs;
 mod keys;
 mod limits;
+mod network_policy;
 mod operations;
 mod outages;
 mod portal;

@@ -8,8 +8,8 @@ use super::{ClusterService, Context};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, Page, PageRequest,
-        Summary, check_dns1123_label,
+        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedCluster,
+        Page, PageRequest, Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
 };
@@ -110,9 +110,18 @@ impl ClusterService {
                 "field_validation": input.field_validation.as_str(),
                 "warnings": warnings.len(),
             });
-            self.audited(cx, AuditAction::ClusterCreate, &namespace, &spec.name, summary, || {
-                self.store.create(&rendered, false, rid)
-            })
+            self.audited(
+                cx,
+                AuditAction::ClusterCreate,
+                &namespace,
+                &spec.name,
+                summary,
+                || async {
+                    let created = self.store.create(&rendered, false, rid).await?;
+                    self.protect(&created, rid).await?;
+                    Ok(created)
+                },
+            )
             .await?
         };
         Ok(Created {
@@ -120,6 +129,29 @@ impl ClusterService {
             manifest: rendered.into_manifest(),
             warnings,
         })
+    }
+
+    /// Puts the cluster's NetworkPolicy beside it (when the server makes
+    /// them). Fail closed: a cluster whose policy cannot be made would run
+    /// open to every pod, so it is deleted again and the create fails.
+    async fn protect(&self, created: &ObservedCluster, rid: &str) -> Result<(), Error> {
+        let Some(peers) = &self.settings.network_policy else {
+            return Ok(());
+        };
+        let (namespace, name) = (created.metadata.namespace.as_str(), created.metadata.name.as_str());
+        let policy = manifest::network_policy(created, peers);
+        let Err(why) = self.store.create_network_policy(namespace, &policy, rid).await else {
+            return Ok(());
+        };
+        tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %why, "a cluster's NetworkPolicy could not be created; deleting the cluster");
+        metrics::counter!("krayne_network_policy_failures_total").increment(1);
+        if let Err(e) = self.store.delete(namespace, name, rid).await {
+            tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %e, "the unprotected cluster could not be deleted");
+        }
+        Err(Error::Unavailable(format!(
+            "cluster {name} was not kept: its NetworkPolicy could not be created ({why}), and without it every pod \
+             could reach its head; try again shortly"
+        )))
     }
 
     /// One cluster's summary.

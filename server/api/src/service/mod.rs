@@ -81,6 +81,9 @@ pub struct ServiceSettings {
     pub public_url: Option<crate::domain::PublicUrl>,
     /// Per-service hosts (`--apps-domain`), when on.
     pub apps_domain: Option<crate::domain::AppsDomain>,
+    /// Krayne's own pods, which the NetworkPolicy put beside every cluster
+    /// it creates admits besides the cluster's pods; `None`: no policies.
+    pub network_policy: Option<crate::manifest::PolicyPeers>,
 }
 
 impl Default for ServiceSettings {
@@ -104,6 +107,7 @@ impl Default for ServiceSettings {
             sessions: SessionSettings::default(),
             public_url: None,
             apps_domain: None,
+            network_policy: None,
         }
     }
 }

@@ -91,6 +91,9 @@ pub struct ObjectMeta {
     /// Namespace.
     #[serde(deserialize_with = "nullable")]
     pub namespace: Atom,
+    /// The object's uid (what an owner reference names); unique, so not
+    /// interned.
+    pub uid: Option<Box<str>>,
     /// Creation time (RFC 3339).
     pub creation_timestamp: Option<Atom>,
     /// Resource version.

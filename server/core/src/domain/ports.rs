@@ -183,6 +183,14 @@ pub trait ClusterStore: Send + Sync + 'static {
     ) -> Result<ObservedCluster, Error>;
     /// Deletes a RayCluster (Kubernetes removes its pods and service).
     async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error>;
+    /// Creates a `networking.k8s.io/v1` NetworkPolicy (the object the
+    /// core built) in `namespace`.
+    async fn create_network_policy(
+        &self,
+        namespace: &str,
+        policy: &serde_json::Value,
+        request_id: &str,
+    ) -> Result<(), Error>;
     /// Every change to the cluster and its pods from now on, starting with
     /// their current state.
     async fn watch(

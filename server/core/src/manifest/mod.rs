@@ -5,6 +5,7 @@
 mod bootstrap;
 mod build;
 mod describe;
+mod network_policy;
 mod scale;
 mod services;
 mod status;
@@ -13,6 +14,7 @@ pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
 pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
+pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};
 pub use status::derive_status;

@@ -276,6 +276,15 @@ impl ClusterStore for CachedClusterStore {
         Ok(())
     }
 
+    async fn create_network_policy(
+        &self,
+        namespace: &str,
+        policy: &serde_json::Value,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        self.api.create_network_policy(namespace, policy, request_id).await
+    }
+
     async fn watch(
         &self,
         namespace: &str,

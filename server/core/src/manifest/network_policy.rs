@@ -1,0 +1,96 @@
+//! The NetworkPolicy krayne puts beside every cluster it creates: a head
+//! serves code execution to whoever reaches it (Ray's Jobs API on the
+//! dashboard, the Ray client), so the cluster's pods take connections only
+//! from each other (Ray's own traffic, on any port) and from krayne's own
+//! pods (the direct upstream). `pods/portforward` enters a pod from its
+//! node, which no NetworkPolicy governs, so port-forwarded access needs no
+//! rule. Owned by the RayCluster: it goes when the cluster goes.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::LABEL_CLUSTER;
+use crate::domain::ObservedCluster;
+
+/// Who, besides the cluster's own pods, may reach them: krayne's pods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyPeers {
+    /// The namespace krayne runs in.
+    pub namespace: String,
+    /// Labels of krayne's pods there (the chart's selector labels).
+    pub pod_labels: BTreeMap<String, String>,
+}
+
+/// The name of the policy beside cluster `name`.
+pub fn network_policy_name(name: &str) -> String {
+    format!("{name}-krayne-ingress")
+}
+
+/// The NetworkPolicy for `cluster` as Kubernetes answered its create (its
+/// uid owns the policy), admitting `peers` besides the cluster's pods.
+pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
+    let name = cluster.metadata.name.as_str();
+    let namespace = cluster.metadata.namespace.as_str();
+    let own_pods = json!({"matchLabels": {LABEL_CLUSTER: name}});
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": network_policy_name(name),
+            "namespace": namespace,
+            "labels": {LABEL_CLUSTER: name, "app.kubernetes.io/managed-by": "krayne"},
+            "ownerReferences": [{
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "name": name,
+                "uid": cluster.metadata.uid.as_deref().unwrap_or_default(),
+            }],
+        },
+        "spec": {
+            "podSelector": own_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": own_pods}]},
+                {"from": [{
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": peers.namespace}},
+                    "podSelector": {"matchLabels": peers.pod_labels},
+                }]},
+            ],
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_clusters_pods_and_kraynes_reach_it() {
+        let cluster: ObservedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "demo", "namespace": "ml-team", "uid": "u-1"}
+        }))
+        .unwrap();
+        let peers = PolicyPeers {
+            namespace: "krayne".into(),
+            pod_labels: [("app.kubernetes.io/name".to_owned(), "krayne".to_owned())].into(),
+        };
+        let policy = network_policy(&cluster, &peers);
+        assert_eq!(policy["metadata"]["name"], "demo-krayne-ingress");
+        assert_eq!(policy["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(policy["spec"]["podSelector"]["matchLabels"]["ray.io/cluster"], "demo");
+        let ingress = policy["spec"]["ingress"].as_array().unwrap();
+        assert_eq!(ingress.len(), 2);
+        assert_eq!(
+            ingress[0]["from"][0]["podSelector"]["matchLabels"]["ray.io/cluster"],
+            "demo"
+        );
+        assert!(ingress[0].get("ports").is_none(), "Ray's own traffic, on any port");
+        let krayne = &ingress[1]["from"][0];
+        assert_eq!(
+            krayne["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "krayne"
+        );
+        assert_eq!(krayne["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "krayne");
+    }
+}
