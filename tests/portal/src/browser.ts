@@ -7,8 +7,7 @@
 // Each step prints `ok <step>: <what it saw>`; the first surprise throws.
 
 import createClient from "openapi-fetch";
-import { check, type JsonMedia, ok, setting } from "./common.js";
-import { chromium } from "playwright-core";
+import { check, type JsonMedia, launchChromium, ok, setting } from "./common.js";
 import type { paths } from "./schema.js";
 
 const baseUrl = setting("KRAYNE_URL");
@@ -27,12 +26,7 @@ async function main(): Promise<void> {
   const link = created.data;
   ok("sign-in link", `valid until ${link.expires_at}, session ${link.session_seconds} s`);
 
-  const browser = await chromium.launch({
-    executablePath: setting("CHROMIUM"),
-    headless: true,
-    // Root in a container has no user namespaces for Chromium's sandbox.
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const context = await browser.newContext();
     const page = await context.newPage();

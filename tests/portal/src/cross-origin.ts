@@ -9,8 +9,7 @@
 
 import { createServer } from "node:http";
 import createClient from "openapi-fetch";
-import { check, type JsonMedia, ok, setting } from "./common.js";
-import { chromium } from "playwright-core";
+import { check, type JsonMedia, launchChromium, ok, setting } from "./common.js";
 import type { paths } from "./schema.js";
 
 declare global {
@@ -60,11 +59,7 @@ async function main(): Promise<void> {
     response.end(evil);
   });
   await new Promise<void>((resolve) => server.listen(otherPort, "127.0.0.1", resolve));
-  const browser = await chromium.launch({
-    executablePath: setting("CHROMIUM"),
-    headless: true,
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const context = await browser.newContext();
     const page = await context.newPage();

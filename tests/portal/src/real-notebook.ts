@@ -8,8 +8,7 @@
 // Each step prints `ok <step>: <what it saw>`; the first surprise throws.
 
 import createClient from "openapi-fetch";
-import { check, type JsonMedia, ok, setting } from "./common.js";
-import { chromium } from "playwright-core";
+import { check, type JsonMedia, launchChromium, ok, setting } from "./common.js";
 import type { paths } from "./schema.js";
 
 const baseUrl = setting("KRAYNE_URL");
@@ -27,11 +26,7 @@ async function main(): Promise<void> {
   check(created.data !== undefined, `a sign-in link (${created.response.status})`);
   const proxy = `/v1/namespaces/${namespace}/clusters/${cluster}/services/notebook/proxy/`;
 
-  const browser = await chromium.launch({
-    executablePath: setting("CHROMIUM"),
-    headless: true,
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     const failed: string[] = [];

@@ -8,8 +8,7 @@
 
 import { createServer } from "node:http";
 import createClient from "openapi-fetch";
-import { check, type JsonMedia, ok, setting } from "./common.js";
-import { chromium } from "playwright-core";
+import { check, type JsonMedia, launchChromium, ok, setting } from "./common.js";
 import type { components, paths } from "./schema.js";
 
 type WatchEvent = components["schemas"]["ClusterWatchEvent"];
@@ -56,11 +55,7 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   const origin = `http://127.0.0.1:${port}`;
-  const browser = await chromium.launch({
-    executablePath: setting("CHROMIUM"),
-    headless: true,
-    args: ["--no-sandbox"],
-  });
+  const browser = await launchChromium();
   try {
     const tab = await browser.newPage();
     await tab.goto(`${origin}/`);
