@@ -150,7 +150,7 @@ impl Sandbox {
         }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
-        let standins = Arc::new(standins::Standins::new(options.real_daemons.clone()));
+        let standins = Arc::new(standins::Standins::new(options.real_daemons.clone(), store.clone()));
         let api = Arc::new(api::ApiState {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),
@@ -184,6 +184,34 @@ impl Sandbox {
             tasks,
             standins,
         })
+    }
+
+    /// Registers a pod that no operator runs — krayne's own, whose
+    /// connections come from `ip` — Running in `namespace` (made when
+    /// missing) with `labels`, so that NetworkPolicies can admit it by its
+    /// labels as they would on a cluster.
+    pub fn add_pod(&self, namespace: &str, name: &str, labels: &[(&str, &str)], ip: &str) -> std::io::Result<()> {
+        let store = &self.api.store;
+        if store.get(Resource::Namespace, "", namespace).is_err() {
+            let object = serde_json::json!({"metadata": {"name": namespace}});
+            store
+                .create(Resource::Namespace, "", object, store::WriteOpts::default())
+                .map_err(|e| std::io::Error::other(e.message))?;
+        }
+        let labels: serde_json::Map<String, serde_json::Value> =
+            labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+        let pod = serde_json::json!({
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "krayne"}]},
+        });
+        store
+            .create(Resource::Pod, namespace, pod, store::WriteOpts::default())
+            .map_err(|e| std::io::Error::other(e.message))?;
+        // A create leaves a pod's status to its kubelet.
+        store.update(Resource::Pod, namespace, name, |p| {
+            p["status"] = serde_json::json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]});
+        });
+        Ok(())
     }
 
     /// Delays every API request by `latency` before it is answered (zero:

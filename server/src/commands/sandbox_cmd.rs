@@ -39,6 +39,16 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     sandbox
         .write_kubeconfig(&kubeconfig)
         .map_err(|e| format!("cannot write {}: {e}", kubeconfig.display()))?;
+    // The server is krayne's pod here, which clusters' NetworkPolicies
+    // admit by its labels (its connections come from 127.0.0.1).
+    sandbox
+        .add_pod(
+            "krayne",
+            "krayne-0",
+            &[("app.kubernetes.io/name", "krayne")],
+            "127.0.0.1",
+        )
+        .map_err(|e| format!("sandbox: krayne's pod: {e}"))?;
     let client = k8s::client_for_url(&sandbox.url()).map_err(|e| format!("sandbox client: {e}"))?;
     let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
     let audit_db = DatabaseOptions {

@@ -25,6 +25,7 @@
 mod binding;
 mod daemons;
 mod http;
+mod ingress;
 mod jobs;
 
 pub use daemons::RealDaemons;
@@ -85,16 +86,19 @@ pub(super) struct Standins {
     /// Heads' own daemons instead of stand-ins for what their script
     /// binds to the pod's loopback, when asked for.
     real: Option<RealDaemons>,
+    /// The API's objects: the NetworkPolicies the pod-IP listeners enforce.
+    store: Arc<Store>,
 }
 
 impl Standins {
-    /// Stand-ins, or real daemons where `real` says.
-    pub(super) fn new(real: Option<RealDaemons>) -> Self {
+    /// Stand-ins over `store`'s pods, or real daemons where `real` says.
+    pub(super) fn new(real: Option<RealDaemons>, store: Arc<Store>) -> Self {
         Self {
             log: Mutex::default(),
             doors: Mutex::default(),
             unbound: Mutex::default(),
             real,
+            store,
         }
     }
 
@@ -305,6 +309,9 @@ struct Head {
     kernels: Arc<Mutex<Vec<String>>>,
     /// Changes (or is dropped) when the pod stops serving.
     stopped: watch::Receiver<()>,
+    /// The pod as it started serving (its namespace and labels, which
+    /// NetworkPolicies select).
+    object: Arc<Value>,
 }
 
 fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
@@ -323,6 +330,7 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         jobs: jobs::Jobs::new(&uid, node, stopped.clone()),
         kernels: Arc::default(),
         stopped,
+        object: Arc::new(pod.clone()),
     };
     let ports = declared_ports(store, pod);
     let on_loopback = binding::loopback_ports(pod);
@@ -394,6 +402,11 @@ async fn listen(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
+                if !ingress::admits(&standins.store, &head.object, peer.ip(), port) {
+                    // What a network plugin drops never reaches the pod.
+                    drop(stream);
+                    continue;
+                }
                 standins.record(record(Some(peer)));
                 connections.spawn(serve(kind, stream, head.clone()));
             }
