@@ -270,14 +270,7 @@ impl Env {
         let sandbox = Sandbox::start(options.sandbox).await.expect("sandbox");
         // The server runs on this machine; on a cluster it is a pod, which
         // the clusters' NetworkPolicies admit by its labels.
-        sandbox
-            .add_pod(
-                "krayne",
-                "krayne-0",
-                &[("app.kubernetes.io/name", "krayne")],
-                "127.0.0.1",
-            )
-            .expect("krayne's pod");
+        sandbox.add_krayne_pod().expect("krayne's pod");
         let dir = tempfile::tempdir().expect("tempdir");
         let kubeconfig = dir.path().join("kubeconfig");
         sandbox.write_kubeconfig(&kubeconfig).expect("kubeconfig");

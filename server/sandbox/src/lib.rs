@@ -54,6 +54,11 @@ pub use standins::{ConnectionRecord, RealDaemons};
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
 
+/// The namespace of krayne's own pod ([`Sandbox::add_krayne_pod`]).
+pub const KRAYNE_NAMESPACE: &str = "krayne";
+/// The label of krayne's own pod, as the chart's selector labels it.
+pub const KRAYNE_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "krayne");
+
 /// How to run a sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxOptions {
@@ -184,6 +189,14 @@ impl Sandbox {
             tasks,
             standins,
         })
+    }
+
+    /// Registers krayne's own pod, `krayne/krayne-0` labelled
+    /// [`KRAYNE_POD_LABEL`] at 127.0.0.1: the server runs on this machine,
+    /// where its connections come from, and the clusters' NetworkPolicies
+    /// admit it by that label as on a cluster.
+    pub fn add_krayne_pod(&self) -> std::io::Result<()> {
+        self.add_pod(KRAYNE_NAMESPACE, "krayne-0", &[KRAYNE_POD_LABEL], "127.0.0.1")
     }
 
     /// Registers a pod that no operator runs — krayne's own, whose

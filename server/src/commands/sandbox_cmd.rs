@@ -42,12 +42,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // The server is krayne's pod here, which clusters' NetworkPolicies
     // admit by its labels (its connections come from 127.0.0.1).
     sandbox
-        .add_pod(
-            "krayne",
-            "krayne-0",
-            &[("app.kubernetes.io/name", "krayne")],
-            "127.0.0.1",
-        )
+        .add_krayne_pod()
         .map_err(|e| format!("sandbox: krayne's pod: {e}"))?;
     let client = k8s::client_for_url(&sandbox.url()).map_err(|e| format!("sandbox client: {e}"))?;
     let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
@@ -89,8 +84,10 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // As the chart does: every cluster gets its NetworkPolicy (the sandbox
     // stores it; it has no network plugin to enforce it).
     parts.service.network_policy = Some(crate::manifest::PolicyPeers {
-        namespace: "krayne".into(),
-        pod_labels: [("app.kubernetes.io/name".to_owned(), "krayne".to_owned())].into(),
+        namespace: crate::sandbox::KRAYNE_NAMESPACE.into(),
+        pod_labels: [crate::sandbox::KRAYNE_POD_LABEL]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
     });
     parts.upstream = Some(upstream);
     parts.service.version = super::version_info(&[
