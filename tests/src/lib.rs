@@ -7,6 +7,7 @@
 
 pub mod chart;
 mod clients;
+pub mod heads;
 pub mod load;
 mod postgres;
 mod proxy;

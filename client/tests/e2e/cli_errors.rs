@@ -37,6 +37,11 @@ async fn each_kind_of_failure_has_its_exit_code() {
         (&["scale", "taken", "-n", "ml-team"], 2, "required"),
         (&["create", "x", "--set", "novalue"], 2, "expected KEY=VALUE"),
         (&["wait", "x", "--timeout", "soon"], 2, "not a duration"),
+        (
+            &["ssh", "taken", "-n", "ml-team", "--user=-oProxyCommand=true"],
+            2,
+            "\"-oProxyCommand=true\" is not a user name",
+        ),
     ];
     for (args, code, message) in cases {
         let run = k.run(args).await.code(*code);

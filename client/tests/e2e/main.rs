@@ -8,6 +8,7 @@ mod cli_errors;
 mod cli_files;
 mod jobs;
 mod quotas;
+mod real_ssh;
 mod sdk;
 mod shapes;
 mod support;

@@ -17,44 +17,21 @@ use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
 
 const NOTEBOOK: &str = "/v1/namespaces/ml-team/clusters/nb/services/notebook/proxy";
 
-/// Where a pinned Jupyter is (`$KRAYNE_JUPYTER_BIN`, else the venv
-/// `.ci/run` makes under `$XDG_CACHE_HOME` or `~/.cache`), when this
-/// machine can also give a head namespaces of its own (`unshare` works
-/// here: root; `setpriv`, `ip`, `socat`); `None` (skipped) only outside
-/// CI.
-#[expect(clippy::print_stderr, reason = "a skipped test says so")]
+/// Where a pinned Jupyter is, when this machine can run it as a head's
+/// (see [`krayne_tests::heads`]).
 pub(crate) fn jupyter() -> Option<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    let bin = std::env::var_os("KRAYNE_JUPYTER_BIN")
-        .map(PathBuf::from)
-        .or_else(|| cache.map(|c| c.join("krayne/jupyter-venv/bin")));
-    let tools = ["setpriv", "unshare", "ip", "socat"]
-        .iter()
-        .all(|t| krayne_tests::which(t).is_some());
-    let namespaces = tools
-        && std::process::Command::new("unshare")
-            .args(["--mount", "--net", "--pid", "--fork", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-    let found = bin.filter(|b| b.join("jupyter").is_file() && namespaces);
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs working namespaces (root), setpriv, ip, socat and the pinned Jupyter venv (.ci/run installs them)"
-        );
-        eprintln!("SKIPPED: no Jupyter venv, or no network namespaces here");
-    }
-    found
+    krayne_tests::heads::jupyter()
 }
 
 /// A server in `mode` whose sandbox runs heads' own daemons from `bin`,
-/// and cluster `nb` with the notebook on (and no SSH: its setup changes
-/// accounts, which the sandbox never does on this machine).
+/// and cluster `nb` with the notebook on (SSH is `krayne ssh`'s test, in
+/// the client's suite).
 pub(crate) async fn with_a_real_notebook(bin: PathBuf, mode: &str) -> Env {
     let mut options = EnvOptions::with_args(&["--service-upstream", mode]);
-    options.sandbox.real_daemons = Some(RealDaemons { path: vec![bin] });
+    options.sandbox.real_daemons = Some(RealDaemons {
+        path: vec![bin],
+        image: Vec::new(),
+    });
     let env = Env::start_with(options).await;
     let rest = env.rest(&env.alice());
     rest.post(

@@ -368,10 +368,10 @@ async fn a_port_that_cannot_be_bound_is_still_served_through_port_forward() {
 }
 
 /// Whether this machine can give a head namespaces of its own (root,
-/// `setpriv`, `unshare`, `ip`, `socat`); CI must.
+/// `setpriv`, `unshare`, `ip`, `socat`, `useradd`); CI must.
 #[expect(clippy::print_stderr, reason = "a skipped test says so")]
 fn namespaces_here() -> bool {
-    let tools = ["setpriv", "unshare", "ip", "socat"].iter().all(|t| {
+    let tools = ["setpriv", "unshare", "ip", "socat", "useradd"].iter().all(|t| {
         std::process::Command::new("sh")
             .args(["-c", &format!("command -v {t}")])
             .output()
@@ -379,7 +379,7 @@ fn namespaces_here() -> bool {
     });
     let works = tools
         && std::process::Command::new("unshare")
-            .args(["--mount", "--net", "--pid", "--fork", "true"])
+            .args(["--mount", "--net", "--pid", "--uts", "--fork", "true"])
             .status()
             .is_ok_and(|s| s.success());
     if !works {
@@ -392,9 +392,10 @@ fn namespaces_here() -> bool {
     works
 }
 
-/// A head's own script, run for real: it reaches the pod's loopback only
-/// (the port-forward answers from inside, the pod's IP refuses), and it
-/// cannot write to this machine's files.
+/// A head's own script, run for real, as the Ray images' user on a host
+/// named as the pod: it reaches the pod's loopback only (the port-forward
+/// answers from inside, the pod's IP refuses), and it cannot write to this
+/// machine's files (its `/tmp` is the pod's).
 #[tokio::test]
 async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
     if !namespaces_here() {
@@ -408,7 +409,7 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
     // A daemon on the pod's loopback (as code-server's flag says), and a
     // write outside the pod's run directory.
     let script = format!(
-        "touch {escape}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside the pod' & # --bind-addr 127.0.0.1:8443",
+        "touch {escape}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside $(id -un)@$(hostname)' & # --bind-addr 127.0.0.1:8443",
         escape = escape.display()
     );
     obj.data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["lifecycle"]["postStart"]["exec"]["command"] =
@@ -429,7 +430,7 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
         }
     })
     .await;
-    assert_eq!(answer.trim(), "from inside the pod");
+    assert_eq!(answer.trim(), format!("from inside ray@{pod}"));
     assert!(
         TcpStream::connect((ip.as_str(), 8443)).await.is_err(),
         "the pod's IP answered"

@@ -11,9 +11,10 @@ pub(crate) struct Args {
     /// Namespace [default: the config file's, or `default`].
     #[arg(short, long)]
     namespace: Option<String>,
-    /// User on the head [default: ssh's].
-    #[arg(short = 'l', long)]
-    user: Option<String>,
+    /// User on the head: krayne's bootstrap lets the head's own user in
+    /// (`ray` in Ray's images) with no password.
+    #[arg(short = 'l', long, default_value = "ray")]
+    user: String,
     /// More arguments for ssh, after `--` (e.g. `-- -v`, or a command).
     #[arg(last = true)]
     ssh_args: Vec<String>,
@@ -33,16 +34,24 @@ pub(crate) fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             )));
         }
     }
+    if args.user.starts_with('-')
+        || !args
+            .user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        return Err(Failure::Usage(format!(
+            "{:?} is not a user name (letters, digits, '_', '.' and '-', not first)",
+            args.user
+        )));
+    }
     let me = std::env::current_exe().map_err(|e| Failure::Other(format!("cannot find the krayne binary: {e}")))?;
     let proxy = format!(
         "{} tunnel --stdio -n {namespace} {} ssh",
         shell_quote(&me.display().to_string()),
         args.name
     );
-    let host = match &args.user {
-        Some(user) => format!("{user}@krayne-{}", args.name),
-        None => format!("krayne-{}", args.name),
-    };
+    let host = format!("{}@krayne-{}", args.user, args.name);
     let mut ssh = std::process::Command::new("ssh");
     ssh.arg("-o").arg(format!("ProxyCommand={proxy}"));
     // The head's host key changes with every head pod.
