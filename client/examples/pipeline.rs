@@ -1,4 +1,6 @@
-//! A pipeline step: create a Ray cluster, wait for it, use it, delete it.
+//! A pipeline step: create a Ray cluster, wait for it, run a job from a
+//! working dir on it, follow the job's log, read how it ended, and delete
+//! the cluster whatever happened in between.
 //!
 //! ```sh
 //! cargo run -p krayne-server -- sandbox          # prints KRAYNE_TOKEN
@@ -8,9 +10,15 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
-use krayne_client::{Client, ClientError, ClusterSpecBuilder, WorkerGroupBuilder};
+use futures::TryStreamExt as _;
+use krayne_client::{Client, ClientError, ClusterSpecBuilder, Code, SubmitJob, WorkerGroupBuilder, proto::JobStatus};
+
+/// The job's code, as a pipeline would have it in its repository.
+const TRAIN: &str = "import os\n\
+for epoch in range(int(os.environ['EPOCHS'])):\n    print(f'epoch {epoch}: loss {1 / (epoch + 1):.2f}')\n\
+print('trained')\n";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), ClientError> {
@@ -18,6 +26,10 @@ async fn main() -> Result<(), ClientError> {
     let server = var("KRAYNE_SERVER", "http://127.0.0.1:8080");
     let namespace = var("KRAYNE_NAMESPACE", "default");
     let name = format!("pipeline-{}", std::process::id());
+    let workdir = std::env::temp_dir().join(&name);
+    let local = |e: std::io::Error| ClientError::new(Code::Internal, format!("{}: {e}", workdir.display()));
+    std::fs::create_dir_all(&workdir).map_err(local)?;
+    std::fs::write(workdir.join("train.py"), TRAIN).map_err(local)?;
 
     let client = Client::connect(server).await?.with_token(var("KRAYNE_TOKEN", ""));
     let spec = ClusterSpecBuilder::new(&name)
@@ -28,23 +40,44 @@ async fn main() -> Result<(), ClientError> {
     client.create(spec).await?;
     println!("created {namespace}/{name}");
 
-    // Delete the cluster whatever happens while using it.
-    let outcome = async {
-        let ready = client
-            .wait_until_ready(&namespace, &name, Duration::from_secs(600))
-            .await?;
-        println!(
-            "{} is {}: submit jobs to {}",
-            ready.name,
-            ready.status,
-            ready.client_url.as_deref().unwrap_or("(no address yet)")
-        );
-        let details = client.describe(&namespace, &name).await?;
-        println!("{} pods, Ray {}", details.pods.len(), details.ray_version);
-        Ok::<_, ClientError>(())
-    }
-    .await;
+    let outcome = run_a_job(&client, &namespace, &name, &workdir).await;
     client.delete(&namespace, &name).await?;
     println!("deleted {namespace}/{name}");
+    let _ = std::fs::remove_dir_all(&workdir);
     outcome
+}
+
+async fn run_a_job(client: &Client, namespace: &str, name: &str, workdir: &Path) -> Result<(), ClientError> {
+    let ready = client
+        .wait_until_ready(namespace, name, Duration::from_secs(600))
+        .await?;
+    // The dashboard through krayne: `ready.dashboard_url` is the head pod's
+    // address, which only pods in the cluster reach.
+    println!(
+        "{} is {}; its dashboard: {}",
+        ready.name,
+        ready.status,
+        client.proxy_url(namespace, name, "dashboard")
+    );
+
+    let job = SubmitJob::new("python train.py")
+        .working_dir(workdir)
+        .env("EPOCHS", "3");
+    let submitted = client.submit_job(namespace, name, job).await?;
+    let id = submitted.job.submission_id;
+    println!("submitted {id}");
+    let mut log = client.tail_job_logs(namespace, name, &id).await?;
+    while let Some(chunk) = log.try_next().await? {
+        print!("{chunk}");
+    }
+    let job = client.wait_job(namespace, name, &id, Duration::from_secs(60)).await?;
+    println!("{id} {:?}", job.status());
+    if job.status() == JobStatus::Succeeded {
+        Ok(())
+    } else {
+        Err(ClientError::new(
+            Code::Aborted,
+            format!("job {id} ended {:?}: {}", job.status(), job.message),
+        ))
+    }
 }

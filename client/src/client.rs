@@ -166,6 +166,7 @@ impl ClientBuilder {
 
     fn client(self, channel: Channel) -> Client {
         Client {
+            server: self.url.trim_end_matches('/').into(),
             channel,
             bearer: Bearer::new(self.token),
             request_timeout: self.request_timeout,
@@ -264,6 +265,8 @@ pub struct AuditQuery {
 /// connection.
 #[derive(Clone, Debug)]
 pub struct Client {
+    /// The server's URL, without a trailing `/`.
+    server: Arc<str>,
     channel: Channel,
     bearer: Bearer,
     request_timeout: Duration,
@@ -301,6 +304,11 @@ impl Client {
     pub fn with_token_provider(mut self, provider: impl TokenProvider) -> Self {
         self.bearer = Bearer::new(Some(Arc::new(provider)));
         self
+    }
+
+    /// The server's URL, as given (without a trailing `/`).
+    pub fn server(&self) -> &str {
+        &self.server
     }
 
     pub(crate) fn clusters(&self) -> ClusterServiceClient<Service> {

@@ -83,6 +83,17 @@ impl AsyncWrite for TunnelStream {
 }
 
 impl Client {
+    /// The URL of cluster `name`'s HTTP service (`dashboard`, `notebook`,
+    /// `code-server`) through this server's proxy: what a pipeline outside
+    /// the cluster can reach, sending the same bearer token. The addresses
+    /// in [`proto::ClusterInfo`] (`dashboard_url` and the like) are pod
+    /// IPs, reachable only from inside the cluster. TCP services (`client`,
+    /// `ssh`) go through [`open_tunnel`](Self::open_tunnel) or
+    /// [`forward`](Self::forward).
+    pub fn proxy_url(&self, namespace: &str, name: &str, service: &str) -> String {
+        proxy_url(self.server(), namespace, name, service)
+    }
+
     /// The services of cluster `name` (viewer), each probed by the server.
     pub async fn list_services(&self, namespace: &str, name: &str) -> Result<Vec<proto::HeadService>, ClientError> {
         let message = proto::ListServicesRequest {
@@ -291,4 +302,12 @@ impl Drop for Forwarder {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// [`Client::proxy_url`] for the server at `server`.
+pub fn proxy_url(server: &str, namespace: &str, name: &str, service: &str) -> String {
+    format!(
+        "{}/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy/",
+        server.trim_end_matches('/')
+    )
 }

@@ -174,3 +174,38 @@ fn the_client_speaks_only_the_contract() {
         .collect();
     assert_eq!(ours, ["krayne-proto"], "krayne-client depends on {ours:?}");
 }
+
+/// What only the `krayne` CLI and its terminal UI use: a pipeline that
+/// adds the SDK gets none of it.
+const CLI_ONLY: [&str; 9] = [
+    "clap",
+    "ratatui",
+    "crossterm",
+    "dialoguer",
+    "indicatif",
+    "comfy-table",
+    "nucleo-matcher",
+    "etcetera",
+    "open",
+];
+
+#[test]
+fn the_sdk_has_no_cli_in_it() {
+    let g = graph();
+    let all = g.transitive("krayne-client");
+    assert!(all.contains("tonic"), "{all:?}");
+    let found: Vec<&String> = all
+        .iter()
+        .filter(|d| CLI_ONLY.iter().any(|c| *d == c || d.starts_with(&format!("{c}_"))))
+        .collect();
+    assert!(found.is_empty(), "krayne-client depends on {found:?}");
+}
+
+#[test]
+fn the_cli_is_a_user_of_the_sdk() {
+    let g = graph();
+    let direct = g.direct("krayne-cli");
+    let ours: Vec<&String> = direct.iter().filter(|d| d.starts_with("krayne-")).collect();
+    assert_eq!(ours, ["krayne-client"], "krayne-cli depends on {ours:?}");
+    assert!(direct.contains("clap") && direct.contains("ratatui"), "{direct:?}");
+}

@@ -59,7 +59,7 @@ pub fn krayne_binary() -> PathBuf {
     let bin = server_binary().with_file_name("krayne");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p krayne-client` (cargo test --workspace does it)",
+        "{} is missing: run `cargo build -p krayne-cli` (cargo test --workspace does it)",
         bin.display()
     );
     bin

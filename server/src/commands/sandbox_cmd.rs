@@ -115,7 +115,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/quota\n\
          curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
          curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
-         Or with the krayne CLI (cargo build -p krayne-client puts it in target/debug/krayne):\n\
+         Or with the krayne CLI (cargo build -p krayne-cli puts it in target/debug/krayne):\n\
          export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice}\n\
          krayne whoami\n\
          krayne create demo-cli -n ml-team --workers 2 --wait\n\

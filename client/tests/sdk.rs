@@ -1,4 +1,6 @@
-//! Every SDK method against the real server.
+//! Every SDK method against the real server binary and the sandbox, and
+//! `examples/pipeline.rs` run as a pipeline would run it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::{
     sync::{Arc, Mutex},
@@ -269,7 +271,11 @@ async fn a_token_provider_is_asked_on_every_call() {
 #[tokio::test]
 async fn the_pipeline_example_runs() {
     let env = Env::start().await;
-    let example = std::path::Path::new(env!("CARGO_BIN_EXE_krayne"))
+    // target/<profile>/deps/sdk-… → target/<profile>/examples/pipeline
+    let exe = std::env::current_exe().unwrap();
+    let example = exe
+        .parent()
+        .unwrap()
         .parent()
         .unwrap()
         .join("examples")
@@ -292,7 +298,17 @@ async fn the_pipeline_example_runs() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("ready"), "{stdout}");
+    for line in [
+        "ready; its dashboard: ",
+        "/v1/namespaces/ml-team/clusters/",
+        "/services/dashboard/proxy/",
+        "epoch 2: loss 0.33",
+        "trained",
+        " Succeeded",
+        "deleted ml-team/pipeline-",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
+    }
     let c = client(&env, &env.alice()).await;
     assert!(
         c.list_all(Some("ml-team")).await.unwrap().is_empty(),

@@ -20,10 +20,7 @@ pub(crate) fn state_name(service: &krayne_client::proto::HeadService) -> &'stati
 /// services, the command that tunnels to the others.
 pub(crate) fn access(server: &str, namespace: &str, cluster: &str, service: &str) -> String {
     match service {
-        "dashboard" | "notebook" | "code-server" => format!(
-            "{}/v1/namespaces/{namespace}/clusters/{cluster}/services/{service}/proxy/",
-            server.trim_end_matches('/')
-        ),
+        "dashboard" | "notebook" | "code-server" => krayne_client::proxy_url(server, namespace, cluster, service),
         "ssh" => format!("krayne ssh {cluster} -n {namespace}"),
         _ => format!("krayne tunnel {cluster} {service} -n {namespace}"),
     }

@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! cargo build --release -p krayne-server
-//! cargo bench -p krayne-client --bench tui_start
+//! cargo bench -p krayne-cli --bench tui_start
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 

@@ -9,7 +9,6 @@ mod cli_files;
 mod jobs;
 mod quotas;
 mod real_ssh;
-mod sdk;
 mod shapes;
 mod support;
 mod tui;

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release -p krayne-server
-//! cargo bench -p krayne-client --bench cold_start
+//! cargo bench -p krayne-cli --bench cold_start
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
