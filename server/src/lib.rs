@@ -7,8 +7,9 @@
 pub mod commands;
 pub mod config;
 
-pub use krayne_api::{app, auth, edge, grpc, ops, rest, serve, service};
+pub use krayne_api::{app, edge, grpc, ops, rest, serve};
 pub use krayne_audit as audit;
 pub use krayne_core::{domain, manifest};
 pub use krayne_kube as k8s;
 pub use krayne_sandbox as sandbox;
+pub use krayne_service::{self as service, auth};

@@ -82,6 +82,39 @@ fn graph() -> Graph {
 }
 
 impl Graph {
+    /// The packages in `root`'s tree that depend on `name` directly.
+    fn dependents_within(&self, root: &str, name: &str) -> BTreeSet<String> {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "--offline",
+                "--locked",
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+                "--depth",
+                "1",
+            ])
+            .args(["-p", root, "-i", name, "--target", &host()])
+            .current_dir(workspace)
+            .output()
+            .expect("cargo tree -i");
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr);
+            assert!(why.contains("did not match any packages"), "{why}");
+            return BTreeSet::new();
+        }
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| *n != name)
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn direct(&self, name: &str) -> &BTreeSet<String> {
         self.deps.get(name).unwrap_or_else(|| panic!("no package {name}"))
     }
@@ -127,6 +160,31 @@ fn the_core_has_no_runtime_and_no_adapter() {
     for banned in ["tokio", "tonic", "axum", "hyper", "kube", "sqlx"] {
         let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
         assert!(found.is_empty(), "krayne-core depends on {found:?}");
+    }
+}
+
+#[test]
+fn the_use_cases_know_no_transport() {
+    let g = graph();
+    let all = g.transitive("krayne-service");
+    assert!(all.contains("krayne-core") && all.contains("jsonwebtoken"), "{all:?}");
+    // reqwest (the JWKS fetch) brings tower-http along; nothing of ours
+    // may use it.
+    let users = g.dependents_within("krayne-service", "tower-http");
+    assert!(users.iter().all(|u| u == "reqwest"), "tower-http is used by {users:?}");
+    for banned in [
+        "axum",
+        "tonic",
+        "utoipa",
+        "kube",
+        "sqlx",
+        "krayne-api",
+        "krayne-kube",
+        "krayne-audit",
+        "krayne-sandbox",
+    ] {
+        let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
+        assert!(found.is_empty(), "krayne-service depends on {found:?}");
     }
 }
 

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
-use hyper::{Method, Request};
+use http_body_util::{BodyExt as _, Limited, StreamBody};
+use hyper::{Method, Request, body::Frame};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
@@ -498,7 +498,7 @@ impl ClusterService {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
         let request = request
-            .body(Body::from_stream(body))
+            .body(StreamBody::new(body.map(|chunk| chunk.map(Frame::data))))
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
         let response = sender.send_request(request).await;
         let response = match response {
@@ -509,9 +509,11 @@ impl ClusterService {
             }
         };
         let status = response.status().as_u16();
-        let body = axum::body::to_bytes(Body::new(response.into_body()), MAX_ANSWER)
+        let body = Limited::new(response.into_body(), MAX_ANSWER)
+            .collect()
             .await
-            .map_err(|e| unavailable(&e))?;
+            .map_err(|e| unavailable(&e))?
+            .to_bytes();
         Ok(Answer { status, body })
     }
 }

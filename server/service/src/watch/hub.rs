@@ -22,7 +22,7 @@ use crate::{
 pub(super) type Key = (Atom, Atom);
 
 /// A cluster of a list's page with its pods.
-pub(in crate::service) type PageItem<'a> = (&'a ObservedCluster, &'a [Arc<ObservedPod>]);
+pub(crate) type PageItem<'a> = (&'a ObservedCluster, &'a [Arc<ObservedPod>]);
 
 /// What the hub holds, under one lock so a watcher's start (backlog or
 /// snapshot, then the live channel) has no gap.
@@ -150,7 +150,7 @@ impl Hub {
     /// ones. The hub's entries change only with its events, so a list never
     /// makes one. One lock per page: the hub's entries are walked alongside
     /// the page from the page's first key, not looked up one by one.
-    pub(in crate::service) fn summaries_of(&self, page: &[PageItem<'_>]) -> Vec<Arc<Summary>> {
+    pub(crate) fn summaries_of(&self, page: &[PageItem<'_>]) -> Vec<Arc<Summary>> {
         let Some((first, _)) = page.first() else {
             return Vec::new();
         };
@@ -267,7 +267,7 @@ impl Hub {
 }
 
 /// A cluster's summary, as list and watch send it.
-pub(in crate::service) fn summarize(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Summary {
+pub(crate) fn summarize(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Summary {
     Summary::new(
         manifest::cluster_info(cluster, Some(pods)),
         BuiltFrom::of(cluster, pods),

@@ -1,10 +1,14 @@
-//! The use cases, written once for both transports: authorize → validate →
-//! audit → act → audit. Sees Kubernetes and the audit log only through the
-//! domain's ports.
+//! krayne's use cases, written once for both transports: authorize →
+//! validate → audit → act → audit, and who the caller is (`auth`). Sees
+//! Kubernetes and the audit log only through the core's ports, and knows no
+//! transport: no axum, tonic, utoipa or tower-http in its tree
+//! (`server/tests/layering.rs`).
+#![forbid(unsafe_code)]
 
 mod admission;
 mod audit_log;
 mod audit_trail;
+pub mod auth;
 mod clusters;
 mod connection;
 mod denials;
@@ -32,6 +36,8 @@ pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
 use tokio_util::sync::CancellationToken;
 pub use tunnels::{Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
 pub use watch::{ClusterWatch, WatchSettings};
+
+use krayne_core::{domain, manifest};
 
 use crate::domain::audit::AuditAction;
 use crate::{
@@ -78,12 +84,12 @@ pub struct ServiceSettings {
     /// Browser sessions to clusters' HTTP services.
     pub sessions: SessionSettings,
     /// Where users reach this server (`--public-url`), when it was said.
-    pub public_url: Option<crate::domain::PublicUrl>,
+    pub public_url: Option<domain::PublicUrl>,
     /// Per-service hosts (`--apps-domain`), when on.
-    pub apps_domain: Option<crate::domain::AppsDomain>,
+    pub apps_domain: Option<domain::AppsDomain>,
     /// Krayne's own pods, which the NetworkPolicy put beside every cluster
     /// it creates admits besides the cluster's pods; `None`: no policies.
-    pub network_policy: Option<crate::manifest::PolicyPeers>,
+    pub network_policy: Option<manifest::PolicyPeers>,
 }
 
 impl Default for ServiceSettings {
@@ -128,11 +134,11 @@ pub struct ClusterService {
     /// principal has open.
     watches: Arc<watch::Watches>,
     /// The team mapping's current view of a caller, for open tunnels.
-    authenticator: Option<crate::auth::Authenticator>,
+    authenticator: Option<auth::Authenticator>,
     /// Cancelled when the server starts shutting down: waits end cleanly.
     stopping: CancellationToken,
     /// Serializes quota admission per namespace.
-    quota_lock: Arc<dyn crate::domain::AdmissionLock>,
+    quota_lock: Arc<dyn domain::AdmissionLock>,
 }
 
 impl ClusterService {
@@ -167,25 +173,25 @@ impl ClusterService {
     /// Serializes quota admission with `lock` (shared by every replica)
     /// instead of within this process.
     #[must_use]
-    pub fn with_quota_lock(mut self, lock: Arc<dyn crate::domain::AdmissionLock>) -> Self {
+    pub fn with_quota_lock(mut self, lock: Arc<dyn domain::AdmissionLock>) -> Self {
         self.quota_lock = lock;
         self
     }
 
     /// Re-checks open tunnels' callers against `auth`'s current mapping.
     #[must_use]
-    pub fn with_authenticator(mut self, auth: crate::auth::Authenticator) -> Self {
+    pub fn with_authenticator(mut self, auth: auth::Authenticator) -> Self {
         self.authenticator = Some(auth);
         self
     }
 
     /// Where users reach this server, when it was configured.
-    pub fn public_url(&self) -> Option<&crate::domain::PublicUrl> {
+    pub fn public_url(&self) -> Option<&domain::PublicUrl> {
         self.settings.public_url.as_ref()
     }
 
     /// Per-service hosts, when on.
-    pub fn apps_domain(&self) -> Option<&crate::domain::AppsDomain> {
+    pub fn apps_domain(&self) -> Option<&domain::AppsDomain> {
         self.settings.apps_domain.as_ref()
     }
 
