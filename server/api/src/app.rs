@@ -13,7 +13,7 @@ use crate::{
     ops,
     rest::{self, AppState, RestSettings},
     serve::{ConnectionLimits, serve},
-    service::{ClusterService, ServiceSettings},
+    service::{ControlPlane, ServiceSettings},
 };
 
 /// Everything a running server needs, with adapters chosen.
@@ -95,8 +95,7 @@ pub async fn start(
     ops: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, String> {
-    let mut service =
-        ClusterService::new(parts.store, parts.audit, parts.service).with_authenticator(parts.auth.clone());
+    let mut service = ControlPlane::new(parts.store, parts.audit, parts.service).with_authenticator(parts.auth.clone());
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
     }

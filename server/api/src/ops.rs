@@ -14,7 +14,7 @@ use axum::{
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
-use crate::service::ClusterService;
+use crate::service::ControlPlane;
 
 /// The process's Prometheus recorder, installed on first use.
 pub fn metrics_handle() -> PrometheusHandle {
@@ -53,7 +53,7 @@ pub async fn track_http(request: Request, next: Next) -> Response {
 /// stop serving (a rule missing from krayne's RBAC hurts one kind of
 /// request, not all) are listed but leave it ready: taking every replica
 /// out of service would turn one missing rule into an outage.
-async fn readyz(State(service): State<ClusterService>) -> Response {
+async fn readyz(State(service): State<ControlPlane>) -> Response {
     let problems = service.problems();
     let mut body = match service.ready().await {
         Ok(()) => json!({"status": "ready"}),
@@ -80,7 +80,7 @@ fn record_runtime() {
 
 /// `/healthz` (the process is up), `/readyz` (Kubernetes and the audit
 /// log answer) and `/metrics` (Prometheus text).
-pub fn router(service: ClusterService) -> Router {
+pub fn router(plane: ControlPlane) -> Router {
     let handle = metrics_handle();
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
@@ -92,5 +92,5 @@ pub fn router(service: ClusterService) -> Router {
                 handle.render()
             }),
         )
-        .with_state(service)
+        .with_state(plane)
 }

@@ -1,7 +1,7 @@
 //! Reading the audit log: namespace admins see their namespaces, global
 //! admins everything.
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::audit::AuditAction;
 use crate::domain::{
     Action, Error, Page, PageRequest,
@@ -9,7 +9,7 @@ use crate::domain::{
     check_dns1123_label,
 };
 
-impl ClusterService {
+impl ControlPlane {
     /// Audit rows matching `filter`, newest first. The scope is set here:
     /// callers cannot widen it.
     pub async fn audit_log(

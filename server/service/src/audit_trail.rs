@@ -4,7 +4,7 @@ use std::{future::Future, time::Instant};
 
 use serde_json::Value;
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::audit::AuditAction;
 use crate::domain::{
     Error,
@@ -25,7 +25,7 @@ fn source_key(source: Option<&str>) -> String {
     }
 }
 
-impl ClusterService {
+impl ControlPlane {
     pub(super) fn entry(
         &self,
         cx: &Context,

@@ -4,7 +4,7 @@ use std::{collections::HashSet, sync::Arc};
 
 use serde_json::{Value, json};
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
@@ -44,7 +44,7 @@ fn views<T>(shared: &[Arc<T>]) -> Vec<&T> {
     shared.iter().map(|s| &**s).collect()
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// Creates a cluster (or, with `dry_run`, returns its checked manifest).
     pub async fn create(&self, cx: &Context, input: CreateInput) -> Result<Created, Error> {
         let mut config = input.config;

@@ -1,9 +1,9 @@
 //! Who the caller is, and which namespaces they may use.
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::{Error, Identity, NamespaceAccess, Page, PageRequest, quota};
 
-impl ClusterService {
+impl ControlPlane {
     /// The caller, their teams and their effective role per namespace.
     pub async fn whoami(&self, cx: &Context) -> Result<Identity, Error> {
         let p = &cx.principal;

@@ -17,7 +17,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use super::{
-    ClusterService, Context, Reachable, TunnelVia,
+    Context, ControlPlane, Reachable, TunnelVia,
     ray_wire::{self, Answer},
     streams::StreamKind,
     tunnels::find_service,
@@ -112,7 +112,7 @@ fn job_path(id: &str) -> String {
     format!("/api/jobs/{id}")
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// The cluster's jobs, newest first as Ray lists them (viewer).
     pub async fn jobs(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<Job>, Error> {
         self.authorize_cluster(cx, Action::Read, AuditAction::JobList, namespace, name)

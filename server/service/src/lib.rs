@@ -118,9 +118,11 @@ impl Default for ServiceSettings {
     }
 }
 
-/// Cluster lifecycle and identity, over the ports.
+/// krayne's use cases, over the ports: the one value both transports
+/// hold and call (clusters, identity, quotas, jobs, tunnels, sessions,
+/// watches, the audit log).
 #[derive(Clone)]
-pub struct ClusterService {
+pub struct ControlPlane {
     store: Arc<dyn ClusterStore>,
     audit: Arc<dyn AuditSink>,
     settings: Arc<ServiceSettings>,
@@ -141,7 +143,7 @@ pub struct ClusterService {
     quota_lock: Arc<dyn domain::AdmissionLock>,
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// A service over `store`, auditing to `audit`.
     pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));

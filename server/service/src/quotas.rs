@@ -14,7 +14,7 @@ use std::{
 
 use serde_json::json;
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::{
     Action, AdmissionGuard, AdmissionLock, Error,
     audit::AuditAction,
@@ -49,7 +49,7 @@ pub struct NamespaceQuota {
     pub lines: Vec<QuotaLine>,
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// The quota the team mapping gives `namespace`, if any.
     pub(super) fn quota_of(&self, namespace: &str) -> Option<Quota> {
         self.authenticator.as_ref()?.quota(namespace)
@@ -143,7 +143,7 @@ impl ClusterService {
     }
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// Keeps `krayne_quota_used` and `krayne_quota_limit` (per namespace
     /// and resource) current for every namespace with a quota: every
     /// `every`, from the watch cache, until the server stops.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{
-    ClusterService, Context,
+    Context, ControlPlane,
     tunnels::{find_service, millis},
 };
 use crate::{
@@ -154,7 +154,7 @@ fn now_seconds() -> i64 {
 /// and attributes included).
 const MAX_SESSION_BYTES: usize = 3800;
 
-impl ClusterService {
+impl ControlPlane {
     /// A sign-in link to service `service` of cluster `name` (editor), for
     /// a browser: the cluster must declare it, and it must speak HTTP.
     pub async fn sign_in_link(

@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-use super::{ClusterService, Context, tunnels::millis};
+use super::{Context, ControlPlane, tunnels::millis};
 use crate::domain::{
     Action, AuthFailure, Error, Role,
     audit::{AuditAction, Outcome},
@@ -247,14 +247,14 @@ impl StreamGuard {
     /// is counted and audited through `service`.
     pub fn guard_items<T: Send + 'static>(
         self,
-        service: ClusterService,
+        service: ControlPlane,
         items: impl Stream<Item = Result<T, Error>> + Send + 'static,
     ) -> BoxStream<'static, Result<T, Error>> {
         struct State<T> {
             items: BoxStream<'static, Result<T, Error>>,
             ended: Pin<Box<dyn Future<Output = Ended> + Send>>,
             guard: StreamGuard,
-            service: ClusterService,
+            service: ControlPlane,
             done: bool,
         }
         // Dropped before its end: the client went away.
@@ -303,7 +303,7 @@ impl StreamGuard {
     }
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// The guard of a stream `cx` opens on `namespace` (and `cluster`;
     /// `None`: every namespace the caller may view), which needs `action`
     /// there all along (`None`: the stream re-checks its caller itself, as

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ClusterService, Context,
+    Context, ControlPlane,
     streams::{Ended, StreamGuard, StreamKind},
 };
 use crate::{
@@ -214,12 +214,12 @@ pub struct Tunnel {
     /// What ends it (expiry, revocation, idleness, shutdown).
     guard: StreamGuard,
     /// Where its end is counted and audited.
-    control: ClusterService,
+    control: ControlPlane,
     _permit: Permit,
 }
 
 /// A service its caller may reach, and the head pod serving it now
-/// ([`ClusterService::reach`]); [`ClusterService::connect`] connects.
+/// ([`ControlPlane::reach`]); [`ControlPlane::connect`] connects.
 #[derive(Clone)]
 pub struct Reachable {
     namespace: String,
@@ -259,7 +259,7 @@ impl Reachable {
     }
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// The cluster's services, each probed with a short connection
     /// (viewer).
     pub async fn services(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<HeadService>, Error> {

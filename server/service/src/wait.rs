@@ -7,7 +7,7 @@ use futures::{StreamExt as _, stream::BoxStream};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{ClusterService, Context};
+use super::{Context, ControlPlane};
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
@@ -16,7 +16,7 @@ use crate::{
     manifest,
 };
 
-impl ClusterService {
+impl ControlPlane {
     /// The cluster's summary now and at each status change after, ending
     /// after `ready`; `DeadlineExceeded` (naming the last status) when
     /// `timeout` passes first. `None` means the default timeout.

@@ -16,7 +16,7 @@ use crate::{
         audit::{RequestMeta, Transport},
         text::printable,
     },
-    service::{ClusterService, Context},
+    service::{Context, ControlPlane},
 };
 
 /// The `Authorization` a request carries.
@@ -67,7 +67,7 @@ pub fn request_meta(headers: &HeaderMap, extensions: &Extensions, transport: Tra
 /// when the source is over its rate of denials; several `Authorization`
 /// headers are answered `several` (each transport says it its own way).
 pub async fn authenticate(
-    service: &ClusterService,
+    plane: &ControlPlane,
     auth: &Authenticator,
     headers: &HeaderMap,
     extensions: &Extensions,
@@ -78,7 +78,7 @@ pub async fn authenticate(
     let header = match authorization(headers) {
         Authorization::One(header) => header,
         Authorization::Several => {
-            return Err(service
+            return Err(plane
                 .refuse_unauthenticated(&meta, several, "more than one authorization header")
                 .await);
         }
@@ -86,10 +86,10 @@ pub async fn authenticate(
     match auth.authenticate(header).await {
         Ok(principal) => {
             let cx = Context { principal, meta };
-            service.admit(&cx)?;
+            plane.admit(&cx)?;
             Ok(cx)
         }
-        Err(rejected) => Err(service
+        Err(rejected) => Err(plane
             .refuse_unauthenticated(&meta, rejected.error, &printable(&rejected.detail))
             .await),
     }

@@ -24,7 +24,7 @@ use crate::{
     auth::Authenticator,
     domain::{AuthFailure, Error, audit::Transport},
     edge::{self, DeadlineBody, DeclaredRefusal},
-    service::ClusterService,
+    service::ControlPlane,
 };
 
 /// The tunnel method, whose request stream has no idle deadline.
@@ -79,7 +79,7 @@ impl Methods {
 /// What the gate needs.
 #[derive(Clone)]
 pub(crate) struct Gate {
-    pub(crate) service: ClusterService,
+    pub(crate) plane: ControlPlane,
     pub(crate) auth: Authenticator,
     pub(crate) methods: Arc<Methods>,
     /// Largest request message (the 5-byte frame prefix comes on top).
@@ -182,7 +182,7 @@ pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next)
     if method.needs_token {
         let several = Error::Unauthenticated(AuthFailure::SeveralCredentials);
         match edge::authenticate(
-            &gate.service,
+            &gate.plane,
             &gate.auth,
             request.headers(),
             request.extensions(),

@@ -6,7 +6,7 @@ use futures::{Stream, StreamExt as _};
 use krayne_proto::v1::{self as pb, job_service_server, upload_package_request};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{convert, services::Grpc, status::to_status};
+use super::{convert, handler::Grpc, status::to_status};
 use crate::{
     domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv},
     service::limited,
@@ -62,7 +62,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let (namespace, name) = (r.namespace.clone(), r.name.clone());
         let submitted = self
-            .service
+            .plane
             .submit_job(&cx, &namespace, &name, submission(r))
             .await
             .map_err(to_status)?;
@@ -75,7 +75,7 @@ impl job_service_server::JobService for Grpc {
     async fn list_jobs(&self, req: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let jobs = self.service.jobs(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        let jobs = self.plane.jobs(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
         Ok(Response::new(pb::ListJobsResponse {
             jobs: jobs.into_iter().map(job_message).collect(),
         }))
@@ -85,7 +85,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let job = self
-            .service
+            .plane
             .job(&cx, &r.namespace, &r.name, &r.id)
             .await
             .map_err(to_status)?;
@@ -96,7 +96,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let logs = self
-            .service
+            .plane
             .job_logs(&cx, &r.namespace, &r.name, &r.id)
             .await
             .map_err(to_status)?;
@@ -109,7 +109,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let lines = self
-            .service
+            .plane
             .follow_job_logs(&cx, &r.namespace, &r.name, &r.id)
             .await
             .map_err(to_status)?;
@@ -121,7 +121,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let stopped = self
-            .service
+            .plane
             .stop_job(&cx, &r.namespace, &r.name, &r.id)
             .await
             .map_err(to_status)?;
@@ -134,7 +134,7 @@ impl job_service_server::JobService for Grpc {
     async fn delete_job(&self, req: Request<pb::JobRef>) -> Result<Response<pb::DeleteJobResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        self.service
+        self.plane
             .delete_job(&cx, &r.namespace, &r.name, &r.id)
             .await
             .map_err(to_status)?;
@@ -145,7 +145,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let present = self
-            .service
+            .plane
             .has_package(&cx, &r.namespace, &r.name, &r.package)
             .await
             .map_err(to_status)?;
@@ -187,7 +187,7 @@ impl job_service_server::JobService for Grpc {
         });
         let (body, carried) = limited(chunks, limit);
         let uploaded = self
-            .service
+            .plane
             .upload_package(&cx, &target.namespace, &target.name, &target.package, None, body)
             .await;
         if carried.over_limit() {

@@ -1,13 +1,17 @@
 //! The gRPC transport: `krayne.v1` services, `grpc.health.v1` and server
 //! reflection, served by the same listener as REST.
 
+mod audit;
 mod client_faults;
+mod clusters;
 mod convert;
 mod gate;
+mod handler;
+mod identity;
 mod jobs;
-mod services;
 mod status;
 mod tunnels;
+mod version;
 
 use std::{sync::Arc, time::Duration};
 
@@ -20,7 +24,7 @@ use krayne_proto::v1::{
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
-use crate::{auth::Authenticator, service::ClusterService};
+use crate::{auth::Authenticator, service::ControlPlane};
 
 /// Limits and switches of the gRPC transport.
 #[derive(Debug, Clone)]
@@ -52,36 +56,36 @@ pub(crate) async fn not_serving(health: &HealthReporter) {
     health
         .set_service_status("", tonic_health::ServingStatus::NotServing)
         .await;
-    health.set_not_serving::<ClusterServiceServer<services::Grpc>>().await;
-    health.set_not_serving::<IdentityServiceServer<services::Grpc>>().await;
-    health.set_not_serving::<AuditServiceServer<services::Grpc>>().await;
-    health.set_not_serving::<VersionServiceServer<services::Grpc>>().await;
-    health.set_not_serving::<TunnelServiceServer<services::Grpc>>().await;
-    health.set_not_serving::<JobServiceServer<services::Grpc>>().await;
+    health.set_not_serving::<ClusterServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<IdentityServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<AuditServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<VersionServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<TunnelServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<JobServiceServer<handler::Grpc>>().await;
 }
 
 /// Request messages over `max_message` bytes are refused
 /// (RESOURCE_EXHAUSTED, see `client_faults`), as REST refuses bodies over
 /// the same limit.
 pub(crate) async fn router(
-    service: ClusterService,
+    plane: ControlPlane,
     auth: Authenticator,
     settings: &GrpcSettings,
 ) -> Result<GrpcParts, String> {
     let max_message = settings.max_message;
-    let grpc = services::Grpc {
-        service: service.clone(),
+    let grpc = handler::Grpc {
+        plane: plane.clone(),
         body_timeout: settings.body_timeout,
         package_limit: settings.package_limit,
     };
     let (reporter, health) = tonic_health::server::health_reporter();
     let health = health.max_decoding_message_size(max_message);
-    reporter.set_serving::<ClusterServiceServer<services::Grpc>>().await;
-    reporter.set_serving::<IdentityServiceServer<services::Grpc>>().await;
-    reporter.set_serving::<AuditServiceServer<services::Grpc>>().await;
-    reporter.set_serving::<VersionServiceServer<services::Grpc>>().await;
-    reporter.set_serving::<TunnelServiceServer<services::Grpc>>().await;
-    reporter.set_serving::<JobServiceServer<services::Grpc>>().await;
+    reporter.set_serving::<ClusterServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<IdentityServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<AuditServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<VersionServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<TunnelServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<JobServiceServer<handler::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -114,7 +118,7 @@ pub(crate) async fn router(
         &["/krayne.v1.VersionService/GetVersion"],
     )?;
     let gate = Gate {
-        service,
+        plane,
         auth,
         methods: Arc::new(methods),
         max_message,

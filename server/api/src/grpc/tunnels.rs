@@ -11,7 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::PollSender;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{gate::Authority, services::Grpc, status::to_status};
+use super::{gate::Authority, handler::Grpc, status::to_status};
 use crate::{
     domain::{Error, HeadService, ServiceState},
     service::{Ended, TunnelVia},
@@ -59,7 +59,7 @@ impl tunnel_service_server::TunnelService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let services = self
-            .service
+            .plane
             .services(&cx, &r.namespace, &r.name)
             .await
             .map_err(to_status)?;
@@ -77,12 +77,12 @@ impl tunnel_service_server::TunnelService for Grpc {
         let https = req.extensions().get::<crate::edge::ViaHttps>().is_some();
         let r = req.into_inner();
         let link = self
-            .service
+            .plane
             .sign_in_link(&cx, &r.namespace, &r.name, &r.service)
             .await
             .map_err(to_status)?;
         let (sign_in_url, service_url) = link
-            .urls(self.service.public_url(), authority.as_deref(), https)
+            .urls(self.plane.public_url(), authority.as_deref(), https)
             .map_err(to_status)?;
         Ok(Response::new(pb::BrowserSession {
             sign_in_url,
@@ -120,7 +120,7 @@ impl tunnel_service_server::TunnelService for Grpc {
             }
         };
         let tunnel = self
-            .service
+            .plane
             .open_tunnel(
                 &cx,
                 &target.namespace,

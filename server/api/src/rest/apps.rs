@@ -50,7 +50,7 @@ pub struct AppHosts {
 impl AppHosts {
     /// The host routing of a server with an apps domain; `None` without.
     pub fn of(state: &AppState) -> Option<Self> {
-        let domain = state.service.apps_domain()?.clone();
+        let domain = state.plane.apps_domain()?.clone();
         Some(Self {
             domain,
             router: router(state.clone()),
@@ -95,7 +95,7 @@ async fn sign_in(
     let ticket = ticket(query)?;
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
     let mut signed = s
-        .service
+        .plane
         .sign_in(&meta, &app.namespace, &app.name, &app.service, &ticket)
         .await?;
     "/".clone_into(&mut signed.path);
@@ -113,7 +113,7 @@ async fn proxy(
     // Jupyter serves under the base URL its cluster was created with:
     // its own links carry it; anything else goes under it.
     let upstream = if app.service == "notebook" {
-        let public = s.service.public_url().map_or("", PublicUrl::prefix);
+        let public = s.plane.public_url().map_or("", PublicUrl::prefix);
         let base = format!("{public}{}/", proxy_path(&app.namespace, &app.name, &app.service));
         if path_and_query.starts_with(&base) {
             path_and_query

@@ -40,7 +40,7 @@ pub(super) async fn list_audit_events(
         since: q.since,
         until: q.until,
     };
-    let p = s.service.audit_log(&cx, filter, &page).await?;
+    let p = s.plane.audit_log(&cx, filter, &page).await?;
     Ok(Json(AuditEventList {
         events: p.items.into_iter().map(Into::into).collect(),
         next_page_token: p.next_page_token,

@@ -84,9 +84,9 @@ async fn list_or_watch(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     if q.watch == Some(true) {
-        return Ok(super::watch::respond(&s.service, cx, namespace, q, headers).await?);
+        return Ok(super::watch::respond(&s.plane, cx, namespace, q, headers).await?);
     }
-    let page = s.service.list(cx, namespace, &page(q)?).await?;
+    let page = s.plane.list(cx, namespace, &page(q)?).await?;
     // A `ClusterList`, written from the summaries' shared JSON.
     let mut body = String::with_capacity(64 + page.items.iter().map(|c| c.json().len() + 1).sum::<usize>());
     body.push_str(r#"{"clusters":["#);
@@ -201,7 +201,7 @@ pub(super) async fn create(
     let dry_run = q.dry_run.unwrap_or(false);
     let field_validation = q.field_validation()?;
     let created = s
-        .service
+        .plane
         .create(
             &cx,
             CreateInput {
@@ -232,7 +232,7 @@ pub(super) async fn get(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
-    Ok(Json(s.service.get(&cx, &namespace, &name).await?))
+    Ok(Json(s.plane.get(&cx, &namespace, &name).await?))
 }
 
 /// Delete a cluster; Kubernetes removes its pods shortly after.
@@ -252,7 +252,7 @@ pub(super) async fn delete(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    s.service.delete(&cx, &namespace, &name).await?;
+    s.plane.delete(&cx, &namespace, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -271,7 +271,7 @@ pub(super) async fn describe(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(s.service.describe(&cx, &namespace, &name).await?))
+    Ok(Json(s.plane.describe(&cx, &namespace, &name).await?))
 }
 
 /// Resize one worker group.
@@ -305,7 +305,7 @@ pub(super) async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(s.service.scale(&cx, &namespace, &name, input).await?))
+    Ok(Json(s.plane.scale(&cx, &namespace, &name, input).await?))
 }
 
 /// Wait until a cluster is ready (long poll).
@@ -331,7 +331,7 @@ pub(super) async fn wait(
     QueryOf(q): QueryOf<WaitQuery>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
     let timeout = q.timeout_seconds.map(Duration::from_secs);
-    let mut updates = s.service.wait(&cx, &namespace, &name, timeout).await?;
+    let mut updates = s.plane.wait(&cx, &namespace, &name, timeout).await?;
     let mut last = None;
     while let Some(update) = updates.next().await {
         last = Some(update?);

@@ -28,11 +28,7 @@ impl FromRequestParts<AppState> for Caller {
             let meta = edge::request_meta(&parts.headers, &parts.extensions, Transport::Rest);
             let refused = Error::Unauthenticated(AuthFailure::TokenInQuery);
             let detail = "a token in the query of a request that is no event-stream watch";
-            return Err(state
-                .service
-                .refuse_unauthenticated(&meta, refused, detail)
-                .await
-                .into());
+            return Err(state.plane.refuse_unauthenticated(&meta, refused, detail).await.into());
         }
         authenticated(parts, state, &parts.headers).await.map(Self)
     }
@@ -65,7 +61,7 @@ impl FromRequestParts<AppState> for ListCaller {
 async fn authenticated(parts: &Parts, state: &AppState, headers: &HeaderMap) -> Result<Context, ApiError> {
     let several = Error::invalid("authorization", "send one Authorization header, not several");
     edge::authenticate(
-        &state.service,
+        &state.plane,
         &state.auth,
         headers,
         &parts.extensions,

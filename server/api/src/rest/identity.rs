@@ -21,7 +21,7 @@ use crate::domain::{PageRequest, VersionInfo};
         (status = 200, description = "The caller", body = WhoAmI),
     ))]
 pub(super) async fn whoami(State(s): State<AppState>, Caller(cx): Caller) -> Result<Json<WhoAmI>, ApiError> {
-    Ok(Json(s.service.whoami(&cx).await?))
+    Ok(Json(s.plane.whoami(&cx).await?))
 }
 
 /// The namespaces the caller may use, with their role.
@@ -37,7 +37,7 @@ pub(super) async fn namespaces(
     QueryOf(q): QueryOf<PageQuery>,
 ) -> Result<Json<NamespaceList>, ApiError> {
     let page = PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))?;
-    let p = s.service.namespaces(&cx, &page).await?;
+    let p = s.plane.namespaces(&cx, &page).await?;
     Ok(Json(NamespaceList {
         namespaces: p.items,
         next_page_token: p.next_page_token,
@@ -53,5 +53,5 @@ pub(super) async fn namespaces(
         (status = 200, description = "The server's version", body = VersionInfo),
     ))]
 pub(super) async fn version(State(s): State<AppState>) -> Json<VersionInfo> {
-    Json(s.service.version())
+    Json(s.plane.version())
 }

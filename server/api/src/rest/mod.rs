@@ -1,6 +1,6 @@
 //! The REST transport: axum routes documented with utoipa, problem+json
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
-//! limit, gzip, CORS). Calls the service layer only.
+//! limit, gzip, CORS). Calls the control plane (`krayne_service::ControlPlane`) only.
 
 mod apps;
 mod audit;
@@ -49,14 +49,14 @@ pub use crate::edge::REQUEST_ID;
 use crate::{
     auth::Authenticator,
     edge::{self, BodyTimeout, CORRELATION_ID, DeadlineBody, DeclaredRefusal},
-    service::ClusterService,
+    service::ControlPlane,
 };
 
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
     /// The use cases.
-    pub service: ClusterService,
+    pub plane: ControlPlane,
     /// Token verification and team mapping.
     pub auth: Authenticator,
     /// How long a proxied request's body may pause between frames (a
@@ -69,13 +69,13 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The handlers' state over `service`.
-    pub fn new(service: ClusterService, auth: Authenticator, proxy_body_idle: Duration) -> Self {
+    /// The handlers' state over `plane`.
+    pub fn new(plane: ControlPlane, auth: Authenticator, proxy_body_idle: Duration) -> Self {
         // A page's requests come in bursts; an idle connection holds one
         // of its caller's tunnel permits, so it is not kept for long.
-        let upstreams = upstreams::Upstreams::new(Duration::from_secs(60), service.stopping());
+        let upstreams = upstreams::Upstreams::new(Duration::from_secs(60), plane.stopping());
         Self {
-            service,
+            plane,
             auth,
             proxy_body_idle,
             package_limit: 100 * 1024 * 1024,

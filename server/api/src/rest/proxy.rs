@@ -61,7 +61,7 @@ pub(super) fn router(state: AppState) -> Router {
 /// need the slash.
 async fn add_slash(State(s): State<AppState>, uri: Uri) -> Redirect {
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    let public = s.service.public_url().map_or("", PublicUrl::prefix);
+    let public = s.plane.public_url().map_or("", PublicUrl::prefix);
     Redirect::permanent(&format!("{public}{}/{query}", uri.path()))
 }
 
@@ -79,7 +79,7 @@ async fn caller(
     if parts.headers.contains_key(header::AUTHORIZATION) || sessions.is_empty() {
         let several = Error::invalid("authorization", "send one Authorization header, not several");
         let cx = edge::authenticate(
-            &s.service,
+            &s.plane,
             &s.auth,
             &parts.headers,
             &parts.extensions,
@@ -91,10 +91,7 @@ async fn caller(
     }
     let meta = edge::request_meta(&parts.headers, &parts.extensions, Transport::Rest);
     let values: Vec<&str> = sessions.iter().map(String::as_str).collect();
-    let cx = s
-        .service
-        .session_caller(&meta, namespace, name, service, &values)
-        .await?;
+    let cx = s.plane.session_caller(&meta, namespace, name, service, &values).await?;
     Ok((cx, TunnelVia::Session))
 }
 
@@ -181,7 +178,7 @@ async fn proxy(
     let (namespace, name, service) = (param("namespace"), param("name"), param("service"));
     let prefix = proxy_path(&namespace, &name, &service);
     // Behind an ingress's prefix the browser sees more path than we do.
-    let public = s.service.public_url().map_or("", PublicUrl::prefix);
+    let public = s.plane.public_url().map_or("", PublicUrl::prefix);
     let browser_prefix = format!("{public}{prefix}");
     let path_and_query = request.uri().path_and_query().map_or("/", |p| p.as_str());
     // Jupyter serves under its base URL (the proxy's path as the browser
@@ -213,7 +210,7 @@ async fn proxy(
 /// public URL's in path mode when there is one, else the `Host` it sent),
 /// https when the public URL is or a trusted proxy says so.
 fn seen(s: &AppState, parts: &Parts, browser_prefix: Option<String>) -> Result<Seen, Error> {
-    let public = s.service.public_url().filter(|_| browser_prefix.is_some());
+    let public = s.plane.public_url().filter(|_| browser_prefix.is_some());
     let https = parts.extensions.get::<ViaHttps>().is_some() || public.is_some_and(PublicUrl::is_https);
     let host = parts
         .headers
@@ -233,7 +230,7 @@ fn seen(s: &AppState, parts: &Parts, browser_prefix: Option<String>) -> Result<S
 /// Opens a new HTTP/1 connection to a reachable service for `cx`.
 async fn dial(s: &AppState, cx: &Context, reachable: Reachable) -> Result<Upstream, Error> {
     let service = reachable.service().to_owned();
-    let connection = s.service.connect(cx, reachable).await?.into_connection();
+    let connection = s.plane.connect(cx, reachable).await?.into_connection();
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(TokioIo::new(connection))
         .await
@@ -320,9 +317,9 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     if via == TunnelVia::Session
         && let Some(why) = cross_origin(&parts.method, upgrade, &parts.headers, &seen)
     {
-        return Err(s.service.refuse_cross_origin(&cx, &namespace, &name, &why).await.into());
+        return Err(s.plane.refuse_cross_origin(&cx, &namespace, &name, &why).await.into());
     }
-    let reachable = s.service.reach(&cx, &namespace, &name, &service, via).await?;
+    let reachable = s.plane.reach(&cx, &namespace, &name, &service, via).await?;
     // A browser session's requests reuse its connections; a bearer
     // token's request is its own audited connection, and an upgrade takes
     // its connection for good.
@@ -405,8 +402,8 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     let mut response = hyper::Response::from_parts(head, body);
     if switching && let Some(client_upgrade) = client_upgrade {
         let service_upgrade = hyper::upgrade::on(&mut response);
-        let guard = s.service.proxied_websocket_guard(&cx, &namespace, &name);
-        let control = s.service.clone();
+        let guard = s.plane.proxied_websocket_guard(&cx, &namespace, &name);
+        let control = s.plane.clone();
         tokio::spawn(async move {
             let (Ok(client), Ok(service)) = (client_upgrade.await, service_upgrade.await) else {
                 return;
@@ -433,13 +430,13 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     };
     // A long answer (a followed log, a stream of events) ends as every
     // long-lived stream does: expiry, revocation, idleness, shutdown.
-    let guard = s.service.proxied_response_guard(&cx, &namespace, &name);
+    let guard = s.plane.proxied_response_guard(&cx, &namespace, &name);
     let frames = body
         .into_data_stream()
         .map(|frame| frame.map_err(|e| Error::Unavailable(format!("the service's answer broke off: {e}"))));
     let body = Body::from_stream(
         guard
-            .guard_items(s.service.clone(), frames)
+            .guard_items(s.plane.clone(), frames)
             .map(|frame| frame.map_err(|e| std::io::Error::other(e.to_string()))),
     );
     Ok(Response::from_parts(parts, body).into_response())

@@ -44,7 +44,7 @@ pub(super) async fn get_quota(
     Caller(cx): Caller,
     Path(namespace): Path<String>,
 ) -> Result<Json<QuotaView>, ApiError> {
-    let quota = s.service.quota(&cx, &namespace).await?;
+    let quota = s.plane.quota(&cx, &namespace).await?;
     Ok(Json(QuotaView {
         namespace: quota.namespace,
         resources: quota.lines,

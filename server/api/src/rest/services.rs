@@ -52,7 +52,7 @@ pub(super) async fn list_services(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ServiceList>, ApiError> {
-    let services = s.service.services(&cx, &namespace, &name).await?;
+    let services = s.plane.services(&cx, &namespace, &name).await?;
     Ok(Json(ServiceList { services }))
 }
 
@@ -97,7 +97,7 @@ pub(super) async fn tunnel(
         .into());
     };
     let tunnel = s
-        .service
+        .plane
         .open_tunnel(&cx, &namespace, &name, &service, TunnelVia::WebSocket)
         .await?;
     // A frame or message is held whole before it is written on: bound both.

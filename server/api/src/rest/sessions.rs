@@ -82,9 +82,9 @@ pub(super) async fn create_session(
     headers: HeaderMap,
     https: Option<Extension<ViaHttps>>,
 ) -> Result<(StatusCode, Json<BrowserSession>), ApiError> {
-    let link = s.service.sign_in_link(&cx, &namespace, &name, &service).await?;
+    let link = s.plane.sign_in_link(&cx, &namespace, &name, &service).await?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let session = BrowserSession::new(&link, s.service.public_url(), host, https.is_some())?;
+    let session = BrowserSession::new(&link, s.plane.public_url(), host, https.is_some())?;
     Ok((StatusCode::CREATED, Json(session)))
 }
 
@@ -123,7 +123,7 @@ pub(super) async fn sign_in(
     request: Request,
 ) -> Result<Response, ApiError> {
     let ticket = ticket(query)?;
-    if s.service
+    if s.plane
         .apps_domain()
         .and_then(|d| d.host(&namespace, &name, &service))
         .is_some()
@@ -136,7 +136,7 @@ pub(super) async fn sign_in(
         .into());
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
-    let signed = s.service.sign_in(&meta, &namespace, &name, &service, &ticket).await?;
+    let signed = s.plane.sign_in(&meta, &namespace, &name, &service, &ticket).await?;
     Ok(signed_in_response(&s, signed, via_https(&request)))
 }
 
@@ -163,7 +163,7 @@ pub(super) fn via_https(request: &Request) -> bool {
 /// proxy said so), and the way on.
 pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, https: bool) -> Response {
     let max_age = i64::try_from(signed.max_age.as_secs()).unwrap_or(i64::MAX);
-    let secure = https || s.service.public_url().is_some_and(PublicUrl::is_https);
+    let secure = https || s.plane.public_url().is_some_and(PublicUrl::is_https);
     let cookie = Cookie::build((SESSION_COOKIE, signed.session))
         .path(signed.path)
         .http_only(true)

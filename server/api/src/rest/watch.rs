@@ -20,7 +20,7 @@ use utoipa::ToSchema;
 use super::{dto::ListQuery, problem::Problem};
 use crate::{
     domain::{ClusterInfo, Error, WatchEvent, WatchFrom, watch_timeout},
-    service::{ClusterService, ClusterWatch, Context},
+    service::{ClusterWatch, Context, ControlPlane},
 };
 
 /// NDJSON's media type.
@@ -117,7 +117,7 @@ pub(super) fn not_watching(query: &ListQuery) -> Result<(), Error> {
 
 /// Starts the watch and answers with its stream.
 pub(super) async fn respond(
-    service: &ClusterService,
+    plane: &ControlPlane,
     cx: &Context,
     namespace: Option<&str>,
     query: &ListQuery,
@@ -125,7 +125,7 @@ pub(super) async fn respond(
 ) -> Result<Response, Error> {
     let from = start(query, headers)?;
     let timeout = watch_timeout(query.timeout_seconds.unwrap_or(0))?;
-    let watch = service.watch_clusters(cx, namespace, from, timeout).await?;
+    let watch = plane.watch_clusters(cx, namespace, from, timeout).await?;
     let request_id = cx.meta.request_id.clone();
     let mut response = if wants_events(headers) {
         as_events(watch, request_id).into_response()

@@ -15,7 +15,7 @@ use std::{
 
 use self::hub::Hub;
 use super::{
-    ClusterService, Context,
+    Context, ControlPlane,
     streams::{Ended, StreamGuard, StreamKind},
     tunnels::{OpenStreams, Permit},
 };
@@ -100,7 +100,7 @@ impl Stream for ClusterWatch {
     }
 }
 
-/// Cluster summaries for one list ([`ClusterService::summaries`]).
+/// Cluster summaries for one list ([`ControlPlane::summaries`]).
 pub(super) struct Summaries(Option<Arc<Hub>>);
 
 impl Summaries {
@@ -146,14 +146,14 @@ struct Watcher {
     /// mapping's revocations end it in `remap`).
     guard: StreamGuard,
     /// Where its end is counted and audited.
-    service: ClusterService,
+    service: ControlPlane,
     auth: Option<crate::auth::Authenticator>,
     /// When the watch ends as the caller asked (`timeout_seconds`).
     deadline: Option<tokio::time::Instant>,
     _permit: Permit,
 }
 
-impl ClusterService {
+impl ControlPlane {
     /// Every change to the clusters of `namespace` (of every namespace the
     /// caller may view when `None`) from `from` on, live (viewer), for at
     /// most `timeout` when one is given: then a bookmark, and the stream
