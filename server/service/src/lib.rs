@@ -12,6 +12,8 @@ pub mod auth;
 mod clusters;
 mod connection;
 mod denials;
+#[cfg(feature = "test-util")]
+pub mod fakes;
 mod identity;
 mod jobs;
 mod quotas;

@@ -1,0 +1,370 @@
+//! In-memory ports for testing the use cases without processes (feature
+//! `test-util`): a cluster store that keeps RayClusters as KubeRay objects
+//! and applies the core's patches as Kubernetes does (resourceVersion
+//! preconditions included), an audit sink that keeps its rows, and an
+//! upstream whose services echo what they are sent.
+//!
+//! They are not Kubernetes: no operator runs, so a cluster is `ready` only
+//! when a test says so ([`MemoryStore::make_ready`]), and no watch cache
+//! feeds live watches. The sandbox and the real server binary remain the
+//! end-to-end tests; these make a use case's own rules quick to test.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test support")]
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use futures::{StreamExt as _, stream::BoxStream};
+use serde_json::{Value, json};
+
+use crate::domain::{
+    AuditSink, ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
+    RenderedCluster, ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream,
+    audit::{AuditEntry, AuditFilter},
+};
+
+/// Clusters and pods as KubeRay objects, in memory.
+#[derive(Debug)]
+pub struct MemoryStore {
+    state: Mutex<Stored>,
+}
+
+#[derive(Debug, Default)]
+struct Stored {
+    namespaces: Vec<String>,
+    clusters: BTreeMap<(String, String), Value>,
+    pods: BTreeMap<(String, String), Vec<Value>>,
+    policies: Vec<Value>,
+    version: u64,
+    writes: usize,
+}
+
+impl MemoryStore {
+    /// A store with these namespaces and no clusters.
+    pub fn with_namespaces(namespaces: &[&str]) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(Stored {
+                namespaces: namespaces.iter().map(|n| (*n).to_owned()).collect(),
+                ..Stored::default()
+            }),
+        })
+    }
+
+    /// Marks a cluster ready as KubeRay would once its pods run: its
+    /// `status.state`, and a Running, ready head pod at `10.0.0.<n>` with
+    /// the containers (and ports) of its head template.
+    pub fn make_ready(&self, namespace: &str, name: &str) {
+        let mut state = self.state.lock().unwrap();
+        state.version += 1;
+        let version = state.version;
+        let key = (namespace.to_owned(), name.to_owned());
+        let object = state.clusters.get_mut(&key).expect("a stored cluster");
+        let ip = format!("10.0.0.{}", version % 250 + 1);
+        object["status"] = json!({
+            "state": "ready",
+            "head": {"podIP": ip, "serviceIP": ip},
+            "readyWorkerReplicas": 0,
+        });
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        let template = object["spec"]["headGroupSpec"]["template"]["spec"].clone();
+        let containers = template["containers"].clone();
+        let statuses: Vec<Value> = containers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| json!({"name": c["name"], "ready": true, "state": {"running": {}}}))
+            .collect();
+        let head = json!({
+            "metadata": {
+                "name": format!("{name}-head-x1"),
+                "namespace": namespace,
+                "uid": format!("pod-{version}"),
+                "resourceVersion": version.to_string(),
+                "labels": {"ray.io/cluster": name, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
+            },
+            "spec": {"containers": containers},
+            "status": {"phase": "Running", "podIP": ip, "containerStatuses": statuses,
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        state.pods.insert(key, vec![head]);
+    }
+
+    /// Writes that reached the store (creates, patches, deletes, policies).
+    pub fn writes(&self) -> usize {
+        self.state.lock().unwrap().writes
+    }
+
+    /// The stored object of a cluster, as Kubernetes would return it.
+    pub fn object(&self, namespace: &str, name: &str) -> Option<Value> {
+        let state = self.state.lock().unwrap();
+        state.clusters.get(&(namespace.to_owned(), name.to_owned())).cloned()
+    }
+
+    /// The NetworkPolicies created.
+    pub fn policies(&self) -> Vec<Value> {
+        self.state.lock().unwrap().policies.clone()
+    }
+
+    fn observed(object: &Value) -> Result<ObservedCluster, Error> {
+        serde_json::from_value(object.clone()).map_err(|e| Error::Internal(format!("a stored RayCluster: {e}")))
+    }
+
+    fn missing(name: &str) -> Error {
+        Error::NotFound {
+            kind: ResourceKind::Cluster,
+            name: name.to_owned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ClusterStore for MemoryStore {
+    async fn namespaces(&self, _: &str) -> Result<Vec<String>, Error> {
+        Ok(self.state.lock().unwrap().namespaces.clone())
+    }
+
+    async fn create(&self, cluster: &RenderedCluster, dry_run: bool, _: &str) -> Result<ObservedCluster, Error> {
+        let mut state = self.state.lock().unwrap();
+        let key = (cluster.namespace().to_owned(), cluster.name().to_owned());
+        if !state.namespaces.contains(&key.0) {
+            return Err(Error::NotFound {
+                kind: ResourceKind::Namespace,
+                name: key.0,
+            });
+        }
+        if state.clusters.contains_key(&key) {
+            return Err(Error::AlreadyExists {
+                kind: ResourceKind::Cluster,
+                name: key.1,
+            });
+        }
+        let mut object = cluster.manifest().clone();
+        state.version += 1;
+        object["metadata"]["uid"] = json!(format!("uid-{}", state.version));
+        object["metadata"]["resourceVersion"] = json!(state.version.to_string());
+        object["metadata"]["creationTimestamp"] = json!("2026-11-25T12:00:00Z");
+        let observed = Self::observed(&object)?;
+        if !dry_run {
+            state.writes += 1;
+            state.clusters.insert(key, object);
+        }
+        Ok(observed)
+    }
+
+    async fn get(&self, namespace: &str, name: &str, _: &str) -> Result<Arc<ObservedCluster>, Error> {
+        let state = self.state.lock().unwrap();
+        let object = state
+            .clusters
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .ok_or_else(|| Self::missing(name))?;
+        Ok(Arc::new(Self::observed(object)?))
+    }
+
+    async fn list(&self, namespace: Option<&str>, _: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        let state = self.state.lock().unwrap();
+        state
+            .clusters
+            .iter()
+            .filter(|((ns, _), _)| namespace.is_none_or(|n| n == ns))
+            .map(|(_, object)| Self::observed(object).map(Arc::new))
+            .collect()
+    }
+
+    async fn pods(&self, namespace: &str, cluster: Option<&str>, _: &str) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let state = self.state.lock().unwrap();
+        let mut pods = Vec::new();
+        for ((ns, name), of) in &state.pods {
+            if ns == namespace && cluster.is_none_or(|c| c == name) {
+                for pod in of {
+                    let pod = serde_json::from_value(pod.clone())
+                        .map_err(|e| Error::Internal(format!("a stored pod: {e}")))?;
+                    pods.push(Arc::new(pod));
+                }
+            }
+        }
+        Ok(pods)
+    }
+
+    async fn events(&self, _: &str, _: &str) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+        Ok(Vec::new())
+    }
+
+    async fn patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &ClusterPatch,
+        _: &str,
+    ) -> Result<ObservedCluster, Error> {
+        let mut state = self.state.lock().unwrap();
+        state.version += 1;
+        let version = state.version;
+        let object = state
+            .clusters
+            .get_mut(&(namespace.to_owned(), name.to_owned()))
+            .ok_or_else(|| Self::missing(name))?;
+        let ops: json_patch::Patch = serde_json::from_value(patch.as_json().clone())
+            .map_err(|e| Error::Internal(format!("a patch Kubernetes would refuse: {e}")))?;
+        // A resourceVersion in the patch is a precondition, as Kubernetes
+        // treats it.
+        let expected = patch.as_json()[0]["value"].as_str().map(str::to_owned);
+        let current = object["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+        if patch.as_json()[0]["path"] == "/metadata/resourceVersion" && expected != current {
+            return Err(Error::Conflict(format!("{name} changed since it was read")));
+        }
+        let mut changed = object.clone();
+        json_patch::patch(&mut changed, &ops).map_err(|e| Error::Internal(format!("applying a patch: {e}")))?;
+        changed["metadata"]["resourceVersion"] = json!(version.to_string());
+        let observed = Self::observed(&changed)?;
+        *object = changed;
+        state.writes += 1;
+        Ok(observed)
+    }
+
+    async fn delete(&self, namespace: &str, name: &str, _: &str) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap();
+        let key = (namespace.to_owned(), name.to_owned());
+        state.clusters.remove(&key).ok_or_else(|| Self::missing(name))?;
+        state.pods.remove(&key);
+        state.writes += 1;
+        Ok(())
+    }
+
+    async fn create_network_policy(&self, _: &str, policy: &Value, _: &str) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap();
+        state.policies.push(policy.clone());
+        state.writes += 1;
+        Ok(())
+    }
+
+    async fn watch(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
+        // The state as it is, then nothing: no operator changes it here.
+        let cluster = self.get(namespace, name, request_id).await?;
+        let pods = self.pods(namespace, Some(name), request_id).await?;
+        let mut changes = vec![Ok(ClusterChange::Cluster(Box::new((*cluster).clone())))];
+        changes.extend(pods.iter().map(|p| Ok(ClusterChange::Pod(Box::new((**p).clone())))));
+        Ok(futures::stream::iter(changes).chain(futures::stream::pending()).boxed())
+    }
+
+    async fn ping(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// Audit rows, in memory.
+#[derive(Debug, Default)]
+pub struct MemoryAudit {
+    rows: Mutex<Vec<AuditEntry>>,
+}
+
+impl MemoryAudit {
+    /// An empty audit log.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Every row so far, oldest first (a begun row as it was finished).
+    pub fn rows(&self) -> Vec<AuditEntry> {
+        self.rows.lock().unwrap().clone()
+    }
+
+    /// The rows of `action`, oldest first.
+    pub fn of(&self, action: &str) -> Vec<AuditEntry> {
+        self.rows().into_iter().filter(|r| r.action == action).collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditSink for MemoryAudit {
+    async fn begin(&self, entry: &AuditEntry) -> Result<(), Error> {
+        self.rows.lock().unwrap().push(entry.clone());
+        Ok(())
+    }
+
+    async fn begin_unique(&self, entry: &AuditEntry) -> Result<bool, Error> {
+        let mut rows = self.rows.lock().unwrap();
+        if rows.iter().any(|r| r.id == entry.id) {
+            return Ok(false);
+        }
+        rows.push(entry.clone());
+        Ok(true)
+    }
+
+    async fn finish(&self, entry: &AuditEntry) {
+        let mut rows = self.rows.lock().unwrap();
+        match rows.iter_mut().find(|r| r.id == entry.id) {
+            Some(row) => *row = entry.clone(),
+            None => rows.push(entry.clone()),
+        }
+    }
+
+    async fn record(&self, entry: &AuditEntry) {
+        self.rows.lock().unwrap().push(entry.clone());
+    }
+
+    async fn ping(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn query(&self, filter: &AuditFilter, limit: usize, _: Option<&str>) -> Result<Vec<AuditEntry>, Error> {
+        let matches = |want: &Option<String>, have: Option<&str>| want.as_deref().is_none_or(|w| Some(w) == have);
+        Ok(self
+            .rows()
+            .into_iter()
+            .rev()
+            .filter(|r| matches(&filter.namespace, r.namespace.as_deref()))
+            .filter(|r| matches(&filter.action, Some(&r.action)))
+            .filter(|r| matches(&filter.cluster, r.cluster.as_deref()))
+            .filter(|r| matches(&filter.actor, Some(&r.subject)))
+            .take(limit)
+            .collect())
+    }
+}
+
+/// An upstream whose every service echoes what it is sent, reached
+/// directly; it records the targets it was asked for.
+#[derive(Debug, Default)]
+pub struct EchoUpstream {
+    dialled: Mutex<Vec<ServiceTarget>>,
+}
+
+impl EchoUpstream {
+    /// An upstream that has dialled nothing yet.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// The targets connected to, in order.
+    pub fn dialled(&self) -> Vec<ServiceTarget> {
+        self.dialled.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ServiceUpstream for EchoUpstream {
+    async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error> {
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+
+        self.dialled.lock().unwrap().push(target.clone());
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let (mut read, mut write) = tokio::io::split(theirs);
+            let _ = tokio::io::copy(&mut read, &mut write).await;
+        });
+        Ok(Box::new(ours.compat()))
+    }
+
+    fn half_close(&self, _: &ServiceTarget) -> bool {
+        true
+    }
+
+    fn mode(&self, _: &ServiceTarget) -> &'static str {
+        "direct"
+    }
+}

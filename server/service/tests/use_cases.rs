@@ -1,0 +1,392 @@
+//! The use cases in process, over the in-memory ports (`fakes`): no
+//! server, no sandbox, no database. Clusters, quotas and tunnels each
+//! checked for what they decide — who may, what is written, what is
+//! charged, what is audited — in milliseconds.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{SinkExt as _, StreamExt as _};
+use krayne_core::domain::{
+    FieldValidation, PageRequest,
+    audit::{Outcome, RequestMeta, Transport},
+    quota::QuotaResource,
+};
+
+use krayne_service::{
+    Context, ControlPlane, CreateInput, Ended, ScaleInput, ServiceSettings, TunnelVia,
+    auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
+    fakes::{EchoUpstream, MemoryAudit, MemoryStore},
+};
+use serde_json::{Value, json};
+
+const SECRET: &[u8] = b"an in-process test's secret, 32+ bytes long";
+
+const TEAMS: &str = r#"
+admins: { groups: [platform-admins], subjects: [] }
+teams:
+  - name: ml-research
+    members: { groups: [ml-research] }
+    namespaces: { ml-team: editor, "shared-*": viewer }
+  - name: other
+    members: { groups: [other-team] }
+    namespaces: { other-team: editor }
+"#;
+
+/// A control plane over in-memory ports, and the callers' tokens.
+struct World {
+    plane: ControlPlane,
+    store: Arc<MemoryStore>,
+    audit: Arc<MemoryAudit>,
+    upstream: Arc<EchoUpstream>,
+    auth: Authenticator,
+}
+
+impl World {
+    fn new(quotas: &str) -> Self {
+        let store = MemoryStore::with_namespaces(&["ml-team", "other-team", "shared-data"]);
+        let audit = MemoryAudit::new();
+        let upstream = EchoUpstream::new();
+        let mapping = TeamMapping::parse(&format!("{TEAMS}{quotas}")).unwrap();
+        let verifier = Verifier::new(vec![VerifyingKey::hs256(SECRET)], TokenRules::default());
+        let auth = Authenticator::new(verifier, mapping);
+        let plane = ControlPlane::new(store.clone(), audit.clone(), ServiceSettings::default())
+            .with_upstream(upstream.clone())
+            .with_authenticator(auth.clone());
+        Self {
+            plane,
+            store,
+            audit,
+            upstream,
+            auth,
+        }
+    }
+
+    /// A caller as the edge makes one: a token, authenticated.
+    async fn caller(&self, subject: &str, groups: &[&str]) -> Context {
+        let token = mint(
+            &MintRequest {
+                subject: subject.to_owned(),
+                email: Some(subject.to_owned()),
+                groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+                ttl_seconds: 3600,
+                issuer: "krayne".to_owned(),
+                audience: "krayne".to_owned(),
+            },
+            jsonwebtoken::Algorithm::HS256,
+            SECRET,
+        )
+        .unwrap();
+        let principal = self.auth.authenticate(Some(&format!("Bearer {token}"))).await.unwrap();
+        Context {
+            principal,
+            meta: RequestMeta {
+                request_id: uuid::Uuid::now_v7().to_string(),
+                correlation_id: None,
+                transport: Transport::Grpc,
+                source_ip: Some("192.0.2.1".to_owned()),
+                user_agent: Some("in-process".to_owned()),
+            },
+        }
+    }
+
+    async fn alice(&self) -> Context {
+        self.caller("alice@example.com", &["ml-research"]).await
+    }
+
+    async fn bob(&self) -> Context {
+        self.caller("bob@example.com", &["other-team"]).await
+    }
+}
+
+fn create(config: Value) -> CreateInput {
+    CreateInput {
+        config,
+        namespace: Some("ml-team".to_owned()),
+        dry_run: false,
+        field_validation: FieldValidation::Strict,
+    }
+}
+
+fn scale(group: &str, replicas: u32) -> ScaleInput {
+    ScaleInput {
+        worker_group: group.to_owned(),
+        replicas: Some(replicas),
+        min_replicas: None,
+        max_replicas: None,
+    }
+}
+
+mod clusters {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_editor_creates_reads_scales_and_deletes_and_each_write_is_audited() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        let created = w
+            .plane
+            .create(
+                &alice,
+                create(
+                    json!({"name": "demo", "worker_groups": [{"name": "worker", "replicas": 1, "max_replicas": 4}]}),
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(created.cluster.name, "demo");
+        assert_eq!(created.manifest["kind"], "RayCluster");
+        let stored = w.store.object("ml-team", "demo").unwrap();
+        assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 1);
+
+        let got = w.plane.get(&alice, "ml-team", "demo").await.unwrap();
+        assert_eq!((got.name.as_str(), got.num_workers), ("demo", 1));
+        let page = w
+            .plane
+            .list(&alice, Some("ml-team"), &PageRequest::new(10, "").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
+
+        let scaled = w
+            .plane
+            .scale(&alice, "ml-team", "demo", scale("worker", 3))
+            .await
+            .unwrap();
+        assert_eq!(scaled.num_workers, 3);
+        let stored = w.store.object("ml-team", "demo").unwrap();
+        assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 3);
+
+        w.plane.delete(&alice, "ml-team", "demo").await.unwrap();
+        assert!(w.store.object("ml-team", "demo").is_none());
+        let missing = w.plane.get(&alice, "ml-team", "demo").await.unwrap_err();
+        assert_eq!(missing.code(), "not_found");
+
+        for action in ["cluster.create", "cluster.scale", "cluster.delete"] {
+            let rows = w.audit.of(action);
+            assert_eq!(rows.len(), 1, "{action}: {rows:?}");
+            assert_eq!(rows[0].outcome, Outcome::Succeeded, "{action}");
+            assert_eq!(rows[0].subject, "alice@example.com");
+            assert_eq!(rows[0].cluster.as_deref(), Some("demo"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_caller_without_the_role_is_refused_writes_nothing_and_is_audited() {
+        let w = World::new("");
+        let bob = w.bob().await;
+        let refused = w
+            .plane
+            .create(&bob, create(json!({"name": "theirs"})))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), "permission_denied");
+        assert_eq!(w.store.writes(), 0);
+        let rows = w.audit.of("cluster.create");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].outcome, Outcome::Denied);
+
+        // A viewer reads but does not write.
+        let alice = w.alice().await;
+        let viewer = w
+            .plane
+            .create(
+                &alice,
+                CreateInput {
+                    namespace: Some("shared-data".to_owned()),
+                    ..create(json!({"name": "shared"}))
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(viewer.code(), "permission_denied");
+        assert!(
+            w.plane
+                .list(&alice, Some("shared-data"), &PageRequest::new(10, "").unwrap())
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_input_is_refused_with_the_field_named_before_kubernetes_is_asked() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        let bad = w
+            .plane
+            .create(&alice, create(json!({"name": "Not_A_Name"})))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), "invalid_argument");
+        assert!(bad.to_string().contains("name"), "{bad}");
+        let taken = {
+            w.plane.create(&alice, create(json!({"name": "once"}))).await.unwrap();
+            w.plane
+                .create(&alice, create(json!({"name": "once"})))
+                .await
+                .unwrap_err()
+        };
+        assert_eq!(taken.code(), "already_exists");
+        let no_group = w
+            .plane
+            .scale(&alice, "ml-team", "once", scale("nope", 1))
+            .await
+            .unwrap_err();
+        assert_eq!(no_group.code(), "not_found");
+        assert_eq!(w.store.writes(), 1, "only the first create was written");
+    }
+}
+
+mod quotas {
+    use super::*;
+
+    const GPUS: &str = "quotas:\n  ml-team: { gpus: 4, clusters: 2 }\n";
+
+    fn gpu_cluster(name: &str, gpus: u32) -> Value {
+        json!({"name": name, "worker_groups": [{"name": "gpu", "replicas": 1, "max_replicas": 1, "gpus": gpus}]})
+    }
+
+    #[tokio::test]
+    async fn growth_past_the_quota_is_refused_with_the_numbers_and_nothing_is_written() {
+        let w = World::new(GPUS);
+        let alice = w.alice().await;
+        w.plane.create(&alice, create(gpu_cluster("two", 2))).await.unwrap();
+        let refused = w
+            .plane
+            .create(&alice, create(gpu_cluster("three", 3)))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), "quota_exceeded");
+        let text = refused.to_string();
+        assert!(text.contains("gpus"), "{text}");
+        assert_eq!(w.store.writes(), 1);
+        assert!(w.store.object("ml-team", "three").is_none());
+
+        let quota = w.plane.quota(&alice, "ml-team").await.unwrap();
+        let gpus = quota.lines.iter().find(|l| l.resource == QuotaResource::Gpus).unwrap();
+        assert_eq!((gpus.used.as_str(), gpus.limit.as_deref()), ("2", Some("4")));
+    }
+
+    #[tokio::test]
+    async fn a_scale_is_charged_what_its_patch_writes() {
+        let w = World::new(GPUS);
+        let alice = w.alice().await;
+        w.plane.create(&alice, create(gpu_cluster("g", 2))).await.unwrap();
+        let before = w.store.writes();
+        // 1 → 3 workers of 2 GPUs is 6 > 4: refused, not written.
+        let refused = w
+            .plane
+            .scale(&alice, "ml-team", "g", scale("gpu", 3))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), "quota_exceeded");
+        assert_eq!(w.store.writes(), before);
+        // 1 → 2 workers is 4: fits, and is written as charged.
+        w.plane.scale(&alice, "ml-team", "g", scale("gpu", 2)).await.unwrap();
+        let stored = w.store.object("ml-team", "g").unwrap();
+        assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 2);
+        let quota = w.plane.quota(&alice, "ml-team").await.unwrap();
+        let gpus = quota.lines.iter().find(|l| l.resource == QuotaResource::Gpus).unwrap();
+        assert_eq!(gpus.used, "4");
+    }
+
+    #[tokio::test]
+    async fn the_cluster_count_is_a_quota_too_and_a_dry_run_is_checked_the_same() {
+        let w = World::new(GPUS);
+        let alice = w.alice().await;
+        for name in ["a", "b"] {
+            w.plane.create(&alice, create(json!({"name": name}))).await.unwrap();
+        }
+        let dry = w
+            .plane
+            .create(
+                &alice,
+                CreateInput {
+                    dry_run: true,
+                    ..create(json!({"name": "c"}))
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(dry.code(), "quota_exceeded");
+        w.plane.delete(&alice, "ml-team", "a").await.unwrap();
+        w.plane.create(&alice, create(json!({"name": "c"}))).await.unwrap();
+    }
+}
+
+mod tunnels {
+    use super::*;
+
+    async fn ready(w: &World, ctx: &Context, name: &str) {
+        w.plane.create(ctx, create(json!({"name": name}))).await.unwrap();
+        w.store.make_ready("ml-team", name);
+    }
+
+    #[tokio::test]
+    async fn an_editor_tunnels_to_a_ready_head_bytes_flow_and_the_row_counts_them() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        ready(&w, &alice, "tun").await;
+        let tunnel = w
+            .plane
+            .open_tunnel(&alice, "ml-team", "tun", "dashboard", TunnelVia::WebSocket)
+            .await
+            .unwrap();
+        assert_eq!((tunnel.service.as_str(), tunnel.port), ("dashboard", 8265));
+        let dialled = w.upstream.dialled();
+        assert_eq!(dialled.len(), 1);
+        assert_eq!((dialled[0].pod.as_str(), dialled[0].port), ("tun-head-x1", 8265));
+
+        let incoming = futures::stream::iter([Ok::<_, String>(Bytes::from_static(b"ping through krayne"))]);
+        let (outgoing, mut answers) = futures::channel::mpsc::unbounded::<Bytes>();
+        let finished = tunnel
+            .run(incoming, outgoing.sink_map_err(|_| ()), true, std::future::pending())
+            .await;
+        assert_eq!(finished.ended, Ended::ServiceClosed);
+        assert_eq!((finished.flowed.to_service, finished.flowed.to_client), (19, 19));
+        let mut echoed = Vec::new();
+        while let Some(chunk) = answers.next().await {
+            echoed.extend_from_slice(&chunk);
+        }
+        assert_eq!(echoed, b"ping through krayne");
+
+        let rows = w.audit.of("service.connect");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].outcome, Outcome::Succeeded);
+        assert_eq!(rows[0].summary["bytes_to_service"], 19);
+        assert_eq!(rows[0].summary["service"], "dashboard");
+    }
+
+    #[tokio::test]
+    async fn no_tunnel_without_the_editor_role_a_serving_head_or_a_declared_service() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        w.plane.create(&alice, create(json!({"name": "cold"}))).await.unwrap();
+        let pending = w
+            .plane
+            .open_tunnel(&alice, "ml-team", "cold", "dashboard", TunnelVia::WebSocket)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(pending.code(), "failed_precondition", "{pending}");
+
+        ready(&w, &alice, "warm").await;
+        let bob = w.bob().await;
+        let refused = w
+            .plane
+            .open_tunnel(&bob, "ml-team", "warm", "dashboard", TunnelVia::WebSocket)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(refused.code(), "permission_denied");
+        let unknown = w
+            .plane
+            .open_tunnel(&alice, "ml-team", "warm", "gopher", TunnelVia::WebSocket)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(unknown.code(), "not_found");
+        assert!(w.upstream.dialled().is_empty(), "nothing was dialled");
+    }
+}
