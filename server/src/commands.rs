@@ -212,6 +212,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         }
     };
     let service = ServiceSettings {
+        package_limit: http.max_package_mib.max(1) * 1024 * 1024,
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
             notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
@@ -249,7 +250,6 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         request_timeout: Duration::from_secs(http.request_timeout_seconds),
         body_timeout: Duration::from_secs(http.request_body_timeout_seconds.max(1)),
         cors_origins: http.cors_origins.clone(),
-        package_limit: http.max_package_mib.max(1) * 1024 * 1024,
     };
     let connections = ConnectionLimits {
         header_read_timeout: Duration::from_secs(http.header_read_timeout_seconds.max(1)),

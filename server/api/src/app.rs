@@ -104,14 +104,12 @@ pub async fn start(
     }
     service.keep_quota_gauges(Duration::from_secs(15));
     service.start_watch_hub();
-    let mut state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
-    state.package_limit = parts.rest.package_limit;
+    let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     let grpc_settings = GrpcSettings {
         max_message: parts.rest.body_limit,
         request_timeout: parts.rest.request_timeout,
         body_timeout: parts.rest.body_timeout,
         reflection_needs_token: parts.reflection_needs_token,
-        package_limit: parts.rest.package_limit,
     };
     let hosts = rest::AppHosts::of(&state);
     let grpc = grpc::router(service.clone(), parts.auth, &grpc_settings).await?;

@@ -26,8 +26,11 @@ use kube::core::{
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::domain::{
-    ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+use crate::{
+    domain::{
+        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+    },
+    manifest::{KUBERAY_API_VERSION, RAYCLUSTERS},
 };
 
 /// Header carrying krayne's request id to the Kubernetes API.
@@ -63,8 +66,8 @@ struct NamedMeta {
 
 fn rayclusters(namespace: Option<&str>) -> KubeRequest {
     KubeRequest::new(match namespace {
-        Some(ns) => format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"),
-        None => "/apis/ray.io/v1/rayclusters".to_owned(),
+        Some(ns) => format!("/apis/{KUBERAY_API_VERSION}/namespaces/{ns}/{RAYCLUSTERS}"),
+        None => format!("/apis/{KUBERAY_API_VERSION}/{RAYCLUSTERS}"),
     })
 }
 
@@ -266,7 +269,7 @@ impl ClusterStore for KubeClusterStore {
         request_id: &str,
     ) -> Result<ObservedCluster, Error> {
         let body = serde_json::to_vec(patch.as_json()).map_err(|e| Error::Internal(e.to_string()))?;
-        let uri = format!("/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{name}");
+        let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYCLUSTERS}/{name}");
         let request = Request::builder()
             .method(Method::PATCH)
             .uri(uri)

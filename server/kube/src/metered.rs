@@ -66,7 +66,7 @@ where
 
 /// The RBAC verb and the resource of a request, for metric labels.
 fn labels(method: &str, path: &str, query: Option<&str>) -> (String, String) {
-    const KNOWN: [&str; 4] = ["rayclusters", "pods", "events", "namespaces"];
+    const KNOWN: [&str; 4] = [krayne_core::manifest::RAYCLUSTERS, "pods", "events", "namespaces"];
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let Some((at, resource)) = segments.iter().enumerate().rev().find(|(_, s)| KNOWN.contains(s)) else {
         return (method.to_ascii_lowercase(), "other".to_owned());

@@ -25,7 +25,7 @@ use super::{
 use crate::{
     domain::{
         Action, ClusterStatus, Error, Job, JobSubmission, ResourceKind, audit::AuditAction, check_job_id,
-        check_package_name,
+        check_package_name, package_uri,
     },
     manifest,
 };
@@ -64,33 +64,40 @@ pub type LogStream = std::pin::Pin<Box<dyn Stream<Item = Result<String, Error>> 
 /// A package's bytes as they arrive.
 pub type PackageBody = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
+/// A package uploaded to a head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uploaded {
+    /// Its name (`_ray_pkg_<16 hex>.zip`).
+    pub package: String,
+    /// The `working_dir` a job names it by.
+    pub working_dir: String,
+    /// Bytes that reached the head.
+    pub bytes: u64,
+}
+
 /// What a limited upload has carried ([`limited`]).
 #[derive(Debug, Default)]
-pub struct Carried {
+struct Carried {
     bytes: std::sync::atomic::AtomicU64,
     over: std::sync::atomic::AtomicBool,
 }
 
 impl Carried {
     /// Bytes that passed.
-    pub fn bytes(&self) -> u64 {
+    fn bytes(&self) -> u64 {
         self.bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the body went past the limit (and was cut there).
-    pub fn over_limit(&self) -> bool {
+    fn over_limit(&self) -> bool {
         self.over.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
 /// `chunks` cut with an error once they pass `limit` bytes, so the head
-/// never gets the whole of an oversized package; the transport asks
-/// [`Carried`] afterwards to answer in its own words (413,
-/// `RESOURCE_EXHAUSTED`).
-pub fn limited<S>(chunks: S, limit: u64) -> (PackageBody, std::sync::Arc<Carried>)
-where
-    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
-{
+/// never gets the whole of an oversized package; [`Carried`] says
+/// afterwards whether that is why the upload failed.
+fn limited(chunks: PackageBody, limit: u64) -> (PackageBody, std::sync::Arc<Carried>) {
     use std::sync::atomic::Ordering::Relaxed;
     let carried = std::sync::Arc::new(Carried::default());
     let seen = carried.clone();
@@ -351,10 +358,11 @@ impl ControlPlane {
         }
     }
 
-    /// Streams working-dir package `package` to the head (editor; audited
-    /// as `package.upload`). The transport bounds `body`; its error ends
-    /// the upload before the head has the whole package, so the head keeps
-    /// nothing.
+    /// Uploads a working-dir package to cluster `name`'s head (editor),
+    /// streamed as it arrives. One over the server's package limit is
+    /// refused (`PayloadTooLarge`): by its declared `size` before the head
+    /// sees a byte, or when the stream passes the limit (the head then
+    /// keeps nothing).
     pub async fn upload_package(
         &self,
         cx: &Context,
@@ -363,10 +371,19 @@ impl ControlPlane {
         package: &str,
         size: Option<u64>,
         body: PackageBody,
-    ) -> Result<(), Error> {
+    ) -> Result<Uploaded, Error> {
         self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
             .await?;
-        let checked = check_package_name(package).map_err(|why| Error::invalid("package", why));
+        let limit = self.settings.package_limit;
+        let too_large = || Error::PayloadTooLarge {
+            what: "package",
+            limit_bytes: limit,
+        };
+        let checked = match check_package_name(package) {
+            Err(why) => Err(Error::invalid("package", why)),
+            Ok(()) if size.is_some_and(|s| s > limit) => Err(too_large()),
+            Ok(()) => Ok(()),
+        };
         let head = match checked {
             Ok(()) => self.ray_head(cx, namespace, name).await,
             Err(e) => Err(e),
@@ -379,16 +396,26 @@ impl ControlPlane {
                 return Err(e);
             }
         };
+        let (body, carried) = limited(body, limit);
         let summary = json!({"package": package, "bytes": size});
         self.audited(cx, AuditAction::PackageUpload, namespace, name, summary, || async {
             let path = format!("/api/packages/gcs/{package}");
-            let answer = self.ray_streamed(cx, &head, Method::PUT, &path, size, body).await?;
+            let answer = self.ray_streamed(cx, &head, Method::PUT, &path, size, body).await;
+            if carried.over_limit() {
+                return Err(too_large());
+            }
+            let answer = answer?;
             match answer.status {
                 200 => Ok(()),
                 _ => Err(answer.error(ResourceKind::Package, package)),
             }
         })
-        .await
+        .await?;
+        Ok(Uploaded {
+            package: package.to_owned(),
+            working_dir: package_uri(package),
+            bytes: carried.bytes(),
+        })
     }
 
     /// The cluster's head as Ray's Jobs API server: the cluster must be

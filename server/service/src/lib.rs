@@ -30,7 +30,7 @@ pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created};
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
-pub use jobs::{Carried, LogStream, PackageBody, Stopped, Submitted, limited};
+pub use jobs::{LogStream, PackageBody, Stopped, Submitted, Uploaded};
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use sessions::{APP_SIGN_IN, SESSION_COOKIE, SessionSettings, SignInLink, SignedIn, proxy_path};
@@ -92,6 +92,8 @@ pub struct ServiceSettings {
     /// Krayne's own pods, which the NetworkPolicy put beside every cluster
     /// it creates admits besides the cluster's pods; `None`: no policies.
     pub network_policy: Option<manifest::PolicyPeers>,
+    /// Largest working-dir package uploaded to a head, in bytes.
+    pub package_limit: u64,
 }
 
 impl Default for ServiceSettings {
@@ -116,6 +118,7 @@ impl Default for ServiceSettings {
             public_url: None,
             apps_domain: None,
             network_policy: None,
+            package_limit: 100 * 1024 * 1024,
         }
     }
 }

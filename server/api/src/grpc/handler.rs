@@ -17,8 +17,6 @@ pub(crate) struct Grpc {
     pub(crate) plane: ControlPlane,
     /// How long a tunnel's opening message may take.
     pub(crate) body_timeout: Duration,
-    /// Largest working-dir package uploaded to a head, in bytes.
-    pub(crate) package_limit: u64,
 }
 
 impl Grpc {

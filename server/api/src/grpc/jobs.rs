@@ -7,10 +7,7 @@ use krayne_proto::v1::{self as pb, job_service_server, upload_package_request};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{convert, handler::Grpc, status::to_status};
-use crate::{
-    domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv},
-    service::limited,
-};
+use crate::domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv};
 
 fn job_message(j: Job) -> pb::Job {
     let status = match j.status {
@@ -177,7 +174,6 @@ impl job_service_server::JobService for Grpc {
                 )));
             }
         };
-        let limit = self.package_limit;
         let chunks = inbound.map(|message| match message {
             Ok(pb::UploadPackageRequest {
                 kind: Some(upload_package_request::Kind::Data(data)),
@@ -185,21 +181,21 @@ impl job_service_server::JobService for Grpc {
             Ok(_) => Err(std::io::Error::other("every message after the first carries data")),
             Err(status) => Err(std::io::Error::other(status.message().to_owned())),
         });
-        let (body, carried) = limited(chunks, limit);
         let uploaded = self
             .plane
-            .upload_package(&cx, &target.namespace, &target.name, &target.package, None, body)
-            .await;
-        if carried.over_limit() {
-            return Err(Status::resource_exhausted(format!(
-                "the package is larger than this server's limit of {} MiB; nothing was uploaded",
-                limit / (1024 * 1024)
-            )));
-        }
-        uploaded.map_err(to_status)?;
+            .upload_package(
+                &cx,
+                &target.namespace,
+                &target.name,
+                &target.package,
+                None,
+                chunks.boxed(),
+            )
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::UploadPackageResponse {
-            bytes: carried.bytes(),
-            working_dir: format!("gcs://{}", target.package),
+            bytes: uploaded.bytes,
+            working_dir: uploaded.working_dir,
         }))
     }
 }

@@ -38,8 +38,6 @@ pub struct GrpcSettings {
     pub body_timeout: Duration,
     /// Whether server reflection needs a valid token (health never does).
     pub reflection_needs_token: bool,
-    /// Largest working-dir package uploaded to a head, in bytes.
-    pub package_limit: u64,
 }
 
 /// The gRPC routes, the health reporter that tracks serving state, and the
@@ -76,7 +74,6 @@ pub(crate) async fn router(
     let grpc = handler::Grpc {
         plane: plane.clone(),
         body_timeout: settings.body_timeout,
-        package_limit: settings.package_limit,
     };
     let (reporter, health) = tonic_health::server::health_reporter();
     let health = health.max_decoding_message_size(max_message);

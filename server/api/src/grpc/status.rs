@@ -47,7 +47,8 @@ pub(crate) fn to_status(e: Error) -> Status {
         | Error::FailedPrecondition(_)
         | Error::Unavailable(_)
         | Error::Gone(_)
-        | Error::DeadlineExceeded(_) => Status::new(code, message),
+        | Error::DeadlineExceeded(_)
+        | Error::PayloadTooLarge { .. } => Status::new(code, message),
     }
 }
 

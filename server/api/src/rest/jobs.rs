@@ -26,7 +26,7 @@ use super::{
 use crate::{
     domain::{Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
-    service::{LogStream, limited},
+    service::LogStream,
 };
 
 /// A cluster's Ray jobs.
@@ -327,23 +327,13 @@ pub(super) async fn upload_package(
     Path((namespace, name, package)): Path<(String, String, String)>,
     request: Request,
 ) -> Result<Json<UploadedPackage>, ApiError> {
-    let limit = s.package_limit;
-    let too_large = || {
-        Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!(
-                "the package is larger than this server's limit of {} MiB; nothing was uploaded",
-                limit / (1024 * 1024)
-            ),
-        )
-    };
+    // The package limit is the use case's: it refuses a declared size
+    // over it before the head sees a byte, and a stream that passes it.
     let idle = s.proxy_body_idle;
     let on_timeout = |d| -> axum::BoxError { Box::new(edge::BodyTimeout(d)) };
-    let request = match edge::check_declared(request, Some(limit), idle, on_timeout) {
+    let request = match edge::check_declared(request, None, idle, on_timeout) {
         Ok(request) => request,
-        Err(DeclaredRefusal::TooLarge(_)) => return Err(too_large().into()),
-        Err(DeclaredRefusal::Unreadable) => {
+        Err(DeclaredRefusal::Unreadable | DeclaredRefusal::TooLarge(_)) => {
             return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", "unreadable Content-Length").into());
         }
     };
@@ -352,19 +342,17 @@ pub(super) async fn upload_package(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
     let body = DeadlineBody::idle(request.into_body(), idle, on_timeout);
-    let chunks = Body::new(body).into_data_stream().map_err(std::io::Error::other);
-    let (stream, carried) = limited(chunks, limit);
+    let chunks = Body::new(body)
+        .into_data_stream()
+        .map_err(std::io::Error::other)
+        .boxed();
     let uploaded = s
         .plane
-        .upload_package(&cx, &namespace, &name, &package, size, stream)
-        .await;
-    if carried.over_limit() {
-        return Err(too_large().into());
-    }
-    uploaded?;
+        .upload_package(&cx, &namespace, &name, &package, size, chunks)
+        .await?;
     Ok(Json(UploadedPackage {
-        working_dir: format!("gcs://{package}"),
-        package,
-        bytes: carried.bytes(),
+        working_dir: uploaded.working_dir,
+        package: uploaded.package,
+        bytes: uploaded.bytes,
     }))
 }

@@ -62,8 +62,6 @@ pub struct AppState {
     /// How long a proxied request's body may pause between frames (a
     /// stalled upload must not hold a connection to a service).
     pub proxy_body_idle: Duration,
-    /// Largest working-dir package uploaded to a head, in bytes.
-    pub package_limit: u64,
     /// Browser sessions' idle connections to services.
     upstreams: Arc<upstreams::Upstreams>,
 }
@@ -78,7 +76,6 @@ impl AppState {
             plane,
             auth,
             proxy_body_idle,
-            package_limit: 100 * 1024 * 1024,
             upstreams,
         }
     }
@@ -97,9 +94,6 @@ pub struct RestSettings {
     pub body_timeout: Duration,
     /// Origins allowed to call from a browser (exact matches).
     pub cors_origins: Vec<String>,
-    /// Largest working-dir package uploaded to a head, in bytes (Ray's
-    /// own limit is 100 MiB).
-    pub package_limit: u64,
 }
 
 impl Default for RestSettings {
@@ -109,7 +103,6 @@ impl Default for RestSettings {
             request_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(10),
             cors_origins: Vec::new(),
-            package_limit: 100 * 1024 * 1024,
         }
     }
 }

@@ -99,7 +99,8 @@ impl From<Error> for Problem {
             | Error::FailedPrecondition(_)
             | Error::Unavailable(_)
             | Error::Gone(_)
-            | Error::DeadlineExceeded(_) => {}
+            | Error::DeadlineExceeded(_)
+            | Error::PayloadTooLarge { .. } => {}
         }
         p
     }

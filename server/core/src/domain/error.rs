@@ -204,6 +204,18 @@ pub enum Error {
         /// One per limit the request would pass.
         violations: Vec<super::quota::QuotaViolation>,
     },
+    /// An upload is larger than this server accepts; nothing of it was
+    /// kept.
+    #[error(
+        "the {what} is larger than this server's limit of {} MiB; nothing was uploaded",
+        limit_bytes / (1024 * 1024)
+    )]
+    PayloadTooLarge {
+        /// What was uploaded (`package`).
+        what: &'static str,
+        /// The limit, in bytes.
+        limit_bytes: u64,
+    },
     /// Too many requests from this caller.
     #[error("rate limit exceeded; retry in {}s", retry_after.as_secs().max(1))]
     RateLimited {
@@ -256,6 +268,7 @@ impl Error {
             Self::FailedPrecondition(_) => "failed_precondition",
             Self::RateLimited { .. } => "rate_limited",
             Self::QuotaExceeded { .. } => "quota_exceeded",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::Unavailable(_) => "unavailable",
             Self::Gone(_) => "gone",
             Self::DeadlineExceeded(_) => "deadline_exceeded",
@@ -274,6 +287,7 @@ impl Error {
             Self::NotFound { .. } => 404,
             Self::Gone(_) => 410,
             Self::AlreadyExists { .. } | Self::Conflict(_) | Self::FailedPrecondition(_) => 409,
+            Self::PayloadTooLarge { .. } => 413,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => 429,
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
@@ -292,7 +306,9 @@ impl Error {
             Self::AlreadyExists { .. } => (6, "ALREADY_EXISTS"),
             Self::Conflict(_) => (10, "ABORTED"),
             Self::FailedPrecondition(_) => (9, "FAILED_PRECONDITION"),
-            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => (8, "RESOURCE_EXHAUSTED"),
+            Self::RateLimited { .. } | Self::QuotaExceeded { .. } | Self::PayloadTooLarge { .. } => {
+                (8, "RESOURCE_EXHAUSTED")
+            }
             Self::Unavailable(_) => (14, "UNAVAILABLE"),
             // Out of the range of versions this server holds.
             Self::Gone(_) => (11, "OUT_OF_RANGE"),

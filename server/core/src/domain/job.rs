@@ -193,9 +193,9 @@ impl JobSubmission {
             v.push("submission_id", why);
         }
         if let Some(dir) = &self.runtime_env.working_dir {
-            let name = dir.strip_prefix("gcs://").unwrap_or(dir);
+            let name = dir.strip_prefix(PACKAGE_SCHEME).unwrap_or(dir);
             match check_package_name(name) {
-                Ok(()) => self.runtime_env.working_dir = Some(format!("gcs://{name}")),
+                Ok(()) => self.runtime_env.working_dir = Some(package_uri(name)),
                 Err(why) => v.push("runtime_env.working_dir", why),
             }
         }
@@ -226,8 +226,17 @@ impl JobSubmission {
     /// The package of its working dir (`_ray_pkg_….zip`), if any.
     pub fn package(&self) -> Option<&str> {
         let dir = self.runtime_env.working_dir.as_deref()?;
-        Some(dir.strip_prefix("gcs://").unwrap_or(dir))
+        Some(dir.strip_prefix(PACKAGE_SCHEME).unwrap_or(dir))
     }
+}
+
+/// How Ray names a package kept in its GCS: `gcs://` + the package.
+pub const PACKAGE_SCHEME: &str = "gcs://";
+
+/// The `working_dir` URI of `package` (`gcs://_ray_pkg_….zip`), as Ray's
+/// client writes it.
+pub fn package_uri(package: &str) -> String {
+    format!("{PACKAGE_SCHEME}{package}")
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@ pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
 pub use identity::{Identity, NamespaceAccess, VersionInfo};
 pub use job::{
-    Job, JobStatus, JobSubmission, MAX_ENTRYPOINT_LEN, MAX_SUBMISSION_ID_LEN, RuntimeEnv, check_job_id,
-    check_package_name,
+    Job, JobStatus, JobSubmission, MAX_ENTRYPOINT_LEN, MAX_SUBMISSION_ID_LEN, PACKAGE_SCHEME, RuntimeEnv, check_job_id,
+    check_package_name, package_uri,
 };
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};

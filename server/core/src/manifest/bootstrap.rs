@@ -152,8 +152,11 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(300));
         let lines = calls();
         assert_eq!(lines.lines().count(), 3, "second run started more: {lines}");
-        assert!(lines.contains("--bind-addr 127.0.0.1:8443"), "{lines}");
-        assert!(lines.contains("--ip=127.0.0.1 --port=8888"), "{lines}");
+        // The script's ports are the table's.
+        let code_server = format!("--bind-addr 127.0.0.1:{}", crate::manifest::head_ports::CODE_SERVER);
+        let notebook = format!("--ip=127.0.0.1 --port={}", crate::manifest::head_ports::NOTEBOOK);
+        assert!(lines.contains(&code_server), "{lines}");
+        assert!(lines.contains(&notebook), "{lines}");
         assert!(lines.contains("ListenAddress=127.0.0.1"), "{lines}");
         for p in pid_files {
             let pid = fs::read_to_string(run.join(p)).unwrap();

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATION_CREATED_BY, LABEL_TEAM, bootstrap_script};
+use super::{ANNOTATION_CREATED_BY, KUBERAY_API_VERSION, LABEL_TEAM, RAYCLUSTER_KIND, bootstrap_script, head_ports};
 use crate::domain::{ClusterSpec, Quantity, RenderedCluster, ServicesSpec};
 
 /// Server-side settings the manifest depends on.
@@ -95,8 +95,8 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
         );
     }
     json!({
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
+        "apiVersion": KUBERAY_API_VERSION,
+        "kind": RAYCLUSTER_KIND,
         "metadata": metadata(spec, who),
         "spec": spec_json,
     })
@@ -134,9 +134,9 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
     container.insert(
         "ports".into(),
         json!([
-            {"containerPort": 6379, "name": "gcs-server"},
-            {"containerPort": 8265, "name": "dashboard"},
-            {"containerPort": 10001, "name": "client"},
+            {"containerPort": head_ports::GCS, "name": "gcs-server"},
+            {"containerPort": head_ports::DASHBOARD, "name": "dashboard"},
+            {"containerPort": head_ports::CLIENT, "name": "client"},
         ]),
     );
     container.insert("resources".into(), resources(cpus.as_str(), memory.as_str(), head.gpus));
@@ -208,9 +208,9 @@ fn env() -> Value {
 /// Head-service ports, in Krayne's order: notebook, ssh, code-server.
 fn service_ports(services: &ServicesSpec) -> Vec<Value> {
     [
-        (services.notebook, "notebook", 8888),
-        (services.ssh, "ssh", 22),
-        (services.code_server, "code-server", 8443),
+        (services.notebook, "notebook", head_ports::NOTEBOOK),
+        (services.ssh, "ssh", head_ports::SSH),
+        (services.code_server, "code-server", head_ports::CODE_SERVER),
     ]
     .into_iter()
     .filter(|(on, _, _)| *on)

@@ -2,7 +2,7 @@
 
 use super::{
     ANNOTATION_CREATED_BY, LABEL_GROUP, LABEL_NODE_TYPE, ManifestSettings, ObservedCluster, ObservedEvent, ObservedPod,
-    status::derive_status,
+    head_ports::SERVICE_PORTS, status::derive_status,
 };
 use crate::domain::observed::{Container, ObservedCondition, PodTemplate};
 use crate::domain::{Atom, atom::owned};
@@ -21,15 +21,6 @@ pub const SERVICE_NAMES: [&str; 5] = {
     }
     names
 };
-
-/// Head ports krayne reports as services, in Krayne's order.
-pub(super) const SERVICE_PORTS: [(&str, &str, u16); 5] = [
-    ("dashboard", "http", 8265),
-    ("client", "ray", 10001),
-    ("notebook", "http", 8888),
-    ("code-server", "http", 8443),
-    ("ssh", "ssh", 22),
-];
 
 /// The cluster's summary. `pods` is `None` when they were not looked at.
 pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterInfo {

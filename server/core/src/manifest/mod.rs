@@ -5,6 +5,7 @@
 mod bootstrap;
 mod build;
 mod describe;
+pub mod head_ports;
 mod network_policy;
 mod scale;
 mod services;
@@ -18,6 +19,17 @@ pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};
 pub use status::derive_status;
+
+/// KubeRay's API group.
+pub const KUBERAY_GROUP: &str = "ray.io";
+/// The version of KubeRay's API krayne speaks.
+pub const KUBERAY_VERSION: &str = "v1";
+/// `apiVersion` of a RayCluster.
+pub const KUBERAY_API_VERSION: &str = "ray.io/v1";
+/// Kind of a RayCluster.
+pub const RAYCLUSTER_KIND: &str = "RayCluster";
+/// Plural resource name of RayClusters (RBAC, URLs).
+pub const RAYCLUSTERS: &str = "rayclusters";
 
 /// Label KubeRay puts on every pod of a cluster (value: cluster name).
 pub const LABEL_CLUSTER: &str = "ray.io/cluster";

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::LABEL_CLUSTER;
+use super::{KUBERAY_API_VERSION, LABEL_CLUSTER, RAYCLUSTER_KIND};
 use crate::domain::ObservedCluster;
 
 /// Who, besides the cluster's own pods, may reach them: krayne's pods.
@@ -41,8 +41,8 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
             "namespace": namespace,
             "labels": {LABEL_CLUSTER: name, "app.kubernetes.io/managed-by": "krayne"},
             "ownerReferences": [{
-                "apiVersion": "ray.io/v1",
-                "kind": "RayCluster",
+                "apiVersion": KUBERAY_API_VERSION,
+                "kind": RAYCLUSTER_KIND,
                 "name": name,
                 "uid": cluster.metadata.uid.as_deref().unwrap_or_default(),
             }],

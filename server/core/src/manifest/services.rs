@@ -2,7 +2,7 @@
 //! detection: the head container's named ports ∪ the head service's), on
 //! which port, and which head pod serves them.
 
-use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod, describe::SERVICE_PORTS};
+use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod, head_ports::SERVICE_PORTS};
 use crate::domain::Atom;
 
 /// A service the head declares.

@@ -39,7 +39,7 @@ pub(crate) enum Kind {
 impl Kind {
     fn as_str(self) -> &'static str {
         match self {
-            Self::Clusters => "rayclusters",
+            Self::Clusters => krayne_core::manifest::RAYCLUSTERS,
             Self::Pods => "pods",
             Self::Events => "events",
             Self::Namespaces => "namespaces",

@@ -9,7 +9,10 @@ use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Deserializer, de::DeserializeOwned};
 
 use super::state::Indexed;
-use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
+use crate::{
+    domain::{ObservedCluster, ObservedEvent, ObservedPod},
+    manifest,
+};
 
 /// A view kube-runtime can watch: its API coordinates.
 pub(crate) trait View: Indexed + DeserializeOwned + Debug + Send + Sync + 'static {
@@ -22,9 +25,9 @@ pub(crate) trait View: Indexed + DeserializeOwned + Debug + Send + Sync + 'stati
 }
 
 impl View for ObservedCluster {
-    const GROUP: &'static str = "ray.io";
-    const KIND: &'static str = "RayCluster";
-    const PLURAL: &'static str = "rayclusters";
+    const GROUP: &'static str = manifest::KUBERAY_GROUP;
+    const KIND: &'static str = manifest::RAYCLUSTER_KIND;
+    const PLURAL: &'static str = manifest::RAYCLUSTERS;
 }
 
 impl View for ObservedPod {
@@ -108,7 +111,8 @@ impl<T: View> kube::Resource for Watched<T> {
         T::GROUP.into()
     }
     fn version((): &()) -> Cow<'_, str> {
-        "v1".into()
+        // KubeRay's and core's (pods, events, namespaces) are both `v1`.
+        manifest::KUBERAY_VERSION.into()
     }
     fn plural((): &()) -> Cow<'_, str> {
         T::PLURAL.into()
