@@ -1,8 +1,10 @@
 //! In-memory ports for testing the use cases without processes (feature
 //! `test-util`): a cluster store that keeps RayClusters as KubeRay objects
 //! and applies the core's patches as Kubernetes does (resourceVersion
-//! preconditions included), an audit sink that keeps its rows, and an
-//! upstream whose services echo what they are sent.
+//! preconditions included), an audit sink that keeps its rows, and heads
+//! whose dashboard answers Ray's Jobs API (in memory: jobs stay `PENDING`
+//! until a test ends them) and whose other services echo what they are
+//! sent.
 //!
 //! They are not Kubernetes: no operator runs, so a cluster is `ready` only
 //! when a test says so ([`MemoryStore::make_ready`]), and no watch cache
@@ -327,15 +329,27 @@ impl AuditSink for MemoryAudit {
     }
 }
 
-/// An upstream whose every service echoes what it is sent, reached
+/// Heads as an upstream sees them: the dashboard port answers Ray's Jobs
+/// API (`/api/jobs/`, `/api/packages/gcs/…`) from one in-memory Ray per
+/// head pod; every other service echoes what it is sent. Reached
 /// directly; it records the targets it was asked for.
 #[derive(Debug, Default)]
-pub struct EchoUpstream {
+pub struct FakeHeads {
     dialled: Mutex<Vec<ServiceTarget>>,
+    rays: Arc<Mutex<BTreeMap<String, Ray>>>,
 }
 
-impl EchoUpstream {
-    /// An upstream that has dialled nothing yet.
+/// One head's Ray, as its Jobs API shows it.
+#[derive(Debug, Default, Clone)]
+pub struct Ray {
+    /// Jobs by submission id, as Ray's JSON.
+    pub jobs: BTreeMap<String, Value>,
+    /// Packages kept, with their sizes.
+    pub packages: BTreeMap<String, usize>,
+}
+
+impl FakeHeads {
+    /// Heads that have been dialled by nobody yet.
     pub fn new() -> Arc<Self> {
         Arc::default()
     }
@@ -344,19 +358,44 @@ impl EchoUpstream {
     pub fn dialled(&self) -> Vec<ServiceTarget> {
         self.dialled.lock().unwrap().clone()
     }
+
+    /// The Ray of head pod `pod`, as it is now.
+    pub fn ray(&self, pod: &str) -> Ray {
+        self.rays.lock().unwrap().get(pod).cloned().unwrap_or_default()
+    }
+
+    /// Ends job `id` on head pod `pod` with Ray's `status` (`SUCCEEDED`…).
+    pub fn end_job(&self, pod: &str, id: &str, status: &str) {
+        let mut rays = self.rays.lock().unwrap();
+        let job = rays
+            .get_mut(pod)
+            .and_then(|r| r.jobs.get_mut(id))
+            .expect("a submitted job");
+        job["status"] = json!(status);
+        job["end_time"] = json!(1_795_434_160_914_i64);
+    }
 }
 
 #[async_trait::async_trait]
-impl ServiceUpstream for EchoUpstream {
+impl ServiceUpstream for FakeHeads {
     async fn connect(&self, target: &ServiceTarget) -> Result<Box<dyn ServiceStream>, Error> {
         use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
         self.dialled.lock().unwrap().push(target.clone());
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        tokio::spawn(async move {
-            let (mut read, mut write) = tokio::io::split(theirs);
-            let _ = tokio::io::copy(&mut read, &mut write).await;
-        });
+        if target.port == crate::manifest::head_ports::DASHBOARD {
+            let (rays, pod) = (self.rays.clone(), target.pod.clone());
+            let answer = hyper::service::service_fn(move |request| ray_answers(rays.clone(), pod.clone(), request));
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(theirs), answer),
+            );
+        } else {
+            tokio::spawn(async move {
+                let (mut read, mut write) = tokio::io::split(theirs);
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
         Ok(Box::new(ours.compat()))
     }
 
@@ -366,5 +405,92 @@ impl ServiceUpstream for EchoUpstream {
 
     fn mode(&self, _: &ServiceTarget) -> &'static str {
         "direct"
+    }
+}
+
+type Answer = hyper::Response<http_body_util::Full<bytes::Bytes>>;
+
+/// What Ray's dashboard answers (the shapes in `shared/reference/ray`).
+async fn ray_answers(
+    rays: Arc<Mutex<BTreeMap<String, Ray>>>,
+    pod: String,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<Answer, std::convert::Infallible> {
+    use http_body_util::BodyExt as _;
+
+    let answer = |status: u16, body: String| {
+        let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+        Ok(response)
+    };
+    let (parts, body) = request.into_parts();
+    // A body cut short is no upload: Ray keeps nothing of it.
+    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
+        return answer(400, "the request body ended early".to_owned());
+    };
+    let mut rays = rays.lock().unwrap();
+    let ray = rays.entry(pod).or_default();
+    let path = parts.uri.path().to_owned();
+    let method = parts.method.as_str();
+    if let Some(package) = path.strip_prefix("/api/packages/gcs/") {
+        return match method {
+            "PUT" => {
+                ray.packages.insert(package.to_owned(), body.len());
+                answer(200, String::new())
+            }
+            _ if ray.packages.contains_key(package) => answer(200, String::new()),
+            _ => answer(404, format!("Package {package} does not exist")),
+        };
+    }
+    let Some(rest) = path.strip_prefix("/api/jobs/") else {
+        return answer(404, "404: Not Found".to_owned());
+    };
+    match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
+        ("GET", [""]) => answer(200, Value::Array(ray.jobs.values().cloned().collect()).to_string()),
+        ("POST", [""]) => {
+            let Ok(submitted) = serde_json::from_slice::<Value>(&body) else {
+                return answer(
+                    500,
+                    "500 Internal Server Error\n\nServer got itself in trouble".to_owned(),
+                );
+            };
+            let id = submitted["submission_id"]
+                .as_str()
+                .map_or_else(|| format!("raysubmit_{:016}", ray.jobs.len() + 1), str::to_owned);
+            if ray.jobs.contains_key(&id) {
+                return answer(
+                    500,
+                    format!(
+                        "ValueError: Job with submission_id {id} already exists. Please use a different submission_id."
+                    ),
+                );
+            }
+            ray.jobs.insert(
+                id.clone(),
+                json!({"type": "SUBMISSION", "job_id": null, "submission_id": id, "driver_info": null,
+                       "status": "PENDING", "entrypoint": submitted["entrypoint"], "message": "Job has not started yet.",
+                       "error_type": null, "start_time": 1_795_434_158_240_i64, "end_time": null,
+                       "metadata": submitted.get("metadata").cloned().unwrap_or(json!({})),
+                       "runtime_env": submitted.get("runtime_env").cloned().unwrap_or(json!({})),
+                       "driver_exit_code": null}),
+            );
+            answer(200, json!({"job_id": id, "submission_id": id}).to_string())
+        }
+        ("GET", [id]) => match ray.jobs.get(*id) {
+            Some(job) => answer(200, job.to_string()),
+            None => answer(404, format!("Job {id} does not exist")),
+        },
+        ("POST", [id, "stop"]) => match ray.jobs.get_mut(*id) {
+            Some(job) => {
+                let running = matches!(job["status"].as_str(), Some("PENDING" | "RUNNING"));
+                if running {
+                    job["status"] = json!("STOPPED");
+                }
+                answer(200, json!({"stopped": running}).to_string())
+            }
+            None => answer(404, format!("Job {id} does not exist")),
+        },
+        ("GET", [id, "logs"]) if ray.jobs.contains_key(*id) => answer(200, json!({"logs": ""}).to_string()),
+        _ => answer(404, "404: Not Found".to_owned()),
     }
 }

@@ -1,5 +1,5 @@
 //! The use cases in process, over the in-memory ports (`fakes`): no
-//! server, no sandbox, no database. Clusters, quotas and tunnels each
+//! server, no sandbox, no database. Clusters, quotas, jobs and tunnels each
 //! checked for what they decide — who may, what is written, what is
 //! charged, what is audited — in milliseconds.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,7 +17,7 @@ use krayne_core::domain::{
 use krayne_service::{
     Context, ControlPlane, CreateInput, Ended, ScaleInput, ServiceSettings, TunnelVia,
     auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
-    fakes::{EchoUpstream, MemoryAudit, MemoryStore},
+    fakes::{FakeHeads, MemoryAudit, MemoryStore},
 };
 use serde_json::{Value, json};
 
@@ -39,7 +39,7 @@ struct World {
     plane: ControlPlane,
     store: Arc<MemoryStore>,
     audit: Arc<MemoryAudit>,
-    upstream: Arc<EchoUpstream>,
+    upstream: Arc<FakeHeads>,
     auth: Authenticator,
 }
 
@@ -47,7 +47,7 @@ impl World {
     fn new(quotas: &str) -> Self {
         let store = MemoryStore::with_namespaces(&["ml-team", "other-team", "shared-data"]);
         let audit = MemoryAudit::new();
-        let upstream = EchoUpstream::new();
+        let upstream = FakeHeads::new();
         let mapping = TeamMapping::parse(&format!("{TEAMS}{quotas}")).unwrap();
         let verifier = Verifier::new(vec![VerifyingKey::hs256(SECRET)], TokenRules::default());
         let auth = Authenticator::new(verifier, mapping);
@@ -330,13 +330,13 @@ mod tunnels {
         ready(&w, &alice, "tun").await;
         let tunnel = w
             .plane
-            .open_tunnel(&alice, "ml-team", "tun", "dashboard", TunnelVia::WebSocket)
+            .open_tunnel(&alice, "ml-team", "tun", "client", TunnelVia::WebSocket)
             .await
             .unwrap();
-        assert_eq!((tunnel.service.as_str(), tunnel.port), ("dashboard", 8265));
+        assert_eq!((tunnel.service.as_str(), tunnel.port), ("client", 10001));
         let dialled = w.upstream.dialled();
         assert_eq!(dialled.len(), 1);
-        assert_eq!((dialled[0].pod.as_str(), dialled[0].port), ("tun-head-x1", 8265));
+        assert_eq!((dialled[0].pod.as_str(), dialled[0].port), ("tun-head-x1", 10001));
 
         let incoming = futures::stream::iter([Ok::<_, String>(Bytes::from_static(b"ping through krayne"))]);
         let (outgoing, mut answers) = futures::channel::mpsc::unbounded::<Bytes>();
@@ -355,7 +355,7 @@ mod tunnels {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].outcome, Outcome::Succeeded);
         assert_eq!(rows[0].summary["bytes_to_service"], 19);
-        assert_eq!(rows[0].summary["service"], "dashboard");
+        assert_eq!(rows[0].summary["service"], "client");
     }
 
     #[tokio::test]
@@ -388,5 +388,176 @@ mod tunnels {
             .unwrap();
         assert_eq!(unknown.code(), "not_found");
         assert!(w.upstream.dialled().is_empty(), "nothing was dialled");
+    }
+}
+
+mod jobs {
+    use krayne_core::domain::{JobStatus, JobSubmission, RuntimeEnv};
+    use krayne_service::PackageBody;
+
+    use super::*;
+
+    const PACKAGE: &str = "_ray_pkg_6bb64f4d946aae18.zip";
+
+    async fn ready(w: &World, ctx: &Context, name: &str) {
+        w.plane.create(ctx, create(json!({"name": name}))).await.unwrap();
+        w.store.make_ready("ml-team", name);
+    }
+
+    fn submission(id: &str) -> JobSubmission {
+        JobSubmission {
+            entrypoint: "python train.py".to_owned(),
+            submission_id: Some(id.to_owned()),
+            runtime_env: RuntimeEnv {
+                working_dir: Some(format!("gcs://{PACKAGE}")),
+                ..RuntimeEnv::default()
+            },
+            ..JobSubmission::default()
+        }
+    }
+
+    fn bytes(n: usize, chunk: usize) -> PackageBody {
+        let chunks: Vec<Result<Bytes, std::io::Error>> = (0..n.div_ceil(chunk))
+            .map(|_| Ok(Bytes::from(vec![b'z'; chunk])))
+            .collect();
+        futures::stream::iter(chunks).boxed()
+    }
+
+    #[tokio::test]
+    async fn a_job_is_submitted_once_read_and_stopped_on_the_clusters_ray() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        ready(&w, &alice, "jobs").await;
+        let first = w
+            .plane
+            .submit_job(&alice, "ml-team", "jobs", submission("train-1"))
+            .await
+            .unwrap();
+        assert!(first.created);
+        assert_eq!(first.job.status, JobStatus::Pending);
+        // The same submission id again: the job that is there, not a second.
+        let again = w
+            .plane
+            .submit_job(&alice, "ml-team", "jobs", submission("train-1"))
+            .await
+            .unwrap();
+        assert!(!again.created);
+        let ray = w.upstream.ray("jobs-head-x1");
+        assert_eq!(ray.jobs.len(), 1);
+        assert_eq!(
+            ray.jobs["train-1"]["runtime_env"]["working_dir"],
+            format!("gcs://{PACKAGE}")
+        );
+
+        let listed = w.plane.jobs(&alice, "ml-team", "jobs").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        let stopped = w.plane.stop_job(&alice, "ml-team", "jobs", "train-1").await.unwrap();
+        assert!(stopped.stopped);
+        assert_eq!(
+            w.plane.job(&alice, "ml-team", "jobs", "train-1").await.unwrap().status,
+            JobStatus::Stopped
+        );
+
+        let submits = w.audit.of("job.submit");
+        assert_eq!(submits.len(), 2);
+        assert!(submits.iter().all(|r| r.outcome == Outcome::Succeeded));
+        assert_eq!(submits[0].summary["package"], PACKAGE);
+        assert_eq!(w.audit.of("job.stop").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_viewer_reads_jobs_but_submits_none_and_bad_submissions_never_reach_ray() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        ready(&w, &alice, "jobs").await;
+        let bob = w.bob().await;
+        let refused = w
+            .plane
+            .submit_job(&bob, "ml-team", "jobs", submission("theirs"))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), "permission_denied");
+        let empty = JobSubmission {
+            entrypoint: "  ".to_owned(),
+            ..submission("empty")
+        };
+        let invalid = w.plane.submit_job(&alice, "ml-team", "jobs", empty).await.unwrap_err();
+        assert_eq!(invalid.code(), "invalid_argument");
+        assert!(invalid.to_string().contains("entrypoint"), "{invalid}");
+        assert!(w.upstream.dialled().is_empty(), "Ray was never asked");
+        let rows = w.audit.of("job.submit");
+        assert_eq!(
+            rows.iter().map(|r| r.outcome).collect::<Vec<_>>(),
+            [Outcome::Denied, Outcome::Invalid]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_package_is_uploaded_within_the_limit_and_refused_past_it() {
+        let w = World::new("");
+        let alice = w.alice().await;
+        ready(&w, &alice, "pkgs").await;
+        let limit = ServiceSettings::default().package_limit;
+
+        let small = w
+            .plane
+            .upload_package(&alice, "ml-team", "pkgs", PACKAGE, Some(4096), bytes(4096, 1024))
+            .await
+            .unwrap();
+        assert_eq!(
+            (small.working_dir.as_str(), small.bytes),
+            ("gcs://_ray_pkg_6bb64f4d946aae18.zip", 4096)
+        );
+        assert!(w.plane.has_package(&alice, "ml-team", "pkgs", PACKAGE).await.unwrap());
+
+        // Declared over the limit: refused before the head is dialled.
+        let dialled = w.upstream.dialled().len();
+        let declared = w
+            .plane
+            .upload_package(
+                &alice,
+                "ml-team",
+                "pkgs",
+                "_ray_pkg_00000000000000aa.zip",
+                Some(limit + 1),
+                bytes(1, 1),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(declared.code(), "payload_too_large");
+        assert_eq!(declared.http_status(), 413);
+        assert_eq!(w.upstream.dialled().len(), dialled);
+
+        // Streamed past it with no size declared: cut, and the head keeps
+        // nothing.
+        let streamed = w
+            .plane
+            .upload_package(
+                &alice,
+                "ml-team",
+                "pkgs",
+                "_ray_pkg_00000000000000bb.zip",
+                None,
+                bytes(usize::try_from(limit).unwrap() + 1024 * 1024, 1024 * 1024),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(streamed.code(), "payload_too_large");
+        assert_eq!(streamed.grpc_code().1, "RESOURCE_EXHAUSTED");
+        let kept = w.upstream.ray("pkgs-head-x1").packages;
+        assert_eq!(kept.keys().collect::<Vec<_>>(), [PACKAGE]);
+        let rows = w.audit.of("package.upload");
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        // Refused before acting (invalid), then cut while acting (failed);
+        // both answered 413.
+        let outcomes: Vec<_> = rows.iter().map(|r| (r.outcome, r.http_status)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                (Outcome::Succeeded, Some(200)),
+                (Outcome::Invalid, Some(413)),
+                (Outcome::Failed, Some(413))
+            ]
+        );
     }
 }
