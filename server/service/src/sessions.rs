@@ -18,18 +18,11 @@ use super::{
 use crate::{
     auth::{SessionKeys, Ticket, TicketError, TicketUse},
     domain::{
-        Action, AuthFailure, Error, Principal, PublicUrl,
+        Action, AuthFailure, Error, Principal,
         audit::{AuditAction, Outcome, RequestMeta},
     },
     manifest,
 };
-
-/// The name of the session cookie (path-scoped to one service's proxy, or
-/// host-only on the service's own host).
-pub const SESSION_COOKIE: &str = "krayne_session";
-
-/// Where a service's own host takes sign-in links (`--apps-domain`).
-pub const APP_SIGN_IN: &str = "/_krayne/sign-in";
 
 /// Browser sessions' secret and lifetimes.
 #[derive(Debug, Clone)]
@@ -52,12 +45,16 @@ impl Default for SessionSettings {
     }
 }
 
-/// A sign-in link, as paths on this server (the transport knows its
-/// origin).
+/// A sign-in link: its ticket, and what it is for (the transport names
+/// it in its own URLs).
 #[derive(Debug, Clone)]
 pub struct SignInLink {
-    /// The link's path on this server (path mode).
-    pub sign_in_path: String,
+    /// The cluster's namespace.
+    pub namespace: String,
+    /// The cluster.
+    pub cluster: String,
+    /// The service it leads to.
+    pub service: String,
     /// The link's ticket, its query (a credential: never log it).
     pub ticket: String,
     /// The service's own host, when it has one (`--apps-domain`): the
@@ -65,85 +62,18 @@ pub struct SignInLink {
     pub app_host: Option<String>,
     /// Until when it can be opened.
     pub expires_at: jiff::Timestamp,
-    /// Where it leads: the service's proxy path.
-    pub service_path: String,
     /// How long the session lasts once the link is opened.
     pub session_seconds: u64,
 }
 
-impl SignInLink {
-    /// The link and the service as absolute URLs: under the server's
-    /// public URL when it has one, else under the host the request was
-    /// sent to when that is this machine's loopback (the sandbox, a local
-    /// server). Any other `Host` is the client's word: a link built from
-    /// it would hand the ticket to whoever that host is. A service's own
-    /// host is https when the public URL is, or when the client asking
-    /// for the link spoke https (`https`: a trusted proxy said so).
-    pub fn urls(&self, public: Option<&PublicUrl>, host: Option<&str>, https: bool) -> Result<(String, String), Error> {
-        if let Some(app) = &self.app_host {
-            let scheme = if https || public.is_some_and(PublicUrl::is_https) {
-                "https"
-            } else {
-                "http"
-            };
-            return Ok((
-                format!("{scheme}://{app}{APP_SIGN_IN}?ticket={}", self.ticket),
-                format!("{scheme}://{app}/"),
-            ));
-        }
-        let origin = match (public, host) {
-            (Some(url), _) => url.to_string(),
-            (None, Some(host)) if is_loopback(host) => {
-                format!("{}://{host}", if https { "https" } else { "http" })
-            }
-            (None, _) => {
-                // The server's configuration, not the caller's mistake, and
-                // nothing a retry changes.
-                return Err(Error::FailedPrecondition(
-                    "this server was started without --public-url, so it can name itself in a sign-in link \
-                     only to clients on its own machine; start it with --public-url"
-                        .into(),
-                ));
-            }
-        };
-        Ok((
-            format!("{origin}{}?ticket={}", self.sign_in_path, self.ticket),
-            format!("{origin}{}", self.service_path),
-        ))
-    }
-}
-
-/// Whether `host` (a `Host` header: name or address, maybe a port) is
-/// this machine's loopback.
-fn is_loopback(host: &str) -> bool {
-    match url::Url::parse(&format!("http://{host}/"))
-        .ok()
-        .and_then(|u| u.host().map(|h| h.to_owned()))
-    {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
-
-/// An opened sign-in link: the session cookie to set and where to go.
+/// An opened sign-in link: the session to set (the transport scopes its
+/// cookie to the service).
 #[derive(Debug, Clone)]
 pub struct SignedIn {
-    /// The cookie's value (the signed session).
+    /// The session cookie's value (the signed session).
     pub session: String,
-    /// The cookie's path: the service's proxy (as the browser sees it,
-    /// behind the public URL's prefix), and nothing else.
-    pub path: String,
-    /// The cookie's lifetime.
+    /// The session's lifetime.
     pub max_age: Duration,
-    /// Where to send the browser.
-    pub location: String,
-}
-
-/// The proxy path of a service: a session's cookie path.
-pub fn proxy_path(namespace: &str, name: &str, service: &str) -> String {
-    format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy")
 }
 
 fn now_seconds() -> i64 {
@@ -213,11 +143,12 @@ impl ControlPlane {
         let expires_at = jiff::Timestamp::from_second(link.exp).unwrap_or_else(|_| jiff::Timestamp::now());
         let signed = sign(&link)?;
         Ok(SignInLink {
-            sign_in_path: format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/sessions/sign-in"),
+            namespace: namespace.to_owned(),
+            cluster: name.to_owned(),
+            service: service.to_owned(),
             app_host: self.apps_domain().and_then(|d| d.host(namespace, name, service)),
             ticket: signed,
             expires_at,
-            service_path: format!("{}/", proxy_path(namespace, name, service)),
             session_seconds: u64::try_from(session_seconds).unwrap_or(0),
         })
     }
@@ -292,12 +223,8 @@ impl ControlPlane {
         let signed = keys
             .sign(&session)
             .map_err(|e| Error::Internal(format!("signing a session: {e}")))?;
-        let prefix = self.public_url().map_or("", PublicUrl::prefix);
-        let path = format!("{prefix}{}", proxy_path(namespace, name, service));
         Ok(SignedIn {
             session: signed,
-            location: format!("{path}/"),
-            path,
             max_age: lifetime,
         })
     }
@@ -382,63 +309,5 @@ impl ControlPlane {
     async fn http_service(&self, cx: &Context, namespace: &str, name: &str, service: &str) -> Result<(), Error> {
         let cluster = self.store.get(namespace, name, &cx.meta.request_id).await?;
         find_service(&manifest::declared_services(&cluster), service, true).map(|_| ())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn links_are_under_the_public_url_else_the_host() {
-        let mut link = SignInLink {
-            sign_in_path: "/v1/x/sessions/sign-in".into(),
-            ticket: "t".into(),
-            app_host: None,
-            expires_at: jiff::Timestamp::UNIX_EPOCH,
-            service_path: "/v1/x/proxy/".into(),
-            session_seconds: 1,
-        };
-        let public = PublicUrl::parse("https://ml.example.com/krayne/").ok();
-        assert_eq!(
-            link.urls(public.as_ref(), Some("ignored"), false).unwrap(),
-            (
-                "https://ml.example.com/krayne/v1/x/sessions/sign-in?ticket=t".to_owned(),
-                "https://ml.example.com/krayne/v1/x/proxy/".to_owned()
-            )
-        );
-        assert_eq!(
-            link.urls(None, Some("127.0.0.1:8080"), false).unwrap().1,
-            "http://127.0.0.1:8080/v1/x/proxy/"
-        );
-        for local in ["localhost:9", "[::1]:8080", "127.0.0.2"] {
-            assert!(link.urls(None, Some(local), false).is_ok(), "{local}");
-        }
-        for foreign in [
-            "evil.example",
-            "evil.example:8080",
-            "10.0.0.1",
-            "localhost.evil.example",
-            "",
-            "a b",
-        ] {
-            let refused = link.urls(None, Some(foreign), false).unwrap_err();
-            assert!(refused.to_string().contains("--public-url"), "{foreign}: {refused}");
-        }
-        assert!(link.urls(None, None, false).is_err());
-        link.app_host = Some("dashboard--c--ns.apps.example.com".into());
-        assert!(
-            link.urls(None, None, true)
-                .unwrap()
-                .0
-                .starts_with("https://dashboard--c--ns.")
-        );
-        assert_eq!(
-            link.urls(public.as_ref(), None, false).unwrap(),
-            (
-                "https://dashboard--c--ns.apps.example.com/_krayne/sign-in?ticket=t".to_owned(),
-                "https://dashboard--c--ns.apps.example.com/".to_owned()
-            )
-        );
     }
 }

@@ -81,9 +81,9 @@ impl tunnel_service_server::TunnelService for Grpc {
             .sign_in_link(&cx, &r.namespace, &r.name, &r.service)
             .await
             .map_err(to_status)?;
-        let (sign_in_url, service_url) = link
-            .urls(self.plane.public_url(), authority.as_deref(), https)
-            .map_err(to_status)?;
+        let (sign_in_url, service_url) =
+            crate::rest::paths::link_urls(&link, self.plane.public_url(), authority.as_deref(), https)
+                .map_err(to_status)?;
         Ok(Response::new(pb::BrowserSession {
             sign_in_url,
             expires_at: Some(prost_types::Timestamp {

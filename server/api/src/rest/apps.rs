@@ -17,15 +17,15 @@ use tower_http::trace::TraceLayer;
 
 use super::{
     AppState,
+    paths::{APP_SIGN_IN, proxy_path},
     problem::{ApiError, Problem, render_own_problems},
     proxy::{Target, forward},
     request_span,
-    sessions::{SignInQuery, signed_in_response, ticket, via_https},
+    sessions::{Landing, SignInQuery, signed_in_response, ticket, via_https},
 };
 use crate::{
     domain::{AppHost, AppsDomain, PublicUrl, audit::Transport},
     edge,
-    service::{APP_SIGN_IN, proxy_path},
 };
 
 /// The router of service hosts.
@@ -94,13 +94,11 @@ async fn sign_in(
 ) -> Result<Response, ApiError> {
     let ticket = ticket(query)?;
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
-    let mut signed = s
+    let signed = s
         .plane
         .sign_in(&meta, &app.namespace, &app.name, &app.service, &ticket)
         .await?;
-    "/".clone_into(&mut signed.path);
-    "/".clone_into(&mut signed.location);
-    Ok(signed_in_response(&s, signed, via_https(&request)))
+    Ok(signed_in_response(&s, signed, Landing::own_host(), via_https(&request)))
 }
 
 /// Every other path of a service's host: the service's own.

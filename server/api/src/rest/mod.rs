@@ -9,6 +9,7 @@ mod dto;
 mod extract;
 mod identity;
 mod jobs;
+pub(crate) mod paths;
 mod problem;
 mod proxy;
 mod proxy_edge;

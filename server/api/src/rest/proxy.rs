@@ -31,6 +31,7 @@ use tokio::task::AbortHandle;
 
 use super::{
     AppState,
+    paths::proxy_path,
     problem::{ApiError, Problem},
     proxy_edge::{
         Seen, confine_response, cross_origin, drop_client_forwarding, drop_hop_by_hop, foreign_cookies, wants_upgrade,
@@ -41,7 +42,7 @@ use super::{
 use crate::{
     domain::{Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
-    service::{Context, Ended, Reachable, Touching, TunnelVia, proxy_path},
+    service::{Context, Ended, Reachable, Touching, TunnelVia},
 };
 
 /// The proxy's path, without the trailing slash.

@@ -14,13 +14,14 @@ use utoipa::ToSchema;
 use super::{
     AppState,
     extract::Caller,
+    paths::{SESSION_COOKIE, link_urls, proxy_path},
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
     domain::{Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
-    service::{SESSION_COOKIE, SignInLink, SignedIn},
+    service::{SignInLink, SignedIn},
 };
 
 /// A sign-in link for a browser.
@@ -40,7 +41,7 @@ pub(super) struct BrowserSession {
 
 impl BrowserSession {
     fn new(link: &SignInLink, public: Option<&PublicUrl>, host: Option<&str>, https: bool) -> Result<Self, Error> {
-        let (sign_in_url, service_url) = link.urls(public, host, https)?;
+        let (sign_in_url, service_url) = link_urls(link, public, host, https)?;
         Ok(Self {
             sign_in_url,
             expires_at: link.expires_at.to_string(),
@@ -137,7 +138,8 @@ pub(super) async fn sign_in(
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
     let signed = s.plane.sign_in(&meta, &namespace, &name, &service, &ticket).await?;
-    Ok(signed_in_response(&s, signed, via_https(&request)))
+    let landing = Landing::proxy(&s, &namespace, &name, &service);
+    Ok(signed_in_response(&s, signed, landing, via_https(&request)))
 }
 
 /// A sign-in link's ticket, or why there is none.
@@ -158,14 +160,44 @@ pub(super) fn via_https(request: &Request) -> bool {
     request.extensions().get::<ViaHttps>().is_some()
 }
 
+/// Where an opened sign-in link sets its cookie (the cookie's path) and
+/// sends the browser on to.
+pub(super) struct Landing {
+    /// The cookie's path: the service's proxy as the browser sees it
+    /// (behind the public URL's prefix), or `/` on its own host.
+    pub(super) path: String,
+    /// Where to send the browser.
+    pub(super) location: String,
+}
+
+impl Landing {
+    /// The service's proxy on this server.
+    pub(super) fn proxy(s: &AppState, namespace: &str, name: &str, service: &str) -> Self {
+        let prefix = s.plane.public_url().map_or("", PublicUrl::prefix);
+        let path = format!("{prefix}{}", proxy_path(namespace, name, service));
+        Self {
+            location: format!("{path}/"),
+            path,
+        }
+    }
+
+    /// The service's own host (`--apps-domain`).
+    pub(super) fn own_host() -> Self {
+        Self {
+            path: "/".to_owned(),
+            location: "/".to_owned(),
+        }
+    }
+}
+
 /// The answer to an opened sign-in link: the cookie (`Secure` when the
 /// browser reached us over https: the public URL is https, or a trusted
 /// proxy said so), and the way on.
-pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, https: bool) -> Response {
+pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, landing: Landing, https: bool) -> Response {
     let max_age = i64::try_from(signed.max_age.as_secs()).unwrap_or(i64::MAX);
     let secure = https || s.plane.public_url().is_some_and(PublicUrl::is_https);
     let cookie = Cookie::build((SESSION_COOKIE, signed.session))
-        .path(signed.path)
+        .path(landing.path)
         .http_only(true)
         .same_site(SameSite::Lax)
         .secure(secure)
@@ -175,7 +207,7 @@ pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, https: bool) ->
     let headers = response.headers_mut();
     for (name, value) in [
         (header::SET_COOKIE, cookie.encoded().to_string()),
-        (header::LOCATION, signed.location),
+        (header::LOCATION, landing.location),
         (header::CACHE_CONTROL, "no-store".to_owned()),
         (header::REFERRER_POLICY, "no-referrer".to_owned()),
     ] {

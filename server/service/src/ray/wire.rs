@@ -10,16 +10,16 @@ use crate::domain::{Error, Job, JobStatus, JobSubmission, ResourceKind};
 
 /// Ray's answer to one request.
 #[derive(Debug)]
-pub(super) struct Answer {
+pub(crate) struct Answer {
     /// HTTP status.
-    pub(super) status: u16,
+    pub(crate) status: u16,
     /// The body (JSON on success; text, often a traceback, on error).
-    pub(super) body: bytes::Bytes,
+    pub(crate) body: bytes::Bytes,
 }
 
 impl Answer {
     /// The body as JSON.
-    pub(super) fn json(&self) -> Result<Value, Error> {
+    pub(crate) fn json(&self) -> Result<Value, Error> {
         serde_json::from_slice(&self.body).map_err(|e| {
             Error::Unavailable(format!(
                 "the cluster's Ray head answered something that is not JSON: {e}"
@@ -29,7 +29,7 @@ impl Answer {
 
     /// The last line of a text body: a traceback's exception, or Ray's
     /// one-line 404.
-    pub(super) fn last_line(&self) -> String {
+    pub(crate) fn last_line(&self) -> String {
         let text = String::from_utf8_lossy(&self.body);
         let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
         let line = line.strip_prefix("RuntimeError: ").unwrap_or(line);
@@ -37,7 +37,7 @@ impl Answer {
     }
 
     /// Ray's error as krayne's, for something of `kind` named `id`.
-    pub(super) fn error(&self, kind: ResourceKind, id: &str) -> Error {
+    pub(crate) fn error(&self, kind: ResourceKind, id: &str) -> Error {
         match self.status {
             404 => Error::NotFound {
                 kind,
@@ -59,7 +59,7 @@ impl Answer {
 /// `POST /api/jobs/`'s body for `job`, as `JobSubmissionClient` sends it:
 /// keys whose value is none left out, `runtime_env` and `metadata` always
 /// there.
-pub(super) fn submit_body(job: &JobSubmission) -> Value {
+pub(crate) fn submit_body(job: &JobSubmission) -> Value {
     let mut runtime_env = Map::new();
     if let Some(dir) = &job.runtime_env.working_dir {
         runtime_env.insert("working_dir".into(), json!(dir));
@@ -91,17 +91,17 @@ pub(super) fn submit_body(job: &JobSubmission) -> Value {
 }
 
 /// Whether Ray's 500 says the submission id is taken.
-pub(super) fn is_duplicate(answer: &Answer) -> bool {
+pub(crate) fn is_duplicate(answer: &Answer) -> bool {
     answer.status == 500 && answer.last_line().contains("already exists")
 }
 
 /// Whether Ray's 500 says the job is still running (a DELETE).
-pub(super) fn is_not_terminal(answer: &Answer) -> bool {
+pub(crate) fn is_not_terminal(answer: &Answer) -> bool {
     answer.status == 500 && answer.last_line().contains("non-terminal state")
 }
 
 /// A job object of Ray's as krayne's [`Job`].
-pub(super) fn job(value: &Value) -> Result<Job, Error> {
+pub(crate) fn job(value: &Value) -> Result<Job, Error> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let unexpected = |what: &str| Error::Unavailable(format!("the cluster's Ray head sent a job without {what}"));
     let status: JobStatus = value
