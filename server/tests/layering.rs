@@ -81,38 +81,38 @@ fn graph() -> Graph {
     Graph { deps, server_crates }
 }
 
-impl Graph {
-    /// The packages in `root`'s tree that depend on `name` directly.
-    fn dependents_within(&self, root: &str, name: &str) -> BTreeSet<String> {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "tree",
-                "--offline",
-                "--locked",
-                "-e",
-                "normal",
-                "--prefix",
-                "none",
-                "--depth",
-                "1",
-            ])
-            .args(["-p", root, "-i", name, "--target", &host()])
-            .current_dir(workspace)
-            .output()
-            .expect("cargo tree -i");
-        if !out.status.success() {
-            let why = String::from_utf8_lossy(&out.stderr);
-            assert!(why.contains("did not match any packages"), "{why}");
-            return BTreeSet::new();
-        }
+/// `cargo tree` of normal dependencies for the host with `args`, one
+/// package name per line (`None`: `-i` named a package not in the tree).
+fn cargo_tree(args: &[&str]) -> Option<BTreeSet<String>> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--locked", "-e", "normal", "--prefix", "none"])
+        .args(args)
+        .args(["--target", &host()])
+        .current_dir(workspace)
+        .output()
+        .expect("cargo tree");
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        assert!(why.contains("did not match any packages"), "{why}");
+        return None;
+    }
+    Some(
         String::from_utf8(out.stdout)
             .unwrap()
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|n| *n != name)
             .map(str::to_owned)
-            .collect()
+            .collect(),
+    )
+}
+
+impl Graph {
+    /// The packages in `root`'s tree that depend on `name` directly.
+    fn dependents_within(&self, root: &str, name: &str) -> BTreeSet<String> {
+        let mut users = cargo_tree(&["--depth", "1", "-p", root, "-i", name]).unwrap_or_default();
+        users.remove(name);
+        users
     }
 
     fn direct(&self, name: &str) -> &BTreeSet<String> {
@@ -124,31 +124,9 @@ impl Graph {
     /// crate's optional dependencies that another member enables would
     /// show up as its own; `cargo tree -p` resolves for that crate only).
     fn transitive(&self, name: &str) -> BTreeSet<String> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "tree",
-                "--offline",
-                "--locked",
-                "-e",
-                "normal",
-                "--prefix",
-                "none",
-                "-p",
-                name,
-            ])
-            .args(["--target", &host()])
-            .current_dir(root)
-            .output()
-            .expect("cargo tree");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|n| *n != name)
-            .map(str::to_owned)
-            .collect()
+        let mut all = cargo_tree(&["-p", name]).unwrap_or_else(|| panic!("no package {name}"));
+        all.remove(name);
+        all
     }
 }
 
