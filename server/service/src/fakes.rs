@@ -4,7 +4,7 @@
 //! preconditions included), an audit sink that keeps its rows, and heads
 //! whose dashboard answers Ray's Jobs API (in memory: jobs stay `PENDING`
 //! until a test ends them) and whose other services echo what they are
-//! sent.
+//! sent; an admission lock whose backend is down.
 //!
 //! They are not Kubernetes: no operator runs, so a cluster is `ready` only
 //! when a test says so ([`MemoryStore::make_ready`]), and no watch cache
@@ -21,8 +21,8 @@ use futures::{StreamExt as _, stream::BoxStream};
 use serde_json::{Value, json};
 
 use crate::domain::{
-    AuditSink, ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-    RenderedCluster, ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream,
+    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster,
+    ObservedEvent, ObservedPod, RenderedCluster, ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -492,5 +492,19 @@ async fn ray_answers(
         },
         ("GET", [id, "logs"]) if ray.jobs.contains_key(*id) => answer(200, json!({"logs": ""}).to_string()),
         _ => answer(404, "404: Not Found".to_owned()),
+    }
+}
+
+/// A shared admission lock whose backend (the audit database) cannot be
+/// reached: nothing may be admitted.
+#[derive(Debug, Default)]
+pub struct DownLock;
+
+#[async_trait::async_trait]
+impl AdmissionLock for DownLock {
+    async fn lock(&self, _: &str) -> Result<AdmissionGuard, Error> {
+        Err(Error::Unavailable(
+            "quota admission cannot be serialized: the audit database is unreachable".into(),
+        ))
     }
 }

@@ -17,7 +17,7 @@ use krayne_core::domain::{
 use krayne_service::{
     Context, ControlPlane, CreateInput, Ended, ScaleInput, ServiceSettings, TunnelVia,
     auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
-    fakes::{FakeHeads, MemoryAudit, MemoryStore},
+    fakes::{DownLock, FakeHeads, MemoryAudit, MemoryStore},
 };
 use serde_json::{Value, json};
 
@@ -289,6 +289,31 @@ mod quotas {
         let quota = w.plane.quota(&alice, "ml-team").await.unwrap();
         let gpus = quota.lines.iter().find(|l| l.resource == QuotaResource::Gpus).unwrap();
         assert_eq!(gpus.used, "4");
+    }
+
+    #[tokio::test]
+    async fn with_the_shared_admission_lock_down_nothing_under_a_quota_is_admitted() {
+        let mut w = World::new(GPUS);
+        w.plane = w.plane.clone().with_quota_lock(Arc::new(DownLock));
+        let alice = w.alice().await;
+        let refused = w.plane.create(&alice, create(gpu_cluster("g", 1))).await.unwrap_err();
+        assert_eq!(refused.code(), "unavailable");
+        assert_eq!(w.store.writes(), 0, "fail closed: nothing written");
+        let rows = w.audit.of("cluster.create");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].http_status, Some(503));
+        // A namespace without a quota takes no lock.
+        let other = w.caller("carol@example.com", &["other-team"]).await;
+        w.plane
+            .create(
+                &other,
+                CreateInput {
+                    namespace: Some("other-team".to_owned()),
+                    ..create(json!({"name": "free"}))
+                },
+            )
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
