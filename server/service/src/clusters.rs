@@ -8,8 +8,8 @@ use super::{Context, ControlPlane};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, ClusterDetails, ClusterInfo, ClusterSpec, Error, FieldValidation, FieldViolation, ObservedCluster,
-        Page, PageRequest, Summary, check_dns1123_label,
+        Action, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error, FieldValidation, FieldViolation,
+        ObservedCluster, Page, PageRequest, Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
 };
@@ -155,7 +155,8 @@ impl ControlPlane {
     }
 
     /// One cluster's summary.
-    pub async fn get(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterInfo, Error> {
+    pub async fn get(&self, cx: &Context, cluster: &ClusterRef) -> Result<ClusterInfo, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterGet, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
@@ -223,7 +224,8 @@ impl ControlPlane {
     }
 
     /// A cluster's full picture: shape, pods and recent events.
-    pub async fn describe(&self, cx: &Context, namespace: &str, name: &str) -> Result<ClusterDetails, Error> {
+    pub async fn describe(&self, cx: &Context, cluster: &ClusterRef) -> Result<ClusterDetails, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
@@ -259,13 +261,8 @@ impl ControlPlane {
     /// times, each retry planning (and, under a quota, admitting) again
     /// from the cluster as Kubernetes has it (the cache may not show the
     /// newer version yet).
-    pub async fn scale(
-        &self,
-        cx: &Context,
-        namespace: &str,
-        name: &str,
-        input: ScaleInput,
-    ) -> Result<ClusterInfo, Error> {
+    pub async fn scale(&self, cx: &Context, cluster: &ClusterRef, input: ScaleInput) -> Result<ClusterInfo, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterScale, namespace, name)
             .await?;
         if let Err(e) = check_scale_input(&input) {
@@ -323,7 +320,8 @@ impl ControlPlane {
     }
 
     /// Deletes a cluster; Kubernetes removes its pods.
-    pub async fn delete(&self, cx: &Context, namespace: &str, name: &str) -> Result<(), Error> {
+    pub async fn delete(&self, cx: &Context, cluster: &ClusterRef) -> Result<(), Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterDelete, namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{
     domain::{
-        Action, ClusterStatus, Error, Job, JobSubmission, ResourceKind, audit::AuditAction, check_job_id,
+        Action, ClusterRef, ClusterStatus, Error, Job, JobSubmission, ResourceKind, audit::AuditAction, check_job_id,
         check_package_name, package_uri,
     },
     manifest,
@@ -111,7 +111,8 @@ fn limited(chunks: PackageBody, limit: u64) -> (PackageBody, std::sync::Arc<Carr
 
 impl ControlPlane {
     /// The cluster's jobs, newest first as Ray lists them (viewer).
-    pub async fn jobs(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<Job>, Error> {
+    pub async fn jobs(&self, cx: &Context, cluster: &ClusterRef) -> Result<Vec<Job>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::JobList, namespace, name)
             .await?;
         let head = self.ray_head(cx, namespace, name).await?;
@@ -128,7 +129,8 @@ impl ControlPlane {
     }
 
     /// One job (viewer).
-    pub async fn job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<Job, Error> {
+    pub async fn job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<Job, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::JobGet, namespace, name)
             .await?;
         check_id(id)?;
@@ -140,7 +142,8 @@ impl ControlPlane {
     }
 
     /// A job's whole log so far (viewer).
-    pub async fn job_logs(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<String, Error> {
+    pub async fn job_logs(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<String, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
             .await?;
         check_id(id)?;
@@ -161,13 +164,8 @@ impl ControlPlane {
     /// (viewer): Ray's WebSocket tail, batches of whole lines. Ended early,
     /// with an error saying why, as every long-lived stream is (see
     /// `streams`).
-    pub async fn follow_job_logs(
-        &self,
-        cx: &Context,
-        namespace: &str,
-        name: &str,
-        id: &str,
-    ) -> Result<LogStream, Error> {
+    pub async fn follow_job_logs(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<LogStream, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
             .await?;
         check_id(id)?;
@@ -197,10 +195,10 @@ impl ControlPlane {
     pub async fn submit_job(
         &self,
         cx: &Context,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         submission: JobSubmission,
     ) -> Result<Submitted, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::JobSubmit, namespace, name)
             .await?;
         let refused = async |e: Error| {
@@ -252,7 +250,8 @@ impl ControlPlane {
 
     /// Asks a job to stop (editor; audited as `job.stop`). A job that has
     /// ended already is not an error: `stopped` is false.
-    pub async fn stop_job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<Stopped, Error> {
+    pub async fn stop_job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<Stopped, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::JobStop, namespace, name)
             .await?;
         let head = self.job_head(cx, AuditAction::JobStop, namespace, name, id).await?;
@@ -279,7 +278,8 @@ impl ControlPlane {
 
     /// Deletes an ended job and its log (editor; audited as `job.delete`);
     /// a job still pending or running is `failed_precondition`.
-    pub async fn delete_job(&self, cx: &Context, namespace: &str, name: &str, id: &str) -> Result<(), Error> {
+    pub async fn delete_job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<(), Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::JobDelete, namespace, name)
             .await?;
         let head = self.job_head(cx, AuditAction::JobDelete, namespace, name, id).await?;
@@ -315,7 +315,8 @@ impl ControlPlane {
 
     /// Whether the head holds working-dir package `package` (editor; it
     /// keeps a package it was asked about for Ray's 10 minutes).
-    pub async fn has_package(&self, cx: &Context, namespace: &str, name: &str, package: &str) -> Result<bool, Error> {
+    pub async fn has_package(&self, cx: &Context, cluster: &ClusterRef, package: &str) -> Result<bool, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
             .await?;
         check_package_name(package).map_err(|why| Error::invalid("package", why))?;
@@ -338,12 +339,12 @@ impl ControlPlane {
     pub async fn upload_package(
         &self,
         cx: &Context,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         package: &str,
         size: Option<u64>,
         body: PackageBody,
     ) -> Result<Uploaded, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
             .await?;
         let limit = self.settings.package_limit;

@@ -18,7 +18,7 @@ use super::{
 use crate::{
     auth::{SessionKeys, Ticket, TicketError, TicketUse},
     domain::{
-        Action, AuthFailure, Error, Principal,
+        Action, AuthFailure, ClusterRef, Error, Principal,
         audit::{AuditAction, Outcome, RequestMeta},
     },
     manifest,
@@ -87,13 +87,8 @@ const MAX_SESSION_BYTES: usize = 3800;
 impl ControlPlane {
     /// A sign-in link to service `service` of cluster `name` (editor), for
     /// a browser: the cluster must declare it, and it must speak HTTP.
-    pub async fn sign_in_link(
-        &self,
-        cx: &Context,
-        namespace: &str,
-        name: &str,
-        service: &str,
-    ) -> Result<SignInLink, Error> {
+    pub async fn sign_in_link(&self, cx: &Context, cluster: &ClusterRef, service: &str) -> Result<SignInLink, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
             .await?;
         if let Err(e) = self.http_service(cx, namespace, name, service).await {
@@ -160,11 +155,11 @@ impl ControlPlane {
     pub async fn sign_in(
         &self,
         meta: &RequestMeta,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         service: &str,
         ticket: &str,
     ) -> Result<SignedIn, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let keys = self.session_keys()?;
         let refuse = async |detail: &str| {
             self.refuse_unauthenticated(meta, Error::Unauthenticated(AuthFailure::SignInLink), detail)
@@ -237,11 +232,11 @@ impl ControlPlane {
     pub async fn session_caller(
         &self,
         meta: &RequestMeta,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         service: &str,
         sessions: &[&str],
     ) -> Result<Context, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let mut why = "no session cookie";
         if let Ok(keys) = self.session_keys() {
             for value in sessions {
@@ -264,7 +259,8 @@ impl ControlPlane {
 
     /// Refuses (and audits) a browser session's request that did not come
     /// from the service's own page (`why`, the transport's words).
-    pub async fn refuse_cross_origin(&self, cx: &Context, namespace: &str, name: &str, why: &str) -> Error {
+    pub async fn refuse_cross_origin(&self, cx: &Context, cluster: &ClusterRef, why: &str) -> Error {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         metrics::counter!("krayne_proxy_cross_origin_refusals_total").increment(1);
         let e = Error::PermissionDenied(why.to_owned());
         self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)

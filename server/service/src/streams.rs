@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Context, ControlPlane, tunnels::millis};
 use crate::domain::{
-    Action, AuthFailure, Error, Role,
+    Action, AuthFailure, ClusterRef, Error, Role,
     audit::{AuditAction, Outcome},
 };
 
@@ -349,12 +349,12 @@ impl ControlPlane {
     /// The guard of a WebSocket `cx` opened through the HTTP proxy to a
     /// service of cluster `name`: it needs the editor role all along, and
     /// idles out as a tunnel does.
-    pub fn proxied_websocket_guard(&self, cx: &Context, namespace: &str, name: &str) -> StreamGuard {
+    pub fn proxied_websocket_guard(&self, cx: &Context, cluster: &ClusterRef) -> StreamGuard {
         self.stream_guard(
             StreamKind::ProxiedWebSocket,
             cx,
-            Some(namespace),
-            Some(name),
+            Some(cluster.namespace()),
+            Some(cluster.name()),
             Some(Action::Mutate),
             Some(self.settings.tunnels.idle_timeout),
         )
@@ -362,12 +362,12 @@ impl ControlPlane {
 
     /// The guard of an answer to `cx`'s request through the HTTP proxy to a
     /// service of cluster `name`, for as long as its body flows.
-    pub fn proxied_response_guard(&self, cx: &Context, namespace: &str, name: &str) -> StreamGuard {
+    pub fn proxied_response_guard(&self, cx: &Context, cluster: &ClusterRef) -> StreamGuard {
         self.stream_guard(
             StreamKind::ProxiedResponse,
             cx,
-            Some(namespace),
-            Some(name),
+            Some(cluster.namespace()),
+            Some(cluster.name()),
             Some(Action::Mutate),
             Some(self.settings.tunnels.idle_timeout),
         )

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     domain::{
-        Action, AuditSink, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
+        Action, AuditSink, ClusterRef, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
         audit::{AuditAction, AuditEntry, Outcome},
     },
     manifest::{self, DeclaredService},
@@ -262,7 +262,8 @@ impl Reachable {
 impl ControlPlane {
     /// The cluster's services, each probed with a short connection
     /// (viewer).
-    pub async fn services(&self, cx: &Context, namespace: &str, name: &str) -> Result<Vec<HeadService>, Error> {
+    pub async fn services(&self, cx: &Context, cluster: &ClusterRef) -> Result<Vec<HeadService>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let (declared, head) = self.head_of(cx, namespace, name).await?;
@@ -297,12 +298,11 @@ impl ControlPlane {
     pub async fn open_tunnel(
         &self,
         cx: &Context,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         service: &str,
         via: TunnelVia,
     ) -> Result<Tunnel, Error> {
-        let reachable = self.reach(cx, namespace, name, service, via).await?;
+        let reachable = self.reach(cx, cluster, service, via).await?;
         self.connect(cx, reachable).await
     }
 
@@ -313,11 +313,11 @@ impl ControlPlane {
     pub async fn reach(
         &self,
         cx: &Context,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         service: &str,
         via: TunnelVia,
     ) -> Result<Reachable, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
             .await?;
         let found = async {
@@ -325,7 +325,7 @@ impl ControlPlane {
             let http_only = matches!(via, TunnelVia::Proxy | TunnelVia::Session);
             let wanted = find_service(&declared, service, http_only)?;
             let Some(head) = head else {
-                let status = self.get(cx, namespace, name).await.map(|c| c.status.to_string());
+                let status = self.get(cx, cluster).await.map(|c| c.status.to_string());
                 return Err(Error::FailedPrecondition(format!(
                     "cluster {name} has no serving head pod yet (status {}); try again once it is ready",
                     status.unwrap_or_else(|_| "unknown".into())

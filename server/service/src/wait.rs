@@ -11,7 +11,8 @@ use super::{Context, ControlPlane};
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, Atom, ClusterChange, ClusterInfo, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind,
+        Action, Atom, ClusterChange, ClusterInfo, ClusterRef, ClusterStatus, Error, ObservedCluster, ObservedPod,
+        ResourceKind,
     },
     manifest,
 };
@@ -23,10 +24,10 @@ impl ControlPlane {
     pub async fn wait(
         &self,
         cx: &Context,
-        namespace: &str,
-        name: &str,
+        cluster: &ClusterRef,
         timeout: Option<Duration>,
     ) -> Result<BoxStream<'static, Result<ClusterInfo, Error>>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterWait, namespace, name)
             .await?;
         let timeout = timeout.unwrap_or(self.settings.default_wait);

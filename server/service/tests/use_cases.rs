@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{SinkExt as _, StreamExt as _};
 use krayne_core::domain::{
-    FieldValidation, PageRequest,
+    ClusterRef, FieldValidation, PageRequest,
     audit::{Outcome, RequestMeta, Transport},
     quota::QuotaResource,
 };
@@ -140,7 +140,7 @@ mod clusters {
         let stored = w.store.object("ml-team", "demo").unwrap();
         assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 1);
 
-        let got = w.plane.get(&alice, "ml-team", "demo").await.unwrap();
+        let got = w.plane.get(&alice, &ClusterRef::new("ml-team", "demo")).await.unwrap();
         assert_eq!((got.name.as_str(), got.num_workers), ("demo", 1));
         let page = w
             .plane
@@ -151,16 +151,23 @@ mod clusters {
 
         let scaled = w
             .plane
-            .scale(&alice, "ml-team", "demo", scale("worker", 3))
+            .scale(&alice, &ClusterRef::new("ml-team", "demo"), scale("worker", 3))
             .await
             .unwrap();
         assert_eq!(scaled.num_workers, 3);
         let stored = w.store.object("ml-team", "demo").unwrap();
         assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 3);
 
-        w.plane.delete(&alice, "ml-team", "demo").await.unwrap();
+        w.plane
+            .delete(&alice, &ClusterRef::new("ml-team", "demo"))
+            .await
+            .unwrap();
         assert!(w.store.object("ml-team", "demo").is_none());
-        let missing = w.plane.get(&alice, "ml-team", "demo").await.unwrap_err();
+        let missing = w
+            .plane
+            .get(&alice, &ClusterRef::new("ml-team", "demo"))
+            .await
+            .unwrap_err();
         assert_eq!(missing.code(), "not_found");
 
         for action in ["cluster.create", "cluster.scale", "cluster.delete"] {
@@ -230,7 +237,7 @@ mod clusters {
         assert_eq!(taken.code(), "already_exists");
         let no_group = w
             .plane
-            .scale(&alice, "ml-team", "once", scale("nope", 1))
+            .scale(&alice, &ClusterRef::new("ml-team", "once"), scale("nope", 1))
             .await
             .unwrap_err();
         assert_eq!(no_group.code(), "not_found");
@@ -277,13 +284,16 @@ mod quotas {
         // 1 → 3 workers of 2 GPUs is 6 > 4: refused, not written.
         let refused = w
             .plane
-            .scale(&alice, "ml-team", "g", scale("gpu", 3))
+            .scale(&alice, &ClusterRef::new("ml-team", "g"), scale("gpu", 3))
             .await
             .unwrap_err();
         assert_eq!(refused.code(), "quota_exceeded");
         assert_eq!(w.store.writes(), before);
         // 1 → 2 workers is 4: fits, and is written as charged.
-        w.plane.scale(&alice, "ml-team", "g", scale("gpu", 2)).await.unwrap();
+        w.plane
+            .scale(&alice, &ClusterRef::new("ml-team", "g"), scale("gpu", 2))
+            .await
+            .unwrap();
         let stored = w.store.object("ml-team", "g").unwrap();
         assert_eq!(stored["spec"]["workerGroupSpecs"][0]["replicas"], 2);
         let quota = w.plane.quota(&alice, "ml-team").await.unwrap();
@@ -335,7 +345,7 @@ mod quotas {
             .await
             .unwrap_err();
         assert_eq!(dry.code(), "quota_exceeded");
-        w.plane.delete(&alice, "ml-team", "a").await.unwrap();
+        w.plane.delete(&alice, &ClusterRef::new("ml-team", "a")).await.unwrap();
         w.plane.create(&alice, create(json!({"name": "c"}))).await.unwrap();
     }
 }
@@ -355,7 +365,12 @@ mod tunnels {
         ready(&w, &alice, "tun").await;
         let tunnel = w
             .plane
-            .open_tunnel(&alice, "ml-team", "tun", "client", TunnelVia::WebSocket)
+            .open_tunnel(
+                &alice,
+                &ClusterRef::new("ml-team", "tun"),
+                "client",
+                TunnelVia::WebSocket,
+            )
             .await
             .unwrap();
         assert_eq!((tunnel.service.as_str(), tunnel.port), ("client", 10001));
@@ -390,7 +405,12 @@ mod tunnels {
         w.plane.create(&alice, create(json!({"name": "cold"}))).await.unwrap();
         let pending = w
             .plane
-            .open_tunnel(&alice, "ml-team", "cold", "dashboard", TunnelVia::WebSocket)
+            .open_tunnel(
+                &alice,
+                &ClusterRef::new("ml-team", "cold"),
+                "dashboard",
+                TunnelVia::WebSocket,
+            )
             .await
             .err()
             .unwrap();
@@ -400,14 +420,24 @@ mod tunnels {
         let bob = w.bob().await;
         let refused = w
             .plane
-            .open_tunnel(&bob, "ml-team", "warm", "dashboard", TunnelVia::WebSocket)
+            .open_tunnel(
+                &bob,
+                &ClusterRef::new("ml-team", "warm"),
+                "dashboard",
+                TunnelVia::WebSocket,
+            )
             .await
             .err()
             .unwrap();
         assert_eq!(refused.code(), "permission_denied");
         let unknown = w
             .plane
-            .open_tunnel(&alice, "ml-team", "warm", "gopher", TunnelVia::WebSocket)
+            .open_tunnel(
+                &alice,
+                &ClusterRef::new("ml-team", "warm"),
+                "gopher",
+                TunnelVia::WebSocket,
+            )
             .await
             .err()
             .unwrap();
@@ -455,7 +485,7 @@ mod jobs {
         ready(&w, &alice, "jobs").await;
         let first = w
             .plane
-            .submit_job(&alice, "ml-team", "jobs", submission("train-1"))
+            .submit_job(&alice, &ClusterRef::new("ml-team", "jobs"), submission("train-1"))
             .await
             .unwrap();
         assert!(first.created);
@@ -463,7 +493,7 @@ mod jobs {
         // The same submission id again: the job that is there, not a second.
         let again = w
             .plane
-            .submit_job(&alice, "ml-team", "jobs", submission("train-1"))
+            .submit_job(&alice, &ClusterRef::new("ml-team", "jobs"), submission("train-1"))
             .await
             .unwrap();
         assert!(!again.created);
@@ -474,12 +504,20 @@ mod jobs {
             format!("gcs://{PACKAGE}")
         );
 
-        let listed = w.plane.jobs(&alice, "ml-team", "jobs").await.unwrap();
+        let listed = w.plane.jobs(&alice, &ClusterRef::new("ml-team", "jobs")).await.unwrap();
         assert_eq!(listed.len(), 1);
-        let stopped = w.plane.stop_job(&alice, "ml-team", "jobs", "train-1").await.unwrap();
+        let stopped = w
+            .plane
+            .stop_job(&alice, &ClusterRef::new("ml-team", "jobs"), "train-1")
+            .await
+            .unwrap();
         assert!(stopped.stopped);
         assert_eq!(
-            w.plane.job(&alice, "ml-team", "jobs", "train-1").await.unwrap().status,
+            w.plane
+                .job(&alice, &ClusterRef::new("ml-team", "jobs"), "train-1")
+                .await
+                .unwrap()
+                .status,
             JobStatus::Stopped
         );
 
@@ -498,7 +536,7 @@ mod jobs {
         let bob = w.bob().await;
         let refused = w
             .plane
-            .submit_job(&bob, "ml-team", "jobs", submission("theirs"))
+            .submit_job(&bob, &ClusterRef::new("ml-team", "jobs"), submission("theirs"))
             .await
             .unwrap_err();
         assert_eq!(refused.code(), "permission_denied");
@@ -506,7 +544,11 @@ mod jobs {
             entrypoint: "  ".to_owned(),
             ..submission("empty")
         };
-        let invalid = w.plane.submit_job(&alice, "ml-team", "jobs", empty).await.unwrap_err();
+        let invalid = w
+            .plane
+            .submit_job(&alice, &ClusterRef::new("ml-team", "jobs"), empty)
+            .await
+            .unwrap_err();
         assert_eq!(invalid.code(), "invalid_argument");
         assert!(invalid.to_string().contains("entrypoint"), "{invalid}");
         assert!(w.upstream.dialled().is_empty(), "Ray was never asked");
@@ -526,14 +568,25 @@ mod jobs {
 
         let small = w
             .plane
-            .upload_package(&alice, "ml-team", "pkgs", PACKAGE, Some(4096), bytes(4096, 1024))
+            .upload_package(
+                &alice,
+                &ClusterRef::new("ml-team", "pkgs"),
+                PACKAGE,
+                Some(4096),
+                bytes(4096, 1024),
+            )
             .await
             .unwrap();
         assert_eq!(
             (small.working_dir.as_str(), small.bytes),
             ("gcs://_ray_pkg_6bb64f4d946aae18.zip", 4096)
         );
-        assert!(w.plane.has_package(&alice, "ml-team", "pkgs", PACKAGE).await.unwrap());
+        assert!(
+            w.plane
+                .has_package(&alice, &ClusterRef::new("ml-team", "pkgs"), PACKAGE)
+                .await
+                .unwrap()
+        );
 
         // Declared over the limit: refused before the head is dialled.
         let dialled = w.upstream.dialled().len();
@@ -541,8 +594,7 @@ mod jobs {
             .plane
             .upload_package(
                 &alice,
-                "ml-team",
-                "pkgs",
+                &ClusterRef::new("ml-team", "pkgs"),
                 "_ray_pkg_00000000000000aa.zip",
                 Some(limit + 1),
                 bytes(1, 1),
@@ -559,8 +611,7 @@ mod jobs {
             .plane
             .upload_package(
                 &alice,
-                "ml-team",
-                "pkgs",
+                &ClusterRef::new("ml-team", "pkgs"),
                 "_ray_pkg_00000000000000bb.zip",
                 None,
                 bytes(usize::try_from(limit).unwrap() + 1024 * 1024, 1024 * 1024),

@@ -13,7 +13,7 @@ use super::{
     status::to_status,
 };
 use crate::{
-    domain::{Error, WatchFrom, parse_yaml, watch_timeout},
+    domain::{ClusterRef, Error, WatchFrom, parse_yaml, watch_timeout},
     service::{CreateInput, ScaleInput},
 };
 
@@ -57,7 +57,11 @@ impl cluster_service_server::ClusterService for Grpc {
     async fn get_cluster(&self, req: Request<pb::GetClusterRequest>) -> Result<Response<pb::ClusterInfo>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let info = self.plane.get(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        let info = self
+            .plane
+            .get(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(convert::cluster_info(info)))
     }
 
@@ -87,7 +91,7 @@ impl cluster_service_server::ClusterService for Grpc {
         let r = req.into_inner();
         let details = self
             .plane
-            .describe(&cx, &r.namespace, &r.name)
+            .describe(&cx, &ClusterRef::new(&r.namespace, &r.name))
             .await
             .map_err(to_status)?;
         Ok(Response::new(convert::cluster_details(details)))
@@ -107,7 +111,7 @@ impl cluster_service_server::ClusterService for Grpc {
         };
         let info = self
             .plane
-            .scale(&cx, &r.namespace, &r.name, input)
+            .scale(&cx, &ClusterRef::new(&r.namespace, &r.name), input)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ScaleClusterResponse {
@@ -121,7 +125,10 @@ impl cluster_service_server::ClusterService for Grpc {
     ) -> Result<Response<pb::DeleteClusterResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        self.plane.delete(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        self.plane
+            .delete(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::DeleteClusterResponse {}))
     }
 
@@ -147,7 +154,7 @@ impl cluster_service_server::ClusterService for Grpc {
         };
         let updates = self
             .plane
-            .wait(&cx, &r.namespace, &r.name, timeout)
+            .wait(&cx, &ClusterRef::new(&r.namespace, &r.name), timeout)
             .await
             .map_err(to_status)?;
         let stream = updates.map(|u| {

@@ -7,7 +7,7 @@ use krayne_proto::v1::{self as pb, job_service_server, upload_package_request};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{convert, handler::Grpc, status::to_status};
-use crate::domain::{Error, Job, JobStatus, JobSubmission, RuntimeEnv};
+use crate::domain::{ClusterRef, Error, Job, JobStatus, JobSubmission, RuntimeEnv};
 
 fn job_message(j: Job) -> pb::Job {
     let status = match j.status {
@@ -60,7 +60,7 @@ impl job_service_server::JobService for Grpc {
         let (namespace, name) = (r.namespace.clone(), r.name.clone());
         let submitted = self
             .plane
-            .submit_job(&cx, &namespace, &name, submission(r))
+            .submit_job(&cx, &ClusterRef::new(&namespace, &name), submission(r))
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::SubmitJobResponse {
@@ -72,7 +72,11 @@ impl job_service_server::JobService for Grpc {
     async fn list_jobs(&self, req: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
         let cx = self.context(&req)?;
         let r = req.into_inner();
-        let jobs = self.plane.jobs(&cx, &r.namespace, &r.name).await.map_err(to_status)?;
+        let jobs = self
+            .plane
+            .jobs(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(pb::ListJobsResponse {
             jobs: jobs.into_iter().map(job_message).collect(),
         }))
@@ -83,7 +87,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let job = self
             .plane
-            .job(&cx, &r.namespace, &r.name, &r.id)
+            .job(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(job_message(job)))
@@ -94,7 +98,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let logs = self
             .plane
-            .job_logs(&cx, &r.namespace, &r.name, &r.id)
+            .job_logs(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::JobLogs { logs }))
@@ -107,7 +111,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let lines = self
             .plane
-            .follow_job_logs(&cx, &r.namespace, &r.name, &r.id)
+            .follow_job_logs(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.id)
             .await
             .map_err(to_status)?;
         let chunks = lines.map(|chunk| chunk.map(|text| pb::JobLogChunk { text }).map_err(to_status));
@@ -119,7 +123,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let stopped = self
             .plane
-            .stop_job(&cx, &r.namespace, &r.name, &r.id)
+            .stop_job(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::StopJobResponse {
@@ -132,7 +136,7 @@ impl job_service_server::JobService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         self.plane
-            .delete_job(&cx, &r.namespace, &r.name, &r.id)
+            .delete_job(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::DeleteJobResponse {}))
@@ -143,7 +147,7 @@ impl job_service_server::JobService for Grpc {
         let r = req.into_inner();
         let present = self
             .plane
-            .has_package(&cx, &r.namespace, &r.name, &r.package)
+            .has_package(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.package)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::HasPackageResponse { present }))
@@ -185,8 +189,7 @@ impl job_service_server::JobService for Grpc {
             .plane
             .upload_package(
                 &cx,
-                &target.namespace,
-                &target.name,
+                &ClusterRef::new(&target.namespace, &target.name),
                 &target.package,
                 None,
                 chunks.boxed(),

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::{gate::Authority, handler::Grpc, status::to_status};
 use crate::{
-    domain::{Error, HeadService, ServiceState},
+    domain::{ClusterRef, Error, HeadService, ServiceState},
     service::{Ended, TunnelVia},
 };
 
@@ -60,7 +60,7 @@ impl tunnel_service_server::TunnelService for Grpc {
         let r = req.into_inner();
         let services = self
             .plane
-            .services(&cx, &r.namespace, &r.name)
+            .services(&cx, &ClusterRef::new(&r.namespace, &r.name))
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ListServicesResponse {
@@ -78,7 +78,7 @@ impl tunnel_service_server::TunnelService for Grpc {
         let r = req.into_inner();
         let link = self
             .plane
-            .sign_in_link(&cx, &r.namespace, &r.name, &r.service)
+            .sign_in_link(&cx, &ClusterRef::new(&r.namespace, &r.name), &r.service)
             .await
             .map_err(to_status)?;
         let (sign_in_url, service_url) =
@@ -123,8 +123,7 @@ impl tunnel_service_server::TunnelService for Grpc {
             .plane
             .open_tunnel(
                 &cx,
-                &target.namespace,
-                &target.cluster,
+                &ClusterRef::new(&target.namespace, &target.cluster),
                 &target.service,
                 TunnelVia::Grpc,
             )

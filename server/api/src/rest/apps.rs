@@ -24,7 +24,7 @@ use super::{
     sessions::{Landing, SignInQuery, signed_in_response, ticket, via_https},
 };
 use crate::{
-    domain::{AppHost, AppsDomain, PublicUrl, audit::Transport},
+    domain::{AppHost, AppsDomain, ClusterRef, PublicUrl, audit::Transport},
     edge,
 };
 
@@ -96,7 +96,12 @@ async fn sign_in(
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
     let signed = s
         .plane
-        .sign_in(&meta, &app.namespace, &app.name, &app.service, &ticket)
+        .sign_in(
+            &meta,
+            &ClusterRef::new(&app.namespace, &app.name),
+            &app.service,
+            &ticket,
+        )
         .await?;
     Ok(signed_in_response(&s, signed, Landing::own_host(), via_https(&request)))
 }
@@ -122,8 +127,7 @@ async fn proxy(
         path_and_query
     };
     let target = Target {
-        namespace: app.namespace,
-        name: app.name,
+        cluster: ClusterRef::new(app.namespace, app.name),
         service: app.service,
         upstream,
         browser_path: request.uri().path().to_owned(),

@@ -16,7 +16,7 @@ use super::{
         ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, ListQuery, ScaleRequest,
         WaitQuery,
     },
-    extract::{Caller, ConfigBody, JsonBody, ListCaller, QueryOf},
+    extract::{Caller, ClusterPath, ConfigBody, JsonBody, ListCaller, QueryOf},
     problem::{ApiError, Problem},
     responses::{Bodies, KubernetesReads, Refusals},
     warnings::warning_headers,
@@ -25,7 +25,7 @@ use super::{
 use serde_json::Value;
 
 use crate::{
-    domain::{ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
+    domain::{ClusterRef, ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
     service::{Context, CreateInput, ScaleInput},
 };
 
@@ -232,7 +232,7 @@ pub(super) async fn get(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
-    Ok(Json(s.plane.get(&cx, &namespace, &name).await?))
+    Ok(Json(s.plane.get(&cx, &ClusterRef::new(&namespace, &name)).await?))
 }
 
 /// Delete a cluster; Kubernetes removes its pods shortly after.
@@ -252,7 +252,7 @@ pub(super) async fn delete(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    s.plane.delete(&cx, &namespace, &name).await?;
+    s.plane.delete(&cx, &ClusterRef::new(&namespace, &name)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -271,7 +271,7 @@ pub(super) async fn describe(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(s.plane.describe(&cx, &namespace, &name).await?))
+    Ok(Json(s.plane.describe(&cx, &ClusterRef::new(&namespace, &name)).await?))
 }
 
 /// Resize one worker group.
@@ -305,7 +305,9 @@ pub(super) async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(s.plane.scale(&cx, &namespace, &name, input).await?))
+    Ok(Json(
+        s.plane.scale(&cx, &ClusterRef::new(&namespace, &name), input).await?,
+    ))
 }
 
 /// Wait until a cluster is ready (long poll).
@@ -327,11 +329,11 @@ pub(super) async fn scale(
 pub(super) async fn wait(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     QueryOf(q): QueryOf<WaitQuery>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
     let timeout = q.timeout_seconds.map(Duration::from_secs);
-    let mut updates = s.plane.wait(&cx, &namespace, &name, timeout).await?;
+    let mut updates = s.plane.wait(&cx, &cluster, timeout).await?;
     let mut last = None;
     while let Some(update) = updates.next().await {
         last = Some(update?);

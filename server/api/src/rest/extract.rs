@@ -3,7 +3,7 @@
 
 use axum::{
     body::Bytes,
-    extract::{FromRequest, FromRequestParts, Query, Request},
+    extract::{FromRequest, FromRequestParts, Path, Query, Request},
     http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
 };
 use serde::de::DeserializeOwned;
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{AppState, problem::ApiError, problem::Problem};
 use crate::{
-    domain::{AuthFailure, Error, audit::Transport, parse_yaml},
+    domain::{AuthFailure, ClusterRef, Error, audit::Transport, parse_yaml},
     edge,
     service::Context,
 };
@@ -207,5 +207,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
             .await
             .map(|Query(q)| Self(q))
             .map_err(|e| Error::invalid("query", e.body_text()).into())
+    }
+}
+
+/// The cluster a path names (`/v1/namespaces/{namespace}/clusters/{name}`
+/// and the routes below it with no more segments), as one value for the
+/// use cases.
+pub(super) struct ClusterPath(pub ClusterRef);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClusterPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|Path((namespace, name))| Self(ClusterRef::new(namespace, name)))
+            .map_err(|e| Error::invalid("path", e.body_text()).into())
     }
 }

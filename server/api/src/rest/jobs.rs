@@ -24,7 +24,7 @@ use super::{
     responses::{Bodies, KubernetesReads, Refusals},
 };
 use crate::{
-    domain::{Job, JobSubmission},
+    domain::{ClusterRef, Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
     service::LogStream,
 };
@@ -87,7 +87,7 @@ pub(super) async fn list_jobs(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<JobList>, ApiError> {
-    let jobs = s.plane.jobs(&cx, &namespace, &name).await?;
+    let jobs = s.plane.jobs(&cx, &ClusterRef::new(&namespace, &name)).await?;
     Ok(Json(JobList { jobs }))
 }
 
@@ -118,7 +118,10 @@ pub(super) async fn submit_job(
     Path((namespace, name)): Path<(String, String)>,
     JsonBody(submission): JsonBody<JobSubmission>,
 ) -> Result<Response, ApiError> {
-    let submitted = s.plane.submit_job(&cx, &namespace, &name, submission).await?;
+    let submitted = s
+        .plane
+        .submit_job(&cx, &ClusterRef::new(&namespace, &name), submission)
+        .await?;
     let status = if submitted.created {
         StatusCode::CREATED
     } else {
@@ -145,7 +148,7 @@ pub(super) async fn get_job(
     Caller(cx): Caller,
     Path((namespace, name, id)): Path<(String, String, String)>,
 ) -> Result<Json<Job>, ApiError> {
-    Ok(Json(s.plane.job(&cx, &namespace, &name, &id).await?))
+    Ok(Json(s.plane.job(&cx, &ClusterRef::new(&namespace, &name), &id).await?))
 }
 
 /// Stop a Ray job.
@@ -170,7 +173,7 @@ pub(super) async fn stop_job(
     Caller(cx): Caller,
     Path((namespace, name, id)): Path<(String, String, String)>,
 ) -> Result<Json<StopResult>, ApiError> {
-    let stopped = s.plane.stop_job(&cx, &namespace, &name, &id).await?;
+    let stopped = s.plane.stop_job(&cx, &ClusterRef::new(&namespace, &name), &id).await?;
     Ok(Json(StopResult {
         stopped: stopped.stopped,
         job: stopped.job,
@@ -198,7 +201,9 @@ pub(super) async fn delete_job(
     Caller(cx): Caller,
     Path((namespace, name, id)): Path<(String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    s.plane.delete_job(&cx, &namespace, &name, &id).await?;
+    s.plane
+        .delete_job(&cx, &ClusterRef::new(&namespace, &name), &id)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -229,10 +234,13 @@ pub(super) async fn job_logs(
 ) -> Result<Response, ApiError> {
     let plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !query.follow {
-        let logs = s.plane.job_logs(&cx, &namespace, &name, &id).await?;
+        let logs = s.plane.job_logs(&cx, &ClusterRef::new(&namespace, &name), &id).await?;
         return Ok((plain, logs).into_response());
     }
-    let lines = s.plane.follow_job_logs(&cx, &namespace, &name, &id).await?;
+    let lines = s
+        .plane
+        .follow_job_logs(&cx, &ClusterRef::new(&namespace, &name), &id)
+        .await?;
     let wants_events = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -288,7 +296,10 @@ pub(super) async fn has_package(
     Caller(cx): Caller,
     Path((namespace, name, package)): Path<(String, String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    if s.plane.has_package(&cx, &namespace, &name, &package).await? {
+    if s.plane
+        .has_package(&cx, &ClusterRef::new(&namespace, &name), &package)
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(crate::domain::Error::NotFound {
@@ -348,7 +359,7 @@ pub(super) async fn upload_package(
         .boxed();
     let uploaded = s
         .plane
-        .upload_package(&cx, &namespace, &name, &package, size, chunks)
+        .upload_package(&cx, &ClusterRef::new(&namespace, &name), &package, size, chunks)
         .await?;
     Ok(Json(UploadedPackage {
         working_dir: uploaded.working_dir,

@@ -40,7 +40,7 @@ use super::{
     upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
-    domain::{Error, PublicUrl, audit::Transport},
+    domain::{ClusterRef, Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
     service::{Context, Ended, Reachable, Touching, TunnelVia},
 };
@@ -71,8 +71,7 @@ async fn add_slash(State(s): State<AppState>, uri: Uri) -> Redirect {
 /// browser). A session's requests are not audited one by one.
 async fn caller(
     s: &AppState,
-    namespace: &str,
-    name: &str,
+    cluster: &ClusterRef,
     service: &str,
     parts: &Parts,
 ) -> Result<(Context, TunnelVia), Error> {
@@ -92,16 +91,14 @@ async fn caller(
     }
     let meta = edge::request_meta(&parts.headers, &parts.extensions, Transport::Rest);
     let values: Vec<&str> = sessions.iter().map(String::as_str).collect();
-    let cx = s.plane.session_caller(&meta, namespace, name, service, &values).await?;
+    let cx = s.plane.session_caller(&meta, cluster, service, &values).await?;
     Ok((cx, TunnelVia::Session))
 }
 
 /// Where a proxied request goes, and how its browser sees the service.
 pub(super) struct Target {
-    /// Namespace.
-    pub namespace: String,
-    /// Cluster.
-    pub name: String,
+    /// The cluster.
+    pub cluster: ClusterRef,
     /// Service.
     pub service: String,
     /// The path and query to ask the service for.
@@ -197,8 +194,7 @@ async fn proxy(
         }
     };
     let target = Target {
-        namespace,
-        name,
+        cluster: ClusterRef::new(namespace, name),
         service,
         upstream,
         browser_path: format!("{public}{}", request.uri().path()),
@@ -304,30 +300,29 @@ async fn fresh(
 /// or session cookie).
 pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> Result<Response, ApiError> {
     let Target {
-        namespace,
-        name,
+        cluster,
         service,
         upstream,
         browser_prefix,
         browser_path,
     } = target;
     let (mut parts, body) = request.into_parts();
-    let (cx, via) = caller(s, &namespace, &name, &service, &parts).await?;
+    let (cx, via) = caller(s, &cluster, &service, &parts).await?;
     let upgrade = wants_upgrade(&parts.headers);
     let seen = seen(s, &parts, browser_prefix.clone())?;
     if via == TunnelVia::Session
         && let Some(why) = cross_origin(&parts.method, upgrade, &parts.headers, &seen)
     {
-        return Err(s.plane.refuse_cross_origin(&cx, &namespace, &name, &why).await.into());
+        return Err(s.plane.refuse_cross_origin(&cx, &cluster, &why).await.into());
     }
-    let reachable = s.plane.reach(&cx, &namespace, &name, &service, via).await?;
+    let reachable = s.plane.reach(&cx, &cluster, &service, via).await?;
     // A browser session's requests reuse its connections; a bearer
     // token's request is its own audited connection, and an upgrade takes
     // its connection for good.
     let pool = (via == TunnelVia::Session && !upgrade).then(|| Key {
         subject: cx.principal.subject.clone(),
-        namespace: namespace.clone(),
-        name: name.clone(),
+        namespace: cluster.namespace().to_owned(),
+        name: cluster.name().to_owned(),
         service: service.clone(),
         pod: reachable.pod().to_owned(),
     });
@@ -403,7 +398,7 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     let mut response = hyper::Response::from_parts(head, body);
     if switching && let Some(client_upgrade) = client_upgrade {
         let service_upgrade = hyper::upgrade::on(&mut response);
-        let guard = s.plane.proxied_websocket_guard(&cx, &namespace, &name);
+        let guard = s.plane.proxied_websocket_guard(&cx, &cluster);
         let control = s.plane.clone();
         tokio::spawn(async move {
             let (Ok(client), Ok(service)) = (client_upgrade.await, service_upgrade.await) else {
@@ -431,7 +426,7 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     };
     // A long answer (a followed log, a stream of events) ends as every
     // long-lived stream does: expiry, revocation, idleness, shutdown.
-    let guard = s.plane.proxied_response_guard(&cx, &namespace, &name);
+    let guard = s.plane.proxied_response_guard(&cx, &cluster);
     let frames = body
         .into_data_stream()
         .map(|frame| frame.map_err(|e| Error::Unavailable(format!("the service's answer broke off: {e}"))));

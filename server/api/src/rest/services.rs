@@ -21,7 +21,7 @@ use super::{
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
-    domain::HeadService,
+    domain::{ClusterRef, HeadService},
     service::{Ended, Tunnel, TunnelVia},
 };
 
@@ -52,7 +52,7 @@ pub(super) async fn list_services(
     Caller(cx): Caller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<ServiceList>, ApiError> {
-    let services = s.plane.services(&cx, &namespace, &name).await?;
+    let services = s.plane.services(&cx, &ClusterRef::new(&namespace, &name)).await?;
     Ok(Json(ServiceList { services }))
 }
 
@@ -98,7 +98,7 @@ pub(super) async fn tunnel(
     };
     let tunnel = s
         .plane
-        .open_tunnel(&cx, &namespace, &name, &service, TunnelVia::WebSocket)
+        .open_tunnel(&cx, &ClusterRef::new(&namespace, &name), &service, TunnelVia::WebSocket)
         .await?;
     // A frame or message is held whole before it is written on: bound both.
     Ok(upgrade

@@ -19,7 +19,7 @@ use super::{
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
-    domain::{Error, PublicUrl, audit::Transport},
+    domain::{ClusterRef, Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
     service::{SignInLink, SignedIn},
 };
@@ -83,7 +83,10 @@ pub(super) async fn create_session(
     headers: HeaderMap,
     https: Option<Extension<ViaHttps>>,
 ) -> Result<(StatusCode, Json<BrowserSession>), ApiError> {
-    let link = s.plane.sign_in_link(&cx, &namespace, &name, &service).await?;
+    let link = s
+        .plane
+        .sign_in_link(&cx, &ClusterRef::new(&namespace, &name), &service)
+        .await?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let session = BrowserSession::new(&link, s.plane.public_url(), host, https.is_some())?;
     Ok((StatusCode::CREATED, Json(session)))
@@ -137,7 +140,10 @@ pub(super) async fn sign_in(
         .into());
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
-    let signed = s.plane.sign_in(&meta, &namespace, &name, &service, &ticket).await?;
+    let signed = s
+        .plane
+        .sign_in(&meta, &ClusterRef::new(&namespace, &name), &service, &ticket)
+        .await?;
     let landing = Landing::proxy(&s, &namespace, &name, &service);
     Ok(signed_in_response(&s, signed, landing, via_https(&request)))
 }

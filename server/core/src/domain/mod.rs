@@ -5,6 +5,7 @@ mod apps_domain;
 pub mod atom;
 pub mod audit;
 mod cluster;
+mod cluster_ref;
 mod config;
 mod error;
 mod head_service;
@@ -32,6 +33,7 @@ pub use cluster::{
     BuiltFrom, ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary,
     WorkerGroupDetails,
 };
+pub use cluster_ref::ClusterRef;
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
