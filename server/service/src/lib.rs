@@ -192,6 +192,11 @@ impl ControlPlane {
         self
     }
 
+    /// Largest working-dir package uploaded to a head, in bytes.
+    pub fn package_limit(&self) -> u64 {
+        self.settings.package_limit
+    }
+
     /// Where users reach this server, when it was configured.
     pub fn public_url(&self) -> Option<&domain::PublicUrl> {
         self.settings.public_url.as_ref()

@@ -24,7 +24,7 @@ use super::{
     responses::{Bodies, KubernetesReads, Refusals},
 };
 use crate::{
-    domain::{ClusterRef, Job, JobSubmission},
+    domain::{ClusterRef, Error, Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
     service::LogStream,
 };
@@ -302,7 +302,7 @@ pub(super) async fn has_package(
     {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(crate::domain::Error::NotFound {
+        Err(Error::NotFound {
             kind: crate::domain::ResourceKind::Package,
             name: package,
         }
@@ -338,13 +338,23 @@ pub(super) async fn upload_package(
     Path((namespace, name, package)): Path<(String, String, String)>,
     request: Request,
 ) -> Result<Json<UploadedPackage>, ApiError> {
-    // The package limit is the use case's: it refuses a declared size
-    // over it before the head sees a byte, and a stream that passes it.
+    // The package limit is the use case's (it also cuts a stream that
+    // passes it); a declared size over it is refused here too, before the
+    // head sees a byte, while the edge drains the body so that the client
+    // reads the 413 rather than a reset connection.
+    let limit = s.plane.package_limit();
     let idle = s.proxy_body_idle;
     let on_timeout = |d| -> axum::BoxError { Box::new(edge::BodyTimeout(d)) };
-    let request = match edge::check_declared(request, None, idle, on_timeout) {
+    let request = match edge::check_declared(request, Some(limit), idle, on_timeout) {
         Ok(request) => request,
-        Err(DeclaredRefusal::Unreadable | DeclaredRefusal::TooLarge(_)) => {
+        Err(DeclaredRefusal::TooLarge(_)) => {
+            return Err(Error::PayloadTooLarge {
+                what: "package",
+                limit_bytes: limit,
+            }
+            .into());
+        }
+        Err(DeclaredRefusal::Unreadable) => {
             return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid_argument", "unreadable Content-Length").into());
         }
     };

@@ -4,7 +4,8 @@
 //! - network: its loopback is the pod's, not the machine's;
 //! - PID: every daemon ends with the pod;
 //! - UTS: its host name is the pod's name, as a container's is;
-//! - mount: the machine's files are read-only, and the pod's `/etc`,
+//! - mount: every mount of the machine is read-only (but its devices and
+//!   the pod's own `/proc`), and the pod's `/etc`,
 //!   `/usr`, `/var`, `/home`, `/root` and `/opt` are overlays whose
 //!   changes stay in the pod's own directory, with a fresh `/tmp` and
 //!   `/run` — so the script's `sudo passwd -d`, `ssh-keygen -A` and sshd
@@ -40,8 +41,11 @@ use tokio::{process::Command, sync::oneshot};
 /// Runs heads' `postStart` scripts for real (see the module's docs).
 #[derive(Debug, Clone, Default)]
 pub struct RealDaemons {
-    /// Directories put first on the script's `PATH` (where `jupyter` is);
-    /// the pod's user may enter them and their parents.
+    /// Directories put first on the script's `PATH` (where `jupyter` is).
+    /// Under `/etc`, `/usr`, `/var`, `/home`, `/root` or `/opt` the pod's
+    /// user may enter them and their parents (made enterable in the pod's
+    /// overlays only); never under `/tmp` or `/run`, which are the pod's
+    /// own.
     pub path: Vec<PathBuf>,
     /// Trees copied over the pod's `/etc`, `/usr`, `/var` and `/opt`, in
     /// order: what the head's image has beyond this machine's files
@@ -51,12 +55,17 @@ pub struct RealDaemons {
 
 /// One head's daemons: they live as long as this.
 pub(super) struct Daemons {
-    /// Dropped with this: the namespace's watcher then kills it.
+    /// Dropped with this: the namespace's watcher then kills it, and
+    /// removes the pod's directory once its processes are gone.
     _stop: oneshot::Sender<()>,
     /// The pod's directory: `fs/` (its overlays' changes), `run/` (the
     /// script's `KRAYNE_RUN_DIR`) and `sockets/` (the relays).
-    pod_dir: tempfile::TempDir,
+    dir: PathBuf,
 }
+
+/// Where the pod mounts its own: the pod's directory must be elsewhere, or
+/// the pod would hide it (or lay an overlay over itself).
+const THE_PODS_OWN: [&str; 7] = ["/run", "/etc", "/usr", "/var", "/home", "/root", "/opt"];
 
 impl Daemons {
     /// Starts `pod`'s `postStart` script in namespaces of its own, with a
@@ -75,6 +84,10 @@ impl Daemons {
             .map_err(|e| tracing::warn!(error = %e, "no directory for a head's daemons"))
             .ok()?;
         let dir = pod_dir.path();
+        if THE_PODS_OWN.iter().any(|own| dir.starts_with(own)) {
+            tracing::warn!(dir = %dir.display(), "a head's daemons need a temporary directory outside /run, /etc, /usr, /var, /home, /root and /opt (TMPDIR)");
+            return None;
+        }
         // The pod's user enters it to reach its run directory.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).ok()?;
         let log = std::fs::File::create(dir.join("namespace.log")).ok()?;
@@ -131,6 +144,7 @@ impl Daemons {
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let said = dir.join("namespace.log");
+        let dir = dir.to_owned();
         tokio::spawn(async move {
             tokio::select! {
                 ended = child.wait() => {
@@ -141,19 +155,26 @@ impl Daemons {
                     let _ = child.kill().await;
                 }
             }
+            // The pod's processes are gone (the PID namespace ends with its
+            // first process): nothing writes into its directory any more.
+            if let Err(e) = pod_dir.close() {
+                tracing::warn!(error = %e, "a head's directory was not removed");
+            }
         });
-        Some(Self { _stop: stop, pod_dir })
+        Some(Self { _stop: stop, dir })
     }
 
     /// Where the relay into the pod's `port` listens.
     pub(super) fn socket(&self, port: u16) -> PathBuf {
-        self.pod_dir.path().join("sockets").join(format!("{port}.sock"))
+        self.dir.join("sockets").join(format!("{port}.sock"))
     }
 }
 
 /// The pod's first process, as root in its namespaces: the pod's
-/// filesystem (see the module's docs; `$KRAYNE_POD_DIR` is bound under
-/// the pod's `/run` before `/tmp`, where it lives, is replaced), the
+/// filesystem (see the module's docs: every mount of the machine read-only
+/// but its devices and the pod's own `/proc`, then the pod's own `/run`
+/// with `$KRAYNE_POD_DIR` bound under it before `/tmp`, where it lives, is
+/// replaced, and the overlays — their `chmod`s only inside them), the
 /// image's layers (its arguments) and user, its host name and
 /// `/etc/hosts` (as the kubelet writes them), its loopback up, a relay per
 /// port, then the script as `ray`, as a container's `postStart` hook runs
@@ -161,11 +182,17 @@ impl Daemons {
 /// started run.
 const WRAPPER: &str = r#"set -e
 mount --make-rprivate /
+mount -o remount,bind,ro /
+for m in $(awk '{print $5}' /proc/self/mountinfo | sort -ru); do
+  case "$m" in /|/dev|/dev/pts|/proc|/proc/*) continue ;; esac
+  mount -o remount,bind,ro "$m" 2>/dev/null || echo "krayne sandbox: $m stays writable" >&2
+done
+mount -t tmpfs -o mode=1777 pod-shm /dev/shm
 mount -t tmpfs -o mode=0755 pod-run /run
 mkdir /run/krayne-pod
 mount --bind "$KRAYNE_POD_DIR" /run/krayne-pod
+mount -o remount,bind,rw /run/krayne-pod
 P=/run/krayne-pod
-mount -o remount,bind,ro /
 for d in etc usr var home root opt; do
   [ -d "/$d" ] || continue
   mkdir -p "$P/fs/$d" "$P/fs/.work/$d"
@@ -180,9 +207,9 @@ mount -t tmpfs -o mode=1777 pod-tmp /tmp
 hostname "$KRAYNE_POD_NAME"
 printf '127.0.0.1\tlocalhost\n%s\t%s\n' "$KRAYNE_POD_IP" "$KRAYNE_POD_NAME" >/etc/hosts
 taken="$(getent passwd 1000 | cut -d: -f1)"
-if [ -n "$taken" ]; then userdel "$taken"; fi
-if getent passwd ray >/dev/null; then userdel ray; fi
-useradd --uid 1000 --gid users --create-home --home-dir /home/ray --shell /bin/bash ray
+if [ -n "$taken" ]; then userdel "$taken" 2>/dev/null || true; fi
+if getent passwd ray >/dev/null; then userdel ray 2>/dev/null || true; fi
+useradd --non-unique --uid 1000 --gid users --create-home --home-dir /home/ray --shell /bin/bash ray
 if [ -d /etc/sudoers.d ]; then echo 'ray ALL=(ALL) NOPASSWD:ALL' >/etc/sudoers.d/ray; chmod 0440 /etc/sudoers.d/ray; fi
 if [ -x /usr/sbin/sshd ]; then
   getent passwd sshd >/dev/null || useradd --system --home-dir /run/sshd --shell /usr/sbin/nologin sshd
@@ -190,7 +217,8 @@ if [ -x /usr/sbin/sshd ]; then
 fi
 IFS=:
 for d in $PATH; do
-  while [ "$d" != / ] && [ -n "$d" ]; do chmod o+x "$d" 2>/dev/null || true; d="$(dirname "$d")"; done
+  case "$d" in /etc/*|/usr/*|/var/*|/home/*|/root/*|/opt/*) ;; *) continue ;; esac
+  while [ "$d" != / ]; do chmod o+x "$d" 2>/dev/null || true; d="$(dirname "$d")"; done
 done
 unset IFS
 mkdir -p "$P/run" "$P/sockets"

@@ -395,13 +395,22 @@ fn namespaces_here() -> bool {
 /// A head's own script, run for real, as the Ray images' user on a host
 /// named as the pod: it reaches the pod's loopback only (the port-forward
 /// answers from inside, the pod's IP refuses), and it cannot write to this
-/// machine's files (its `/tmp` is the pod's).
+/// machine's files, not even a world-writable directory or `/dev/shm` (its
+/// `/tmp` and `/run` are the pod's).
 #[tokio::test]
 async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
     if !namespaces_here() {
         return;
     }
-    let escape = std::env::temp_dir().join(format!("krayne-sandbox-escape-{}", std::process::id()));
+    // Places the pod's user could write to, were they the machine's: a
+    // world-writable directory outside the pod's own (its /tmp and /run
+    // are its own), and the machine's /dev/shm.
+    let open_dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("krayne-open-{}", std::process::id()));
+    std::fs::create_dir_all(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let escape = open_dir.join("escaped");
+    let shm = std::path::PathBuf::from(format!("/dev/shm/krayne-sandbox-escape-{}", std::process::id()));
     let mut options = krayne_sandbox::SandboxOptions::fast();
     options.real_daemons = Some(krayne_sandbox::RealDaemons::default());
     let (_sb, client) = crate::start_with(options).await;
@@ -409,8 +418,9 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
     // A daemon on the pod's loopback (as code-server's flag says), and a
     // write outside the pod's run directory.
     let script = format!(
-        "touch {escape}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside $(id -un)@$(hostname)' & # --bind-addr 127.0.0.1:8443",
-        escape = escape.display()
+        "touch {escape} {shm}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside $(id -un)@$(hostname)' & # --bind-addr 127.0.0.1:8443",
+        escape = escape.display(),
+        shm = shm.display()
     );
     obj.data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["lifecycle"]["postStart"]["exec"]["command"] =
         serde_json::json!(["/bin/sh", "-c", script]);
@@ -436,4 +446,5 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
         "the pod's IP answered"
     );
     assert!(!escape.exists(), "the script wrote {}", escape.display());
+    assert!(!shm.exists(), "the script wrote {}", shm.display());
 }
