@@ -8,12 +8,27 @@
 # Reproducible: the toolchain comes from rust-toolchain.toml's pinned release,
 # dependencies from Cargo.lock (--locked), and the build needs no protoc
 # (protox is pure Rust) and nothing from the network besides crates.io.
-# Pin both base images by digest in your release pipeline
-# (`FROM image:tag@sha256:…`); tags are kept here so updates stay readable.
+#
+# Releases pin both base images by digest and publish an SBOM and build
+# provenance (docs/operations.md, "Images and supply chain"):
+#
+#   docker buildx build --sbom=true --provenance=mode=max --push -t <registry>/krayne:0.1.0
+#     --build-arg BUILD_IMAGE=rust:1.95.0-slim-bookworm@sha256:<digest>
+#     --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest>
+#     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
+#
+# (one command, its arguments on four lines here).
+#
+# (`docker buildx imagetools inspect <image:tag>` prints a tag's digest.) The
+# defaults below are tags, so that updates stay readable; no digest is
+# written here that was not read from a registry.
 
 ARG RUST_VERSION=1.95.0
+# The base images, by tag or (in releases) `tag@sha256:…`.
+ARG BUILD_IMAGE=rust:${RUST_VERSION}-slim-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
-FROM rust:${RUST_VERSION}-slim-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 # Paths of the build machine stay out of the binaries.
 ENV CARGO_INCREMENTAL=0 \
@@ -33,7 +48,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 
 # distroless/cc: glibc, libgcc, CA certificates and tzdata; no shell, no
 # package manager. UID/GID 65532 is its `nonroot` user.
-FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
+ARG RUNTIME_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=1970-01-01T00:00:00Z
@@ -44,7 +60,7 @@ LABEL org.opencontainers.image.title="krayne" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://example.invalid/krayne" \
-      org.opencontainers.image.base.name="gcr.io/distroless/cc-debian12:nonroot"
+      org.opencontainers.image.base.name="${RUNTIME_IMAGE}"
 COPY --from=build --chown=0:0 --chmod=0555 /out/krayne-server /out/krayne /usr/local/bin/
 USER 65532:65532
 # 8080: REST and gRPC (one port). 9090: /healthz, /readyz, /metrics.

@@ -117,8 +117,15 @@ impl From<tonic::Status> for ClientError {
             }
             source = cause.source();
         }
+        // A stream cut by its connection (a replica stopping, a proxy
+        // between) is no cancellation of the caller's: the server is
+        // unavailable, and the call may be made again.
+        let code = match status.code() {
+            Code::Cancelled if std::error::Error::source(&status).is_some() => Code::Unavailable,
+            code => code,
+        };
         Self {
-            code: status.code(),
+            code,
             message,
             violations,
             request_id,

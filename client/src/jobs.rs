@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use futures::{Stream, StreamExt as _};
+use futures::StreamExt as _;
 use tonic::Code;
 
 use crate::{
@@ -123,7 +123,7 @@ pub fn is_terminal(job: &proto::Job) -> bool {
     )
 }
 
-fn job_ref(namespace: &str, name: &str, id: &str) -> proto::JobRef {
+pub(crate) fn job_ref(namespace: &str, name: &str, id: &str) -> proto::JobRef {
     proto::JobRef {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
@@ -260,22 +260,6 @@ impl Client {
     pub async fn job_logs(&self, namespace: &str, name: &str, id: &str) -> Result<String, ClientError> {
         let message = job_ref(namespace, name, id);
         Ok(retrying!(self, jobs_service, get_job_logs, message)?.into_inner().logs)
-    }
-
-    /// A job's log from its start as it grows, until the job ends
-    /// (viewer): chunks of whole lines.
-    pub async fn tail_job_logs(
-        &self,
-        namespace: &str,
-        name: &str,
-        id: &str,
-    ) -> Result<impl Stream<Item = Result<String, ClientError>> + use<>, ClientError> {
-        let stream = self
-            .jobs_service()
-            .tail_job_logs(job_ref(namespace, name, id))
-            .await?
-            .into_inner();
-        Ok(stream.map(|chunk| chunk.map(|c| c.text).map_err(ClientError::from)))
     }
 
     /// Asks a job to stop (editor); `stopped` is false when it had ended.

@@ -8,6 +8,7 @@ mod error;
 mod jobs;
 pub mod json;
 mod live;
+mod logs;
 pub mod package;
 mod spec;
 mod tunnel;

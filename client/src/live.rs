@@ -1,10 +1,20 @@
 //! A live watch of clusters (`WatchClusters`) that survives a server
 //! ending it with `Unavailable` (a replica shutting down, a client read too
-//! slowly): it reopens after the last version it delivered, so nothing is
-//! missed and nothing repeats. It ends instead while initial events are
+//! slowly, the connection lost): it reopens after the last version it
+//! delivered, so nothing is missed and nothing repeats. Versions are a
+//! replica's own: when the reopened watch lands on another replica (after
+//! a rollout, behind a load balancer) or the version is no longer held
+//! (`OutOfRange`), it lists again, as an informer does — the list comes as
+//! initial events, and only the difference from what was delivered is
+//! passed on (`ADDED` for clusters not seen, `MODIFIED` for those that
+//! changed, `DELETED` for those gone), so the caller's view stays whole
+//! without repeats (a watch that did not start with initial events has no
+//! list to compare with: after a relist, the clusters it never mentioned
+//! come as `ADDED`). It ends instead while its own initial events are
 //! still coming (before their bookmark), since a resumed watch would not
-//! finish the list. `OutOfRange` (the version is no longer held) ends it:
-//! list again, then watch from the list.
+//! finish the list.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use backon::{BackoffBuilder as _, ExponentialBackoff};
 use futures::{Stream, StreamExt as _, stream::BoxStream};
@@ -12,7 +22,7 @@ use tonic::Request;
 
 use crate::{
     Client, ClientError,
-    proto::{WatchClustersRequest, WatchClustersResponse, WatchEventType},
+    proto::{ClusterInfo, WatchClustersRequest, WatchClustersResponse, WatchEventType},
 };
 
 /// Where a watch starts.
@@ -36,7 +46,25 @@ struct Live {
     /// Initial events were asked for and their closing bookmark has not
     /// come: resuming now would leave the initial list short.
     initial_pending: bool,
+    /// Every cluster as last delivered, by namespace and name.
+    known: BTreeMap<(String, String), ClusterInfo>,
+    /// Listing again: the list so far (until its bookmark).
+    relisting: Option<Vec<ClusterInfo>>,
+    /// Events of a finished relist, still to deliver.
+    ready: VecDeque<WatchClustersResponse>,
     finished: bool,
+}
+
+fn key(cluster: &ClusterInfo) -> (String, String) {
+    (cluster.namespace.clone(), cluster.name.clone())
+}
+
+fn event(kind: WatchEventType, version: &str, cluster: ClusterInfo) -> WatchClustersResponse {
+    WatchClustersResponse {
+        r#type: kind.into(),
+        resource_version: version.to_owned(),
+        cluster: Some(cluster),
+    }
 }
 
 impl Client {
@@ -59,6 +87,9 @@ impl Client {
             current: Some(first),
             backoff: self.retry.backoff().build(),
             initial_pending: from.send_initial_events,
+            known: BTreeMap::new(),
+            relisting: None,
+            ready: VecDeque::new(),
             finished: false,
         };
         Ok(futures::stream::unfold(live, |mut live| async move {
@@ -90,13 +121,23 @@ impl Client {
 impl Live {
     async fn next(&mut self) -> Option<Result<WatchClustersResponse, ClientError>> {
         while !self.finished {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
             let Some(current) = self.current.as_mut() else {
                 let from = WatchFrom {
-                    resource_version: self.last.clone(),
-                    send_initial_events: false,
+                    resource_version: if self.relisting.is_some() {
+                        None
+                    } else {
+                        self.last.clone()
+                    },
+                    send_initial_events: self.relisting.is_some(),
                 };
                 match self.client.open_cluster_watch(&self.namespace, &from).await {
                     Ok(events) => self.current = Some(events),
+                    Err(e) if e.code() == tonic::Code::OutOfRange && self.relisting.is_none() => {
+                        self.relisting = Some(Vec::new());
+                    }
                     Err(e) => {
                         self.finished = true;
                         return Some(Err(e));
@@ -106,25 +147,27 @@ impl Live {
             };
             match current.next().await.map(|r| r.map_err(ClientError::from)) {
                 Some(Ok(event)) => {
-                    if event.r#type() == WatchEventType::Bookmark {
-                        self.initial_pending = false;
-                    }
-                    self.last = Some(event.resource_version.clone());
                     self.backoff = self.client.retry.backoff().build();
-                    return Some(Ok(event));
-                }
-                Some(Err(e)) if e.is_unavailable() && self.last.is_some() && !self.initial_pending => {
-                    match self.backoff.next() {
-                        Some(pause) => {
-                            self.current = None;
-                            tokio::time::sleep(pause).await;
-                        }
-                        None => {
-                            self.finished = true;
-                            return Some(Err(e));
-                        }
+                    if let Some(event) = self.took(event) {
+                        return Some(Ok(event));
                     }
                 }
+                Some(Err(e)) if e.code() == tonic::Code::OutOfRange && self.resumable() => {
+                    self.current = None;
+                    self.relisting = Some(Vec::new());
+                }
+                Some(Err(e)) if e.is_unavailable() && self.resumable() => match self.backoff.next() {
+                    Some(pause) => {
+                        self.current = None;
+                        // A relist cut short starts over.
+                        self.relisting = self.relisting.take().map(|_| Vec::new());
+                        tokio::time::sleep(pause).await;
+                    }
+                    None => {
+                        self.finished = true;
+                        return Some(Err(e));
+                    }
+                },
                 Some(Err(e)) => {
                     self.finished = true;
                     return Some(Err(e));
@@ -134,6 +177,80 @@ impl Live {
         }
         None
     }
+
+    /// Whether the watch can go on after its stream broke: it has
+    /// somewhere to resume from, and is not in its own initial list.
+    fn resumable(&self) -> bool {
+        (self.last.is_some() || self.relisting.is_some()) && !self.initial_pending
+    }
+
+    /// Takes in `event`; returns what to deliver now.
+    fn took(&mut self, event: WatchClustersResponse) -> Option<WatchClustersResponse> {
+        let kind = event.r#type();
+        if let Some(listed) = self.relisting.as_mut() {
+            if kind != WatchEventType::Bookmark {
+                listed.extend(event.cluster);
+                return None;
+            }
+            self.relisted(&event.resource_version);
+        }
+        if kind == WatchEventType::Bookmark {
+            self.initial_pending = false;
+        }
+        self.last = Some(event.resource_version.clone());
+        if let Some(cluster) = &event.cluster {
+            match kind {
+                WatchEventType::Deleted => {
+                    self.known.remove(&key(cluster));
+                }
+                WatchEventType::Added | WatchEventType::Modified => {
+                    self.known.insert(key(cluster), cluster.clone());
+                }
+                WatchEventType::Bookmark | WatchEventType::Unspecified => {}
+            }
+        }
+        match self.ready.pop_front() {
+            Some(first) => {
+                self.ready.push_back(event);
+                Some(first)
+            }
+            None => Some(event),
+        }
+    }
+
+    /// The relist is complete at `version`: queues the difference between
+    /// it and what was delivered, and makes it what was delivered.
+    fn relisted(&mut self, version: &str) {
+        let listed = self.relisting.take().unwrap_or_default();
+        self.ready.extend(difference(&mut self.known, listed, version));
+    }
+}
+
+/// The events that take a watcher from `known` to `listed` (a list made
+/// at `version`); `known` becomes `listed`.
+fn difference(
+    known: &mut BTreeMap<(String, String), ClusterInfo>,
+    listed: Vec<ClusterInfo>,
+    version: &str,
+) -> Vec<WatchClustersResponse> {
+    let mut events = Vec::new();
+    let mut gone = std::mem::take(known);
+    for cluster in listed {
+        let kind = match gone.remove(&key(&cluster)) {
+            Some(before) if before == cluster => None,
+            Some(_) => Some(WatchEventType::Modified),
+            None => Some(WatchEventType::Added),
+        };
+        if let Some(kind) = kind {
+            events.push(event(kind, version, cluster.clone()));
+        }
+        known.insert(key(&cluster), cluster);
+    }
+    events.extend(
+        gone.into_values()
+            .map(|cluster| event(WatchEventType::Deleted, version, cluster)),
+    );
+    events
 }
 
 /// `ADDED`, `MODIFIED`, … as `krayne get -w` prints them.
@@ -144,5 +261,57 @@ pub fn event_type_name(event: &WatchClustersResponse) -> &'static str {
         Ok(WatchEventType::Deleted) => "DELETED",
         Ok(WatchEventType::Bookmark) => "BOOKMARK",
         Ok(WatchEventType::Unspecified) | Err(_) => "UNKNOWN",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(name: &str, status: &str) -> ClusterInfo {
+        ClusterInfo {
+            namespace: "ml-team".into(),
+            name: name.into(),
+            status: status.into(),
+            ..ClusterInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_relist_passes_on_only_what_changed() {
+        let mut known: BTreeMap<_, _> = [
+            cluster("same", "ready"),
+            cluster("changed", "pending"),
+            cluster("gone", "ready"),
+        ]
+        .into_iter()
+        .map(|c| (key(&c), c))
+        .collect();
+        let listed = vec![
+            cluster("same", "ready"),
+            cluster("changed", "ready"),
+            cluster("new", "pending"),
+        ];
+        let events = difference(&mut known, listed.clone(), "v9");
+        let seen: Vec<(&str, &str, &str)> = events
+            .iter()
+            .map(|e| {
+                let name = e.cluster.as_ref().map_or("", |c| c.name.as_str());
+                (event_type_name(e), name, e.resource_version.as_str())
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("MODIFIED", "changed", "v9"),
+                ("ADDED", "new", "v9"),
+                ("DELETED", "gone", "v9")
+            ]
+        );
+        assert_eq!(known.into_values().collect::<Vec<_>>(), {
+            let mut sorted = listed;
+            sorted.sort_by(|a, b| a.name.cmp(&b.name));
+            sorted
+        });
     }
 }

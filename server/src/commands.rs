@@ -6,19 +6,19 @@ use jsonwebtoken::Algorithm;
 
 use crate::{
     app::{self, Parts},
-    audit::{self, DatabaseOptions, QueueOptions},
+    audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
         Authenticator, JwksOptions, JwksSource, MintRequest, SessionKeys, TokenRules, Verifier, VerifyingKey,
         load_mapping, mint, watch_mapping,
     },
     config::{
-        AuditCommand, CacheArgs, Cli, Command, DatabaseArgs, HttpArgs, JwtArgs, MintArgs, PruneArgs, SandboxArgs,
-        ServeArgs, TokenCommand, UpstreamMode,
+        AuditCommand, CacheArgs, Cli, ClusterPodSecurity, Command, DatabaseArgs, HttpArgs, JwtArgs, MigrateArgs,
+        MintArgs, PruneArgs, SandboxArgs, ServeArgs, TokenCommand, UpstreamMode,
     },
     domain::{AppsDomain, PublicUrl, VersionInfo},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
-    manifest::{ManifestSettings, PolicyPeers},
+    manifest::{ManifestSettings, PodSecurity, PolicyPeers},
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
@@ -43,7 +43,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Sandbox(args) => sandbox_cmd::run(args).await,
             Command::Openapi => openapi(),
             Command::Token(TokenCommand::Mint(args)) => mint_token(&args),
-            Command::Migrate(db) => migrate(&db).await,
+            Command::Migrate(args) => migrate(&args).await,
             Command::Audit(AuditCommand::Prune(args)) => prune(&args).await,
         }
     });
@@ -119,6 +119,14 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
         (None, Some(issuer)) => Some((issuer.clone(), true)),
         (None, None) => None,
     };
+    if jwt.jwt_hs256_secret_file.is_some() && jwks.is_some() && !jwt.allow_hs256_with_jwks {
+        return Err(
+            "--jwt-hs256-secret-file beside --jwks-url or --oidc-issuer-url: the development secret \
+                    would let whoever holds it sign in as anyone; drop it, or give \
+                    --allow-hs256-with-jwks if this is meant"
+                .into(),
+        );
+    }
     if keys.is_empty() && jwks.is_none() {
         return Err(
             "no token keys: give --jwks-url, --oidc-issuer-url or --jwt-public-key ALG:PATH \
@@ -216,6 +224,10 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
             notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
+            pod_security: match http.cluster_pod_security {
+                ClusterPodSecurity::Krayne => PodSecurity::Krayne,
+                ClusterPodSecurity::Restricted => PodSecurity::Restricted,
+            },
         },
         sessions: SessionSettings {
             keys,
@@ -272,7 +284,20 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     });
     let upstream = upstream(mode, &client);
     let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
-    let sink = audit::open(&database(&args.database), &QueueOptions::default(), SWEEP_AFTER).await?;
+    let upkeep = Upkeep {
+        migrate: args.migrate_on_start,
+        sweep_after: SWEEP_AFTER,
+        url_file: args.database.database_url_file.clone(),
+        ca_file: args.database.database_ca_file.clone(),
+        ..Upkeep::default()
+    };
+    let sink = audit::open(
+        &database(&args.database)?,
+        &QueueOptions::default(),
+        upkeep,
+        FIRST_UPKEEP,
+    )
+    .await?;
     let mut parts = Parts::new(
         k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
         sink.clone(),
@@ -290,6 +315,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.trusted_proxies = TrustedProxies::parse(&args.http.trusted_proxies)?.with_header(header);
     parts.reflection_needs_token = args.http.grpc_reflection_requires_token;
     parts.grace = Duration::from_secs(args.http.shutdown_grace_seconds);
+    parts.drain_delay = Duration::from_secs(args.http.shutdown_delay_seconds);
     parts.service.version = version_info(&[
         ("watch-cache", args.cache.cache),
         ("audit-reads", args.audit_reads),
@@ -298,6 +324,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ("service-tunnels", true),
         ("browser-sessions", parts.service.sessions.keys.is_some()),
         ("apps-domain", parts.service.apps_domain.is_some()),
+        (
+            "restricted-pods",
+            parts.service.manifest.pod_security == PodSecurity::Restricted,
+        ),
     ]);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
@@ -360,20 +390,36 @@ fn duration(text: &str) -> Result<jiff::SignedDuration, String> {
 /// lives longer (unary requests time out well before).
 pub(crate) const SWEEP_AFTER: Duration = Duration::from_secs(120);
 
-pub(crate) fn database(db: &DatabaseArgs) -> DatabaseOptions {
-    DatabaseOptions {
-        url: db.database_url.clone(),
+/// How long a starting server waits for the audit database's first
+/// answer (migrations, the sweep) before it serves without it.
+pub(crate) const FIRST_UPKEEP: Duration = Duration::from_secs(10);
+
+/// The database flags as options; the URL is read from its file when one
+/// is named.
+pub(crate) fn database(db: &DatabaseArgs) -> Result<DatabaseOptions, String> {
+    let url = match &db.database_url_file {
+        Some(file) => audit::read_url(file).map_err(|e| format!("--database-url-file {e}"))?,
+        None => db.database_url.clone(),
+    };
+    Ok(DatabaseOptions {
+        url,
         max_connections: db.database_max_connections,
         statement_timeout: Duration::from_secs(db.database_statement_timeout_seconds),
         acquire_timeout: Duration::from_secs(db.database_acquire_timeout_seconds),
-    }
+        ca_file: db.database_ca_file.clone(),
+    })
 }
 
 #[expect(clippy::print_stdout)]
-async fn migrate(db: &DatabaseArgs) -> Result<(), String> {
-    let store = audit::Store::connect(&database(db))?;
+async fn migrate(args: &MigrateArgs) -> Result<(), String> {
+    let options = database(&args.database)?;
+    let store = audit::Store::connect(&options)?;
     store.migrate().await?;
-    println!("migrations applied to {}", audit::redact(&db.database_url));
+    println!("migrations applied to {}", audit::redact(&options.url));
+    if let Some(role) = &args.grant_to {
+        store.grant_runtime(role).await?;
+        println!("granted {role} what serving needs (no DELETE, TRUNCATE or DDL on the audit log)");
+    }
     Ok(())
 }
 
@@ -383,8 +429,7 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
     let cutoff = jiff::Timestamp::now()
         .checked_sub(age)
         .map_err(|e| format!("--older-than: {e}"))?;
-    let store = audit::Store::connect(&database(&args.database))?;
-    store.migrate().await?;
+    let store = audit::Store::connect(&database(&args.database)?)?;
     let deleted = store
         .prune(&cutoff.to_string())
         .await

@@ -32,8 +32,10 @@ pub enum Command {
     /// Development tokens.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// Apply the audit database's migrations and exit.
-    Migrate(DatabaseArgs),
+    /// Apply the audit database's migrations and exit (run it as the
+    /// schema's owner, before `serve` starts with a role that may only
+    /// append to the audit log).
+    Migrate(MigrateArgs),
     /// Audit log maintenance.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -51,6 +53,16 @@ pub struct DatabaseArgs {
         hide_env_values = true
     )]
     pub database_url: String,
+    /// File holding the database URL, read instead of `--database-url` and
+    /// re-read every few seconds: a rotated password (a Secret mounted as a
+    /// volume) is used by new connections without a restart.
+    #[arg(long, env = "KRAYNE_DATABASE_URL_FILE")]
+    pub database_url_file: Option<PathBuf>,
+    /// CA certificate file (PEM) to verify the Postgres server's
+    /// certificate and host name against (`sslmode=verify-full`).
+    /// `sslmode=require` alone encrypts but verifies nothing.
+    #[arg(long, env = "KRAYNE_DATABASE_CA_FILE")]
+    pub database_ca_file: Option<PathBuf>,
     /// Largest connection pool.
     #[arg(long, env = "KRAYNE_DATABASE_MAX_CONNECTIONS", default_value_t = 10)]
     pub database_max_connections: u32,
@@ -61,6 +73,19 @@ pub struct DatabaseArgs {
     /// refused (503) rather than made without its audit row.
     #[arg(long, env = "KRAYNE_DATABASE_ACQUIRE_TIMEOUT_SECONDS", default_value_t = 1)]
     pub database_acquire_timeout_seconds: u64,
+}
+
+/// `krayne-server migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The database, reached as the owner of its schema.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Grant this Postgres role what `serve` needs and no more: read and
+    /// append audit rows, write their outcomes, keep heartbeats and
+    /// admission leases (no DELETE, TRUNCATE or DDL on the audit log).
+    #[arg(long, env = "KRAYNE_MIGRATE_GRANT_TO", value_name = "ROLE")]
+    pub grant_to: Option<String>,
 }
 
 /// `krayne-server audit …`.
@@ -144,7 +169,15 @@ pub struct HttpArgs {
     /// never need one).
     #[arg(long, env = "KRAYNE_GRPC_REFLECTION_REQUIRES_TOKEN")]
     pub grpc_reflection_requires_token: bool,
-    /// On SIGTERM/SIGINT, how long in-flight requests may finish, in seconds.
+    /// On SIGTERM/SIGINT, how long to go on serving while `/readyz`
+    /// answers 503 (draining), so that load balancers and endpoints stop
+    /// sending new connections here first, in seconds. Behind a Kubernetes
+    /// Service, a few seconds more than endpoint propagation takes.
+    #[arg(long, env = "KRAYNE_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
+    pub shutdown_delay_seconds: u64,
+    /// Then, how long in-flight requests and open tunnels may go on, in
+    /// seconds (watches, waits and followed logs end at once, telling
+    /// clients to reconnect).
     #[arg(long, env = "KRAYNE_SHUTDOWN_GRACE_SECONDS", default_value_t = 20)]
     pub shutdown_grace_seconds: u64,
     /// Largest working-dir package a job may upload to a cluster's head,
@@ -225,6 +258,16 @@ pub struct HttpArgs {
     /// team mapping).
     #[arg(long, env = "KRAYNE_SESSION_TTL_SECONDS", default_value_t = 3600)]
     pub session_ttl_seconds: u64,
+    /// How clusters' pods are secured: `krayne` as Krayne builds them (the
+    /// image's user; the head's bootstrap installs what the image lacks
+    /// with sudo, apt-get, pip and a download: passes the `baseline` Pod
+    /// Security Standard and needs internet egress), or `restricted`
+    /// (passes the `restricted` standard: uid 1000, no privilege
+    /// escalation, all capabilities dropped, RuntimeDefault seccomp; the
+    /// bootstrap installs nothing and needs no network, so use images with
+    /// the services preinstalled; no SSH, which needs root).
+    #[arg(long, env = "KRAYNE_CLUSTER_POD_SECURITY", value_enum, default_value = "krayne")]
+    pub cluster_pod_security: ClusterPodSecurity,
     /// Ray image of pods that name none (`-gpu` is added for GPU pods).
     #[arg(
         long,
@@ -264,6 +307,12 @@ pub struct ServeArgs {
     /// The audit database.
     #[command(flatten)]
     pub database: DatabaseArgs,
+    /// Apply the audit database's migrations at start (once it answers).
+    /// `false` when they run as a separate step (`krayne-server migrate`,
+    /// the chart's hook Job): the server then only checks that the schema
+    /// is new enough, and reports it in `/readyz` when it is not.
+    #[arg(long, env = "KRAYNE_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate_on_start: bool,
     /// Audit reads (get, list, describe) too, not only changes.
     #[arg(long, env = "KRAYNE_AUDIT_READS")]
     pub audit_reads: bool,
@@ -278,6 +327,15 @@ pub struct ServeArgs {
     /// Default: `direct` inside a cluster, `port-forward` outside.
     #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum)]
     pub service_upstream: Option<UpstreamMode>,
+}
+
+/// How clusters' pods are secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterPodSecurity {
+    /// As Krayne builds them (Pod Security `baseline`).
+    Krayne,
+    /// Pod Security `restricted`.
+    Restricted,
 }
 
 /// How clusters' services are reached.
@@ -321,6 +379,11 @@ pub struct JwtArgs {
     /// HS256 shared-secret file: development only.
     #[arg(long, env = "KRAYNE_JWT_HS256_SECRET_FILE")]
     pub jwt_hs256_secret_file: Option<PathBuf>,
+    /// Accept the HS256 development secret beside a JWKS or OIDC issuer
+    /// (refused otherwise: whoever holds the secret could mint any
+    /// identity the issuer vouches for).
+    #[arg(long, env = "KRAYNE_ALLOW_HS256_WITH_JWKS")]
+    pub allow_hs256_with_jwks: bool,
     /// Clock skew allowed, in seconds (at most 60).
     #[arg(long, env = "KRAYNE_JWT_LEEWAY_SECONDS", default_value_t = 30)]
     pub jwt_leeway_seconds: u64,

@@ -95,6 +95,7 @@ async fn main() {
         max_connections: 4,
         statement_timeout: Duration::from_secs(30),
         acquire_timeout: Duration::from_secs(5),
+        ca_file: None,
     })
     .unwrap();
     store.migrate().await.unwrap();
@@ -106,6 +107,7 @@ async fn main() {
             batch_queue: 50_000,
             ..QueueOptions::default()
         },
+        "bench",
     );
 
     const SINGLE: usize = 2_000;

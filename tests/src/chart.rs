@@ -28,6 +28,16 @@ pub fn read(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A file of the repository (not only the chart), by path relative to the
+/// repository's root, e.g. `docs/operations.md`.
+///
+/// # Panics
+/// When the file cannot be read.
+pub fn repo_file(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A plain YAML file of the chart (no template actions), as JSON.
 ///
 /// # Panics
@@ -104,6 +114,63 @@ pub fn static_documents(template: &str) -> Vec<Value> {
     documents.into_iter().filter(|d| !d.is_null()).collect()
 }
 
+/// The template actions of a text (what stands between `{{` and `}}`,
+/// trimmed, without the `-` of whitespace trimming), leaving out
+/// `{{/* … */}}` comments.
+pub fn template_actions(text: &str) -> Vec<String> {
+    let mut actions = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        if after.trim_start_matches('-').trim_start().starts_with("/*") {
+            rest = after.find("*/}}").map_or("", |end| &after[end + 4..]);
+            continue;
+        }
+        let Some(end) = after.find("}}") else {
+            break;
+        };
+        actions.push(
+            after[..end]
+                .trim_start_matches('-')
+                .trim_end_matches('-')
+                .trim()
+                .to_owned(),
+        );
+        rest = &after[end + 2..];
+    }
+    actions
+}
+
+/// The anchors GitHub gives the headings of a Markdown text (outside
+/// fenced code blocks): lowercased, punctuation other than `-` and `_`
+/// dropped, spaces made `-`.
+pub fn markdown_anchors(text: &str) -> BTreeSet<String> {
+    let mut anchors = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let heading = line.trim_start_matches('#');
+        if !heading.starts_with(' ') {
+            continue;
+        }
+        let anchor: String = heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        anchors.insert(anchor);
+    }
+    anchors
+}
+
 /// Every `.Values.a.b` path a text refers to, as `a.b`.
 pub fn values_paths(text: &str) -> BTreeSet<String> {
     text.match_indices(".Values.")
@@ -152,6 +219,22 @@ mod tests {
     fn values_paths_are_found_in_pipelines() {
         let paths = values_paths("{{ .Values.image.tag | default $.Values.x }} {{- with .Values.a_b.c }}");
         assert_eq!(paths.into_iter().collect::<Vec<_>>(), ["a_b.c", "image.tag", "x"]);
+    }
+
+    #[test]
+    fn template_actions_leave_out_comments() {
+        let text = "{{/* a {{ b }} */}}\nname: {{ include \"x\" . }}-y {{- if .Values.z -}}\n{{- /* c */}}{{ end }}";
+        assert_eq!(template_actions(text), ["include \"x\" .", "if .Values.z", "end"]);
+    }
+
+    #[test]
+    fn markdown_anchors_are_githubs() {
+        let text = "# Operations\n## The edge\n```sh\n# not a heading\n```\n### A replica OOM-killed\n#### GitOps (Argo CD)\n#nope";
+        let anchors: Vec<String> = markdown_anchors(text).into_iter().collect();
+        assert_eq!(
+            anchors,
+            ["a-replica-oom-killed", "gitops-argo-cd", "operations", "the-edge"]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 // A test harness: failing loudly, with the reason, is its job.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod balancer;
 pub mod chart;
 mod clients;
 pub mod heads;
@@ -15,10 +16,12 @@ pub mod pty;
 pub mod raw;
 mod secrets;
 mod server;
+pub mod ssh_tunnel;
 pub mod watch;
 
+pub use balancer::Balancer;
 pub use clients::{Bearer, Grpc, Reply, Rest, bad_request_fields};
-pub use postgres::{PgServer, TestDb, test_database};
+pub use postgres::{PgServer, PgSetup, TestDb, test_database, unrelated_ca};
 pub use proxy::Proxy;
 pub use secrets::{E2E_SESSION_SECRET, register_secret, secrets_in};
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
@@ -45,4 +48,32 @@ fn series<'a>(text: &'a str, name: &'a str, labels: &'a str) -> impl Iterator<It
     text.lines()
         .filter(move |l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']) && l.contains(labels))
         .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Polls `/readyz` on `ops` until it reports `dependency` (`kubernetes`,
+/// `audit_database`) as `status` (`up`, `down`); asserts that the replica
+/// stays ready meanwhile (dependencies do not decide readiness). Returns
+/// the last body.
+///
+/// # Panics
+/// When it does not within `within`, or `/readyz` is not 200.
+pub async fn dependency_becomes(
+    ops: &Rest,
+    dependency: &str,
+    status: &str,
+    within: std::time::Duration,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let ready = ops.get("/readyz").await.expect(200);
+        if ready.body["dependencies"][dependency]["status"] == status {
+            return ready.body;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{dependency} not {status} within {within:?}: {}",
+            ready.text
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

@@ -161,24 +161,149 @@ async fn throwaway_cluster() -> String {
 /// again (on the same port, with the same data): for outages. Needs the
 /// local PostgreSQL binaries.
 pub struct PgServer {
-    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    /// `postgres://postgres[:password]@127.0.0.1:<port>/postgres`.
     pub url: String,
+    /// The port it listens on (127.0.0.1).
+    pub port: u16,
     dir: tempfile::TempDir,
     pg_ctl: PathBuf,
-    port: u16,
+    tls: bool,
+}
+
+/// How a [`PgServer`] is set up beyond the defaults (trust everyone, no
+/// TLS).
+#[derive(Debug, Clone, Default)]
+pub struct PgSetup {
+    /// TCP connections must give a password (SCRAM); `postgres`'s is this.
+    pub password: Option<String>,
+    /// Serve TLS with a certificate for `localhost` and `127.0.0.1` signed
+    /// by a CA of the server's own ([`PgServer::ca_file`]).
+    pub tls: bool,
+}
+
+/// Runs `openssl` with `args` in `dir`.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(status.success(), "openssl {args:?} failed");
+}
+
+/// A CA (`ca.crt`) and a server certificate it signed (`server.crt`,
+/// `server.key`) for `localhost` and `127.0.0.1`, in `dir`.
+fn certificates(dir: &std::path::Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=krayne test CA",
+            "-days",
+            "2",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").expect("san");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    // Postgres refuses a key others may read.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).expect("chmod key");
+}
+
+/// A CA of its own (`<name>.crt`, `<name>.key` in `dir`) that signed
+/// nothing: a certificate no server presents.
+///
+/// # Panics
+/// When `openssl` fails.
+pub fn unrelated_ca(dir: &std::path::Path, name: &str) -> PathBuf {
+    let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
+    let status = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &crt,
+        ])
+        .args(["-subj", "/CN=an unrelated CA", "-days", "1"])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(status.success(), "openssl failed");
+    dir.join(crt)
 }
 
 impl PgServer {
     /// Creates the cluster and starts it.
     pub async fn start() -> Self {
+        Self::start_with(PgSetup::default()).await
+    }
+
+    /// Creates the cluster as `setup` says and starts it.
+    pub async fn start_with(setup: PgSetup) -> Self {
         let (Some(initdb), Some(pg_ctl)) = (pg_bin("initdb"), pg_bin("pg_ctl")) else {
             no_postgres()
         };
         let dir = tempfile::Builder::new().prefix("krayne-pg-").tempdir().expect("pg dir");
         let data = dir.path().join("data");
+        let auth = match &setup.password {
+            Some(password) => {
+                std::fs::write(dir.path().join("pwfile"), password).expect("pwfile");
+                format!(
+                    "--auth-local=trust --auth-host=scram-sha-256 --pwfile={}",
+                    dir.path().join("pwfile").display()
+                )
+            }
+            None => "--auth=trust".to_owned(),
+        };
+        if setup.tls {
+            certificates(dir.path());
+        }
         let status = sh_as_postgres(
             &format!(
-                "{} -D {} -U postgres --auth=trust >/dev/null",
+                "{} -D {} -U postgres {auth} >/dev/null",
                 initdb.display(),
                 data.display()
             ),
@@ -186,11 +311,16 @@ impl PgServer {
         );
         assert!(status.success(), "initdb failed");
         let port = free_port();
+        let user = setup
+            .password
+            .as_ref()
+            .map_or_else(|| "postgres".to_owned(), |p| format!("postgres:{p}"));
         let server = Self {
-            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            url: format!("postgres://{user}@127.0.0.1:{port}/postgres"),
+            port,
             dir,
             pg_ctl,
-            port,
+            tls: setup.tls,
         };
         // Stops the server if this process dies without dropping it.
         let me = std::process::id();
@@ -206,13 +336,25 @@ impl PgServer {
         server
     }
 
+    /// The CA that signed the server's certificate (with
+    /// [`PgSetup::tls`]).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
     fn ctl(&self, action: &str) -> bool {
         let dir = self.dir.path();
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             self.port,
             dir.display()
         );
+        if self.tls {
+            options.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                dir.display()
+            ));
+        }
         sh_as_postgres(
             &format!(
                 "{} -D {} -l {} -o \"{options}\" -w -t 30 {action} >/dev/null",

@@ -69,6 +69,126 @@ app.kubernetes.io/name={{ include "krayne.name" . }},app.kubernetes.io/instance=
 {{- default (printf "%s-sessions" (include "krayne.fullname" .)) .Values.server.sessions.existingSecret }}
 {{- end }}
 
+{{/* "true" when browser sessions are on (a secret is given); empty otherwise. */}}
+{{- define "krayne.sessionsOn" -}}
+{{- if or .Values.server.sessions.existingSecret .Values.server.sessions.secret }}true{{ end }}
+{{- end }}
+
+{{/* "true" when a CA for the database's certificate is given; empty otherwise. */}}
+{{- define "krayne.databaseCaOn" -}}
+{{- if or .Values.database.tls.caSecret.name .Values.database.tls.caConfigMap.name }}true{{ end }}
+{{- end }}
+
+{{/*
+The migration Job's database URL: migrations.database.existingSecret, else
+a hook Secret the chart makes (from migrations.database.url, or from
+database.url when the release's own Secret would not exist yet at
+pre-install), else the server's existing Secret.
+*/}}
+{{- define "krayne.migrationsSecretCreated" -}}
+{{- $m := .Values.migrations.database }}
+{{- if and (not $m.existingSecret) (or $m.url (not .Values.database.existingSecret)) }}true{{ end }}
+{{- end }}
+
+{{- define "krayne.migrationsSecret" -}}
+{{- if .Values.migrations.database.existingSecret }}
+{{- .Values.migrations.database.existingSecret }}
+{{- else if include "krayne.migrationsSecretCreated" . }}
+{{- printf "%s-migrations" (include "krayne.fullname" .) }}
+{{- else }}
+{{- .Values.database.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "krayne.migrationsSecretKey" -}}
+{{- if .Values.migrations.database.existingSecret }}
+{{- .Values.migrations.database.existingSecretKey }}
+{{- else if include "krayne.migrationsSecretCreated" . }}
+{{- print "database-url" }}
+{{- else }}
+{{- .Values.database.existingSecretKey }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of the migration Job's pods: not the Deployment's selector labels, so no Service, PDB or policy picks them. */}}
+{{- define "krayne.migrationsPodLabels" -}}
+app.kubernetes.io/name: {{ include "krayne.name" . }}-migrate
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: migrations
+app.kubernetes.io/part-of: krayne
+{{- end }}
+
+{{/* The pods' and the containers' securityContext (values, hardened by default). */}}
+{{- define "krayne.podSecurityContext" -}}
+{{- toYaml .Values.podSecurityContext }}
+{{- end }}
+
+{{- define "krayne.containerSecurityContext" -}}
+{{- toYaml .Values.containerSecurityContext }}
+{{- end }}
+
+{{/* The host of the apps wildcard: `*.<server.appsDomain>` without a port. */}}
+{{- define "krayne.appsHost" -}}
+{{- printf "*.%s" (regexReplaceAll ":[0-9]+$" .Values.server.appsDomain "") }}
+{{- end }}
+
+{{/*
+ingress-nginx annotations that keep krayne's traffic working: 100 MiB
+package uploads (and Jupyter's), and tunnels, watches and followed logs
+that stay open for an hour (WebSockets need nothing more on nginx). gRPC:
+backend-protocol GRPC, and no body limit, since a gRPC tunnel is one request
+body for its whole life (ingress-nginx applies proxy-*-timeout to grpc_*
+as well in releases with kubernetes/ingress-nginx#11258).
+*/}}
+{{- define "krayne.nginxDefaults.http" -}}
+nginx.ingress.kubernetes.io/proxy-body-size: "128m"
+nginx.ingress.kubernetes.io/proxy-read-timeout: "3600"
+nginx.ingress.kubernetes.io/proxy-send-timeout: "3600"
+nginx.ingress.kubernetes.io/proxy-buffering: "off"
+nginx.ingress.kubernetes.io/proxy-request-buffering: "off"
+{{- end }}
+
+{{- define "krayne.nginxDefaults.grpc" -}}
+nginx.ingress.kubernetes.io/backend-protocol: "GRPC"
+nginx.ingress.kubernetes.io/proxy-body-size: "0"
+nginx.ingress.kubernetes.io/proxy-read-timeout: "3600"
+nginx.ingress.kubernetes.io/proxy-send-timeout: "3600"
+{{- end }}
+
+{{/*
+Annotations of one Ingress: (dict "ingress" <its values> "role" "http"|"grpc").
+The nginx defaults apply with className nginx; the Ingress's own
+annotations win key by key.
+*/}}
+{{- define "krayne.ingressAnnotations" -}}
+{{- $own := deepCopy (default (dict) .ingress.annotations) }}
+{{- if eq .ingress.className "nginx" }}
+{{- $own = merge $own (fromYaml (include (printf "krayne.nginxDefaults.%s" .role) .)) }}
+{{- end }}
+{{- with $own }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* PromQL label matchers of this release's krayne series. */}}
+{{- define "krayne.alertSelector" -}}
+{{- if .Values.prometheusRule.metricSelector }}
+{{- .Values.prometheusRule.metricSelector }}
+{{- else }}
+{{- printf "namespace=%q, job=%q" .Release.Namespace (printf "%s-ops" (include "krayne.fullname" .)) }}
+{{- end }}
+{{- end }}
+
+{{/* kube-state-metrics matchers of this release's server containers. */}}
+{{- define "krayne.ksmSelector" -}}
+{{- printf "namespace=%q, container=\"krayne\", pod=~%q" .Release.Namespace (printf "%s-[a-z0-9]+-[a-z0-9]+" (include "krayne.fullname" .)) }}
+{{- end }}
+
+{{/* An alert label as Prometheus templates it (`$labels.pod` between double braces). */}}
+{{- define "krayne.promLabel" -}}
+{{- printf "{{ $labels.%s }}" . }}
+{{- end }}
+
 {{- define "krayne.databaseSecretKey" -}}
 {{- if .Values.database.existingSecret }}
 {{- .Values.database.existingSecretKey }}
@@ -115,5 +235,24 @@ Values the schema cannot express; rendering stops with a clear message.
 {{- end }}
 {{- if not (or .Values.database.existingSecret .Values.database.url) }}
 {{- fail "krayne: set the audit database: database.existingSecret (recommended) or database.url" }}
+{{- end }}
+{{- if and $a.hs256.existingSecret (or $a.oidcIssuerUrl $a.jwksUrl) (not $a.hs256.allowWithJwks) }}
+{{- fail "krayne: auth.hs256.existingSecret (development tokens) together with an OIDC or JWKS issuer lets whoever holds the shared secret mint any identity; remove it, or set auth.hs256.allowWithJwks: true" }}
+{{- end }}
+{{- if and .Values.database.tls.caSecret.name .Values.database.tls.caConfigMap.name }}
+{{- fail "krayne: set database.tls.caSecret or database.tls.caConfigMap, not both" }}
+{{- end }}
+{{- if and (not .Values.rbac.clusterWide) (not .Values.rbac.namespaces) }}
+{{- fail "krayne: say where krayne manages RayClusters: rbac.namespaces (Roles in just those namespaces; recommended) or rbac.clusterWide: true (one ClusterRole: every namespace, port-forward into any pod)" }}
+{{- end }}
+{{- if and (or .Values.ingress.apps.enabled (and .Values.gateway.enabled .Values.gateway.apps.enabled)) (not .Values.server.appsDomain) }}
+{{- fail "krayne: the apps Ingress or HTTPRoute needs server.appsDomain" }}
+{{- end }}
+{{- if .Values.gateway.enabled }}
+{{- range .Values.gateway.grpc.hostnames }}
+{{- if has . $.Values.gateway.api.hostnames }}
+{{- fail (printf "krayne: %s is a hostname of both gateway.api and gateway.grpc; an HTTPRoute and a GRPCRoute may not share one" .) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -34,7 +34,10 @@ pub struct Parts {
     pub trusted_proxies: TrustedProxies,
     /// Whether gRPC server reflection needs a valid token.
     pub reflection_needs_token: bool,
-    /// How long in-flight requests may finish after a shutdown signal.
+    /// After a shutdown signal, how long the server keeps serving while it
+    /// reports not ready (endpoints take that long to forget it).
+    pub drain_delay: Duration,
+    /// Then, how long in-flight requests and open tunnels may go on.
     pub grace: Duration,
     /// How clusters' services are reached (`None`: they are not).
     pub upstream: Option<Arc<dyn ServiceUpstream>>,
@@ -56,6 +59,7 @@ impl Parts {
             connections: ConnectionLimits::default(),
             trusted_proxies: TrustedProxies::default(),
             reflection_needs_token: false,
+            drain_delay: Duration::ZERO,
             grace: Duration::from_secs(20),
             upstream: None,
             quota_lock: None,
@@ -87,8 +91,10 @@ impl Running {
 }
 
 /// Binds both listeners and serves until `shutdown` resolves or `stop` is
-/// called; then stops accepting, lets in-flight requests finish within the
-/// grace period, and returns.
+/// called; then drains (not ready, still serving, for the drain delay),
+/// stops accepting and ends resumable streams, lets in-flight requests and
+/// tunnels go on within the grace period, closes what is left, and
+/// returns.
 pub async fn start(
     parts: Parts,
     api: SocketAddr,
@@ -103,6 +109,7 @@ pub async fn start(
         service = service.with_quota_lock(lock);
     }
     service.keep_quota_gauges(Duration::from_secs(15));
+    service.keep_dependency_gauges(Duration::from_secs(10));
     service.start_watch_hub();
     let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     let grpc_settings = GrpcSettings {
@@ -140,7 +147,7 @@ pub async fn start(
     let api_addr = api_listener.local_addr().map_err(|e| e.to_string())?;
     let ops_addr = ops_listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, stopping) = watch::channel(false);
-    let (grace, limits) = (parts.grace, parts.connections);
+    let (grace, limits, drain_delay) = (parts.grace, parts.connections, parts.drain_delay);
     let ops_app = ops::router(service.clone());
     let task = tokio::spawn(async move {
         let mut by_stop = stopping.clone();
@@ -150,8 +157,16 @@ pub async fn start(
                 () = shutdown => {}
                 _ = by_stop.changed() => {}
             }
-            tracing::info!("shutting down: no new connections; finishing requests in flight");
             grpc::not_serving(&health).await;
+            stopping_service.begin_drain();
+            if !drain_delay.is_zero() {
+                tracing::info!(
+                    seconds = drain_delay.as_secs(),
+                    "draining: not ready, still serving while endpoints forget this replica"
+                );
+                tokio::time::sleep(drain_delay).await;
+            }
+            tracing::info!("shutting down: no new connections; finishing requests in flight");
             stopping_service.begin_shutdown();
         };
         let mut ops_stop = stopping;
@@ -171,9 +186,15 @@ pub async fn start(
                 "requests still in flight after the grace period; stopping anyway"
             );
         }
-        service
-            .tunnels_closed(grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1)))
-            .await;
+        // Tunnels cannot be resumed: they may go on until the grace period
+        // ends, then close (saying why, and finishing their audit rows).
+        if !service.tunnels_closed(grace.saturating_sub(started.elapsed())).await {
+            tracing::warn!("tunnels still open at the end of the grace period: closing them");
+        }
+        service.close_tunnels();
+        if !service.tunnels_closed(Duration::from_secs(2)).await {
+            tracing::warn!("tunnels did not close in time");
+        }
         let left = grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
         service.flush_audit(left).await;
         ops_task.abort();

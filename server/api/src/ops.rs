@@ -49,20 +49,40 @@ pub async fn track_http(request: Request, next: Next) -> Response {
     response
 }
 
-/// Ready when Kubernetes and the audit log answer. Problems that do not
-/// stop serving (a rule missing from krayne's RBAC hurts one kind of
-/// request, not all) are listed but leave it ready: taking every replica
-/// out of service would turn one missing rule into an outage.
+/// Ready while the replica can serve: `503` while it starts (until
+/// Kubernetes has answered and the watch cache has listed once) and while
+/// it drains after a shutdown signal. Its dependencies are reported, as last probed in the
+/// background (the probe never waits on a slow one), but do not decide:
+/// with Postgres or the API server away, cached reads, watches and tunnels
+/// go on, and mutations are refused fail-closed by the use cases. Problems
+/// an operator must fix (a rule missing from krayne's RBAC, a schema older
+/// than this binary) are listed too.
 async fn readyz(State(service): State<ControlPlane>) -> Response {
-    let problems = service.problems();
-    let mut body = match service.ready().await {
-        Ok(()) => json!({"status": "ready"}),
-        Err(e) => json!({"status": "not ready", "reason": e.to_string()}),
-    };
-    if !problems.is_empty() {
-        body["problems"] = json!(problems);
+    let readiness = service.readiness().await;
+    let dependencies: serde_json::Map<String, serde_json::Value> = readiness
+        .dependencies
+        .iter()
+        .map(|d| {
+            let state = match (d.up, &d.error) {
+                (None, _) => json!({"status": "unknown"}),
+                (Some(true), _) => json!({"status": "up"}),
+                (Some(false), error) => json!({"status": "down", "error": error}),
+            };
+            (d.name.to_owned(), state)
+        })
+        .collect();
+    let mut body = json!({
+        "status": match (readiness.draining, readiness.starting) {
+            (true, _) => "draining",
+            (false, true) => "starting",
+            (false, false) => "ready",
+        },
+        "dependencies": dependencies,
+    });
+    if !readiness.problems.is_empty() {
+        body["problems"] = json!(readiness.problems);
     }
-    let status = if body["status"] == "ready" {
+    let status = if readiness.ready() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -78,8 +98,8 @@ fn record_runtime() {
     metrics::gauge!("krayne_runtime_alive_tasks").set(runtime.num_alive_tasks() as f64);
 }
 
-/// `/healthz` (the process is up), `/readyz` (Kubernetes and the audit
-/// log answer) and `/metrics` (Prometheus text).
+/// `/healthz` (the process is up), `/readyz` (the replica takes traffic;
+/// its dependencies reported) and `/metrics` (Prometheus text).
 pub fn router(plane: ControlPlane) -> Router {
     let handle = metrics_handle();
     Router::new()

@@ -8,30 +8,47 @@ mod lock;
 mod rows;
 mod sink;
 mod store;
+mod upkeep;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 pub use lock::SqlAdmissionLock;
 pub use sink::{QueueOptions, SqlAuditSink};
 pub use store::{DatabaseOptions, Store, redact};
+pub use upkeep::{Upkeep, read_url};
 
-/// Connects, migrates, and resolves rows a crash left pending (older than
-/// `sweep_after`).
+/// This process's name among the replicas sharing an audit database: the
+/// host (a pod's name) and a random suffix, so a restarted pod is a new
+/// replica.
+pub fn replica_name() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "krayne".into());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}
+
+/// Opens the audit log without waiting for its database: the sink is
+/// returned at once (writes fail, and mutations are refused, while the
+/// database is away), and the [`Upkeep`] runs in the background — its
+/// first round (migrations, schema check, heartbeat, sweep) is given up
+/// to `first_within` before this returns.
 pub async fn open(
     db: &DatabaseOptions,
     queues: &QueueOptions,
-    sweep_after: std::time::Duration,
+    upkeep: Upkeep,
+    first_within: Duration,
 ) -> Result<Arc<SqlAuditSink>, String> {
     let store = Store::connect(db)?;
-    store
-        .migrate()
-        .await
-        .map_err(|e| format!("audit database {}: {e}", redact(&db.url)))?;
-    let sink = SqlAuditSink::start(store, queues);
-    let cutoff = jiff::Timestamp::now()
-        .checked_sub(jiff::SignedDuration::try_from(sweep_after).unwrap_or_default())
-        .unwrap_or_else(|_| jiff::Timestamp::now());
-    let resolved = sink.sweep(&cutoff.to_string()).await?;
-    tracing::info!(database = %redact(&db.url), resolved_pending = resolved, "audit log ready");
+    let sink = SqlAuditSink::start(store.clone(), queues, &replica_name());
+    let url = upkeep.url_file.is_some().then(|| db.url.clone());
+    upkeep::start(
+        store,
+        sink.replica().to_owned(),
+        upkeep,
+        sink.problems_handle(),
+        first_within,
+        url,
+    )
+    .await;
+    tracing::info!(database = %redact(&db.url), replica = sink.replica(), "audit log opened");
     Ok(sink)
 }

@@ -1,24 +1,31 @@
 //! Quota admission serialized per namespace in the audit database, so it
-//! holds across every replica that shares it: a Postgres session-level
-//! advisory lock (`pg_advisory_lock(key, hashtext(namespace))`) on a
-//! connection held by the guard, taken after a lock in this process (so
-//! one pool connection per namespace waits, not one per request). With
-//! SQLite (one process by design) the lock in this process serves.
+//! holds across every replica that shares it: a lease row per namespace
+//! (`quota_admissions`), taken with one short statement and given back
+//! with another. No connection is held while Kubernetes is called, so
+//! twenty namespaces admitting at once use no more of the pool than
+//! twenty audit writes; a holder that dies leaves a lease that expires.
+//! Admissions in this process queue on a lock of its own first (one
+//! poller per namespace). With SQLite (one process by design) the lock in
+//! this process serves.
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::Duration,
 };
-
-use sqlx::Executor as _;
 
 use crate::{
     domain::{AdmissionGuard, AdmissionLock, Error},
     store::Store,
 };
 
-/// The advisory lock's first key: krayne's quota admissions.
-const QUOTA_LOCKS: i32 = 0x6b71_7461; // "kqta"
+/// How long a lease lasts: far longer than an admission (a quota check and
+/// one Kubernetes create, each bounded by its own timeout), so it expires
+/// only when its holder is gone.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// Longest an admission waits for another replica's.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// The audit database's admission lock.
 pub struct SqlAdmissionLock {
@@ -34,42 +41,7 @@ impl SqlAdmissionLock {
             local: Mutex::default(),
         }
     }
-}
 
-/// A held Postgres advisory lock: released on drop (the connection goes
-/// back to the pool after an unlock, or is closed, which releases it too).
-struct PgHeld {
-    connection: Option<sqlx::pool::PoolConnection<sqlx::Postgres>>,
-    namespace: String,
-}
-
-impl Drop for PgHeld {
-    fn drop(&mut self) {
-        let Some(mut connection) = self.connection.take() else {
-            return;
-        };
-        let namespace = std::mem::take(&mut self.namespace);
-        let unlock = async move {
-            let unlocked = sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
-                .bind(QUOTA_LOCKS)
-                .bind(&namespace)
-                .execute(&mut *connection)
-                .await;
-            if unlocked.is_err() {
-                // Closing the session releases its locks.
-                connection.close_on_drop();
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(unlock);
-            }
-            Err(_) => tracing::warn!("an admission lock outlived the runtime; its connection closes with it"),
-        }
-    }
-}
-
-impl SqlAdmissionLock {
     async fn local_lock(&self, namespace: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = self
             .local
@@ -80,44 +52,83 @@ impl SqlAdmissionLock {
             .clone();
         lock.lock_owned().await
     }
+
+    /// Takes `namespace`'s lease as `holder`, polling while another holds it.
+    async fn take(&self, namespace: &str, holder: &str) -> Result<(), Error> {
+        let unavailable = |why: String| {
+            tracing::warn!(namespace, why, "quota admission lock unavailable");
+            Error::Unavailable(format!(
+                "quota admission cannot be serialized now ({why}); nothing was created"
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let taken = self
+                .store
+                .take_lease(namespace, holder, LEASE)
+                .await
+                .map_err(|e| unavailable(format!("the audit database does not answer: {e}")))?;
+            if taken {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(unavailable(format!(
+                    "another replica's admission in this namespace took over {} s",
+                    WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
+        }
+    }
+}
+
+/// A held lease: given back on drop (if that fails, it expires).
+struct Lease {
+    store: Store,
+    namespace: String,
+    holder: String,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let (store, namespace, holder) = (
+            self.store.clone(),
+            std::mem::take(&mut self.namespace),
+            std::mem::take(&mut self.holder),
+        );
+        let give_back = async move {
+            if let Err(e) = store.drop_lease(&namespace, &holder).await {
+                tracing::warn!(error = %e, namespace, "admission lease not given back; it expires in a minute");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(give_back);
+            }
+            Err(_) => tracing::warn!("an admission lease outlived the runtime; it expires on its own"),
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl AdmissionLock for SqlAdmissionLock {
     async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error> {
-        let unavailable = |e: sqlx::Error| {
-            tracing::warn!(error = %e, namespace, "quota admission lock unavailable");
-            Error::Unavailable(
-                "quota admission cannot be serialized now (the audit database does not answer); nothing was created"
-                    .into(),
-            )
-        };
-        match &self.store {
-            Store::Postgres(pool) => {
-                // Admissions in this process queue here first, so at most
-                // one pool connection per namespace waits on the database
-                // lock (waiting ones must not starve the audit writers).
-                let local = self.local_lock(namespace).await;
-                let mut connection = pool.acquire().await.map_err(unavailable)?;
-                // The connection's statement timeout bounds the wait.
-                connection
-                    .execute(
-                        sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
-                            .bind(QUOTA_LOCKS)
-                            .bind(namespace),
-                    )
-                    .await
-                    .map_err(unavailable)?;
-                // Dropped in order: the database lock, then the local one.
-                Ok(AdmissionGuard::new((
-                    PgHeld {
-                        connection: Some(connection),
-                        namespace: namespace.to_owned(),
-                    },
-                    local,
-                )))
-            }
-            Store::Sqlite(_) => Ok(AdmissionGuard::new(self.local_lock(namespace).await)),
+        let local = self.local_lock(namespace).await;
+        if matches!(self.store, Store::Sqlite(_)) {
+            return Ok(AdmissionGuard::new(local));
         }
+        let holder = uuid::Uuid::now_v7().to_string();
+        self.take(namespace, &holder).await?;
+        // Dropped in order: the lease, then the local lock.
+        Ok(AdmissionGuard::new((
+            Lease {
+                store: self.store.clone(),
+                namespace: namespace.to_owned(),
+                holder,
+            },
+            local,
+        )))
     }
 }

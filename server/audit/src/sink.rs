@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::store::Store;
 use crate::domain::{
     AuditSink, Error,
-    audit::{AuditEntry, AuditFilter, Outcome},
+    audit::{AuditEntry, AuditFilter},
 };
 
 /// Sizes of the in-memory queues.
@@ -49,8 +49,11 @@ enum Queued {
 /// The audit log in Postgres or SQLite.
 pub struct SqlAuditSink {
     store: Store,
+    /// This replica, named in the rows it writes.
+    replica: Arc<str>,
     batch: mpsc::Sender<Queued>,
     retry: mpsc::Sender<Queued>,
+    problems: crate::upkeep::Problems,
 }
 
 /// Resolves once the writer behind `queue` has handled what was queued.
@@ -75,33 +78,59 @@ impl SqlAuditSink {
         crate::SqlAdmissionLock::new(self.store.clone())
     }
 
-    /// A sink over `store`, with its background writers started.
-    pub fn start(store: Store, q: &QueueOptions) -> Arc<Self> {
+    /// A sink over `store`, writing as `replica`, with its background
+    /// writers started.
+    pub fn start(store: Store, q: &QueueOptions, replica: &str) -> Arc<Self> {
         let (batch, batch_rx) = mpsc::channel(q.batch_queue.max(1));
         let (retry, retry_rx) = mpsc::channel(q.retry_queue.max(1));
+        let replica: Arc<str> = Arc::from(replica);
         tokio::spawn(write_batches(
             store.clone(),
+            replica.clone(),
             batch_rx,
             q.batch_size.max(1),
             q.batch_delay,
         ));
         tokio::spawn(retry_outcomes(store.clone(), retry_rx));
-        Arc::new(Self { store, batch, retry })
+        Arc::new(Self {
+            store,
+            replica,
+            batch,
+            retry,
+            problems: crate::upkeep::Problems::default(),
+        })
     }
 
-    /// Resolves rows left `pending` by a crash before `cutoff`: their
-    /// mutation may or may not have reached Kubernetes, so they become
-    /// `unknown`, saying so. Returns how many.
+    /// This replica's name in the rows it writes and in its heartbeat.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    pub(crate) fn problems_handle(&self) -> crate::upkeep::Problems {
+        self.problems.clone()
+    }
+
+    /// The store this sink writes to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Resolves rows left `pending` before `cutoff` by replicas that are
+    /// gone (none named, or no heartbeat for a minute): their mutation may
+    /// or may not have reached Kubernetes, so they become `unknown`, saying
+    /// so. Rows of live replicas (a tunnel open for hours) stay. Returns
+    /// how many.
     pub async fn sweep(&self, cutoff: &str) -> Result<usize, String> {
-        let stuck = self.store.pending_before(cutoff).await.map_err(|e| e.to_string())?;
-        for mut e in stuck.iter().cloned() {
-            e.outcome = Outcome::Unknown;
-            e.completed_at = Some(jiff::Timestamp::now().to_string());
-            e.error = Some("the server stopped before recording the outcome; check the cluster".into());
-            self.store.finish(&e).await.map_err(|err| err.to_string())?;
-            tracing::warn!(id = %e.id, request_id = %e.meta.request_id, action = %e.action, "resolved a pending audit row as unknown");
-        }
-        Ok(stuck.len())
+        let alive = jiff::Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_mins(1))
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let error = "the server stopped before recording the outcome; check the cluster";
+        let resolved = self
+            .store
+            .resolve_abandoned(cutoff, &alive.to_string(), error)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(resolved.len())
     }
 }
 
@@ -109,13 +138,19 @@ impl SqlAuditSink {
 impl AuditSink for SqlAuditSink {
     async fn begin(&self, entry: &AuditEntry) -> Result<(), Error> {
         let started = std::time::Instant::now();
-        let written = self.store.insert(std::slice::from_ref(entry)).await;
+        let written = self
+            .store
+            .insert_by(std::slice::from_ref(entry), Some(&self.replica))
+            .await;
         metrics::histogram!("krayne_audit_insert_seconds").record(started.elapsed().as_secs_f64());
         written.map(|_| ()).map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
     async fn begin_unique(&self, entry: &AuditEntry) -> Result<bool, Error> {
-        let written = self.store.insert(std::slice::from_ref(entry)).await;
+        let written = self
+            .store
+            .insert_by(std::slice::from_ref(entry), Some(&self.replica))
+            .await;
         written.map(|new| new == 1).map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
@@ -142,6 +177,10 @@ impl AuditSink for SqlAuditSink {
         self.store.ping().await.map_err(|e| unavailable(&e, NOT_WRITTEN))
     }
 
+    fn problems(&self) -> Vec<String> {
+        self.problems.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     async fn flush(&self) {
         // Side by side: a batch stuck on a database that is down must not
         // use up the time the outcomes (which settle `pending` rows) have.
@@ -158,7 +197,7 @@ impl AuditSink for SqlAuditSink {
 
 /// Batches rows until `size` or `delay` (or a flush), then inserts them in
 /// one statement; a failed batch is retried with backoff, never dropped.
-async fn write_batches(store: Store, mut rx: mpsc::Receiver<Queued>, size: usize, delay: Duration) {
+async fn write_batches(store: Store, replica: Arc<str>, mut rx: mpsc::Receiver<Queued>, size: usize, delay: Duration) {
     while let Some(first) = rx.recv().await {
         let mut flushes = Vec::new();
         let mut batch = Vec::new();
@@ -178,23 +217,23 @@ async fn write_batches(store: Store, mut rx: mpsc::Receiver<Queued>, size: usize
                 () = &mut deadline => break,
             }
         }
-        write_batch(&store, &batch).await;
+        write_batch(&store, &replica, &batch).await;
         for done in flushes {
             let _ = done.send(());
         }
     }
 }
 
-async fn write_batch(store: &Store, batch: &[AuditEntry]) {
+async fn write_batch(store: &Store, replica: &str, batch: &[AuditEntry]) {
     if batch.is_empty() {
         return;
     }
     let mut written = batch.len();
-    if insert_retrying(store, batch).await.is_err() {
+    if insert_retrying(store, replica, batch).await.is_err() {
         // One row the database will never take must not hold back the
         // rest: write them one by one and drop only that row.
         for row in batch {
-            if let Err(e) = insert_retrying(store, std::slice::from_ref(row)).await {
+            if let Err(e) = insert_retrying(store, replica, std::slice::from_ref(row)).await {
                 written -= 1;
                 metrics::counter!("krayne_audit_dropped_total", "queue" => "rejected").increment(1);
                 tracing::error!(id = %row.id, request_id = %row.meta.request_id, error = %e,
@@ -207,9 +246,9 @@ async fn write_batch(store: &Store, batch: &[AuditEntry]) {
 
 /// Inserts `rows`, retrying while the database is away; fails only on an
 /// error retrying cannot mend.
-async fn insert_retrying(store: &Store, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
+async fn insert_retrying(store: &Store, replica: &str, rows: &[AuditEntry]) -> Result<(), sqlx::Error> {
     retrying(Duration::from_millis(100), || async move {
-        store.insert(rows).await.map(|_| ())
+        store.insert_by(rows, Some(replica)).await.map(|_| ())
     })
     .await
 }

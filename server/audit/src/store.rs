@@ -1,11 +1,12 @@
 //! The two databases behind one set of operations. Every value is bound as
 //! text; Postgres casts it to the column's type.
 
-use std::time::Duration;
+use std::{collections::BTreeSet, path::PathBuf, str::FromStr as _, time::Duration};
 
 use sqlx::{
     AssertSqlSafe, Database, Executor, IntoArguments, Pool, Postgres, QueryBuilder, Sqlite,
-    postgres::PgPoolOptions,
+    migrate::Migrator,
+    postgres::{PgConnectOptions, PgPoolOptions, PgSslMode},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
 };
 
@@ -24,7 +25,61 @@ pub struct DatabaseOptions {
     pub statement_timeout: Duration,
     /// Longest to wait for a connection.
     pub acquire_timeout: Duration,
+    /// CA certificate(s) to verify the Postgres server's certificate and
+    /// host name against (`sslmode=verify-full`); `None`: as the URL says.
+    pub ca_file: Option<PathBuf>,
 }
+
+impl DatabaseOptions {
+    /// `url` with the defaults of `krayne-server serve`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 10,
+            statement_timeout: Duration::from_secs(5),
+            acquire_timeout: Duration::from_secs(1),
+            ca_file: None,
+        }
+    }
+}
+
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// Postgres connection options from `url`, verifying the server against
+/// `ca_file` when one is given.
+fn pg_options(url: &str, ca_file: Option<&std::path::Path>) -> Result<PgConnectOptions, String> {
+    let options = PgConnectOptions::from_str(url).map_err(|e| format!("database {}: {e}", redact(url)))?;
+    Ok(match ca_file {
+        Some(ca) => {
+            if !ca.is_file() {
+                return Err(format!("database CA file {}: not a readable file", ca.display()));
+            }
+            options.ssl_mode(PgSslMode::VerifyFull).ssl_root_cert(ca)
+        }
+        None => options,
+    })
+}
+
+/// `name` as a quoted SQL identifier.
+fn quoted(name: &str) -> Result<String, String> {
+    if name.is_empty() || name.len() > 63 || name.contains('\0') {
+        return Err(format!("{name:?} is not a Postgres role name"));
+    }
+    Ok(format!("\"{}\"", name.replace('"', "\"\"")))
+}
+
+/// What `serve` needs and nothing more: read and append audit rows, write
+/// outcomes, keep its heartbeat and admission leases. No DELETE, TRUNCATE
+/// or DDL on the audit log.
+const RUNTIME_GRANTS: [&str; 5] = [
+    "GRANT USAGE ON SCHEMA {schema} TO {role}",
+    "GRANT SELECT, INSERT ON audit_events TO {role}",
+    "GRANT UPDATE (completed_at, request_summary, outcome, http_status, grpc_code, error, duration_ms) \
+     ON audit_events TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON krayne_replicas, quota_admissions TO {role}",
+    "GRANT SELECT ON _sqlx_migrations TO {role}",
+];
 
 /// Postgres casts per column, in `COLUMNS` order.
 const PG_CASTS: [&str; 21] = [
@@ -95,6 +150,7 @@ impl Store {
     pub fn connect(o: &DatabaseOptions) -> Result<Self, String> {
         if o.url.starts_with("postgres://") || o.url.starts_with("postgresql://") {
             let timeout_ms = o.statement_timeout.as_millis();
+            let options = pg_options(&o.url, o.ca_file.as_deref())?;
             let pool = PgPoolOptions::new()
                 .max_connections(o.max_connections)
                 .acquire_timeout(o.acquire_timeout)
@@ -104,8 +160,7 @@ impl Store {
                         conn.execute(AssertSqlSafe(set)).await.map(|_| ())
                     })
                 })
-                .connect_lazy(&o.url)
-                .map_err(|e| format!("database {}: {e}", redact(&o.url)))?;
+                .connect_lazy_with(options);
             Ok(Self::Postgres(pool))
         } else if o.url.starts_with("sqlite:") {
             let options: SqliteConnectOptions = o.url.parse().map_err(|e| format!("database {}: {e}", o.url))?;
@@ -132,27 +187,234 @@ impl Store {
         }
     }
 
-    /// Applies the migrations (Postgres: under sqlx's advisory lock, so
-    /// replicas may start together).
-    pub async fn migrate(&self) -> Result<(), String> {
+    /// Connects new connections with `url` from now on (a rotated
+    /// password); open ones are kept until the pool retires them.
+    ///
+    /// # Errors
+    /// When `url` is not a Postgres URL this pool can use.
+    pub fn set_url(&self, url: &str, ca_file: Option<&std::path::Path>) -> Result<(), String> {
         match self {
-            Self::Postgres(p) => sqlx::migrate!("../../migrations/postgres").run(p).await,
-            Self::Sqlite(p) => sqlx::migrate!("../../migrations/sqlite").run(p).await,
+            Self::Postgres(pool) => {
+                pool.set_connect_options(pg_options(url, ca_file)?);
+                Ok(())
+            }
+            Self::Sqlite(_) => Err("an SQLite audit log's URL cannot change while serving".into()),
+        }
+    }
+
+    fn migrator(&self) -> Migrator {
+        let known = match self {
+            Self::Postgres(_) => &POSTGRES_MIGRATIONS,
+            Self::Sqlite(_) => &SQLITE_MIGRATIONS,
+        };
+        // A schema newer than this binary is fine: migrations only add,
+        // so an older binary (a rollback, a pod of the previous release)
+        // still starts and serves.
+        let mut migrator = Migrator {
+            migrations: known.migrations.clone(),
+            ..Migrator::DEFAULT
+        };
+        migrator.set_ignore_missing(true);
+        migrator
+    }
+
+    /// Applies the migrations this binary knows that the database lacks
+    /// (Postgres: under sqlx's advisory lock, so replicas may start
+    /// together). Versions applied by a newer binary are left alone.
+    pub async fn migrate(&self) -> Result<(), String> {
+        let migrator = self.migrator();
+        match self {
+            Self::Postgres(p) => migrator.run(p).await,
+            Self::Sqlite(p) => migrator.run(p).await,
         }
         .map_err(|e| format!("migrations: {e}"))
+    }
+
+    /// Versions of the migrations this binary knows that the database has
+    /// not applied (empty: the schema is new enough).
+    pub async fn missing_migrations(&self) -> Result<Vec<i64>, sqlx::Error> {
+        let query = "SELECT version FROM _sqlx_migrations WHERE success";
+        let applied: Vec<i64> = match self {
+            Self::Postgres(p) => sqlx::query_scalar(query).fetch_all(p).await,
+            Self::Sqlite(p) => sqlx::query_scalar(query).fetch_all(p).await,
+        }
+        .or_else(|e| match &e {
+            // No migrations table: nothing is applied.
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("42P01")) => Ok(Vec::new()),
+            sqlx::Error::Database(db) if db.message().contains("no such table") => Ok(Vec::new()),
+            _ => Err(e),
+        })?;
+        let applied: BTreeSet<i64> = applied.into_iter().collect();
+        Ok(self
+            .migrator()
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.contains(v))
+            .collect())
+    }
+
+    /// Grants `role` what `krayne-server serve` needs (see
+    /// [`RUNTIME_GRANTS`]), in the current schema. Postgres only.
+    ///
+    /// # Errors
+    /// With SQLite, for a name that is no role, or when Postgres refuses.
+    pub async fn grant_runtime(&self, role: &str) -> Result<(), String> {
+        let Self::Postgres(pool) = self else {
+            return Err("--grant-to: SQLite has no roles".into());
+        };
+        let role = quoted(role)?;
+        let schema: String = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| format!("grant: {e}"))?;
+        let schema = quoted(&schema)?;
+        for grant in RUNTIME_GRANTS {
+            let statement = grant.replace("{schema}", &schema).replace("{role}", &role);
+            pool.execute(AssertSqlSafe(statement))
+                .await
+                .map_err(|e| format!("grant to {role}: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Inserts rows in one statement; returns how many were new (a row
     /// whose id is already stored is left as it is).
     pub async fn insert(&self, rows: &[AuditEntry]) -> Result<u64, sqlx::Error> {
+        self.insert_by(rows, None).await
+    }
+
+    /// [`Store::insert`], naming the replica that wrote the rows.
+    pub async fn insert_by(&self, rows: &[AuditEntry], served_by: Option<&str>) -> Result<u64, sqlx::Error> {
         match self {
-            Self::Postgres(p) => insert(p, rows, &PG_CASTS)
+            Self::Postgres(p) => insert(p, rows, &PG_CASTS, served_by)
                 .await
                 .map(|r| r.map_or(0, |r| r.rows_affected())),
-            Self::Sqlite(p) => insert(p, rows, &NO_CASTS)
+            Self::Sqlite(p) => insert(p, rows, &NO_CASTS, served_by)
                 .await
                 .map(|r| r.map_or(0, |r| r.rows_affected())),
         }
+    }
+
+    /// Renews `replica`'s heartbeat.
+    pub async fn heartbeat(&self, replica: &str) -> Result<(), sqlx::Error> {
+        let now = stamp(&jiff::Timestamp::now().to_string());
+        let upsert = |cast: &str| {
+            format!(
+                "INSERT INTO krayne_replicas (id, seen_at) VALUES ($1, $2{cast}) \
+                 ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at"
+            )
+        };
+        match self {
+            Self::Postgres(p) => sqlx::query(AssertSqlSafe(upsert("::timestamptz")))
+                .bind(replica)
+                .bind(now)
+                .execute(p)
+                .await
+                .map(|_| ()),
+            Self::Sqlite(p) => sqlx::query(AssertSqlSafe(upsert("")))
+                .bind(replica)
+                .bind(now)
+                .execute(p)
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// Removes `replica`'s heartbeat (it stops), and those not renewed
+    /// since `stale` (replicas long gone).
+    pub async fn forget(&self, replica: &str, stale: &str) -> Result<(), sqlx::Error> {
+        let stale = stamp(stale);
+        match self {
+            Self::Postgres(p) => {
+                sqlx::query("DELETE FROM krayne_replicas WHERE id = $1 OR seen_at < $2::timestamptz")
+                    .bind(replica)
+                    .bind(stale)
+                    .execute(p)
+                    .await
+            }
+            .map(|_| ()),
+            Self::Sqlite(p) => sqlx::query("DELETE FROM krayne_replicas WHERE id = $1 OR seen_at < $2")
+                .bind(replica)
+                .bind(stale)
+                .execute(p)
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// Resolves as `unknown` the rows still `pending` that arrived before
+    /// `cutoff` and whose replica is gone: none is named, or its heartbeat
+    /// is older than `alive_since`. Returns each row's id, request id and
+    /// action.
+    pub async fn resolve_abandoned(
+        &self,
+        cutoff: &str,
+        alive_since: &str,
+        error: &str,
+    ) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+        let now = stamp(&jiff::Timestamp::now().to_string());
+        let statement = |ts: &str, id: &str| {
+            format!(
+                "UPDATE audit_events SET outcome = 'unknown', completed_at = $3{ts}, error = $4 \
+                 WHERE outcome = 'pending' AND occurred_at < $1{ts} AND (served_by IS NULL OR NOT EXISTS \
+                 (SELECT 1 FROM krayne_replicas r WHERE r.id = audit_events.served_by AND r.seen_at >= $2{ts})) \
+                 RETURNING id{id} AS id, request_id, action"
+            )
+        };
+        let (cutoff, alive_since) = (stamp(cutoff), stamp(alive_since));
+        match self {
+            Self::Postgres(p) => {
+                sqlx::query_as(AssertSqlSafe(statement("::timestamptz", "::text")))
+                    .bind(cutoff)
+                    .bind(alive_since)
+                    .bind(now)
+                    .bind(error)
+                    .fetch_all(p)
+                    .await
+            }
+            Self::Sqlite(p) => {
+                sqlx::query_as(AssertSqlSafe(statement("", "")))
+                    .bind(cutoff)
+                    .bind(alive_since)
+                    .bind(now)
+                    .bind(error)
+                    .fetch_all(p)
+                    .await
+            }
+        }
+    }
+
+    /// Takes the admission lease of `namespace` for `holder`, for `lease`
+    /// by the database's clock, if nobody holds it (or its holder's lease
+    /// ran out); returns whether it was taken. Postgres only.
+    pub(crate) async fn take_lease(&self, namespace: &str, holder: &str, lease: Duration) -> Result<bool, sqlx::Error> {
+        let Self::Postgres(p) = self else {
+            return Ok(true);
+        };
+        let taken: Option<String> = sqlx::query_scalar(
+            "INSERT INTO quota_admissions (namespace, holder, expires_at) VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond') \
+             ON CONFLICT (namespace) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at \
+             WHERE quota_admissions.expires_at < now() RETURNING holder",
+        )
+        .bind(namespace)
+        .bind(holder)
+        .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+        .fetch_optional(p)
+        .await?;
+        Ok(taken.is_some())
+    }
+
+    /// Gives the admission lease of `namespace` back, if `holder` has it.
+    pub(crate) async fn drop_lease(&self, namespace: &str, holder: &str) -> Result<(), sqlx::Error> {
+        let Self::Postgres(p) = self else {
+            return Ok(());
+        };
+        sqlx::query("DELETE FROM quota_admissions WHERE namespace = $1 AND holder = $2")
+            .bind(namespace)
+            .bind(holder)
+            .execute(p)
+            .await
+            .map(|_| ())
     }
 
     /// Writes a finished row's outcome.
@@ -216,6 +478,7 @@ async fn insert<DB>(
     pool: &Pool<DB>,
     rows: &[AuditEntry],
     casts: &[&str; 21],
+    served_by: Option<&str>,
 ) -> Result<Option<DB::QueryResult>, sqlx::Error>
 where
     DB: Database,
@@ -226,11 +489,12 @@ where
     if rows.is_empty() {
         return Ok(None);
     }
-    let mut qb = QueryBuilder::<DB>::new(format!("INSERT INTO audit_events ({}) ", COLUMNS.join(", ")));
+    let mut qb = QueryBuilder::<DB>::new(format!("INSERT INTO audit_events ({}, served_by) ", COLUMNS.join(", ")));
     qb.push_values(rows, |mut b, e| {
         for (value, cast) in values(e).into_iter().zip(casts) {
             b.push_bind(value).push_unseparated(*cast);
         }
+        b.push_bind(served_by.map(str::to_owned));
     });
     // A batch retried after its commit's reply was lost is already stored.
     qb.push(" ON CONFLICT (id) DO NOTHING");

@@ -16,6 +16,7 @@ mod denials;
 pub mod fakes;
 mod identity;
 mod jobs;
+mod lifecycle;
 mod quotas;
 mod ray;
 mod sessions;
@@ -142,8 +143,11 @@ pub struct ControlPlane {
     watches: Arc<watch::Watches>,
     /// The team mapping's current view of a caller, for open tunnels.
     authenticator: Option<auth::Authenticator>,
-    /// Cancelled when the server starts shutting down: waits end cleanly.
+    /// Cancelled when the server stops accepting connections: waits,
+    /// watches and followed logs end cleanly (their clients resume).
     stopping: CancellationToken,
+    /// Draining, and the tunnels' end.
+    lifecycle: lifecycle::Shared,
     /// Serializes quota admission per namespace.
     quota_lock: Arc<dyn domain::AdmissionLock>,
 }
@@ -164,6 +168,7 @@ impl ControlPlane {
             watches: Arc::default(),
             authenticator: None,
             stopping: CancellationToken::new(),
+            lifecycle: lifecycle::Shared::default(),
             quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),
         };
         service.close_denial_windows();
@@ -213,9 +218,10 @@ impl ControlPlane {
         self.admission.admit(&cx.principal)
     }
 
-    /// The server is shutting down: open waits end now, with
-    /// `Unavailable`, so clients reconnect (to another replica) instead of
-    /// being cut off when the grace period ends.
+    /// The server stops accepting connections: open waits, watches and
+    /// followed logs end now, with `Unavailable`, so clients reconnect (to
+    /// another replica) instead of being cut off when the grace period
+    /// ends. Tunnels go on until [`ControlPlane::close_tunnels`].
     pub fn begin_shutdown(&self) {
         self.stopping.cancel();
     }
@@ -235,18 +241,6 @@ impl ControlPlane {
     /// needed: clients ask before they authenticate).
     pub fn version(&self) -> VersionInfo {
         self.settings.version.clone()
-    }
-
-    /// Whether Kubernetes and the audit log both answer.
-    pub async fn ready(&self) -> Result<(), Error> {
-        self.store.ping().await?;
-        self.audit.ping().await
-    }
-
-    /// Problems an operator must fix that do not stop serving (`/readyz`
-    /// reports them): a request Kubernetes forbade krayne, say.
-    pub fn problems(&self) -> Vec<String> {
-        self.store.problems()
     }
 
     /// Refuses (and audits) a namespace that cannot exist, and `action` on

@@ -93,7 +93,7 @@ impl Ended {
             Self::ServiceClosed => "the service closed the connection".into(),
             Self::ClientClosed => "the client closed the stream".into(),
             Self::IdleTimeout(d) => format!("idle for {} s", d.as_secs()),
-            Self::ShuttingDown => "the server is shutting down".into(),
+            Self::ShuttingDown => "the server is shutting down; reconnect (another replica serves)".into(),
             Self::Revoked { namespace, role } => {
                 let article = match role {
                     Role::Viewer => "a",
@@ -340,7 +340,12 @@ impl ControlPlane {
             every: self.settings.tunnels.reauthorize_every,
             needs: action.map(Action::needs),
             still_allowed,
-            stopping: self.stopping.clone(),
+            // A tunnel cannot be resumed: it keeps its connection until
+            // the grace period is over. Everything else is resumed.
+            stopping: match kind {
+                StreamKind::Tunnel | StreamKind::ProxiedWebSocket => self.lifecycle.closing.clone(),
+                StreamKind::ProxiedResponse | StreamKind::JobLog | StreamKind::Watch => self.stopping.clone(),
+            },
             activity: Activity::new(),
             started: Instant::now(),
         }

@@ -428,13 +428,11 @@ impl ControlPlane {
         self.stopping.clone()
     }
 
-    /// Waits until every tunnel has closed (they close as shutdown
-    /// begins), at most `within`.
-    pub async fn tunnels_closed(&self, within: Duration) {
+    /// Waits until every tunnel has closed, at most `within`; returns
+    /// whether they all have.
+    pub async fn tunnels_closed(&self, within: Duration) -> bool {
         let mut total = self.open_tunnels.total.subscribe();
-        if tokio::time::timeout(within, total.wait_for(|n| *n == 0)).await.is_err() {
-            tracing::warn!("tunnels still open at the end of the grace period");
-        }
+        tokio::time::timeout(within, total.wait_for(|n| *n == 0)).await.is_ok()
     }
 
     fn upstream(&self) -> Result<&Arc<dyn crate::domain::ServiceUpstream>, Error> {

@@ -7,7 +7,7 @@ use jsonwebtoken::Algorithm;
 use super::start_sandbox;
 use crate::{
     app::{self, Parts},
-    audit::{self, DatabaseOptions, QueueOptions},
+    audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
         Authenticator, EXAMPLE_MAPPING, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier, VerifyingKey,
         load_mapping, mint, watch_mapping,
@@ -51,6 +51,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         max_connections: 1,
         statement_timeout: Duration::from_secs(5),
         acquire_timeout: Duration::from_secs(5),
+        ca_file: None,
     };
     // A fresh signing secret per run: tokens printed below die with it.
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
@@ -66,7 +67,11 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         None => None,
     };
     let upstream = super::upstream(args.service_upstream, &client);
-    let sink = audit::open(&audit_db, &QueueOptions::default(), super::SWEEP_AFTER).await?;
+    let upkeep = Upkeep {
+        sweep_after: super::SWEEP_AFTER,
+        ..Upkeep::default()
+    };
+    let sink = audit::open(&audit_db, &QueueOptions::default(), upkeep, super::FIRST_UPKEEP).await?;
     let mut parts = Parts::new(
         k8s::cluster_store(
             k8s::KubeClusterStore::new(client),

@@ -294,13 +294,14 @@ async fn mutations_fail_closed_when_the_database_is_gone() {
     let got = alice.get(&format!("{NS}/before")).await.expect(200);
     assert_eq!(got.body["num_workers"], 1);
     alice.get(NS).await.expect(200);
+    // Still ready (reads serve), saying what is down.
     let ops = krayne_tests::Rest::new(&format!("http://{}", env.server.ops), None);
-    ops.get("/readyz").await.expect(503);
+    krayne_tests::dependency_becomes(&ops, "audit_database", "down", Duration::from_secs(10)).await;
 
     proxy.up();
     for _ in 0..100 {
         if alice.post(NS, &json!({"name": "after"})).await.status == 201 {
-            ops.get("/readyz").await.expect(200);
+            krayne_tests::dependency_becomes(&ops, "audit_database", "up", Duration::from_secs(10)).await;
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -333,6 +334,7 @@ async fn a_row_left_pending_by_a_crash_is_resolved_at_start_up() {
         max_connections: 1,
         statement_timeout: Duration::from_secs(5),
         acquire_timeout: Duration::from_secs(5),
+        ca_file: None,
     })
     .unwrap();
     let rows = store.query(&Default::default(), 10, None).await.unwrap();

@@ -18,6 +18,7 @@ fn options(url: &str) -> DatabaseOptions {
         max_connections: 5,
         statement_timeout: Duration::from_secs(5),
         acquire_timeout: Duration::from_secs(5),
+        ca_file: None,
     }
 }
 
@@ -64,7 +65,7 @@ async fn contract(url: &str) {
         batch_delay: Duration::from_millis(20),
         ..QueueOptions::default()
     };
-    let sink: Arc<SqlAuditSink> = SqlAuditSink::start(store.clone(), &queues);
+    let sink: Arc<SqlAuditSink> = SqlAuditSink::start(store.clone(), &queues, "test-replica");
     sink.ping().await.unwrap();
 
     // begin writes the pending row at once; finish completes it.
@@ -228,7 +229,7 @@ async fn contract(url: &str) {
 async fn paging(url: &str) {
     let store = Store::connect(&options(url)).unwrap();
     store.migrate().await.unwrap();
-    let sink = SqlAuditSink::start(store.clone(), &QueueOptions::default());
+    let sink = SqlAuditSink::start(store.clone(), &QueueOptions::default(), "test-replica");
     let mut written = Vec::new();
     for chunk in 0..10 {
         let rows: Vec<AuditEntry> = (0..100)
@@ -286,7 +287,7 @@ async fn hostile_rows(url: &str, postgres: bool) {
         batch_delay: Duration::from_millis(200),
         ..QueueOptions::default()
     };
-    let sink = SqlAuditSink::start(store.clone(), &queues);
+    let sink = SqlAuditSink::start(store.clone(), &queues, "test-replica");
     let noise: String = (0..5_000).map(|_| fastrand::alphanumeric()).collect();
     let mut odd = entry("cluster.scale", "ns\0x", "alice\0", Outcome::Pending, 0);
     odd.cluster = Some(noise.clone());
@@ -360,7 +361,7 @@ async fn sqlite_writers_queue_for_the_lock_instead_of_failing() {
     })
     .unwrap();
     store.migrate().await.unwrap();
-    let sink = SqlAuditSink::start(store, &QueueOptions::default());
+    let sink = SqlAuditSink::start(store, &QueueOptions::default(), "test-replica");
     let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
     sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
     let rows: Vec<AuditEntry> = (0..4)

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 
 use clap::CommandFactory as _;
 use krayne_server::{auth::TeamMapping, config::Cli};
-use krayne_tests::chart::{self, PLACEHOLDER, coalesce, static_documents, template_names, values_paths};
+use krayne_tests::chart::{
+    self, PLACEHOLDER, coalesce, markdown_anchors, static_documents, template_actions, template_names, values_paths,
+};
 use serde_json::{Value, json};
 
 fn schema_errors(values: &Value) -> Vec<String> {
@@ -35,24 +37,97 @@ fn object<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind}"))
 }
 
+/// The object of `kind` whose static name is `name` (`TEMPLATED` for the
+/// release's full name, `TEMPLATED-ops` for its `-ops` object).
+fn named<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// The `KRAYNE_*` variables `krayne-server <subcommand>` reads: its own
+/// and the global ones.
+fn server_env(subcommand: &str) -> BTreeSet<String> {
+    let cli = Cli::command();
+    let sub = cli
+        .find_subcommand(subcommand)
+        .unwrap_or_else(|| panic!("no subcommand {subcommand}"));
+    cli.get_arguments()
+        .chain(sub.get_arguments())
+        .filter_map(|arg| arg.get_env())
+        .map(|env| env.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Every `KRAYNE_*` word of a text.
+fn krayne_variables(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
+        .filter(|w| w.starts_with("KRAYNE_") && *w != "KRAYNE_")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A hook's `helm.sh/hook-weight`, as a number.
+fn hook_weight(hook: &Value) -> i64 {
+    hook["metadata"]["annotations"]["helm.sh/hook-weight"]
+        .as_str()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no hook weight: {hook}"))
+}
+
+/// A value of `values.yaml` as an integer.
+fn int(values: &Value, path: &str) -> i64 {
+    path.split('.')
+        .try_fold(values, |v, key| v.get(key))
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{path} is not an integer"))
+}
+
 #[test]
 fn default_and_all_features_values_pass_the_schema() {
     assert_eq!(schema_errors(&defaults()), Vec::<String>::new());
     let all = all_features();
     assert_eq!(schema_errors(&all), Vec::<String>::new());
     for switch in [
-        "ingress",
         "autoscaling",
         "networkPolicy",
         "serviceMonitor",
+        "prometheusRule",
         "podDisruptionBudget",
+        "gateway",
+        "migrations",
     ] {
         assert_eq!(
             all[switch]["enabled"], true,
             "{switch} is on in ci/all-features-values.yaml"
         );
     }
+    for edge in ["api", "grpc", "apps"] {
+        assert_eq!(all["ingress"][edge]["enabled"], true, "ingress.{edge} is on");
+    }
+    assert_eq!(all["gateway"]["apps"]["enabled"], true);
+    assert!(
+        all["gateway"]["grpc"]["hostnames"]
+            .as_array()
+            .is_some_and(|h| !h.is_empty())
+    );
     assert!(all["rbac"]["namespaces"].as_array().is_some_and(|n| !n.is_empty()));
+    assert!(
+        all["database"]["tls"]["caSecret"]["name"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty())
+    );
+    assert!(all["migrations"]["grantTo"].as_str().is_some_and(|r| !r.is_empty()));
+    // Defaults: namespaced RBAC, migrations as a hook, sessions off, and
+    // no ingress, route or rule until asked for.
+    let values = defaults();
+    assert_eq!(values["rbac"]["clusterWide"], false);
+    assert_eq!(values["migrations"]["enabled"], true);
+    assert_eq!(values["server"]["sessions"]["existingSecret"], "");
+    assert_eq!(values["server"]["sessions"]["secret"], "");
+    assert_eq!(values["server"]["trustedProxies"], json!([]));
+    assert_eq!(values["prometheusRule"]["enabled"], false);
 }
 
 #[test]
@@ -90,7 +165,56 @@ fn the_schema_rejects_bad_values() {
             json!({"serviceMonitor": {"interval": "often"}}),
             "/serviceMonitor/interval",
         ),
-        (json!({"ingress": {"enabled": true}}), "/ingress/hosts"),
+        (json!({"ingress": {"api": {"enabled": true}}}), "/ingress/api/hosts"),
+        (json!({"ingress": {"grpc": {"enabled": true}}}), "/ingress/grpc/hosts"),
+        // The single Ingress of earlier charts is gone.
+        (json!({"ingress": {"enabled": true}}), "enabled"),
+        (json!({"gateway": {"enabled": true}}), "/gateway/parentRefs"),
+        (
+            json!({"gateway": {"api": {"timeouts": {"request": "forever"}}}}),
+            "/gateway/api/timeouts/request",
+        ),
+        (json!({"rbac": {"clusterWide": "yes"}}), "/rbac/clusterWide"),
+        (
+            json!({"auth": {"oidcIssuerUrl": "https://idp.example.com", "hs256": {"existingSecret": "dev"}}}),
+            "/auth/hs256/allowWithJwks",
+        ),
+        (
+            json!({"auth": {"jwksUrl": "https://idp.example.com/jwks", "hs256": {"existingSecret": "dev"}}}),
+            "/auth/hs256/allowWithJwks",
+        ),
+        (
+            json!({"database": {"tls": {"caSecret": {"name": "a"}, "caConfigMap": {"name": "b"}}}}),
+            "/database/tls",
+        ),
+        (
+            json!({"server": {"sessions": {"secret": "short"}}}),
+            "/server/sessions/secret",
+        ),
+        (
+            json!({"server": {"shutdownDelaySeconds": -1}}),
+            "/server/shutdownDelaySeconds",
+        ),
+        (
+            json!({"migrations": {"database": {"url": "mysql://db"}}}),
+            "/migrations/database/url",
+        ),
+        (
+            json!({"migrations": {"grantTo": "krayne; DROP TABLE x"}}),
+            "/migrations/grantTo",
+        ),
+        (
+            json!({"autoscaling": {"scaleDown": {"pods": 0}}}),
+            "/autoscaling/scaleDown/pods",
+        ),
+        (
+            json!({"probes": {"startupFailureThreshold": 0}}),
+            "/probes/startupFailureThreshold",
+        ),
+        (
+            json!({"prometheusRule": {"runbookBaseUrl": "docs/operations.md"}}),
+            "/prometheusRule/runbookBaseUrl",
+        ),
     ];
     for (overlay, expected) in cases {
         let mut values = defaults();
@@ -203,6 +327,10 @@ fn templates_render_the_expected_kubernetes_objects() {
     let expected = [
         "apps/v1/Deployment",
         "autoscaling/v2/HorizontalPodAutoscaler",
+        "batch/v1/Job",
+        "gateway.networking.k8s.io/v1/GRPCRoute",
+        "gateway.networking.k8s.io/v1/HTTPRoute",
+        "monitoring.coreos.com/v1/PrometheusRule",
         "monitoring.coreos.com/v1/ServiceMonitor",
         "networking.k8s.io/v1/Ingress",
         "networking.k8s.io/v1/NetworkPolicy",
@@ -220,24 +348,21 @@ fn templates_render_the_expected_kubernetes_objects() {
 }
 
 #[test]
-fn the_deployment_is_hardened_probed_and_rolls_on_config_changes() {
+fn the_deployment_is_probed_drains_and_rolls_on_config_changes() {
     let documents = static_documents("deployment.yaml");
     let deployment = object(&documents, "Deployment");
     let spec = &deployment["spec"];
     assert_eq!(spec["strategy"]["type"], "RollingUpdate");
     assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
     let pod = &spec["template"]["spec"];
-    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
-    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
     let container = &pod["containers"][0];
-    let security = &container["securityContext"];
-    assert_eq!(security["readOnlyRootFilesystem"], true);
-    assert_eq!(security["allowPrivilegeEscalation"], false);
-    assert_eq!(security["runAsNonRoot"], true);
-    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
-    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
     assert_eq!(container["args"][0], "serve");
+    // Startup and readiness on /readyz (503 only while starting or
+    // draining), liveness on /healthz (whatever the dependencies do).
+    assert_eq!(
+        container["startupProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "ops"})
+    );
     assert_eq!(
         container["readinessProbe"]["httpGet"],
         json!({"path": "/readyz", "port": "ops"})
@@ -246,6 +371,13 @@ fn the_deployment_is_hardened_probed_and_rolls_on_config_changes() {
         container["livenessProbe"]["httpGet"],
         json!({"path": "/healthz", "port": "ops"})
     );
+    let values = defaults();
+    assert!(
+        int(&values, "probes.startupPeriodSeconds") * int(&values, "probes.startupFailureThreshold") >= 60,
+        "a minute at least for the watch cache's first sync"
+    );
+    // The server drains by itself: no preStop (the image has no `sleep`).
+    assert!(container.get("lifecycle").is_none(), "no preStop hook");
     assert!(container["resources"].is_null() || container["resources"].is_object());
     let ports: Vec<&Value> = container["ports"]
         .as_array()
@@ -264,17 +396,219 @@ fn the_deployment_is_hardened_probed_and_rolls_on_config_changes() {
         !text.contains("teams-configmap.yaml"),
         "the team mapping is hot-reloaded; its ConfigMap must not roll the pods"
     );
-    let teams_mount = container["volumeMounts"]
-        .as_array()
-        .expect("volumeMounts")
+    let mounts = container["volumeMounts"].as_array().expect("volumeMounts");
+    let mount = |name: &str| {
+        mounts
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("the {name} volume is mounted"))
+    };
+    // Directories, not subPaths: a subPath mount never sees ConfigMap or
+    // Secret updates (the mapping's reload, a rotated database password).
+    for (name, path) in [("teams", "/etc/krayne/teams"), ("database", "/etc/krayne/database")] {
+        assert!(mount(name).get("subPath").is_none(), "{name}: no subPath");
+        assert_eq!(mount(name)["mountPath"], path);
+        assert_eq!(mount(name)["readOnly"], true);
+    }
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    let database = volumes
         .iter()
-        .find(|m| m["name"] == "teams")
-        .expect("the teams volume is mounted");
+        .find(|v| v["name"] == "database")
+        .expect("database volume");
+    assert_eq!(database["secret"]["items"][0]["path"], "url");
     assert!(
-        teams_mount.get("subPath").is_none(),
-        "a subPath mount never sees ConfigMap updates"
+        volumes.iter().any(|v| v["name"] == "database-ca"),
+        "the database's CA can be mounted"
     );
-    assert_eq!(teams_mount["mountPath"], "/etc/krayne/teams");
+}
+
+/// terminationGracePeriodSeconds leaves room for the drain: the delay,
+/// then the grace, then a margin for the audit rows.
+#[test]
+fn the_grace_period_exceeds_the_drain() {
+    let text = chart::read("templates/deployment.yaml");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("terminationGracePeriodSeconds:"))
+        .expect("terminationGracePeriodSeconds");
+    let actions = template_actions(line);
+    let words: Vec<&str> = actions.first().expect("computed").split_whitespace().collect();
+    assert_eq!(
+        words.get(..3),
+        Some(
+            &[
+                "add",
+                ".Values.server.shutdownDelaySeconds",
+                ".Values.server.shutdownGraceSeconds"
+            ][..]
+        ),
+        "{line}"
+    );
+    let margin: i64 = words.get(3).and_then(|m| m.parse().ok()).expect("a margin");
+    assert!(margin >= 5, "{line}");
+    for values in [defaults(), all_features()] {
+        let delay = int(&values, "server.shutdownDelaySeconds");
+        let grace = int(&values, "server.shutdownGraceSeconds");
+        assert!(delay > 0, "endpoints need time to stop sending new connections");
+        let period = delay + grace + margin;
+        assert!(
+            period >= delay + grace + 5,
+            "{period} s leaves no room after the delay ({delay} s) and grace ({grace} s)"
+        );
+    }
+    assert!(
+        !chart::read("templates/deployment.yaml").contains("preStop:"),
+        "the server waits itself; distroless has no sleep"
+    );
+}
+
+/// The pods and containers are hardened by default (values the platform
+/// may override key by key), and the migration Job shares the settings.
+#[test]
+fn pods_are_hardened_by_default_and_the_migration_job_too() {
+    let values = defaults();
+    let pod = &values["podSecurityContext"];
+    assert_eq!(pod["runAsNonRoot"], true);
+    assert_eq!(pod["runAsUser"], 65532);
+    assert_eq!(pod["runAsGroup"], 65532);
+    assert_eq!(pod["seccompProfile"]["type"], "RuntimeDefault");
+    let container = &values["containerSecurityContext"];
+    assert_eq!(container["readOnlyRootFilesystem"], true);
+    assert_eq!(container["allowPrivilegeEscalation"], false);
+    assert_eq!(container["runAsNonRoot"], true);
+    assert_eq!(container["privileged"], false);
+    assert_eq!(container["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(container["seccompProfile"]["type"], "RuntimeDefault");
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(helpers.contains("toYaml .Values.podSecurityContext"));
+    assert!(helpers.contains("toYaml .Values.containerSecurityContext"));
+    for template in ["deployment.yaml", "migrations.yaml"] {
+        let text = chart::read(&format!("templates/{template}"));
+        for helper in [
+            "include \"krayne.podSecurityContext\"",
+            "include \"krayne.containerSecurityContext\"",
+            "include \"krayne.image\"",
+        ] {
+            assert!(text.contains(helper), "{template} uses {helper}");
+        }
+        for document in static_documents(template) {
+            let pod = &document["spec"]["template"]["spec"];
+            if let Some(containers) = pod["containers"].as_array() {
+                assert!(pod.get("securityContext").is_some(), "{template}: pod securityContext");
+                for c in containers {
+                    assert!(
+                        c.get("securityContext").is_some(),
+                        "{template}: container securityContext"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn migrations_run_as_a_hook_job_that_needs_nothing_the_release_makes() {
+    let documents = static_documents("migrations.yaml");
+    let job = object(&documents, "Job");
+    let annotations = &job["metadata"]["annotations"];
+    assert_eq!(annotations["helm.sh/hook"], "pre-install,pre-upgrade");
+    assert_eq!(
+        annotations["helm.sh/hook-delete-policy"],
+        "before-hook-creation,hook-succeeded"
+    );
+    // A Secret the chart makes for the Job is a hook too, made first.
+    let secret = object(&documents, "Secret");
+    assert_eq!(
+        secret["metadata"]["annotations"]["helm.sh/hook"],
+        "pre-install,pre-upgrade"
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"]["helm.sh/hook-delete-policy"],
+        "before-hook-creation,hook-succeeded"
+    );
+    assert!(
+        hook_weight(secret) < hook_weight(job),
+        "the Secret exists before the Job"
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"], json!(["migrate"]));
+    assert!(
+        container.get("envFrom").is_none(),
+        "the settings ConfigMap does not exist yet when the hook runs"
+    );
+    let text = chart::read("templates/migrations.yaml");
+    for made_by_the_release in [
+        "include \"krayne.serviceAccountName\"",
+        "include \"krayne.databaseSecret\"",
+        "configMapRef",
+        "include \"krayne.selectorLabels\"",
+    ] {
+        assert!(
+            !text.contains(made_by_the_release),
+            "the hook Job must not depend on {made_by_the_release}"
+        );
+    }
+    assert!(text.contains("include \"krayne.migrationsPodLabels\""));
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(
+        helpers.contains("app.kubernetes.io/name: {{ include \"krayne.name\" . }}-migrate"),
+        "the Job's pods are not selected by the API's Service, PDB or policy"
+    );
+    // The Job speaks `krayne-server migrate`'s environment.
+    let used = krayne_variables(&text);
+    let known = server_env("migrate");
+    let unknown: Vec<_> = used.difference(&known).collect();
+    assert!(unknown.is_empty(), "not `migrate` variables: {unknown:?}");
+    for required in [
+        "KRAYNE_DATABASE_URL",
+        "KRAYNE_DATABASE_CA_FILE",
+        "KRAYNE_MIGRATE_GRANT_TO",
+    ] {
+        assert!(used.contains(required), "{required}");
+    }
+    // And the server leaves migrations to it.
+    let settings = chart::read("templates/configmap.yaml");
+    assert!(settings.contains("KRAYNE_MIGRATE_ON_START: {{ not .Values.migrations.enabled | quote }}"));
+}
+
+/// Nothing is generated at render time (GitOps tools render without a
+/// cluster: `lookup` gives nothing there, and random values change with
+/// every sync).
+#[test]
+fn templates_generate_nothing_at_render_time() {
+    const FORBIDDEN: [&str; 13] = [
+        "lookup",
+        "randAlphaNum",
+        "randAlpha",
+        "randNumeric",
+        "randAscii",
+        "randBytes",
+        "randInt",
+        "uuidv4",
+        "genPrivateKey",
+        "genCA",
+        "genSelfSignedCert",
+        "genSignedCert",
+        "now",
+    ];
+    let mut files = template_names();
+    files.extend(["_helpers.tpl".to_owned(), "NOTES.txt".to_owned()]);
+    let mut found = Vec::new();
+    for file in files {
+        for action in template_actions(&chart::read(&format!("templates/{file}"))) {
+            let mut words = action.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            if words.any(|w| FORBIDDEN.contains(&w)) {
+                found.push(format!("{file}: {{{{ {action} }}}}"));
+            }
+        }
+    }
+    assert_eq!(found, Vec::<String>::new());
+    // Browser sessions need a secret given; without one they are off.
+    let settings = chart::read("templates/configmap.yaml");
+    assert!(settings.contains("{{- if include \"krayne.sessionsOn\" . }}\n  KRAYNE_SESSION_SECRET_FILE"));
 }
 
 /// The settings ConfigMap is the server's environment: every key is one of
@@ -282,20 +616,9 @@ fn the_deployment_is_hardened_probed_and_rolls_on_config_changes() {
 /// Deployment mounts it.
 #[test]
 fn the_settings_configmap_speaks_the_servers_environment() {
-    let mut known = BTreeSet::new();
-    let cli = Cli::command();
-    let serve = cli.find_subcommand("serve").expect("serve");
-    for arg in cli.get_arguments().chain(serve.get_arguments()) {
-        if let Some(env) = arg.get_env() {
-            known.insert(env.to_string_lossy().into_owned());
-        }
-    }
+    let known = server_env("serve");
     let text = chart::read("templates/configmap.yaml");
-    let used: BTreeSet<String> = text
-        .split(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
-        .filter(|w| w.starts_with("KRAYNE_") && *w != "KRAYNE_")
-        .map(str::to_owned)
-        .collect();
+    let used = krayne_variables(&text);
     let unknown: Vec<_> = used.difference(&known).collect();
     assert!(unknown.is_empty(), "not server variables: {unknown:?}");
     for required in [
@@ -303,12 +626,20 @@ fn the_settings_configmap_speaks_the_servers_environment() {
         "KRAYNE_LISTEN",
         "KRAYNE_OPS_LISTEN",
         "KRAYNE_JWT_ISSUER",
+        "KRAYNE_DATABASE_URL_FILE",
+        "KRAYNE_DATABASE_CA_FILE",
+        "KRAYNE_MIGRATE_ON_START",
+        "KRAYNE_SHUTDOWN_DELAY_SECONDS",
+        "KRAYNE_SHUTDOWN_GRACE_SECONDS",
+        "KRAYNE_ALLOW_HS256_WITH_JWKS",
     ] {
         assert!(used.contains(required), "{required}");
     }
     let documents = static_documents("configmap.yaml");
     let data = &object(&documents, "ConfigMap")["data"];
     assert_eq!(data["KRAYNE_TEAMS_FILE"], "/etc/krayne/teams/teams.yaml");
+    assert_eq!(data["KRAYNE_DATABASE_URL_FILE"], "/etc/krayne/database/url");
+    assert_eq!(data["KRAYNE_DATABASE_CA_FILE"], "/etc/krayne/database-ca/ca.crt");
     // Helm reads numbers as float64 and prints 1048576 as 1.048576e+06,
     // which the server would refuse: numbers must go through int64/int.
     let values = defaults();
@@ -323,24 +654,192 @@ fn the_settings_configmap_speaks_the_servers_environment() {
             }
         }
     }
+    // The URL itself is only ever in a Secret, read as a mounted file
+    // (re-read, so a rotated password needs no restart).
+    assert!(
+        data.get("KRAYNE_DATABASE_URL").is_none(),
+        "no database URL in a ConfigMap"
+    );
     let deployment = chart::read("templates/deployment.yaml");
     assert!(
-        deployment.contains("name: KRAYNE_DATABASE_URL"),
-        "the URL comes from a Secret"
+        !krayne_variables(&deployment).contains("KRAYNE_DATABASE_URL"),
+        "the server reads the URL from its file, not the environment"
     );
-    assert!(!text.contains("KRAYNE_DATABASE_URL"), "no database URL in a ConfigMap");
 }
 
+/// The API's Service carries REST and gRPC on one port and never the ops
+/// port, which has a ClusterIP Service of its own that the ServiceMonitor
+/// selects.
 #[test]
-fn the_service_carries_rest_and_grpc_on_one_named_port() {
-    let service = object(&static_documents("service.yaml"), "Service").clone();
-    let ports = service["spec"]["ports"].as_array().expect("ports");
+fn the_api_and_ops_ports_have_services_of_their_own() {
+    let documents = static_documents("service.yaml");
+    let api = named(&documents, "Service", PLACEHOLDER);
+    let ports = api["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(ports.len(), 1, "the API's Service has no ops port: {ports:?}");
     assert_eq!(ports[0]["name"], "grpc-http");
     assert_eq!(ports[0]["targetPort"], "api");
     assert_eq!(ports[0]["appProtocol"], "kubernetes.io/h2c");
-    assert_eq!(ports[1]["name"], "ops");
-    let ingress = chart::read("templates/ingress.yaml");
-    assert!(ingress.contains("name: grpc-http"));
+    let ops = named(&documents, "Service", &format!("{PLACEHOLDER}-ops"));
+    assert_eq!(
+        ops["spec"]["type"], "ClusterIP",
+        "never exposed, whatever service.type is"
+    );
+    let ports = ops["spec"]["ports"].as_array().expect("ports");
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0]["name"], "ops");
+    assert_eq!(ports[0]["targetPort"], "ops");
+    assert_eq!(ops["metadata"]["labels"]["app.kubernetes.io/component"], "ops");
+    assert_ne!(api["metadata"]["labels"]["app.kubernetes.io/component"], "ops");
+    let monitor = object(&static_documents("servicemonitor.yaml"), "ServiceMonitor").clone();
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"],
+        "ops"
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "ops");
+}
+
+/// The REST host, the gRPC host and the apps wildcard host each have an
+/// Ingress (and a route) of their own, with their own annotations.
+#[test]
+fn each_kind_of_traffic_has_its_own_ingress_and_route() {
+    let documents = static_documents("ingress.yaml");
+    for (name, component) in [
+        (PLACEHOLDER.to_owned(), "api"),
+        (format!("{PLACEHOLDER}-grpc"), "grpc"),
+        (format!("{PLACEHOLDER}-apps"), "apps"),
+    ] {
+        let ingress = named(&documents, "Ingress", &name);
+        assert_eq!(ingress["metadata"]["labels"]["app.kubernetes.io/component"], component);
+        let backend = &ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"];
+        assert_eq!(backend["port"]["name"], "grpc-http", "{name}");
+    }
+    let text = chart::read("templates/ingress.yaml");
+    for values in [".Values.ingress.api", ".Values.ingress.grpc", ".Values.ingress.apps"] {
+        assert!(text.contains(values), "{values}");
+    }
+    assert!(text.contains(r#"(dict "ingress" . "role" "grpc")"#));
+    // ingress-nginx defaults that keep uploads, tunnels and gRPC working.
+    let helpers = chart::read("templates/_helpers.tpl");
+    for default in [
+        r#"nginx.ingress.kubernetes.io/backend-protocol: "GRPC""#,
+        r#"nginx.ingress.kubernetes.io/proxy-body-size: "128m""#,
+        r#"nginx.ingress.kubernetes.io/proxy-read-timeout: "3600""#,
+        r#"nginx.ingress.kubernetes.io/proxy-send-timeout: "3600""#,
+        r#"if eq .ingress.className "nginx""#,
+    ] {
+        assert!(helpers.contains(default), "{default}");
+    }
+    let routes = static_documents("gateway.yaml");
+    assert_eq!(
+        named(&routes, "HTTPRoute", PLACEHOLDER)["spec"]["rules"][0]["backendRefs"][0]["name"],
+        PLACEHOLDER
+    );
+    assert!(named(&routes, "GRPCRoute", PLACEHOLDER)["spec"]["rules"].is_array());
+    assert!(named(&routes, "HTTPRoute", &format!("{PLACEHOLDER}-apps"))["spec"]["hostnames"].is_array());
+    // Behind an ingress without trusted proxies every client looks alike.
+    let notes = chart::read("templates/NOTES.txt");
+    assert!(notes.contains("(not .Values.server.trustedProxies)"));
+    assert!(notes.contains("server.trustedProxies"));
+}
+
+/// Namespaced Roles by default; a ClusterRole with every rule only when
+/// asked for, and the cache then watches every namespace.
+#[test]
+fn rbac_is_namespaced_unless_cluster_wide_is_chosen() {
+    let rbac = chart::read("templates/rbac.yaml");
+    assert!(rbac.contains("{{- if .Values.rbac.clusterWide }}\n  {{- $namespaced | nindent 2 }}"));
+    assert!(rbac.contains("{{- if not .Values.rbac.clusterWide }}\n{{- range .Values.rbac.namespaces }}"));
+    let settings = chart::read("templates/configmap.yaml");
+    assert!(settings.contains("{{- if and (not .Values.rbac.clusterWide) .Values.rbac.namespaces }}"));
+    // Neither set: the chart stops and says what to choose.
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(helpers.contains("{{- if and (not .Values.rbac.clusterWide) (not .Values.rbac.namespaces) }}"));
+    assert_eq!(defaults()["rbac"]["clusterWide"], false);
+}
+
+#[test]
+fn the_autoscaler_scales_down_slowly() {
+    let documents = static_documents("hpa.yaml");
+    let hpa = object(&documents, "HorizontalPodAutoscaler");
+    let down = &hpa["spec"]["behavior"]["scaleDown"];
+    assert_eq!(down["stabilizationWindowSeconds"], PLACEHOLDER);
+    assert_eq!(down["policies"][0]["type"], "Pods");
+    assert_eq!(down["selectPolicy"], "Min");
+    let values = defaults();
+    assert!(int(&values, "autoscaling.scaleDown.stabilizationWindowSeconds") >= 300);
+    assert_eq!(int(&values, "autoscaling.scaleDown.pods"), 1);
+    assert!(int(&values, "autoscaling.scaleDown.periodSeconds") >= 60);
+    assert_eq!(defaults()["podDisruptionBudget"]["enabled"], true);
+}
+
+/// Every alert has a severity and a runbook link whose anchor is a heading
+/// of docs/operations.md, and every metric the alerts use is documented
+/// there.
+#[test]
+fn every_alert_links_to_its_runbook() {
+    let operations = chart::repo_file("docs/operations.md");
+    let anchors = markdown_anchors(&operations);
+    let documents = static_documents("prometheusrule.yaml");
+    let rule = object(&documents, "PrometheusRule");
+    let mut alerts = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().expect("groups") {
+        for alert in group["rules"].as_array().expect("rules") {
+            let name = alert["alert"].as_str().expect("an alert name");
+            assert!(alerts.insert(name.to_owned()), "{name} twice");
+            assert!(alert["expr"].is_string(), "{name}: expr");
+            assert!(
+                matches!(alert["labels"]["severity"].as_str(), Some("critical" | "warning")),
+                "{name}: severity"
+            );
+            let runbook = alert["annotations"]["runbook_url"].as_str().expect("runbook_url");
+            let anchor = runbook
+                .strip_prefix(&format!("{PLACEHOLDER}#"))
+                .unwrap_or_else(|| panic!("{name}: runbook_url is runbookBaseUrl#anchor: {runbook}"));
+            assert!(
+                anchors.contains(anchor),
+                "{name}: no heading #{anchor} in docs/operations.md"
+            );
+            assert!(operations.contains(name), "{name} is listed in docs/operations.md");
+        }
+    }
+    for expected in [
+        "KrayneAuditDatabaseDown",
+        "KrayneKubernetesUnreachable",
+        "KrayneAuditRowsDropped",
+        "KrayneTeamMappingReloadFailed",
+        "KrayneHighErrorRatio",
+        "KrayneKubernetesRequestErrors",
+        "KrayneWatchCacheNotSynced",
+        "KrayneReplicaOOMKilled",
+    ] {
+        assert!(alerts.contains(expected), "{expected}");
+    }
+    for section in [
+        "postgres-down",
+        "api-server-slow-or-down",
+        "a-replica-oom-killed",
+        "a-bad-team-mapping",
+        "audit-rows-dropped",
+        "watch-cache-not-synced",
+    ] {
+        assert!(anchors.contains(section), "runbook section #{section}");
+    }
+    let text = chart::read("templates/prometheusrule.yaml");
+    let metrics: BTreeSet<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("krayne_") && w.len() > "krayne_".len())
+        .map(|w| w.trim_end_matches("_sum").trim_end_matches("_count"))
+        .collect();
+    let undocumented: Vec<_> = metrics
+        .iter()
+        .filter(|m| !operations.contains(&format!("`{m}`")))
+        .collect();
+    assert!(undocumented.is_empty(), "not in docs/operations.md: {undocumented:?}");
+    assert!(
+        defaults()["prometheusRule"]["runbookBaseUrl"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("docs/operations.md"))
+    );
 }
 
 /// Chart, image and crates carry one version, and the image's ports are
@@ -354,6 +853,18 @@ fn versions_and_ports_agree_across_chart_dockerfile_and_server() {
     assert!(dockerfile.contains("EXPOSE 8080 9090"));
     assert!(dockerfile.contains(r#"ENTRYPOINT ["krayne-server"]"#));
     assert!(dockerfile.contains(r#"CMD ["serve"]"#));
+    // Base images are build arguments, so releases pin them by digest
+    // (docs/operations.md, "Images and supply chain"); the image runs as
+    // the distroless `nonroot` user the chart's securityContext names.
+    assert!(dockerfile.contains("FROM ${BUILD_IMAGE} AS build"));
+    assert!(dockerfile.contains("FROM ${RUNTIME_IMAGE} AS runtime"));
+    assert!(dockerfile.contains("USER 65532:65532"));
+    assert!(dockerfile.contains("--sbom=true --provenance=mode=max"));
+    // Deploying by digest: it wins over the tag, for the server and the
+    // migration Job alike (both use the helper).
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(helpers.contains(r#"printf "%s@%s" .Values.image.repository .Values.image.digest"#));
+    assert!(markdown_anchors(&chart::repo_file("docs/operations.md")).contains("images-and-supply-chain"));
     let values = defaults();
     assert_eq!(values["server"]["apiPort"], 8080);
     assert_eq!(values["server"]["opsPort"], 9090);

@@ -219,8 +219,10 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
 /// head's loopback through `pods/portforward`.
 const DIRECT: &[&str] = &["--service-upstream", "direct"];
 
-/// The chart's Role mode: the cache watches only the namespaces the Roles
-/// are in, as the chart configures it.
+/// The chart's default Role mode (`rbac.namespaces`): the cache watches
+/// only the namespaces the Roles are in, as the chart configures it. With
+/// `rbac.clusterWide` one ClusterRole holds every rule, which the union
+/// below covers.
 const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,other-team"];
 
 #[tokio::test]

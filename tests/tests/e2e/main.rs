@@ -2,6 +2,7 @@
 //! sandbox, over REST and gRPC.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod audit_database;
 mod audit_log;
 mod audit_store;
 mod auth;
@@ -26,6 +27,7 @@ mod outages;
 mod portal;
 mod quotas;
 mod real_head;
+mod replicas;
 mod rest_lifecycle;
 mod sandbox_command;
 mod secrets;

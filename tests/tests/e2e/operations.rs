@@ -226,16 +226,27 @@ async fn ops_endpoints_need_no_token_and_report() {
     }
     env.anonymous().get("/v1/whoami").await.problem(401, "unauthenticated");
 
-    // With Kubernetes gone, the server is alive but not ready.
+    krayne_tests::dependency_becomes(&ops, "audit_database", "up", std::time::Duration::from_secs(10)).await;
+    krayne_tests::dependency_becomes(&ops, "kubernetes", "up", std::time::Duration::from_secs(10)).await;
+
+    // With Kubernetes gone, the server is alive and still ready (the
+    // cache serves reads, mutations are refused), and says what is down.
     let Env { server, sandbox, .. } = env;
     sandbox.shutdown().await;
     let ops = krayne_tests::Rest::new(&format!("http://{}", server.ops), None);
     ops.get("/healthz").await.expect(200);
-    let not_ready = ops.get("/readyz").await.expect(503);
+    let body = krayne_tests::dependency_becomes(&ops, "kubernetes", "down", std::time::Duration::from_secs(10)).await;
     assert!(
-        not_ready.body["reason"].as_str().unwrap().contains("unreachable"),
-        "{}",
-        not_ready.text
+        body["dependencies"]["kubernetes"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{body}"
+    );
+    let metrics = ops.get("/metrics").await.expect(200);
+    assert_eq!(
+        krayne_tests::metric(&metrics.text, "krayne_dependency_up", "dependency=\"kubernetes\""),
+        0.0
     );
 }
 
@@ -271,4 +282,65 @@ async fn the_version_needs_no_token() {
     assert_eq!(grpc.server_version, rest["server_version"].as_str().unwrap());
     assert_eq!(grpc.commit, rest["commit"].as_str().unwrap());
     assert_eq!(grpc.features, features);
+}
+
+/// `--cluster-pod-security restricted`: every pod template of a created
+/// RayCluster carries what the `restricted` Pod Security Standard needs,
+/// and the head's bootstrap installs nothing.
+#[tokio::test]
+async fn restricted_pod_security_secures_every_pod_krayne_creates() {
+    let env = Env::start_with(EnvOptions::with_args(&["--cluster-pod-security", "restricted"])).await;
+    let version = env.anonymous().get("/v1/version").await.expect(200);
+    assert!(version.text.contains("restricted-pods"), "{}", version.text);
+    env.rest(&env.alice())
+        .post(
+            "/v1/namespaces/ml-team/clusters",
+            &serde_json::json!({"name": "locked"}),
+        )
+        .await
+        .expect(201);
+    let object: serde_json::Value = reqwest::get(format!(
+        "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters/locked",
+        env.sandbox.url()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let spec = &object["spec"];
+    let mut pods = vec![&spec["headGroupSpec"]["template"]["spec"]];
+    pods.extend(
+        spec["workerGroupSpecs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| &g["template"]["spec"]),
+    );
+    assert!(pods.len() >= 2, "{object}");
+    for pod in pods {
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{pod}");
+        assert_eq!(pod["securityContext"]["runAsUser"], 1000, "{pod}");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+            "{pod}"
+        );
+        for container in pod["containers"].as_array().unwrap() {
+            let context = &container["securityContext"];
+            assert_eq!(context["allowPrivilegeEscalation"], false, "{container}");
+            assert_eq!(
+                context["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{container}"
+            );
+        }
+    }
+    let script =
+        spec["headGroupSpec"]["template"]["spec"]["containers"][0]["lifecycle"]["postStart"]["exec"]["command"][2]
+            .as_str()
+            .unwrap();
+    assert!(
+        !script.contains("sudo") && !script.contains("apt-get") && !script.contains("https://"),
+        "{script}"
+    );
 }

@@ -63,7 +63,7 @@ async fn tokens_keys_and_database_passwords_never_reach_the_log() {
         .post("/v1/namespaces/ml-team/clusters", &json!({"name": "refused"}))
         .await
         .expect(503);
-    env.ops().get("/readyz").await.expect(503);
+    krayne_tests::dependency_becomes(&env.ops(), "audit_database", "down", std::time::Duration::from_secs(10)).await;
     proxy.up();
 
     let log = env.server.log.lock().unwrap().clone();

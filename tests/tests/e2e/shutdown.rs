@@ -193,3 +193,96 @@ async fn sigterm_under_load_finishes_requests_and_ends_waits_cleanly() {
             .unwrap();
     assert_eq!(succeeded, 70);
 }
+
+/// The drain a rollout needs: on SIGTERM the replica reports not ready at
+/// once but goes on serving new connections for the drain delay (while
+/// endpoints forget it); then it stops accepting, and an open tunnel goes
+/// on until the grace period ends, when it is closed saying why, its audit
+/// row finished.
+#[tokio::test]
+async fn sigterm_drains_then_stops_accepting_and_tunnels_outlive_the_drain() {
+    use futures::StreamExt as _;
+    use sqlx::Connection as _;
+    use std::time::{Duration, Instant};
+    use tokio_tungstenite::tungstenite::Message;
+
+    use krayne_tests::ssh_tunnel::{echo as echoed, open};
+
+    let db = krayne_tests::test_database().await;
+    let mut env = Env::start_with(EnvOptions {
+        server_args: ["--shutdown-delay-seconds", "2", "--shutdown-grace-seconds", "4"]
+            .map(str::to_owned)
+            .to_vec(),
+        ..EnvOptions::with_database(&db.url)
+    })
+    .await;
+    env.ready_cluster("drain").await;
+    let mut tunnel = open(&env, "drain").await;
+    assert_eq!(echoed(&mut tunnel).await.unwrap(), b"ping\n");
+
+    let ops = env.ops();
+    let signalled = Instant::now();
+    env.server.terminate();
+    let draining = loop {
+        let answer = ops.get("/readyz").await;
+        if answer.status == 503 {
+            break answer;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(1),
+            "still ready: {}",
+            answer.text
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(draining.body["status"], "draining", "{}", draining.text);
+    // Still serving, on new connections too, while it drains.
+    let fresh = krayne_tests::Rest::new(&env.url(), Some(env.alice()));
+    fresh.get("/v1/namespaces/ml-team/clusters").await.expect(200);
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        signalled.elapsed()
+    );
+
+    // After the delay nothing is accepted, but the tunnel carries on.
+    tokio::time::sleep(Duration::from_millis(2500).saturating_sub(signalled.elapsed())).await;
+    assert!(
+        std::net::TcpStream::connect(env.server.api).is_err(),
+        "accepting after the drain delay"
+    );
+    assert_eq!(
+        echoed(&mut tunnel).await.unwrap(),
+        b"ping\n",
+        "the tunnel outlives the drain"
+    );
+
+    // The grace period over, the server closes it, saying why.
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), tunnel.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+            Some(Ok(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(close.contains("shutting down"), "{close}");
+    let ended = signalled.elapsed();
+    assert!(ended >= Duration::from_secs(5), "the tunnel was cut early: {ended:?}");
+    assert_eq!(env.server.exit_code().await, Some(0));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        signalled.elapsed()
+    );
+
+    let mut sql = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let tunnel_row: (String, Option<String>) =
+        sqlx::query_as("SELECT outcome, error FROM audit_events WHERE action = 'service.connect'")
+            .fetch_one(&mut sql)
+            .await
+            .unwrap();
+    assert_ne!(tunnel_row.0, "pending", "{tunnel_row:?}");
+}

@@ -225,6 +225,11 @@ pub trait AuditSink: Send + Sync + 'static {
     async fn record(&self, entry: &AuditEntry);
     /// Whether the sink can write now (for readiness).
     async fn ping(&self) -> Result<(), Error>;
+    /// Problems an operator must fix that do not stop serving (reported by
+    /// `/readyz`), e.g. a schema older than this binary needs.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Resolves when rows queued in memory so far are written (shutdown).
     async fn flush(&self) {}
     /// Rows matching `filter`, newest first, at most `limit`, older than

@@ -16,11 +16,20 @@
 //! background, so the hook returns at once; a pid file makes a second run
 //! a no-op while the service lives. Logs go to `$KRAYNE_RUN_DIR` (default
 //! `/tmp/krayne`).
+//!
+//! Under the restricted Pod Security Standard ([`PodSecurity::Restricted`])
+//! the script installs nothing and needs no network: it starts what the
+//! image has, as the image's user, and says in the service's log what it
+//! lacks; sshd, which needs root, is not started.
 
+use super::PodSecurity;
 use crate::domain::ServicesSpec;
 
 const PRELUDE: &str = r#"D="${KRAYNE_RUN_DIR:-/tmp/krayne}"; mkdir -p "$D"
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+running() { [ -f "$D/$1.pid" ] && kill -0 "$(cat "$D/$1.pid")" 2>/dev/null; }"#;
+
+const PRELUDE_RESTRICTED: &str = r#"D="${KRAYNE_RUN_DIR:-/tmp/krayne}"; mkdir -p "$D"
 running() { [ -f "$D/$1.pid" ] && kill -0 "$(cat "$D/$1.pid")" 2>/dev/null; }"#;
 
 const NOTEBOOK: &str = r#"running notebook || (
@@ -42,6 +51,22 @@ const CODE_SERVER: &str = r#"running code-server || (
   echo $! > "$D/code-server.pid"; wait
 ) >>"$D/code-server.log" 2>&1 &"#;
 
+const NOTEBOOK_RESTRICTED: &str = r#"running notebook || (
+  command -v jupyter >/dev/null 2>&1 || { echo "jupyter is not in the image, and restricted pod security installs nothing"; exit 0; }
+  B="${KRAYNE_NOTEBOOK_BASE_URL:-/}"
+  jupyter notebook --ip=127.0.0.1 --port=8888 --no-browser --ServerApp.token='' --NotebookApp.token='' --ServerApp.base_url="$B" --NotebookApp.base_url="$B" --ServerApp.allow_remote_access=True --ServerApp.disable_check_xsrf=True &
+  echo $! > "$D/notebook.pid"; wait
+) >>"$D/notebook.log" 2>&1 &"#;
+
+const CODE_SERVER_RESTRICTED: &str = r#"running code-server || (
+  command -v code-server >/dev/null 2>&1 || { echo "code-server is not in the image, and restricted pod security installs nothing"; exit 0; }
+  code-server --auth none --bind-addr 127.0.0.1:8443 &
+  echo $! > "$D/code-server.pid"; wait
+) >>"$D/code-server.log" 2>&1 &"#;
+
+const SSH_RESTRICTED: &str =
+    r#"echo "sshd needs root, which restricted pod security forbids: SSH is off" >>"$D/sshd.log""#;
+
 const SSH: &str = r#"running sshd || (
   S="$(command -v sshd || echo /usr/sbin/sshd)"
   [ -x "$S" ] || { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends openssh-server; }
@@ -51,12 +76,21 @@ const SSH: &str = r#"running sshd || (
 ) >>"$D/sshd.log" 2>&1 &"#;
 
 /// The script for the enabled services (notebook, code-server, ssh order).
-pub fn bootstrap_script(services: &ServicesSpec) -> String {
-    let mut parts = vec![PRELUDE];
+pub fn bootstrap_script(services: &ServicesSpec, security: PodSecurity) -> String {
+    let (prelude, notebook, code_server, ssh) = match security {
+        PodSecurity::Krayne => (PRELUDE, NOTEBOOK, CODE_SERVER, SSH),
+        PodSecurity::Restricted => (
+            PRELUDE_RESTRICTED,
+            NOTEBOOK_RESTRICTED,
+            CODE_SERVER_RESTRICTED,
+            SSH_RESTRICTED,
+        ),
+    };
+    let mut parts = vec![prelude];
     for (on, part) in [
-        (services.notebook, NOTEBOOK),
-        (services.code_server, CODE_SERVER),
-        (services.ssh, SSH),
+        (services.notebook, notebook),
+        (services.code_server, code_server),
+        (services.ssh, ssh),
     ] {
         if on {
             parts.push(part);
@@ -80,7 +114,12 @@ mod tests {
     #[test]
     fn is_valid_sh() {
         let out = Command::new("sh")
-            .args(["-n", "-c", &bootstrap_script(&ALL)])
+            .args(["-n", "-c", &bootstrap_script(&ALL, PodSecurity::Krayne)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("sh")
+            .args(["-n", "-c", &bootstrap_script(&ALL, PodSecurity::Restricted)])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -88,11 +127,14 @@ mod tests {
 
     #[test]
     fn names_only_enabled_services() {
-        let s = bootstrap_script(&ServicesSpec {
-            notebook: false,
-            code_server: true,
-            ssh: false,
-        });
+        let s = bootstrap_script(
+            &ServicesSpec {
+                notebook: false,
+                code_server: true,
+                ssh: false,
+            },
+            PodSecurity::Krayne,
+        );
         assert!(s.contains("code-server") && !s.contains("jupyter") && !s.contains("sshd"));
         assert!(!s.contains("0.0.0.0"), "services must bind loopback only");
     }
@@ -121,7 +163,7 @@ mod tests {
             fs::write(bin.join(name), "#!/bin/sh\nexit 0\n").unwrap();
         }
         let path = format!("{}:/usr/bin:/bin", bin.display());
-        let script = bootstrap_script(&ALL);
+        let script = bootstrap_script(&ALL, PodSecurity::Krayne);
         let run_once = || {
             let status = Command::new("sh")
                 .args(["-c", &script])
@@ -162,6 +204,67 @@ mod tests {
             let pid = fs::read_to_string(run.join(p)).unwrap();
             let _ = Command::new("kill").arg(pid.trim()).status();
         }
+        let _ = fs::remove_dir_all(&tmp);
+    }
+
+    /// Restricted: nothing installed, nothing downloaded, nothing as root;
+    /// what the image has starts, what it lacks is logged.
+    #[test]
+    fn restricted_installs_nothing_and_starts_what_the_image_has() {
+        let script = bootstrap_script(&ALL, PodSecurity::Restricted);
+        for forbidden in [
+            "sudo",
+            "apt-get",
+            "pip",
+            "curl",
+            "wget",
+            "https://",
+            "--allow-root",
+            "passwd",
+        ] {
+            assert!(!script.contains(forbidden), "{forbidden} in {script}");
+        }
+        let tmp = std::env::temp_dir().join(format!("krayne-restricted-{}", std::process::id()));
+        let (bin, run) = (tmp.join("bin"), tmp.join("run"));
+        fs::create_dir_all(&bin).unwrap();
+        stub(&bin, "jupyter");
+        // `command -v` must not find the machine's own: a PATH of stubs
+        // and the shell's basics only.
+        let basics = tmp.join("basics");
+        fs::create_dir_all(&basics).unwrap();
+        for tool in ["mkdir", "cat", "sleep"] {
+            let found = ["/usr/bin", "/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(tool))
+                .find(|p| p.exists());
+            std::os::unix::fs::symlink(found.unwrap(), basics.join(tool)).unwrap();
+        }
+        let path = format!("{}:{}", bin.display(), basics.display());
+        let status = Command::new("/bin/sh")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("KRAYNE_RUN_DIR", &run)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        for _ in 0..100 {
+            if run.join("notebook.pid").exists() && run.join("code-server.log").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let log = |name: &str| fs::read_to_string(run.join(name)).unwrap_or_default();
+        assert!(log("calls").contains("--ip=127.0.0.1 --port=8888"), "{}", log("calls"));
+        assert!(
+            log("code-server.log").contains("code-server is not in the image"),
+            "{}",
+            log("code-server.log")
+        );
+        assert!(log("sshd.log").contains("SSH is off"), "{}", log("sshd.log"));
+        assert!(!run.join("code-server.pid").exists() && !run.join("sshd.pid").exists());
+        let pid = log("notebook.pid");
+        let _ = Command::new("kill").arg(pid.trim()).status();
         let _ = fs::remove_dir_all(&tmp);
     }
 }

@@ -16,6 +16,8 @@ pub struct ManifestSettings {
     /// Jupyter must to work behind a proxy. `None` builds Krayne's manifest
     /// exactly (the notebook at `/`).
     pub notebook_behind: Option<String>,
+    /// How the clusters' pods are secured.
+    pub pod_security: PodSecurity,
 }
 
 impl Default for ManifestSettings {
@@ -23,6 +25,66 @@ impl Default for ManifestSettings {
         Self {
             default_image: "rayproject/ray:2.43.0-py312".to_owned(),
             notebook_behind: None,
+            pod_security: PodSecurity::default(),
+        }
+    }
+}
+
+/// How a cluster's pods are secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodSecurity {
+    /// As Krayne builds them: no security context (the image's user), and
+    /// a head bootstrap that installs what the image lacks (`sudo`,
+    /// `apt-get`, `pip`, a download). Passes the `baseline` Pod Security
+    /// Standard; needs internet egress for what it installs.
+    #[default]
+    Krayne,
+    /// What the `restricted` Pod Security Standard admits: every pod runs
+    /// as the Ray images' user (uid 1000, gid 100), never as root, without
+    /// privilege escalation or capabilities, under the runtime's default
+    /// seccomp profile; the bootstrap installs nothing and needs no network
+    /// (images with the services preinstalled; no SSH, which needs root).
+    Restricted,
+}
+
+/// The pod-level security context of [`PodSecurity::Restricted`].
+fn restricted_pod() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": RAY_UID,
+        "runAsGroup": RAY_GID,
+        "fsGroup": RAY_GID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+/// The container-level security context of [`PodSecurity::Restricted`].
+fn restricted_container() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": true,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+/// The Ray images' user `ray` and its group `users`.
+const RAY_UID: u32 = 1000;
+const RAY_GID: u32 = 100;
+
+/// A pod template's `spec` of `containers`, secured as `security` says.
+fn pod_spec(containers: Vec<Value>, security: PodSecurity) -> Value {
+    match security {
+        PodSecurity::Krayne => json!({"containers": containers}),
+        PodSecurity::Restricted => {
+            let containers: Vec<Value> = containers
+                .into_iter()
+                .map(|mut c| {
+                    c["securityContext"] = restricted_container();
+                    c
+                })
+                .collect();
+            json!({"securityContext": restricted_pod(), "containers": containers})
         }
     }
 }
@@ -69,12 +131,12 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
                     "minReplicas": g.min_replicas,
                     "maxReplicas": g.max_replicas,
                     "rayStartParams": {},
-                    "template": {"spec": {"containers": [{
+                    "template": {"spec": pod_spec(vec![json!({
                         "name": "ray-worker",
                         "image": image(g.image.as_deref(), g.gpus, settings),
                         "resources": resources(g.cpus.as_str(), g.memory.as_str(), g.gpus),
                         "env": env(),
-                    }]}},
+                    })], settings.pod_security)},
                 })
             })
             .collect(),
@@ -82,17 +144,19 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
     let a = &spec.autoscaler;
     if a.enabled {
         spec_json.insert("enableInTreeAutoscaling".into(), json!(true));
-        spec_json.insert(
-            "autoscalerOptions".into(),
-            json!({
-                "upscalingMode": a.upscaling_mode.as_str(),
-                "idleTimeoutSeconds": a.idle_timeout_seconds,
-                "resources": {
-                    "limits": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
-                    "requests": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
-                },
-            }),
-        );
+        let mut options = json!({
+            "upscalingMode": a.upscaling_mode.as_str(),
+            "idleTimeoutSeconds": a.idle_timeout_seconds,
+            "resources": {
+                "limits": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
+                "requests": {"cpu": a.cpu.as_str(), "memory": a.memory.as_str()},
+            },
+        });
+        // KubeRay's autoscaler sidecar takes its security context from here.
+        if settings.pod_security == PodSecurity::Restricted {
+            options["securityContext"] = restricted_container();
+        }
+        spec_json.insert("autoscalerOptions".into(), options);
     }
     json!({
         "apiVersion": KUBERAY_API_VERSION,
@@ -154,7 +218,7 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
         container.insert(
             "lifecycle".into(),
             json!({"postStart": {"exec": {"command": [
-                "/bin/sh", "-c", bootstrap_script(&spec.services),
+                "/bin/sh", "-c", bootstrap_script(&spec.services, settings.pod_security),
             ]}}}),
         );
     }
@@ -167,7 +231,7 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
     json!({
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": num_cpus},
         "headService": {"spec": service},
-        "template": {"spec": {"containers": [container]}},
+        "template": {"spec": pod_spec(vec![Value::Object(container)], settings.pod_security)},
     })
 }
 

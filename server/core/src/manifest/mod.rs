@@ -13,7 +13,7 @@ mod status;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
-pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, Provenance, build_manifest, render};
+pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
 pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};

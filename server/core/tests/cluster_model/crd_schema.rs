@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use jsonschema::Validator;
 use krayne_core::{
     domain::ClusterSpec,
-    manifest::{ManifestSettings, Provenance, build_manifest},
+    manifest::{ManifestSettings, PodSecurity, Provenance, build_manifest},
 };
 use krayne_sandbox::raycluster_schema;
 use proptest::prelude::*;
@@ -49,6 +49,120 @@ fn reference_manifests_satisfy_the_crd() {
         let m = build_manifest(&spec, &ManifestSettings::default(), &Provenance::default());
         assert_eq!(schema_errors(&m), Vec::<String>::new(), "{}", path.display());
     }
+}
+
+/// What the `restricted` Pod Security Standard refuses in `pod` (a pod
+/// template's `spec`), as its checks are written
+/// (kubernetes.io/docs/concepts/security/pod-security-standards): root,
+/// privilege escalation, capabilities beyond `NET_BIND_SERVICE` (and not
+/// all dropped), a seccomp profile other than `RuntimeDefault` or
+/// `Localhost`, host namespaces, privileged containers, hostPath volumes.
+fn restricted_violations(pod: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let at_pod = &pod["securityContext"];
+    for host in ["hostNetwork", "hostPID", "hostIPC"] {
+        if pod[host] == json!(true) {
+            found.push(host.to_owned());
+        }
+    }
+    if pod["volumes"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|v| v.get("hostPath").is_some()))
+    {
+        found.push("hostPath volume".into());
+    }
+    let containers = pod["containers"].as_array().cloned().unwrap_or_default();
+    let init = pod["initContainers"].as_array().cloned().unwrap_or_default();
+    for c in containers.iter().chain(&init) {
+        let name = c["name"].as_str().unwrap_or("?");
+        let own = &c["securityContext"];
+        let either = |field: &str| {
+            if own[field].is_null() {
+                &at_pod[field]
+            } else {
+                &own[field]
+            }
+        };
+        if own["privileged"] == json!(true) {
+            found.push(format!("{name}: privileged"));
+        }
+        if own["allowPrivilegeEscalation"] != json!(false) {
+            found.push(format!("{name}: allowPrivilegeEscalation is not false"));
+        }
+        if either("runAsNonRoot") != &json!(true) {
+            found.push(format!("{name}: runAsNonRoot is not true"));
+        }
+        if either("runAsUser") == &json!(0) {
+            found.push(format!("{name}: runAsUser 0"));
+        }
+        if !matches!(
+            either("seccompProfile")["type"].as_str(),
+            Some("RuntimeDefault" | "Localhost")
+        ) {
+            found.push(format!("{name}: no RuntimeDefault or Localhost seccomp profile"));
+        }
+        let drop = own["capabilities"]["drop"].as_array().cloned().unwrap_or_default();
+        if !drop.contains(&json!("ALL")) {
+            found.push(format!("{name}: capabilities not all dropped"));
+        }
+        let add = own["capabilities"]["add"].as_array().cloned().unwrap_or_default();
+        if add.iter().any(|a| a != "NET_BIND_SERVICE") {
+            found.push(format!("{name}: capabilities added {add:?}"));
+        }
+    }
+    found
+}
+
+/// Every pod template of a RayCluster manifest: the head's, then the
+/// worker groups'.
+fn pod_templates(manifest: &Value) -> Vec<&Value> {
+    let mut pods = vec![&manifest["spec"]["headGroupSpec"]["template"]["spec"]];
+    for group in manifest["spec"]["workerGroupSpecs"].as_array().into_iter().flatten() {
+        pods.push(&group["template"]["spec"]);
+    }
+    pods
+}
+
+#[test]
+fn restricted_clusters_pass_the_restricted_standard_and_the_crd() {
+    let settings = ManifestSettings {
+        pod_security: PodSecurity::Restricted,
+        ..ManifestSettings::default()
+    };
+    let mut checked = 0;
+    for entry in std::fs::read_dir(testdata("krayne-reference/configs")).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(spec) = ClusterSpec::from_yaml_str(&std::fs::read_to_string(&path).unwrap()) else {
+            continue;
+        };
+        let m = build_manifest(&spec, &settings, &Provenance::default());
+        assert_eq!(schema_errors(&m), Vec::<String>::new(), "{}", path.display());
+        for pod in pod_templates(&m) {
+            assert_eq!(restricted_violations(pod), Vec::<String>::new(), "{}", path.display());
+        }
+        if !m["spec"]["autoscalerOptions"].is_null() {
+            let sidecar = json!({"containers": [{"name": "autoscaler", "securityContext": m["spec"]["autoscalerOptions"]["securityContext"]}], "securityContext": m["spec"]["headGroupSpec"]["template"]["spec"]["securityContext"]});
+            assert_eq!(
+                restricted_violations(&sidecar),
+                Vec::<String>::new(),
+                "{}",
+                path.display()
+            );
+        }
+        let script = m["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["lifecycle"]["postStart"]["exec"]
+            ["command"][2]
+            .as_str()
+            .unwrap_or_default();
+        assert!(!script.contains("sudo") && !script.contains("pip install"), "{script}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} reference configs");
+    // Krayne's own manifests are what `restricted` refuses (they pass
+    // `baseline`: nothing privileged, no host namespaces or paths).
+    let krayne = manifest_of(&json!({"name": "as-krayne"}));
+    let head = &krayne["spec"]["headGroupSpec"]["template"]["spec"];
+    assert!(!restricted_violations(head).is_empty());
+    assert!(head.get("hostNetwork").is_none() && head["containers"][0]["securityContext"].is_null());
 }
 
 #[test]

@@ -92,13 +92,17 @@ mod tests {
 
     #[test]
     fn kraynes_bootstrap_binds_its_three_daemons_to_the_loopback() {
+        use krayne_core::manifest::PodSecurity;
         let all = ServicesSpec {
             notebook: true,
             code_server: true,
             ssh: true,
         };
-        let script = krayne_core::manifest::bootstrap_script(&all);
+        let script = krayne_core::manifest::bootstrap_script(&all, PodSecurity::Krayne);
         assert_eq!(loopback_ports(&pod(&script)), BTreeSet::from([22, 8443, 8888]));
+        // Restricted pods start no sshd.
+        let script = krayne_core::manifest::bootstrap_script(&all, PodSecurity::Restricted);
+        assert_eq!(loopback_ports(&pod(&script)), BTreeSet::from([8443, 8888]));
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub fn load_mapping(path: &Path) -> Result<(TeamMapping, String), String> {
 /// Reloads `path` into `auth` whenever it changes (when `watch`) or the
 /// process gets SIGHUP. `hash` is the SHA-256 of the mapping in use.
 pub fn watch_mapping(auth: Authenticator, path: PathBuf, hash: String, watch: bool) -> Result<JoinHandle<()>, String> {
+    // The caller loaded the file: it is good now.
+    metrics::gauge!("krayne_team_mapping_file_ok").set(1.0);
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let watcher = if watch {
         let dir = path
@@ -67,16 +69,22 @@ pub fn watch_mapping(auth: Authenticator, path: PathBuf, hash: String, watch: bo
             tokio::time::sleep(Duration::from_millis(100)).await;
             while rx.try_recv().is_ok() {}
             match load_mapping(&path) {
-                Ok((_, hash)) if hash == current && why != "SIGHUP" => {}
+                Ok((_, hash)) if hash == current && why != "SIGHUP" => {
+                    metrics::gauge!("krayne_team_mapping_file_ok").set(1.0);
+                }
                 Ok((mapping, hash)) => {
                     auth.set_mapping(mapping);
                     tracing::info!(file = %path.display(), sha256 = %hash, trigger = why, "team mapping reloaded");
                     metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "ok").increment(1);
+                    metrics::gauge!("krayne_team_mapping_file_ok").set(1.0);
                     current = hash;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, trigger = why, "team mapping not reloaded; keeping the last good one");
                     metrics::counter!("krayne_team_mapping_reloads_total", "outcome" => "error").increment(1);
+                    // Stays 0 until the file is fixed: a replica that
+                    // restarts meanwhile refuses to start.
+                    metrics::gauge!("krayne_team_mapping_file_ok").set(0.0);
                 }
             }
         }
