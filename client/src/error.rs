@@ -121,7 +121,7 @@ impl From<tonic::Status> for ClientError {
         // between) is no cancellation of the caller's: the server is
         // unavailable, and the call may be made again.
         let code = match status.code() {
-            Code::Cancelled if std::error::Error::source(&status).is_some() => Code::Unavailable,
+            Code::Cancelled => cut_off(&status),
             code => code,
         };
         Self {
@@ -131,6 +131,22 @@ impl From<tonic::Status> for ClientError {
             request_id,
         }
     }
+}
+
+/// What a `Cancelled` the client's own stack made means: its deadline
+/// (`DeadlineExceeded`), a connection lost under the call
+/// (`Unavailable`), or a cancellation indeed.
+fn cut_off(status: &tonic::Status) -> Code {
+    let mut source = std::error::Error::source(status);
+    let mut transport = false;
+    while let Some(cause) = source {
+        if cause.is::<tonic::TimeoutExpired>() {
+            return Code::DeadlineExceeded;
+        }
+        transport = true;
+        source = cause.source();
+    }
+    if transport { Code::Unavailable } else { Code::Cancelled }
 }
 
 impl From<tonic::transport::Error> for ClientError {

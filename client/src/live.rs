@@ -147,15 +147,24 @@ impl Live {
             };
             match current.next().await.map(|r| r.map_err(ClientError::from)) {
                 Some(Ok(event)) => {
-                    self.backoff = self.client.retry.backoff().build();
                     if let Some(event) = self.took(event) {
+                        // Only what is delivered is progress: a server
+                        // cutting every relist short is not retried forever.
+                        self.backoff = self.client.retry.backoff().build();
                         return Some(Ok(event));
                     }
                 }
-                Some(Err(e)) if e.code() == tonic::Code::OutOfRange && self.resumable() => {
-                    self.current = None;
-                    self.relisting = Some(Vec::new());
-                }
+                Some(Err(e)) if e.code() == tonic::Code::OutOfRange && self.resumable() => match self.backoff.next() {
+                    Some(pause) => {
+                        self.current = None;
+                        self.relisting = Some(Vec::new());
+                        tokio::time::sleep(pause).await;
+                    }
+                    None => {
+                        self.finished = true;
+                        return Some(Err(e));
+                    }
+                },
                 Some(Err(e)) if e.is_unavailable() && self.resumable() => match self.backoff.next() {
                     Some(pause) => {
                         self.current = None;

@@ -81,14 +81,20 @@ impl Tail {
                 continue;
             };
             match current.next().await.map(|r| r.map_err(ClientError::from)) {
-                Some(Ok(chunk)) => {
-                    self.backoff = self.client.retry.backoff().build();
-                    let text = unseen(&mut self.skip, chunk.text);
-                    if !text.is_empty() {
+                Some(Ok(chunk)) => match unseen(&mut self.skip, chunk.text) {
+                    Some(text) if text.is_empty() => {}
+                    Some(text) => {
+                        self.backoff = self.client.retry.backoff().build();
                         self.delivered += text.len();
                         return Some(Ok(text));
                     }
-                }
+                    None => {
+                        return self.end(ClientError::new(
+                            tonic::Code::DataLoss,
+                            "the job's log, followed again, differs from what was delivered",
+                        ));
+                    }
+                },
                 Some(Err(e)) if e.is_unavailable() => {
                     self.current = None;
                     if let Err(e) = self.pause(e).await {
@@ -116,15 +122,15 @@ impl Tail {
 }
 
 /// What of `text` was not delivered before the stream was reopened, with
-/// `skip` bytes of the reopened log still to pass over.
-fn unseen(skip: &mut usize, text: String) -> String {
+/// `skip` bytes of the reopened log still to pass over; `None` when the
+/// cut falls inside a character (the log is not the one delivered).
+fn unseen(skip: &mut usize, text: String) -> Option<String> {
     if *skip == 0 {
-        return text;
+        return Some(text);
     }
     let cut = (*skip).min(text.len());
     *skip -= cut;
-    // The log is the same bytes, so `cut` falls between characters.
-    text.get(cut..).unwrap_or_default().to_owned()
+    text.get(cut..).map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -137,10 +143,13 @@ mod tests {
         let mut skip = "héllo\nwö".len();
         let mut got = String::new();
         for chunk in ["hé", "llo\nw", "örld\n", "more\n"] {
-            got.push_str(&unseen(&mut skip, chunk.to_owned()));
+            got.push_str(&unseen(&mut skip, chunk.to_owned()).unwrap());
         }
         assert_eq!(got, "rld\nmore\n");
         assert_eq!(skip, 0);
-        assert_eq!(unseen(&mut 0, "as is".into()), "as is");
+        assert_eq!(unseen(&mut 0, "as is".into()).as_deref(), Some("as is"));
+        // A cut inside a character: not the log that was delivered.
+        assert_eq!(unseen(&mut 2, "é!".into()), Some("!".into()));
+        assert_eq!(unseen(&mut 1, "é!".into()), None);
     }
 }

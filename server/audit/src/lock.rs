@@ -20,8 +20,10 @@ use crate::{
 };
 
 /// How long a lease lasts: far longer than an admission (a quota check and
-/// one Kubernetes create, each bounded by its own timeout), so it expires
-/// only when its holder is gone.
+/// one Kubernetes create, each bounded by its own timeout, 10 s by
+/// default), so it expires only when its holder is gone. It is not
+/// renewed: a `--kube-timeout-seconds` near it would let an admission
+/// outlive its lease.
 const LEASE: Duration = Duration::from_secs(60);
 
 /// Longest an admission waits for another replica's.
@@ -84,23 +86,33 @@ impl SqlAdmissionLock {
     }
 }
 
-/// A held lease: given back on drop (if that fails, it expires).
+/// A lease asked for: given back on drop (if that fails, it expires).
+/// It exists before the lease is taken, so an admission dropped while its
+/// INSERT is in flight (the client went away) still gives it back.
 struct Lease {
     store: Store,
     namespace: String,
     holder: String,
+    taken: bool,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let (store, namespace, holder) = (
+        let (store, namespace, holder, taken) = (
             self.store.clone(),
             std::mem::take(&mut self.namespace),
             std::mem::take(&mut self.holder),
+            self.taken,
         );
         let give_back = async move {
-            if let Err(e) = store.drop_lease(&namespace, &holder).await {
-                tracing::warn!(error = %e, namespace, "admission lease not given back; it expires in a minute");
+            match store.drop_lease(&namespace, &holder).await {
+                Err(e) if taken => {
+                    tracing::warn!(error = %e, namespace, "admission lease not given back; it expires in a minute");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, namespace, "an admission lease that was maybe taken not given back")
+                }
+                Ok(()) => {}
             }
         };
         match tokio::runtime::Handle::try_current() {
@@ -119,16 +131,15 @@ impl AdmissionLock for SqlAdmissionLock {
         if matches!(self.store, Store::Sqlite(_)) {
             return Ok(AdmissionGuard::new(local));
         }
-        let holder = uuid::Uuid::now_v7().to_string();
-        self.take(namespace, &holder).await?;
+        let mut lease = Lease {
+            store: self.store.clone(),
+            namespace: namespace.to_owned(),
+            holder: uuid::Uuid::now_v7().to_string(),
+            taken: false,
+        };
+        self.take(namespace, &lease.holder).await?;
+        lease.taken = true;
         // Dropped in order: the lease, then the local lock.
-        Ok(AdmissionGuard::new((
-            Lease {
-                store: self.store.clone(),
-                namespace: namespace.to_owned(),
-                holder,
-            },
-            local,
-        )))
+        Ok(AdmissionGuard::new((lease, local)))
     }
 }

@@ -115,19 +115,16 @@ impl SqlAuditSink {
         &self.store
     }
 
-    /// Resolves rows left `pending` before `cutoff` by replicas that are
-    /// gone (none named, or no heartbeat for a minute): their mutation may
-    /// or may not have reached Kubernetes, so they become `unknown`, saying
-    /// so. Rows of live replicas (a tunnel open for hours) stay. Returns
-    /// how many.
-    pub async fn sweep(&self, cutoff: &str) -> Result<usize, String> {
-        let alive = jiff::Timestamp::now()
-            .checked_sub(jiff::SignedDuration::from_mins(1))
-            .unwrap_or_else(|_| jiff::Timestamp::now());
+    /// Resolves rows left `pending` for longer than `older` by replicas
+    /// that are gone (none named, or no heartbeat for a minute): their
+    /// mutation may or may not have reached Kubernetes, so they become
+    /// `unknown`, saying so. Rows of live replicas (a tunnel open for
+    /// hours) stay. Returns how many.
+    pub async fn sweep(&self, older: Duration) -> Result<usize, String> {
         let error = "the server stopped before recording the outcome; check the cluster";
         let resolved = self
             .store
-            .resolve_abandoned(cutoff, &alive.to_string(), error)
+            .resolve_abandoned(older, Duration::from_secs(60), error)
             .await
             .map_err(|e| e.to_string())?;
         Ok(resolved.len())

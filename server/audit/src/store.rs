@@ -61,6 +61,21 @@ fn pg_options(url: &str, ca_file: Option<&std::path::Path>) -> Result<PgConnectO
     })
 }
 
+/// `d` in whole milliseconds, for Postgres intervals.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The stored form of the time `d` ago, by this process's clock (SQLite:
+/// one process, one clock).
+fn ago(d: Duration) -> String {
+    let now = jiff::Timestamp::now();
+    let then = now
+        .checked_sub(jiff::SignedDuration::try_from(d).unwrap_or_default())
+        .unwrap_or(now);
+    stamp(&then.to_string())
+}
+
 /// `name` as a quoted SQL identifier.
 fn quoted(name: &str) -> Result<String, String> {
     if name.is_empty() || name.len() > 63 || name.contains('\0') {
@@ -295,89 +310,84 @@ impl Store {
         }
     }
 
-    /// Renews `replica`'s heartbeat.
+    /// Renews `replica`'s heartbeat (Postgres: by the database's clock,
+    /// which every replica shares).
     pub async fn heartbeat(&self, replica: &str) -> Result<(), sqlx::Error> {
-        let now = stamp(&jiff::Timestamp::now().to_string());
-        let upsert = |cast: &str| {
-            format!(
-                "INSERT INTO krayne_replicas (id, seen_at) VALUES ($1, $2{cast}) \
-                 ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at"
-            )
-        };
+        const UPSERT: &str = "ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at";
         match self {
-            Self::Postgres(p) => sqlx::query(AssertSqlSafe(upsert("::timestamptz")))
-                .bind(replica)
-                .bind(now)
-                .execute(p)
-                .await
-                .map(|_| ()),
-            Self::Sqlite(p) => sqlx::query(AssertSqlSafe(upsert("")))
-                .bind(replica)
-                .bind(now)
-                .execute(p)
-                .await
-                .map(|_| ()),
+            Self::Postgres(p) => sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO krayne_replicas (id, seen_at) VALUES ($1, now()) {UPSERT}"
+            )))
+            .bind(replica)
+            .execute(p)
+            .await
+            .map(|_| ()),
+            Self::Sqlite(p) => sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO krayne_replicas (id, seen_at) VALUES ($1, $2) {UPSERT}"
+            )))
+            .bind(replica)
+            .bind(stamp(&jiff::Timestamp::now().to_string()))
+            .execute(p)
+            .await
+            .map(|_| ()),
         }
     }
 
     /// Removes `replica`'s heartbeat (it stops), and those not renewed
-    /// since `stale` (replicas long gone).
-    pub async fn forget(&self, replica: &str, stale: &str) -> Result<(), sqlx::Error> {
-        let stale = stamp(stale);
+    /// for `stale` (replicas long gone).
+    pub async fn forget(&self, replica: &str, stale: Duration) -> Result<(), sqlx::Error> {
         match self {
-            Self::Postgres(p) => {
-                sqlx::query("DELETE FROM krayne_replicas WHERE id = $1 OR seen_at < $2::timestamptz")
-                    .bind(replica)
-                    .bind(stale)
-                    .execute(p)
-                    .await
-            }
+            Self::Postgres(p) => sqlx::query(
+                "DELETE FROM krayne_replicas WHERE id = $1 OR seen_at < now() - $2::bigint * interval '1 millisecond'",
+            )
+            .bind(replica)
+            .bind(millis(stale))
+            .execute(p)
+            .await
             .map(|_| ()),
             Self::Sqlite(p) => sqlx::query("DELETE FROM krayne_replicas WHERE id = $1 OR seen_at < $2")
                 .bind(replica)
-                .bind(stale)
+                .bind(ago(stale))
                 .execute(p)
                 .await
                 .map(|_| ()),
         }
     }
 
-    /// Resolves as `unknown` the rows still `pending` that arrived before
-    /// `cutoff` and whose replica is gone: none is named, or its heartbeat
-    /// is older than `alive_since`. Returns each row's id, request id and
-    /// action.
+    /// Resolves as `unknown` the rows still `pending` for longer than
+    /// `older` whose replica is gone: none is named, or its heartbeat is
+    /// older than `stale` (Postgres: by the database's clock). Returns
+    /// each row's id, request id and action.
     pub async fn resolve_abandoned(
         &self,
-        cutoff: &str,
-        alive_since: &str,
+        older: Duration,
+        stale: Duration,
         error: &str,
     ) -> Result<Vec<(String, String, String)>, sqlx::Error> {
-        let now = stamp(&jiff::Timestamp::now().to_string());
-        let statement = |ts: &str, id: &str| {
-            format!(
-                "UPDATE audit_events SET outcome = 'unknown', completed_at = $3{ts}, error = $4 \
-                 WHERE outcome = 'pending' AND occurred_at < $1{ts} AND (served_by IS NULL OR NOT EXISTS \
-                 (SELECT 1 FROM krayne_replicas r WHERE r.id = audit_events.served_by AND r.seen_at >= $2{ts})) \
-                 RETURNING id{id} AS id, request_id, action"
-            )
-        };
-        let (cutoff, alive_since) = (stamp(cutoff), stamp(alive_since));
+        const PG: &str = "UPDATE audit_events SET outcome = 'unknown', completed_at = now(), error = $3 \
+            WHERE outcome = 'pending' AND occurred_at < now() - $1::bigint * interval '1 millisecond' \
+            AND (served_by IS NULL OR NOT EXISTS (SELECT 1 FROM krayne_replicas r \
+            WHERE r.id = audit_events.served_by AND r.seen_at >= now() - $2::bigint * interval '1 millisecond')) \
+            RETURNING id::text AS id, request_id, action";
+        const SQLITE: &str = "UPDATE audit_events SET outcome = 'unknown', completed_at = $4, error = $3 \
+            WHERE outcome = 'pending' AND occurred_at < $1 AND (served_by IS NULL OR NOT EXISTS \
+            (SELECT 1 FROM krayne_replicas r WHERE r.id = audit_events.served_by AND r.seen_at >= $2)) \
+            RETURNING id, request_id, action";
         match self {
             Self::Postgres(p) => {
-                sqlx::query_as(AssertSqlSafe(statement("::timestamptz", "::text")))
-                    .bind(cutoff)
-                    .bind(alive_since)
-                    .bind(now)
+                sqlx::query_as(PG)
+                    .bind(millis(older))
+                    .bind(millis(stale))
                     .bind(error)
                     .fetch_all(p)
                     .await
             }
             Self::Sqlite(p) => {
-                sqlx::query_as(AssertSqlSafe(statement("", "")))
-                    .bind(cutoff)
-                    .bind(alive_since)
-                    .bind(now)
+                sqlx::query_as(SQLITE)
+                    .bind(ago(older))
+                    .bind(ago(stale))
                     .bind(error)
+                    .bind(stamp(&jiff::Timestamp::now().to_string()))
                     .fetch_all(p)
                     .await
             }
@@ -398,7 +408,7 @@ impl Store {
         )
         .bind(namespace)
         .bind(holder)
-        .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+        .bind(millis(lease))
         .fetch_optional(p)
         .await?;
         Ok(taken.is_some())
@@ -582,7 +592,19 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{quoted, redact};
+
+    #[test]
+    fn role_names_are_quoted_identifiers() {
+        assert_eq!(quoted("krayne_app").unwrap(), "\"krayne_app\"");
+        assert_eq!(
+            quoted("a\"; DROP TABLE audit_events; --").unwrap(),
+            "\"a\"\"; DROP TABLE audit_events; --\""
+        );
+        assert!(quoted("").is_err());
+        assert!(quoted(&"r".repeat(64)).is_err());
+        assert!(quoted("nul\0").is_err());
+    }
 
     #[test]
     fn passwords_never_reach_logs() {

@@ -62,13 +62,6 @@ pub fn read_url(file: &std::path::Path) -> Result<String, String> {
     Ok(url)
 }
 
-fn ago(d: Duration) -> String {
-    let now = jiff::Timestamp::now();
-    now.checked_sub(jiff::SignedDuration::try_from(d).unwrap_or_default())
-        .unwrap_or(now)
-        .to_string()
-}
-
 struct Round {
     store: Store,
     replica: String,
@@ -78,7 +71,10 @@ struct Round {
     url: Option<String>,
     /// Since when heartbeats have succeeded without a break.
     connected_since: Option<Instant>,
-    swept_once: bool,
+    /// Whether the first heartbeat failed: the database was away when
+    /// this replica started.
+    started_in_outage: Option<bool>,
+    last_sweep: Option<Instant>,
 }
 
 impl Round {
@@ -110,23 +106,30 @@ impl Round {
     async fn run(&mut self) {
         let mut problems = Vec::new();
         self.reread_url(&mut problems);
-        if self.options.migrate && !self.migrated {
+        let mut missing = self.store.missing_migrations().await;
+        // Only when something is missing: a role that may not create
+        // tables (`migrate --grant-to`) cannot even run sqlx's
+        // `CREATE TABLE IF NOT EXISTS` of its bookkeeping.
+        if self.options.migrate && !self.migrated && missing.as_ref().is_ok_and(|m| !m.is_empty()) {
             match self.store.migrate().await {
                 Ok(()) => {
                     self.migrated = true;
                     tracing::info!("audit database migrated");
+                    missing = self.store.missing_migrations().await;
                 }
                 Err(e) => problems.push(format!("audit database: {e}")),
             }
         }
-        match self.store.missing_migrations().await {
+        match missing {
             Ok(missing) if missing.is_empty() => {}
             Ok(missing) => problems.push(format!(
                 "the audit database lacks migrations {missing:?} this server needs: run `krayne-server migrate`"
             )),
             Err(e) => problems.push(format!("audit database: {e}")),
         }
-        match self.store.heartbeat(&self.replica).await {
+        let beat = self.store.heartbeat(&self.replica).await;
+        self.started_in_outage.get_or_insert(beat.is_err());
+        match beat {
             Ok(()) => {
                 self.connected_since.get_or_insert_with(Instant::now);
             }
@@ -136,27 +139,36 @@ impl Round {
         self.report(problems);
     }
 
-    /// At start-up once the heartbeat is written, then only after
-    /// heartbeats have flowed for `stale_after`: after a database outage
-    /// every heartbeat is old, and the live replicas need that long to
-    /// renew theirs.
+    /// At start-up once the heartbeat is written (if the database answered
+    /// the first one), then every `stale_after` once heartbeats have flowed
+    /// that long without a break: after a database outage every heartbeat
+    /// is old, and the live replicas need that long to renew theirs.
     async fn sweep(&mut self) {
         let Some(since) = self.connected_since else {
             return;
         };
-        if self.swept_once && since.elapsed() < self.options.stale_after {
+        let stale = self.options.stale_after;
+        let settled = since.elapsed() >= stale;
+        let due = match self.last_sweep {
+            None => settled || self.started_in_outage == Some(false),
+            Some(at) => settled && at.elapsed() >= stale,
+        };
+        if !due {
             return;
         }
-        let (cutoff, alive) = (ago(self.options.sweep_after), ago(self.options.stale_after));
         let error = "the server stopped before recording the outcome; check the cluster";
-        match self.store.resolve_abandoned(&cutoff, &alive, error).await {
+        match self
+            .store
+            .resolve_abandoned(self.options.sweep_after, stale, error)
+            .await
+        {
             Ok(resolved) => {
-                self.swept_once = true;
+                self.last_sweep = Some(Instant::now());
                 for (id, request_id, action) in resolved {
                     tracing::warn!(%id, %request_id, %action, "resolved a pending audit row as unknown");
                 }
                 // Heartbeats of replicas gone for a day are of no use.
-                let _ = self.store.forget("", &ago(Duration::from_secs(86_400))).await;
+                let _ = self.store.forget("", Duration::from_secs(86_400)).await;
             }
             Err(e) => tracing::warn!(error = %e, "audit sweep failed; retrying"),
         }
@@ -183,7 +195,8 @@ pub(crate) async fn start(
         migrated: false,
         url,
         connected_since: None,
-        swept_once: false,
+        started_in_outage: None,
+        last_sweep: None,
     };
     let (first_done, first) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
@@ -199,5 +212,21 @@ pub(crate) async fn start(
     });
     if tokio::time::timeout(first_within, first).await.is_err() {
         tracing::warn!("the audit database does not answer yet; serving, and retrying in the background");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_url;
+
+    #[test]
+    fn the_url_is_the_files_first_line_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("url");
+        std::fs::write(&file, "  postgres://u:p@db/krayne \n# a comment\n").unwrap();
+        assert_eq!(read_url(&file).unwrap(), "postgres://u:p@db/krayne");
+        std::fs::write(&file, "\n").unwrap();
+        assert!(read_url(&file).unwrap_err().contains("no database URL"));
+        assert!(read_url(&dir.path().join("missing")).is_err());
     }
 }

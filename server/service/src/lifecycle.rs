@@ -108,17 +108,14 @@ impl ControlPlane {
     }
 
     /// Whether this replica is ready for traffic, and why not. Until
-    /// Kubernetes has answered once the dependencies are probed now (at
-    /// most three seconds); after that they are as last probed, answers
-    /// older than two seconds refreshed in the background, never waited
-    /// for.
+    /// Kubernetes has answered once it is asked now (at most three
+    /// seconds); the dependencies are as last probed, answers older than
+    /// two seconds refreshed in the background, never waited for.
     pub async fn readiness(&self) -> Readiness {
-        if !self.lifecycle.started.load(Ordering::Acquire) {
-            // Waits for a probe already running rather than skip it.
-            let probed_at = self.lifecycle.probed_at.lock().await;
-            if !self.lifecycle.started.load(Ordering::Acquire) {
-                self.probe_dependencies(probed_at).await;
-            }
+        if !self.lifecycle.started.load(Ordering::Acquire)
+            && matches!(tokio::time::timeout(PROBE_TIMEOUT, self.store.ping()).await, Ok(Ok(())))
+        {
+            self.lifecycle.started.store(true, Ordering::Release);
         }
         let stale = self
             .lifecycle

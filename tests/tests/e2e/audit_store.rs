@@ -194,7 +194,7 @@ async fn contract(url: &str) {
     let old = entry("cluster.scale", "ns-a", "alice", Outcome::Pending, 10);
     let fresh = entry("cluster.scale", "ns-a", "alice", Outcome::Pending, 0);
     store.insert(&[old.clone(), fresh.clone()]).await.unwrap();
-    assert_eq!(sink.sweep(&at(2)).await.unwrap(), 1);
+    assert_eq!(sink.sweep(Duration::from_secs(120)).await.unwrap(), 1);
     let scale = sink
         .query(
             &AuditFilter {

@@ -306,3 +306,31 @@ async fn ops_and_docs_need_no_token_everything_else_does() {
         .await
         .problem(401, "unauthenticated");
 }
+
+/// The development HS256 secret beside a real issuer would let whoever
+/// holds it sign in as anyone: the server refuses to start with both
+/// unless told it is meant.
+#[tokio::test]
+async fn the_development_secret_beside_an_issuer_must_be_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (teams, secret) = (dir.path().join("teams.yaml"), dir.path().join("secret"));
+    std::fs::write(&teams, krayne_tests::TEAMS).unwrap();
+    std::fs::write(&secret, "a development secret of at least 32 bytes").unwrap();
+    let refused = std::process::Command::new(krayne_tests::server_binary())
+        .args(["serve", "--teams-file", teams.to_str().unwrap()])
+        .args(["--jwt-hs256-secret-file", secret.to_str().unwrap()])
+        .args(["--jwks-url", "http://127.0.0.1:9/jwks"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--allow-hs256-with-jwks"), "{stderr}");
+
+    let env = Env::start_with(EnvOptions::with_args(&[
+        "--jwks-url",
+        "http://127.0.0.1:9/jwks",
+        "--allow-hs256-with-jwks",
+    ]))
+    .await;
+    env.rest(&env.alice()).get("/v1/whoami").await.expect(200);
+}

@@ -880,3 +880,56 @@ fn versions_and_ports_agree_across_chart_dockerfile_and_server() {
     assert_eq!(default_of("listen").as_deref(), Some("0.0.0.0:8080"));
     assert_eq!(default_of("ops_listen").as_deref(), Some("0.0.0.0:9090"));
 }
+
+/// Every `.rs` file under `dir`, concatenated.
+fn rust_sources(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&rust_sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            text.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    text
+}
+
+/// The Grafana dashboard is valid JSON and shows only series the server
+/// exports, each described in docs/operations.md.
+#[test]
+fn the_dashboard_shows_only_documented_series_the_server_exports() {
+    let dashboard: Value = serde_json::from_str(&chart::read("files/dashboard.json")).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    let operations = chart::repo_file("docs/operations.md");
+    let server = rust_sources(&chart::chart_dir().join("../../server"));
+    let mut series = BTreeSet::new();
+    for panel in panels {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            assert!(
+                expr.contains("$namespace"),
+                "{}: not filtered by namespace: {expr}",
+                panel["title"]
+            );
+            series.extend(
+                expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| w.starts_with("krayne_") && w.len() > "krayne_".len())
+                    .map(|w| w.trim_end_matches("_sum").trim_end_matches("_count").to_owned()),
+            );
+        }
+    }
+    for name in &series {
+        assert!(
+            operations.contains(&format!("`{name}`")),
+            "{name} is not in docs/operations.md"
+        );
+        assert!(
+            server.contains(&format!("\"{name}\"")),
+            "{name} is exported by no server code"
+        );
+    }
+    let template = chart::read("templates/dashboard.yaml");
+    assert!(template.contains(".Files.Get \"files/dashboard.json\""), "{template}");
+}
