@@ -27,6 +27,16 @@ pub(crate) fn since(text: &str) -> Result<jiff::Timestamp, String> {
     jiff::Timestamp::now().checked_sub(ago).map_err(|e| e.to_string())
 }
 
+/// A count of workers or GPUs: a whole number, 0 or more (a negative
+/// one is refused here, not taken for an option by the argument parser).
+pub(crate) fn count(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if n < 0 => Err(format!("{n} is negative; a count is 0 or more")),
+        Ok(n) => u32::try_from(n).map_err(|_| format!("{n} is too large")),
+        Err(_) => Err(format!("{text:?} is not a whole number")),
+    }
+}
+
 /// `key=value` with a non-empty key.
 pub(crate) fn assignment(text: &str) -> Result<String, String> {
     match text.split_once('=') {
@@ -38,6 +48,15 @@ pub(crate) fn assignment(text: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_whole_and_not_negative() {
+        assert_eq!(count("3"), Ok(3));
+        assert_eq!(count("0"), Ok(0));
+        assert!(count("-1").unwrap_err().contains("negative"));
+        assert!(count("1.5").unwrap_err().contains("whole number"));
+        assert!(count("99999999999").unwrap_err().contains("too large"));
+    }
 
     #[test]
     fn durations_in_every_spelling() {

@@ -124,6 +124,21 @@ impl From<tonic::Status> for ClientError {
             Code::Cancelled => cut_off(&status),
             code => code,
         };
+        // tonic's words for an answer that is no gRPC at all.
+        if let Some(http) = status
+            .message()
+            .strip_prefix("grpc-status header missing, mapped from HTTP status code ")
+        {
+            return Self {
+                code: Code::Unavailable,
+                message: format!(
+                    "the server answered a gRPC call with HTTP {http}: it is not a krayne server \
+                     (the ops port?), or a proxy in front of it does not pass gRPC"
+                ),
+                violations,
+                request_id,
+            };
+        }
         Self {
             code,
             message,

@@ -37,6 +37,19 @@ async fn each_kind_of_failure_has_its_exit_code() {
         (&["scale", "taken", "-n", "ml-team"], 2, "required"),
         (&["create", "x", "--set", "novalue"], 2, "expected KEY=VALUE"),
         (&["wait", "x", "--timeout", "soon"], 2, "not a duration"),
+        // A negative count is krayne's usage error, not an option clap
+        // suggests to escape with `--`.
+        (
+            &["create", "x", "--workers", "-1"],
+            2,
+            "-1 is negative; a count is 0 or more",
+        ),
+        (&["scale", "taken", "-n", "ml-team", "-r", "-3"], 2, "-3 is negative"),
+        (
+            &["scale", "taken", "-n", "ml-team", "--max", "two"],
+            2,
+            "\"two\" is not a whole number",
+        ),
         (
             &["ssh", "taken", "-n", "ml-team", "--user=-oProxyCommand=true"],
             2,
@@ -58,6 +71,15 @@ async fn each_kind_of_failure_has_its_exit_code() {
     assert!(run.stderr().contains("Connection refused"), "{}", run.stderr());
     let run = down.run(&["get"]).await.code(2);
     assert!(run.stderr().contains("no server given"), "{}", run.stderr());
+    // Something that is not krayne (here krayne's own ops port).
+    let ops = format!("http://{}", env.server.ops);
+    let run = down.run(&["--server", &ops, "get", "-n", "ml-team"]).await.code(5);
+    assert!(
+        run.stderr().contains("it is not a krayne server") && run.stderr().contains("--server"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!run.stderr().contains("grpc-status header missing"), "{}", run.stderr());
     let run = down.run(&["--server", "localhost:8080", "get"]).await.code(2);
     assert!(run.stderr().contains("http://"), "{}", run.stderr());
 }

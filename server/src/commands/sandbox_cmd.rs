@@ -45,6 +45,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         .add_krayne_pod()
         .map_err(|e| format!("sandbox: krayne's pod: {e}"))?;
     let client = k8s::client_for_url(&sandbox.url()).map_err(|e| format!("sandbox client: {e}"))?;
+    remove_dead_runs_audit_files(&std::env::temp_dir());
     let audit_file = std::env::temp_dir().join(format!("krayne-sandbox-{}-audit.db", std::process::id()));
     let audit_db = DatabaseOptions {
         url: format!("sqlite://{}", audit_file.display()),
@@ -139,5 +140,34 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     running.wait().await;
     sandbox.shutdown().await;
     let _ = std::fs::remove_file(&kubeconfig);
+    // The audit log lives as long as the run, as the tokens do.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = audit_file.clone().into_os_string();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
     Ok(())
+}
+
+/// Removes the audit files of earlier sandbox runs that did not stop
+/// cleanly (killed, crashed): `krayne-sandbox-<pid>-audit.db*` whose
+/// process is gone.
+fn remove_dead_runs_audit_files(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("krayne-sandbox-"))
+            .and_then(|n| n.split_once("-audit.db"))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }

@@ -169,3 +169,37 @@ async fn the_sandbox_takes_a_team_mapping_of_ones_own() {
     let quota = String::from_utf8_lossy(&output.stdout);
     assert!(quota.contains("\"resource\":\"gpus\",\"limit\":\"1\""), "{quota}");
 }
+
+/// A sandbox's audit log belongs to its run, as its tokens do: stopped
+/// with Ctrl-C or SIGTERM, it leaves no file behind, and a run removes
+/// those of earlier runs that were killed.
+#[tokio::test]
+async fn a_stopped_sandbox_leaves_no_audit_files_behind() {
+    // One left by a run that was killed (its pid is no process now).
+    let dead = std::env::temp_dir().join("krayne-sandbox-4000000000-audit.db-wal");
+    std::fs::write(&dead, b"").unwrap();
+    let (mut child, ops) = sandbox_with_default_ops_port().await;
+    assert!(!dead.exists(), "a killed run's audit file stays");
+    let pid = child.id().unwrap();
+    let audit = std::env::temp_dir().join(format!("krayne-sandbox-{pid}-audit.db"));
+    let started = Instant::now();
+    while !audit.exists() {
+        assert!(started.elapsed().as_secs() < 10, "{} never appeared", audit.display());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(reqwest::get(format!("{ops}/healthz")).await.unwrap().status(), 200);
+    let signalled = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    for suffix in ["", "-wal", "-shm"] {
+        let file = format!("{}{suffix}", audit.display());
+        assert!(!std::path::Path::new(&file).exists(), "{file} left behind");
+    }
+}

@@ -25,19 +25,19 @@ pub(crate) struct Args {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: Option<PathBuf>,
     /// Desired workers in the first worker group.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     workers: Option<u32>,
     /// Autoscaler lower bound of the first worker group.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     min_workers: Option<u32>,
     /// Autoscaler upper bound of the first worker group.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     max_workers: Option<u32>,
     /// Turn Ray's autoscaler off (the worker count is then fixed).
     #[arg(long)]
     no_autoscaling: bool,
     /// GPUs per worker in the first worker group.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     gpus_per_worker: Option<u32>,
     /// Head CPU, a Kubernetes quantity (2, 500m).
     #[arg(long, value_name = "CPUS")]

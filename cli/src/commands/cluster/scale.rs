@@ -2,7 +2,7 @@
 
 use krayne_client::Scale;
 
-use crate::{context::Context, failure::Failure, output::note};
+use crate::{context::Context, failure::Failure, output::note, parse};
 
 /// Resize a worker group. Without autoscaling the group is pinned to
 /// --replicas (min and max follow), as Krayne does.
@@ -18,13 +18,13 @@ pub(crate) struct Args {
     #[arg(short = 'g', long = "group", default_value = "worker", value_name = "GROUP")]
     group: String,
     /// Desired workers.
-    #[arg(short, long, value_name = "N")]
+    #[arg(short, long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     replicas: Option<u32>,
     /// Autoscaler lower bound.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     min: Option<u32>,
     /// Autoscaler upper bound.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     max: Option<u32>,
 }
 
