@@ -63,13 +63,7 @@ impl Failure {
             Self::Usage(m) | Self::Other(m) => vec![format!("error: {m}")],
             Self::Declined(m) => vec![m.clone()],
             Self::Client(e) => {
-                let mut lines = vec![format!("error: {}", e.message())];
-                lines.extend(
-                    e.violations()
-                        .iter()
-                        .filter(|v| !e.message().contains(&format!("{}: {}", v.field, v.description)))
-                        .map(|v| format!("  {}: {}", v.field, v.description)),
-                );
+                let mut lines = violation_lines(e.message(), e.violations());
                 let hint = match e.code() {
                     Code::Unauthenticated => Some("hint: pass --token, set KRAYNE_TOKEN, or run `krayne login`"),
                     Code::PermissionDenied => Some("hint: `krayne whoami` lists the namespaces you may use"),
@@ -87,6 +81,38 @@ impl Failure {
             }
         }
     }
+}
+
+/// The error line and the field violations, one per line. A server's
+/// message that is the violations joined (`a: x; b: y`) becomes its
+/// prefix, if any, and the list.
+fn violation_lines(message: &str, violations: &[krayne_client::FieldViolation]) -> Vec<String> {
+    let each: Vec<String> = violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect();
+    let joined = each.len() > 1 && each.iter().all(|v| message.contains(v.as_str()));
+    if !joined {
+        let mut lines = vec![format!("error: {message}")];
+        lines.extend(
+            each.into_iter()
+                .filter(|v| !message.contains(v.as_str()))
+                .map(|v| format!("  {v}")),
+        );
+        return lines;
+    }
+    let prefix = each
+        .first()
+        .and_then(|first| message.find(first.as_str()))
+        .map_or("", |at| message[..at].trim_end_matches([' ', ':', ';']));
+    let head = if prefix.is_empty() {
+        format!("error: {} problems:", each.len())
+    } else {
+        format!("error: {prefix}:")
+    };
+    std::iter::once(head)
+        .chain(each.into_iter().map(|v| format!("  {v}")))
+        .collect()
 }
 
 /// Prints the failure, if any, to stderr and turns it into the exit code.
@@ -128,5 +154,30 @@ mod tests {
         let lines = Failure::from(e).lines(true);
         assert_eq!(lines[0], "error: head.cpus: must be a string");
         assert!(lines.iter().any(|l| l.contains("InvalidArgument")), "{lines:?}");
+    }
+
+    #[test]
+    fn joined_violations_come_one_per_line() {
+        let v = |field: &str, description: &str| krayne_client::FieldViolation {
+            field: field.into(),
+            description: description.into(),
+        };
+        let violations = [v("a.b", "must be 1"), v("c", "is unknown")];
+        assert_eq!(
+            violation_lines("a.b: must be 1; c: is unknown", &violations),
+            ["error: 2 problems:", "  a.b: must be 1", "  c: is unknown"]
+        );
+        assert_eq!(
+            violation_lines("invalid cluster config: a.b: must be 1; c: is unknown", &violations),
+            ["error: invalid cluster config:", "  a.b: must be 1", "  c: is unknown"]
+        );
+        assert_eq!(
+            violation_lines("a.b: must be 1", &violations[..1]),
+            ["error: a.b: must be 1"]
+        );
+        assert_eq!(
+            violation_lines("bad request", &violations[..1]),
+            ["error: bad request", "  a.b: must be 1"]
+        );
     }
 }

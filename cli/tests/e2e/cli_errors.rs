@@ -62,6 +62,32 @@ async fn each_kind_of_failure_has_its_exit_code() {
         assert!(run.stdout().is_empty(), "{args:?}: data on stdout: {}", run.stdout());
     }
 
+    // Several field problems: one per line, under one error line.
+    let run = k
+        .run(&[
+            "create",
+            "bad",
+            "-n",
+            "ml-team",
+            "--set",
+            "head.cpus=lots",
+            "--set",
+            "head.memory=much",
+            "--dry-run",
+        ])
+        .await
+        .code(2);
+    let stderr = run.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    for field in ["head.cpus", "head.memory"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("  {field}: "))),
+            "{field}: {stderr}"
+        );
+    }
+    assert!(!stderr.contains("; "), "problems joined on one line: {stderr}");
+
     let anonymous = Krayne::new(&env, "not-a-jwt");
     let run = anonymous.run(&["get"]).await.code(4);
     assert!(run.stderr().contains("krayne login"), "{}", run.stderr());
