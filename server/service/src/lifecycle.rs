@@ -149,6 +149,20 @@ impl ControlPlane {
     /// for [`ControlPlane::readiness`] and the gauge
     /// `krayne_dependency_up{dependency}`, until the tunnels close.
     pub fn keep_dependency_gauges(&self, every: Duration) {
+        self.periodically(every, self.lifecycle.closing.clone(), |service| async move {
+            let probed_at = service.lifecycle.probed_at.lock().await;
+            service.probe_dependencies(probed_at).await;
+        });
+    }
+
+    /// Runs `work` now and every `every` (a late round delays the next,
+    /// never doubles it) until `until` is cancelled; nothing outside a
+    /// runtime.
+    pub(crate) fn periodically<F, Fut>(&self, every: Duration, until: CancellationToken, work: F)
+    where
+        F: Fn(Self) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -158,11 +172,8 @@ impl ControlPlane {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => {
-                        let probed_at = service.lifecycle.probed_at.lock().await;
-                        service.probe_dependencies(probed_at).await;
-                    }
-                    () = service.lifecycle.closing.cancelled() => return,
+                    _ = tick.tick() => work(service.clone()).await,
+                    () = until.cancelled() => return,
                 }
             }
         });

@@ -148,19 +148,8 @@ impl ControlPlane {
     /// and resource) current for every namespace with a quota: every
     /// `every`, from the watch cache, until the server stops.
     pub fn keep_quota_gauges(&self, every: std::time::Duration) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let service = self.clone();
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => service.quota_gauges().await,
-                    () = service.stopping.cancelled() => return,
-                }
-            }
+        self.periodically(every, self.stopping.clone(), |service| async move {
+            service.quota_gauges().await;
         });
     }
 

@@ -637,3 +637,35 @@ mod jobs {
         );
     }
 }
+
+/// A replica's readiness, without a server: ready once Kubernetes has
+/// answered, its dependencies reported, not ready once draining.
+mod lifecycle {
+    use super::*;
+
+    #[tokio::test]
+    async fn ready_until_it_drains_with_its_dependencies_reported() {
+        let world = World::new("");
+        let readiness = world.plane.readiness().await;
+        assert!(
+            readiness.ready() && !readiness.starting && !readiness.draining,
+            "{readiness:?}"
+        );
+        world.plane.keep_dependency_gauges(std::time::Duration::from_secs(60));
+        let mut reported = Vec::new();
+        for _ in 0..100 {
+            reported = world.plane.readiness().await.dependencies;
+            if reported.iter().all(|d| d.up.is_some()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let names: Vec<(&str, Option<bool>)> = reported.iter().map(|d| (d.name, d.up)).collect();
+        assert_eq!(names, [("kubernetes", Some(true)), ("audit_database", Some(true))]);
+
+        world.plane.begin_drain();
+        let draining = world.plane.readiness().await;
+        assert!(draining.draining && !draining.ready(), "{draining:?}");
+        world.plane.close_tunnels();
+    }
+}
