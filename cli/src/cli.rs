@@ -16,9 +16,12 @@ Exit codes:
   5  server unavailable
   6  timed out
   7  already exists
+  130  interrupted (Ctrl-C) while following a job; the job keeps running
 
-Configuration: --server/--token (or KRAYNE_SERVER/KRAYNE_TOKEN) win over the
-file `krayne login` writes ($XDG_CONFIG_HOME/krayne/config.yaml).";
+Configuration: --server/--token/-n (or KRAYNE_SERVER/KRAYNE_TOKEN/KRAYNE_NAMESPACE)
+win over the file `krayne login` writes ($XDG_CONFIG_HOME/krayne/config.yaml).
+Without a namespace from either, commands use the one you may use (your only
+one, or the first where you are an editor) and say which on stderr.";
 
 /// Create and manage Ray clusters on Kubernetes through a krayne server.
 #[derive(Debug, Parser)]
@@ -31,22 +34,21 @@ pub(crate) struct Cli {
 }
 
 /// Options every command accepts, anywhere on the line.
+///
+/// Their environment variables are read by [`Global::with_environment`],
+/// not by clap: clap counts an option set through the environment as
+/// given, and a usage line would show `--server <URL> --token <JWT>` as
+/// if they were required.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Global {
-    /// Server URL, e.g. http://127.0.0.1:8080.
-    #[arg(long, global = true, env = "KRAYNE_SERVER", value_name = "URL")]
+    /// Server URL, e.g. http://127.0.0.1:8080 [env: KRAYNE_SERVER].
+    #[arg(long, global = true, value_name = "URL")]
     pub(crate) server: Option<String>,
-    /// Bearer token (JWT).
-    #[arg(
-        long,
-        global = true,
-        env = "KRAYNE_TOKEN",
-        hide_env_values = true,
-        value_name = "JWT"
-    )]
+    /// Bearer token (JWT) [env: KRAYNE_TOKEN].
+    #[arg(long, global = true, value_name = "JWT")]
     pub(crate) token: Option<String>,
-    /// Config file [default: $XDG_CONFIG_HOME/krayne/config.yaml].
-    #[arg(long, global = true, env = "KRAYNE_CONFIG", value_name = "FILE")]
+    /// Config file [env: KRAYNE_CONFIG] [default: $XDG_CONFIG_HOME/krayne/config.yaml].
+    #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
@@ -54,6 +56,18 @@ pub(crate) struct Global {
     /// Show error details (gRPC code, request id).
     #[arg(long, global = true)]
     pub(crate) debug: bool,
+}
+
+impl Global {
+    /// The options, each from its environment variable where the command
+    /// line has none (an empty variable counts as unset).
+    pub(crate) fn with_environment(mut self) -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        self.server = self.server.or_else(|| var("KRAYNE_SERVER"));
+        self.token = self.token.or_else(|| var("KRAYNE_TOKEN"));
+        self.config = self.config.or_else(|| var("KRAYNE_CONFIG").map(PathBuf::from));
+        self
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,12 +3,15 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use krayne_client::{Client, RetryPolicy};
+use krayne_client::{
+    Client, ClientError, Code, RetryPolicy,
+    proto::{NamespaceAccess, Role},
+};
 
 use crate::{
     cli::Global,
     failure::Failure,
-    output::Printer,
+    output::{Printer, note},
     settings::{self, Settings},
 };
 
@@ -23,6 +26,7 @@ pub(crate) struct Context {
 impl Context {
     /// Reads the config file and settles the output style.
     pub(crate) fn new(global: Global) -> Result<Self, Failure> {
+        let global = global.with_environment();
         let settings_path = settings::path(global.config.as_deref())?;
         let settings = settings::load(&settings_path)?;
         let printer = Printer::new(global.output);
@@ -50,11 +54,27 @@ impl Context {
         self.global.token.clone().or_else(|| self.settings.token.clone())
     }
 
-    /// `-n`, else the config file's namespace, else `default`.
-    pub(crate) fn namespace(&self, flag: Option<&str>) -> String {
-        flag.map(str::to_owned)
-            .or_else(|| self.settings.namespace.clone())
-            .unwrap_or_else(|| "default".to_owned())
+    /// `-n`, else `KRAYNE_NAMESPACE`, else the config file's namespace,
+    /// else the namespace the caller may use ([`pick_namespace`]), named
+    /// on stderr so nobody wonders where a cluster went.
+    pub(crate) async fn namespace(&self, flag: Option<&str>) -> Result<String, Failure> {
+        let chosen = flag
+            .map(str::to_owned)
+            .or_else(|| std::env::var("KRAYNE_NAMESPACE").ok().filter(|n| !n.is_empty()))
+            .or_else(|| self.settings.namespace.clone());
+        if let Some(namespace) = chosen {
+            return Ok(namespace);
+        }
+        let me = self.client()?.whoami().await?;
+        let (namespace, why) = pick_namespace(&me.namespaces).ok_or_else(|| {
+            let message = format!(
+                "{} may not use any namespace yet: ask a platform admin to add your team to one, or pass -n NAMESPACE",
+                me.email.as_deref().unwrap_or(&me.subject)
+            );
+            Failure::Client(ClientError::new(Code::PermissionDenied, message))
+        })?;
+        note(&format!("Namespace: {namespace} ({why}; -n NAMESPACE for another)"));
+        Ok(namespace)
     }
 
     /// A client for the server. The connection opens on the first call.
@@ -70,5 +90,59 @@ impl Context {
             builder = builder.token(token);
         }
         Ok(builder.connect_lazy()?)
+    }
+}
+
+/// The namespace to use when none was named, and why: the caller's only
+/// one, else the first where they may create clusters, else the first
+/// they may see. `None` when they may use none.
+pub(crate) fn pick_namespace(namespaces: &[NamespaceAccess]) -> Option<(String, &'static str)> {
+    let can_edit = |n: &&NamespaceAccess| matches!(Role::try_from(n.role), Ok(Role::Editor | Role::Admin));
+    match namespaces {
+        [] => None,
+        [only] => Some((only.namespace.clone(), "the only namespace you may use")),
+        _ => Some(match namespaces.iter().find(can_edit) {
+            Some(n) => (n.namespace.clone(), "the first namespace where you are an editor"),
+            None => (namespaces[0].namespace.clone(), "the first namespace you may see"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(namespace: &str, role: Role) -> NamespaceAccess {
+        NamespaceAccess {
+            namespace: namespace.into(),
+            role: role.into(),
+            ..NamespaceAccess::default()
+        }
+    }
+
+    #[test]
+    fn the_only_namespace_is_picked() {
+        let picked = pick_namespace(&[access("ml-team", Role::Viewer)]);
+        assert_eq!(picked, Some(("ml-team".into(), "the only namespace you may use")));
+    }
+
+    #[test]
+    fn an_editor_namespace_wins_over_earlier_viewer_ones() {
+        let all = [
+            access("shared-data", Role::Viewer),
+            access("ml-team", Role::Editor),
+            access("zeta", Role::Admin),
+        ];
+        assert_eq!(pick_namespace(&all).map(|p| p.0), Some("ml-team".into()));
+    }
+
+    #[test]
+    fn without_an_editor_namespace_the_first_is_picked() {
+        let all = [access("shared-a", Role::Viewer), access("shared-b", Role::Viewer)];
+        assert_eq!(
+            pick_namespace(&all),
+            Some(("shared-a".into(), "the first namespace you may see"))
+        );
+        assert_eq!(pick_namespace(&[]), None);
     }
 }

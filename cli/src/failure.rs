@@ -11,10 +11,18 @@ pub(crate) enum Failure {
     Usage(String),
     /// The user declined a confirmation.
     Declined(String),
+    /// Interrupted (Ctrl-C) before the outcome was known: the shell's 130,
+    /// never a failure's 1.
+    Interrupted(String),
     /// A call failed (or its input was refused on this side).
     Client(ClientError),
     /// Anything else (a file could not be written, …).
     Other(String),
+    /// A sandbox refused a token: most likely one a previous run printed.
+    StaleSandboxToken(ClientError),
+    /// A program krayne ran (`ssh`) ended with this status and said why
+    /// itself: passed on as the exit code, with nothing added.
+    Exited(u8),
 }
 
 impl From<ClientError> for Failure {
@@ -28,7 +36,10 @@ impl Failure {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 2,
+            Self::Interrupted(_) => 130,
             Self::Declined(_) | Self::Other(_) => 1,
+            Self::StaleSandboxToken(_) => 4,
+            Self::Exited(code) => *code,
             Self::Client(e) => match e.code() {
                 Code::InvalidArgument | Code::OutOfRange => 2,
                 Code::NotFound => 3,
@@ -52,8 +63,9 @@ impl Failure {
     /// What went wrong, in one line without the `error:` prefix.
     pub(crate) fn message(&self) -> &str {
         match self {
-            Self::Usage(m) | Self::Declined(m) | Self::Other(m) => m,
-            Self::Client(e) => e.message(),
+            Self::Usage(m) | Self::Declined(m) | Self::Interrupted(m) | Self::Other(m) => m,
+            Self::Client(e) | Self::StaleSandboxToken(e) => e.message(),
+            Self::Exited(_) => "",
         }
     }
 
@@ -61,7 +73,15 @@ impl Failure {
     fn lines(&self, debug: bool) -> Vec<String> {
         match self {
             Self::Usage(m) | Self::Other(m) => vec![format!("error: {m}")],
-            Self::Declined(m) => vec![m.clone()],
+            Self::Declined(m) | Self::Interrupted(m) => vec![m.clone()],
+            Self::Exited(_) => Vec::new(),
+            Self::StaleSandboxToken(e) => vec![
+                format!("error: {}", e.message()),
+                "hint: this server is a krayne sandbox, and its tokens belong to the run that printed them \
+                 (each run signs with a new key): copy the `export KRAYNE_TOKEN=…` line the running sandbox \
+                 printed when it started"
+                    .to_owned(),
+            ],
             Self::Client(e) => {
                 let mut lines = violation_lines(e.message(), e.violations());
                 let hint = match e.code() {

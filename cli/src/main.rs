@@ -7,6 +7,8 @@
 mod cli;
 mod commands;
 mod context;
+#[cfg(test)]
+mod docs_check;
 mod failure;
 mod output;
 mod parse;

@@ -2,7 +2,7 @@
 
 use std::io::{IsTerminal as _, Write as _};
 
-use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
+use comfy_table::{Cell, Color, ColumnConstraint, ContentArrangement, Table, Width, presets};
 use serde_json::Value;
 
 use crate::failure::Failure;
@@ -61,41 +61,48 @@ impl Printer {
 
     /// Rows under a header, kubectl style: no borders, two spaces apart.
     pub(crate) fn table(&self, header: &[&str], rows: Vec<Vec<Cell>>) -> Result<(), Failure> {
-        let mut table = Table::new();
-        table
-            .load_style(presets::NOTHING)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(header.iter().copied());
-        if self.color {
-            table.enforce_styling();
-        } else {
-            table.force_no_tty();
-        }
-        for column in table.column_iter_mut() {
-            column.set_padding((0, 2));
-        }
-        table.add_rows(rows);
-        let text: String = table.lines().map(|l| l.trim_end().to_owned() + "\n").collect();
-        out(&text)
+        out(&self.render(Some(header), rows, &mut Vec::new()))
     }
 
-    /// Rows without a header (a watch's later changes).
-    pub(crate) fn rows(&self, rows: Vec<Vec<Cell>>) -> Result<(), Failure> {
+    /// Rows printed a batch at a time (a watch's changes), each batch in
+    /// the columns of those before it, which only grow: rows stay under
+    /// the first batch's header.
+    pub(crate) fn rows_in(
+        &self,
+        header: Option<&[&str]>,
+        rows: Vec<Vec<Cell>>,
+        widths: &mut Vec<u16>,
+    ) -> Result<(), Failure> {
+        out(&self.render(header, rows, widths))
+    }
+
+    /// The table's text; `widths` are the columns' least widths, and
+    /// become the widths used.
+    fn render(&self, header: Option<&[&str]>, rows: Vec<Vec<Cell>>, widths: &mut Vec<u16>) -> String {
         let mut table = Table::new();
         table
             .load_style(presets::NOTHING)
             .set_content_arrangement(ContentArrangement::Disabled);
+        if let Some(header) = header {
+            table.set_header(header.iter().copied());
+        }
         if self.color {
             table.enforce_styling();
         } else {
             table.force_no_tty();
         }
         table.add_rows(rows);
-        for column in table.column_iter_mut() {
-            column.set_padding((0, 2));
+        let content = table.column_max_content_widths();
+        widths.resize(content.len().max(widths.len()), 0);
+        for (width, content) in widths.iter_mut().zip(content) {
+            *width = (*width).max(content);
         }
-        let text: String = table.lines().map(|l| l.trim_end().to_owned() + "\n").collect();
-        out(&text)
+        for (column, width) in table.column_iter_mut().zip(widths.iter()) {
+            column.set_padding((0, 2));
+            // A boundary counts the padding.
+            column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(width.saturating_add(2))));
+        }
+        table.lines().map(|l| l.trim_end().to_owned() + "\n").collect()
     }
 
     /// `Label:  value` lines, labels aligned.
@@ -169,6 +176,29 @@ pub(crate) fn or_dash(value: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn later_batches_line_up_under_the_first() {
+        let p = Printer::new(Format::Table);
+        let mut widths = Vec::new();
+        let first = p.render(
+            Some(&["EVENT", "NAME", "STATUS"]),
+            vec![vec![
+                Cell::new("ADDED"),
+                Cell::new("a-long-name"),
+                Cell::new("creating"),
+            ]],
+            &mut widths,
+        );
+        let later = p.render(
+            None,
+            vec![vec![Cell::new("ADDED"), Cell::new("b"), Cell::new("ready")]],
+            &mut widths,
+        );
+        let at = |text: &str, word: &str| text.lines().find_map(|l| l.find(word));
+        assert_eq!(at(&first, "STATUS"), at(&later, "ready"), "{first}{later}");
+        assert_eq!(at(&first, "creating"), at(&later, "ready"), "{first}{later}");
+    }
 
     #[test]
     fn ages_read_like_kubectls() {

@@ -476,8 +476,11 @@ impl Client {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        let response = retrying!(self, clusters, describe_cluster, message)?;
-        Ok(response.into_inner())
+        let mut details = retrying!(self, clusters, describe_cluster, message)?.into_inner();
+        for url in details.proxy_urls.values_mut() {
+            self.on_server(url);
+        }
+        Ok(details)
     }
 
     /// Resizes one worker group. Setting a size is idempotent, so this is

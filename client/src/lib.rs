@@ -25,3 +25,15 @@ pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_clust
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;
 pub use tunnel::{Counts, Forwarder, TunnelStream, proxy_url};
+
+/// The Rust examples of the docs that use the SDK, compiled as doc tests
+/// (issue 41: one had stopped compiling unseen).
+#[cfg(doctest)]
+mod docs {
+    #[doc = include_str!("../../docs/jobs.md")]
+    struct Jobs;
+    #[doc = include_str!("../../docs/services.md")]
+    struct Services;
+    #[doc = include_str!("../../docs/watch.md")]
+    struct Watch;
+}

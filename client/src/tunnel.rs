@@ -85,9 +85,11 @@ impl AsyncWrite for TunnelStream {
 impl Client {
     /// The URL of cluster `name`'s HTTP service (`dashboard`, `notebook`,
     /// `code-server`) through this server's proxy: what a pipeline outside
-    /// the cluster can reach, sending the same bearer token. The addresses
-    /// in [`proto::ClusterInfo`] (`dashboard_url` and the like) are pod
-    /// IPs, reachable only from inside the cluster. TCP services (`client`,
+    /// the cluster can reach, sending the same bearer token (the server
+    /// gives the same URL in [`proto::HeadService::proxy_url`] and
+    /// [`proto::ClusterDetails::proxy_urls`]). The addresses in
+    /// [`proto::ClusterInfo`] (`dashboard_url` and the like) are pod IPs,
+    /// reachable only from inside the cluster. TCP services (`client`,
     /// `ssh`) go through [`open_tunnel`](Self::open_tunnel) or
     /// [`forward`](Self::forward).
     pub fn proxy_url(&self, namespace: &str, name: &str, service: &str) -> String {
@@ -100,8 +102,19 @@ impl Client {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        let response = retrying!(self, tunnels, list_services, message)?;
-        Ok(response.into_inner().services)
+        let mut services = retrying!(self, tunnels, list_services, message)?.into_inner().services;
+        for service in &mut services {
+            self.on_server(&mut service.proxy_url);
+        }
+        Ok(services)
+    }
+
+    /// A URL the server gave as a path on itself (it was not told its
+    /// public URL), made absolute against the URL this client uses.
+    pub(crate) fn on_server(&self, url: &mut String) {
+        if url.starts_with('/') {
+            *url = format!("{}{url}", self.server().trim_end_matches('/'));
+        }
     }
 
     /// A sign-in link for a browser to HTTP service `service` of cluster
@@ -231,12 +244,7 @@ impl Client {
                     counted.opened.fetch_add(1, Ordering::Relaxed);
                     counted.open.fetch_add(1, Ordering::Relaxed);
                     match client.open_tunnel(&namespace, &cluster, &service).await {
-                        Ok(mut tunnel) => {
-                            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut local, &mut tunnel).await {
-                                counted.to_service.fetch_add(up, Ordering::Relaxed);
-                                counted.to_client.fetch_add(down, Ordering::Relaxed);
-                            }
-                        }
+                        Ok(tunnel) => carry(&mut local, tunnel, &counted, QUIET_AFTER_CLIENT_END).await,
                         Err(e) => {
                             counted.failed.fetch_add(1, Ordering::Relaxed);
                             if let Ok(mut last) = counted.last_error.lock() {
@@ -256,6 +264,58 @@ impl Client {
     }
 }
 
+/// How long a connection whose local client has ended its side waits for
+/// more from the service. Kubernetes' port-forward cannot pass that end
+/// on, so a service may never close: an HTTP client that hung up would
+/// otherwise keep its connection (and the forwarder's count) open.
+const QUIET_AFTER_CLIENT_END: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Carries one local connection through `tunnel`, counting bytes as they
+/// pass, until the service ends it, or the local client ended its side
+/// and the service then stays quiet for `quiet`.
+async fn carry(local: &mut tokio::net::TcpStream, tunnel: TunnelStream, counts: &Counts, quiet: std::time::Duration) {
+    let (mut local_in, mut local_out) = local.split();
+    let (mut tunnel_in, mut tunnel_out) = tokio::io::split(tunnel);
+    let (client_ended, mut ended) = tokio::sync::watch::channel(false);
+    let up = async {
+        let mut buf = vec![0u8; CHUNK];
+        while let Ok(n) = local_in.read(&mut buf).await {
+            if n == 0 || tunnel_out.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            counts.to_service.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        let _ = tunnel_out.shutdown().await;
+        let _ = client_ended.send(true);
+        std::future::pending::<()>().await;
+    };
+    let down = async {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let waiting = *ended.borrow();
+            let read = tokio::select! {
+                read = tunnel_in.read(&mut buf) => read,
+                _ = ended.changed(), if !waiting => continue,
+                () = tokio::time::sleep(quiet), if waiting => break,
+            };
+            match read {
+                Ok(n) if n > 0 => {
+                    if local_out.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    counts.to_client.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                _ => break,
+            }
+        }
+        let _ = local_out.shutdown().await;
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+}
+
 /// What a [`Forwarder`] has carried.
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -265,9 +325,9 @@ pub struct Counts {
     pub open: AtomicU64,
     /// Connections whose tunnel could not be opened.
     pub failed: AtomicU64,
-    /// Bytes to the service (of closed connections).
+    /// Bytes to the service, counted as they pass.
     pub to_service: AtomicU64,
-    /// Bytes from the service (of closed connections).
+    /// Bytes from the service, counted as they pass.
     pub to_client: AtomicU64,
     /// Why the last tunnel could not be opened.
     pub last_error: std::sync::Mutex<Option<String>>,

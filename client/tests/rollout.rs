@@ -29,9 +29,10 @@ async fn echo(tunnel: &mut TunnelStream, line: &str) {
     assert_eq!(back, line.as_bytes());
 }
 
-/// Opens a tunnel to the head's SSH stand-in and reads its greeting.
-async fn ssh_tunnel(client: &Client) -> TunnelStream {
-    let mut tunnel = client.open_tunnel(NS, "roll", "ssh").await.unwrap();
+/// Opens a tunnel to the head's Ray client stand-in (a greeting, then
+/// echo) and reads its greeting.
+async fn echo_tunnel(client: &Client) -> TunnelStream {
+    let mut tunnel = client.open_tunnel(NS, "roll", "client").await.unwrap();
     let mut banner = Vec::new();
     while !banner.ends_with(b"\n") {
         let mut byte = [0u8; 1];
@@ -41,7 +42,7 @@ async fn ssh_tunnel(client: &Client) -> TunnelStream {
             .unwrap();
         banner.push(byte[0]);
     }
-    assert!(banner.starts_with(b"SSH-2.0-"), "{banner:?}");
+    assert!(banner.starts_with(b"krayne-sandbox ray client"), "{banner:?}");
     tunnel
 }
 
@@ -156,7 +157,7 @@ async fn a_rolling_restart_loses_no_watch_event_log_line_or_tunnel() {
     });
 
     // A tunnel opened before the rollout.
-    let mut tunnel = ssh_tunnel(&client).await;
+    let mut tunnel = echo_tunnel(&client).await;
     echo(&mut tunnel, "before\n").await;
 
     // Clusters created through the Service all along, each on a new
@@ -208,7 +209,7 @@ async fn a_rolling_restart_loses_no_watch_event_log_line_or_tunnel() {
     );
 
     // A new tunnel reaches the service through the new replicas.
-    let mut after = ssh_tunnel(&client).await;
+    let mut after = echo_tunnel(&client).await;
     echo(&mut after, "after\n").await;
 
     // The followed log is the job's whole log, once.

@@ -13,3 +13,8 @@ pub use krayne_core::{domain, manifest};
 pub use krayne_kube as k8s;
 pub use krayne_sandbox as sandbox;
 pub use krayne_service::{self as service, auth};
+
+/// The sandbox's Rust example in docs/sandbox.md, compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/sandbox.md")]
+struct SandboxDocs;

@@ -8,6 +8,8 @@
 mod balancer;
 pub mod chart;
 mod clients;
+pub mod docs;
+pub mod echo_tunnel;
 pub mod heads;
 pub mod load;
 mod postgres;
@@ -16,7 +18,6 @@ pub mod pty;
 pub mod raw;
 mod secrets;
 mod server;
-pub mod ssh_tunnel;
 pub mod watch;
 
 pub use balancer::Balancer;

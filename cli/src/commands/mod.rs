@@ -7,6 +7,8 @@ pub(crate) mod identity;
 pub(crate) mod job;
 pub(crate) mod service;
 
+use krayne_client::Code;
+
 use crate::{
     cli::{Cli, Command},
     context::Context,
@@ -21,7 +23,6 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         // These need neither the config file nor the network.
         Command::Completions(args) => return config::completions::run(&args),
         Command::Version(args) if args.client => return config::version::client_only(global.output),
-        Command::Ssh(args) => return service::ssh::run(&Context::new(global)?, args),
         _ => {}
     }
     let ctx = Context::new(global)?;
@@ -29,7 +30,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Other(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         match command {
             Command::Create(args) => cluster::create::run(&ctx, args).await,
             Command::Get(args) => cluster::get::run(&ctx, args).await,
@@ -47,10 +48,25 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
             Command::Open(args) => service::open::run(&ctx, args).await,
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
+            Command::Ssh(args) => service::ssh::run(&ctx, args).await,
             Command::Submit(args) => job::submit::run(&ctx, args).await,
             Command::Jobs(args) => job::run(&ctx, args).await,
             Command::Tui(args) => crate::tui::run(&ctx, args).await,
-            Command::Completions(_) | Command::Ssh(_) => Ok(()),
+            Command::Completions(_) => Ok(()),
         }
-    })
+    });
+    match result {
+        Err(Failure::Client(e)) if e.code() == Code::Unauthenticated && e.message().starts_with("invalid token") => {
+            let sandbox = runtime.block_on(async {
+                let version = ctx.client().ok()?.server_version().await.ok()?;
+                Some(version.features.iter().any(|f| f == "sandbox"))
+            });
+            if sandbox == Some(true) {
+                Err(Failure::StaleSandboxToken(e))
+            } else {
+                Err(Failure::Client(e))
+            }
+        }
+        other => other,
+    }
 }

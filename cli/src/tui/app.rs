@@ -61,6 +61,9 @@ pub(crate) enum Msg {
     Changed(WatchEventType, ClusterInfo),
     /// The watch broke; the driver is reconnecting.
     Lost(String),
+    /// The server refused the watch (not allowed, or not signed in): the
+    /// driver does not retry it.
+    Refused(String),
     /// A namespace's quota (`None`: it has none, or it could not be read).
     Quota(String, Option<NamespaceQuota>),
     Namespaces(Vec<NamespaceAccess>),
@@ -73,6 +76,8 @@ pub(crate) enum Msg {
     Scaled(Key, Result<ClusterInfo, ClientError>),
     /// An action's outcome for the status line.
     Done(Result<String, String>),
+    /// A sign-in link for `what`, to be copied: there is no browser here.
+    Link(String, String),
     /// The cluster's open tunnels as (service, local URL); `None`: closed.
     Tunnels(Key, Option<Vec<(String, String)>>),
     /// Time passes (ages, the reconnecting spinner).
@@ -119,6 +124,9 @@ pub(crate) enum Connection {
     Connecting,
     Live,
     Reconnecting(String),
+    /// Not allowed to watch this scope; nothing retries until another
+    /// namespace is chosen.
+    Refused(String),
 }
 
 /// The screen under any overlay.
@@ -140,6 +148,13 @@ pub(crate) enum Overlay {
     Palette(Palette),
     Namespaces {
         selected: usize,
+    },
+    /// A one-time sign-in link to open elsewhere (no browser here), shown
+    /// whole so it can be copied; any key closes it.
+    Link {
+        /// What it opens, e.g. "the dashboard of demo".
+        what: String,
+        url: String,
     },
 }
 
@@ -571,7 +586,7 @@ impl App {
 
     fn on_overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Effect> {
         match overlay {
-            Overlay::Help => Vec::new(),
+            Overlay::Help | Overlay::Link { .. } => Vec::new(),
             Overlay::Filter => {
                 match key.code {
                     KeyCode::Enter => {}
@@ -701,6 +716,15 @@ impl App {
             }
             Msg::Changed(kind, cluster) => return self.on_change(kind, cluster),
             Msg::Lost(why) => self.connection = Connection::Reconnecting(why),
+            Msg::Refused(why) => {
+                self.connection = Connection::Refused(why);
+                self.clusters.clear();
+                // Choosing another namespace is the way on.
+                if self.overlay.is_none() {
+                    self.overlay = Some(Overlay::Namespaces { selected: 0 });
+                    return vec![Effect::Namespaces];
+                }
+            }
             Msg::Quota(namespace, quota) => {
                 // An answer for the namespace shown before a switch is dropped.
                 if self.namespace.as_deref() == Some(namespace.as_str()) {
@@ -755,6 +779,10 @@ impl App {
             Msg::Created(result) => self.on_created(result),
             Msg::Scaled(key, result) => self.on_scaled(&key, result),
             Msg::Done(Ok(text)) => self.say(text),
+            Msg::Link(what, url) => {
+                self.say(format!("Sign-in link for {what}: copy it from the box."));
+                self.overlay = Some(Overlay::Link { what, url });
+            }
             Msg::Done(Err(text)) => self.complain(text),
             Msg::Tunnels(key, Some(urls)) => {
                 let list: Vec<String> = urls.iter().map(|(s, u)| format!("{s} {u}")).collect();

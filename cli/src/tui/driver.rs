@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt as _;
-use krayne_client::{Client, ClientError, Forwarder, WatchFrom, proto::WatchEventType};
+use krayne_client::{Client, ClientError, Code, Forwarder, WatchFrom, proto::WatchEventType};
 use ratatui::{Terminal, backend::Backend};
 use tokio::{
     signal::unix::{SignalKind, signal},
@@ -310,7 +310,7 @@ impl Driver {
                 }
             }
             Effect::Open(key) => {
-                tokio::spawn(async move { send(Msg::Done(open_dashboard(&client, &key).await)) });
+                tokio::spawn(async move { send(open_dashboard(&client, &key).await) });
             }
             Effect::Remember(namespace) => recent::remember(&namespace),
         }
@@ -323,7 +323,8 @@ fn failed(what: &str, e: &ClientError) -> String {
 
 /// The live watch of `namespace`: every cluster there is now, then each
 /// change; on any failure it says so and starts over, pausing longer each
-/// time up to [`MAX_PAUSE`].
+/// time up to [`MAX_PAUSE`], except a refusal (not allowed, not signed
+/// in), which no retry would change.
 async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: mpsc::UnboundedSender<Report>) {
     let send = |msg| tx.send(Report::Watch(generation, msg)).is_ok();
     let mut pause = Duration::from_millis(250);
@@ -333,6 +334,10 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
             send_initial_events: true,
         };
         let why = match client.watch_clusters(namespace.as_deref(), from).await {
+            Err(e) if refused(&e) => {
+                send(Msg::Refused(e.message().to_owned()));
+                return;
+            }
             Err(e) => e.message().to_owned(),
             Ok(events) => {
                 let mut events = std::pin::pin!(events);
@@ -341,6 +346,10 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
                     let event = match tokio::time::timeout(SILENCE, events.next()).await {
                         Err(_) => break format!("no word from the server for {} s", SILENCE.as_secs()),
                         Ok(None) => break "the server ended the watch".to_owned(),
+                        Ok(Some(Err(e))) if refused(&e) => {
+                            send(Msg::Refused(e.message().to_owned()));
+                            return;
+                        }
                         Ok(Some(Err(e))) => break e.message().to_owned(),
                         Ok(Some(Ok(event))) => event,
                     };
@@ -369,6 +378,11 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_PAUSE);
     }
+}
+
+/// Whether the server refused the caller rather than failed.
+fn refused(e: &ClientError) -> bool {
+    matches!(e.code(), Code::PermissionDenied | Code::Unauthenticated)
 }
 
 /// Follows a job's log until it ends.
@@ -402,23 +416,20 @@ async fn open_tunnels(client: &Client, key: &Key) -> Result<Vec<(String, String,
             .map_err(|e| e.message().to_owned())?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let forwarder = client.forward(&key.0, &key.1, &service.name, listener);
-        opened.push((service.name.clone(), local_url(&service.name, port), forwarder));
+        opened.push((service.name.clone(), local_url(&service, port), forwarder));
     }
     Ok(opened)
 }
 
-/// Opens the dashboard signed in, or says the link when there is no
-/// desktop to open it on.
-async fn open_dashboard(client: &Client, key: &Key) -> Result<String, String> {
-    let session = client
-        .create_browser_session(&key.0, &key.1, "dashboard")
-        .await
-        .map_err(|e| failed("opening the dashboard", &e))?;
+/// Opens the dashboard signed in, or shows the link to copy when there is
+/// no desktop to open it on.
+async fn open_dashboard(client: &Client, key: &Key) -> Msg {
+    let session = match client.create_browser_session(&key.0, &key.1, "dashboard").await {
+        Ok(session) => session,
+        Err(e) => return Msg::Done(Err(failed("opening the dashboard", &e))),
+    };
     if has_display() && open::that_detached(&session.sign_in_url).is_ok() {
-        return Ok(format!("Opened the dashboard of {} in your browser.", key.1));
+        return Msg::Done(Ok(format!("Opened the dashboard of {} in your browser.", key.1)));
     }
-    Ok(format!(
-        "No browser here; within a minute, open (once, do not share): {}",
-        session.sign_in_url
-    ))
+    Msg::Link(format!("the dashboard of {}", key.1), session.sign_in_url)
 }

@@ -122,6 +122,12 @@ pub(crate) fn details() -> ClusterDetails {
         ray_version: "2.41.0".into(),
         python_version: "3.11".into(),
         services: vec!["dashboard".into(), "client".into(), "notebook".into()],
+        proxy_urls: ["dashboard", "notebook"]
+            .map(|s| {
+                let url = format!("http://127.0.0.1:8080/v1/namespaces/ml-team/clusters/demo/services/{s}/proxy/");
+                (s.to_owned(), url)
+            })
+            .into(),
         conditions: Vec::new(),
         pods: Vec::new(),
         events: vec![
@@ -153,6 +159,12 @@ pub(crate) fn services() -> Vec<HeadService> {
         state: state.into(),
         tunnel_path: format!("/v1/namespaces/ml-team/clusters/demo/services/{name}/tunnel"),
         in_cluster_url: String::new(),
+        proxy_url: if protocol == "http" {
+            format!("http://127.0.0.1:8080/v1/namespaces/ml-team/clusters/demo/services/{name}/proxy/")
+        } else {
+            String::new()
+        },
+        base_path: "/".into(),
     })
     .collect()
 }

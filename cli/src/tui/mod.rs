@@ -25,7 +25,7 @@ use crate::{context::Context, failure::Failure};
 o open in the browser · / filter (status: ns: service:) · n namespace · r refresh · \
 Tab sort · Ctrl+P commands · ? help · q back/quit")]
 pub(crate) struct Args {
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Every namespace you may see.
@@ -41,7 +41,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         ));
     }
     let client = ctx.client()?;
-    let home = ctx.namespace(args.namespace.as_deref());
+    let home = ctx.namespace(args.namespace.as_deref()).await?;
     let namespace = (!args.all_namespaces).then(|| home.clone());
     let (app, first) = app::App::new(namespace, home, recent::load());
     // `init` also restores the terminal if anything panics.

@@ -58,6 +58,41 @@ async fn login_writes_a_private_config_file_that_later_commands_use() {
     bare.run(&["--token", "junk", "get"]).await.code(4);
 }
 
+/// Without -n, KRAYNE_NAMESPACE or a config file, commands use the
+/// namespace the caller may use, and say which; someone who may use none
+/// is told so (exit 4), never sent to `default`.
+#[tokio::test]
+async fn without_a_namespace_commands_use_the_one_the_caller_may_use() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let run = k.run(&["create", "picked"]).await.code(0);
+    assert!(
+        run.stderr()
+            .contains("Namespace: ml-team (the first namespace where you are an editor; -n NAMESPACE for another)"),
+        "{}",
+        run.stderr()
+    );
+    let listed = k.run(&["get", "-o", "json"]).await.json();
+    assert_eq!(listed[0]["namespace"], "ml-team", "{listed}");
+    k.run(&["quota"]).await.code(0);
+
+    // KRAYNE_NAMESPACE wins over the pick, quietly.
+    let run = k
+        .run_with(&["get", "picked"], &[("KRAYNE_NAMESPACE", "other-team".into())])
+        .await
+        .code(4);
+    assert!(run.stderr().contains("other-team"), "{}", run.stderr());
+
+    let nobody = Krayne::new(&env, &env.token("nobody@example.com", &[]));
+    let run = nobody.run(&["get"]).await.code(4);
+    assert!(
+        run.stderr()
+            .contains("nobody@example.com may not use any namespace yet: ask a platform admin"),
+        "{}",
+        run.stderr()
+    );
+}
+
 #[tokio::test]
 async fn delete_asks_first_and_refuses_without_a_terminal() {
     let env = Env::start().await;

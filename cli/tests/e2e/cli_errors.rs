@@ -110,6 +110,22 @@ async fn each_kind_of_failure_has_its_exit_code() {
     assert!(run.stderr().contains("http://"), "{}", run.stderr());
 }
 
+/// Issue 41: with the server and token in the environment, a usage line
+/// does not show `--server <URL> --token <JWT>` as if they were needed.
+#[tokio::test]
+async fn usage_lines_leave_out_what_the_environment_gave() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    for line in [&["scale"][..], &["ssh"], &["jobs", "logs"]] {
+        let run = k.run(line).await.code(2);
+        let usage = run.stderr();
+        assert!(usage.contains("Usage: krayne"), "{usage}");
+        assert!(!usage.contains("--server") && !usage.contains("--token"), "{usage}");
+    }
+    // The environment still counts.
+    k.run(&["whoami"]).await.code(0);
+}
+
 #[tokio::test]
 async fn a_wait_that_times_out_exits_6_naming_the_status() {
     let env = Env::start().await;

@@ -51,6 +51,21 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     assert_eq!(worker(&plain, 0)["replicas"], 1);
     assert_eq!(head_resources(&plain)["cpu"], "1");
 
+    // Issue 41: without NAME, the file's name.
+    let named = k.run(&["create", "-f", file, "--dry-run", "-o", "json"]).await.json();
+    assert_eq!(named["metadata"]["name"], "from-file");
+    let nameless = dir.path().join("nameless.yaml");
+    std::fs::write(&nameless, "head: {cpus: 1}\n").unwrap();
+    let refused = k
+        .run(&["create", "-f", nameless.to_str().unwrap(), "-n", "ml-team"])
+        .await
+        .code(2);
+    assert!(
+        refused.stderr().contains("has no `name:`; give the cluster's NAME"),
+        "{}",
+        refused.stderr()
+    );
+
     let flagged = k
         .run(&[
             "create",

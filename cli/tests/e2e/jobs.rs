@@ -116,7 +116,9 @@ async fn krayne_submit_runs_a_working_dir_follows_its_log_and_exits_by_its_end()
         .code(1);
     assert!(failed.stdout().contains("about-to-fail"), "{}", failed.stdout());
     assert!(
-        failed.stderr().contains("FAILED") && failed.stderr().contains("exit code 3"),
+        failed.stderr().contains("FAILED")
+            && failed.stderr().contains("exit code 3 (its log is above)")
+            && !failed.stderr().contains("last available logs"),
         "{}",
         failed.stderr()
     );
@@ -388,7 +390,7 @@ async fn ctrl_c_stops_following_not_the_job_and_says_how_to_stop_it() {
         .await
         .expect("krayne exits on Ctrl-C")
         .unwrap();
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(130), "an interrupt, as the shell reports one");
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
     assert!(

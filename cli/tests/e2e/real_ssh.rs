@@ -113,7 +113,7 @@ async fn krayne_ssh_runs_a_command_on_a_real_head(mode: &str) {
             "true",
         ])
         .await
-        .code(1);
+        .code(255);
     assert!(refused.stderr().contains("Permission denied"), "{}", refused.stderr());
 
     // Bob's team has no access to ml-team: the tunnel under ssh is refused.
@@ -121,7 +121,7 @@ async fn krayne_ssh_runs_a_command_on_a_real_head(mode: &str) {
     let refused = bob
         .run(&["ssh", "sshd", "-n", "ml-team", "--", "-o", "BatchMode=yes", "true"])
         .await
-        .code(1);
+        .code(255);
     assert!(
         refused
             .stderr()

@@ -41,6 +41,7 @@ impl Krayne {
             .env_remove("KRAYNE_SERVER")
             .env_remove("KRAYNE_TOKEN")
             .env_remove("KRAYNE_CONFIG")
+            .env_remove("KRAYNE_NAMESPACE")
             // No desktop: `krayne open` prints its link.
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY")

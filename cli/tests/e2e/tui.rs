@@ -95,3 +95,53 @@ async fn the_tui_says_reconnecting_while_the_server_is_down_and_resumes_the_watc
     term.type_keys("q");
     assert!(block_in_place(|| term.wait()), "krayne tui exits with 0");
 }
+
+/// Issue 41: without -n the TUI opens on the namespace the caller may
+/// use; a namespace they may not see is refused once, said so, and the
+/// namespace picker offered, never retried as a lost connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_opens_where_the_caller_may_work_and_offers_the_picker_when_refused() {
+    let env = Env::start().await;
+    let rest = env.rest(&env.alice());
+    rest.post(
+        NS,
+        &json!({"name": "shape", "worker_groups": [{"name": "gpu-a100", "replicas": 1}]}),
+    )
+    .await
+    .expect(201);
+    rest.get(&format!("{NS}/shape/wait?timeout_seconds=60"))
+        .await
+        .expect(200);
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        let mut term = Terminal::spawn(krayne, &["tui"], envs.clone(), (24, 80));
+        term.wait_for(&["Namespace: ml-team", "● live", "shape"], &[]);
+        // At 80×24 the detail shows the cluster's shape first: its worker
+        // group's row, then the services.
+        term.type_keys("\r");
+        term.wait_for(&["Worker groups", "gpu-a100", "Services", "dashboard"], &[]);
+        // No display: `o` shows the one-time link whole, to copy.
+        term.type_keys("o");
+        term.wait_for(&["Sign-in link for the dashboard of shape", "ticket="], &[]);
+        term.type_keys("z");
+        term.wait_for(&["Worker groups"], &["ticket="]);
+        term.type_keys("q");
+        term.type_keys("q");
+        assert!(term.wait(), "krayne tui exits with 0");
+
+        let mut term = Terminal::spawn(krayne, &["tui", "-n", "other-team"], envs, (24, 80));
+        term.wait_for(
+            &["✕ no access", "Namespaces (most recent first)", "ml-team  (editor)"],
+            &["reconnecting", "Press c to create"],
+        );
+        // Enter on "(all namespaces)": what alice may see, live.
+        term.type_keys("\r");
+        term.wait_for(&["● live"], &["no access"]);
+        term.type_keys("q");
+        assert!(term.wait(), "krayne tui exits with 0");
+    })
+    .await
+    .unwrap();
+}

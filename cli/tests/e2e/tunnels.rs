@@ -35,6 +35,7 @@ async fn read_some(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
 
 #[tokio::test]
 async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
+    use std::sync::atomic::Ordering::Relaxed;
     let env = ready("sdk-tun").await;
     let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
     let services = client.list_services("ml-team", "sdk-tun").await.unwrap();
@@ -45,9 +46,12 @@ async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
     let mut ssh = client.open_tunnel("ml-team", "sdk-tun", "ssh").await.unwrap();
     assert_eq!((ssh.service(), ssh.port()), ("ssh", 22));
     assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
-    ssh.write_all(b"hello").await.unwrap();
-    assert_eq!(read_some(&mut ssh).await, "hello");
     drop(ssh);
+    let mut ray = client.open_tunnel("ml-team", "sdk-tun", "client").await.unwrap();
+    assert!(read_some(&mut ray).await.contains("ray client"));
+    ray.write_all(b"hello").await.unwrap();
+    assert_eq!(read_some(&mut ray).await, "hello");
+    drop(ray);
 
     let refused = client.open_tunnel("ml-team", "sdk-tun", "nope").await.unwrap_err();
     assert_eq!(refused.code(), krayne_client::Code::NotFound, "{refused}");
@@ -65,7 +69,31 @@ async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
         answer.starts_with("HTTP/1.1 200") && answer.contains("ray_version"),
         "{answer}"
     );
-    assert_eq!(forwarder.counts().opened.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(forwarder.counts().opened.load(Relaxed), 1);
+
+    // Issue 41: bytes are counted as they pass, and a connection whose
+    // client hung up ends though the service keeps it alive (Kubernetes'
+    // port-forward cannot tell the service).
+    let counts = forwarder.counts();
+    let before = counts.to_client.load(Relaxed);
+    let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+    kept.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_some(&mut kept).await.starts_with("HTTP/1.1 200"));
+    assert_eq!(counts.open.load(Relaxed), 1);
+    assert!(
+        counts.to_client.load(Relaxed) > before,
+        "counted while the connection is open"
+    );
+    drop(kept);
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        while counts.open.load(Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the hung-up connection is still counted open");
 }
 
 #[tokio::test]
@@ -153,53 +181,99 @@ async fn krayne_tunnel_stdio_carries_the_ssh_banner_and_ssh_uses_it() {
         .unwrap();
     assert!(status.success(), "stdin's end ends the tunnel: {status}");
 
-    // ssh (a client nobody here wrote) through the ProxyCommand: it reads
-    // the stand-in's banner, then fails at the key exchange the stand-in
-    // does not speak.
+    // ssh (a client nobody here wrote) through the ProxyCommand, logging
+    // in to the head's SSH server as Krayne's bootstrap lets it: `ray`,
+    // no password.
     let proxy = format!(
         "{} tunnel --stdio -n ml-team stdio-tun ssh",
         env!("CARGO_BIN_EXE_krayne")
     );
-    let mut ssh = tokio::process::Command::new("ssh");
-    ssh.args([
-        "-v",
-        "-o",
-        &format!("ProxyCommand={proxy}"),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=10",
-        "krayne-stdio-tun",
-        "true",
-    ])
-    .envs(krayne.env_vars())
-    .env("XDG_CONFIG_HOME", krayne.config_home())
-    .stdin(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .kill_on_drop(true);
-    // Read ssh's log until the banner shows: sshd is on the head's
-    // loopback, reached through a port-forward that cannot pass a
-    // half-close, so whether ssh's own exit ends the tunnel at once is up
-    // to the SIGHUP ssh sends its ProxyCommand, not the point here.
-    let mut child = ssh.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut log = String::new();
-    let reached = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            log.push_str(&line);
-            log.push('\n');
-            if line.contains("remote software version OpenSSH_9.6 krayne-sandbox") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(reached, Ok(true), "ssh did not reach the banner through krayne:\n{log}");
+    let ssh = tokio::process::Command::new("ssh")
+        .args([
+            "-o",
+            &format!("ProxyCommand={proxy}"),
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "LogLevel=ERROR",
+            "ray@krayne-stdio-tun",
+            "echo \"$USER\"; exit 7",
+        ])
+        .envs(krayne.env_vars())
+        .env("XDG_CONFIG_HOME", krayne.config_home())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), ssh)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).trim()),
+        (Some(7), "ray"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 41: `krayne ssh NAME -- CMD` works against the sandbox as the
+/// sandbox suggests it: the head's SSH server lets `ray` in without a
+/// password, runs the command in the pod's name, and passes its exit
+/// status on; another user is refused by the server.
+#[tokio::test]
+async fn krayne_ssh_runs_a_command_on_the_sandboxs_head() {
+    let env = ready("ssh-demo").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let run = krayne
+        .run(&[
+            "ssh",
+            "ssh-demo",
+            "-n",
+            "ml-team",
+            "--",
+            "hostname; echo \"$USER\"; pwd",
+        ])
+        .await
+        .code(0);
+    let lines: Vec<String> = run.stdout().lines().map(str::to_owned).collect();
+    let pwd = lines.get(2).cloned().unwrap_or_default();
+    assert_eq!(lines.get(1).map(String::as_str), Some("ray"), "{}", run.stderr());
+    assert!(pwd.contains("krayne-sandbox-home-"), "the head's home: {pwd}");
+    if nix::unistd::geteuid().is_root() {
+        assert!(lines[0].starts_with("ssh-demo-head-"), "the pod's host name: {lines:?}");
+    }
+
+    let failed = krayne
+        .run(&["ssh", "ssh-demo", "-n", "ml-team", "--", "exit 3"])
+        .await
+        .code(3);
+    assert!(
+        failed.stderr().is_empty(),
+        "ssh's own status, nothing added: {}",
+        failed.stderr()
+    );
+    let refused = krayne
+        .run(&[
+            "ssh",
+            "ssh-demo",
+            "-n",
+            "ml-team",
+            "-l",
+            "root",
+            "--",
+            "-o",
+            "BatchMode=yes",
+            "true",
+        ])
+        .await
+        .code(255);
+    assert!(refused.stderr().contains("Permission denied"), "{}", refused.stderr());
 }
 
 #[tokio::test]
@@ -345,4 +419,74 @@ async fn krayne_open_prints_a_sign_in_link_or_hands_it_to_the_desktop() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(handed.contains("/sessions/sign-in?ticket="), "{handed:?}");
+}
+
+/// Issue 41: the URLs shown are usable as shown. `krayne tunnel`'s
+/// notebook URL ends with the notebook's base URL (it answers there, not
+/// at `/`); the services list and describe carry each HTTP service's URL
+/// through the server, which the SDK makes absolute and curl reaches.
+#[tokio::test]
+async fn the_urls_krayne_prints_answer_as_printed() {
+    let env = ready("urls").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let mut child = krayne.spawn(&["tunnel", "urls", "notebook", "-n", "ml-team"]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("the table within 20 s")
+            .unwrap()
+            .expect("a line");
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            break line[at..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    assert!(
+        url.ends_with("/v1/namespaces/ml-team/clusters/urls/services/notebook/proxy/"),
+        "the notebook serves under its base URL: {url}"
+    );
+    let notebook = reqwest::get(&url).await.unwrap();
+    assert_eq!(notebook.status(), 200, "{url}");
+    child.kill().await.unwrap();
+
+    let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
+    let services = client.list_services("ml-team", "urls").await.unwrap();
+    let dashboard = services.iter().find(|s| s.name == "dashboard").unwrap();
+    let expected = format!(
+        "{}/v1/namespaces/ml-team/clusters/urls/services/dashboard/proxy/",
+        env.url()
+    );
+    assert_eq!(dashboard.proxy_url, expected);
+    assert!(
+        dashboard.in_cluster_url.starts_with("http://"),
+        "the in-cluster one stays"
+    );
+    let ssh = services.iter().find(|s| s.name == "ssh").unwrap();
+    assert!(ssh.proxy_url.is_empty(), "a TCP service has no proxy");
+    let details = client.describe("ml-team", "urls").await.unwrap();
+    assert_eq!(details.proxy_urls.get("dashboard"), Some(&expected));
+    assert!(details.proxy_urls.contains_key("notebook") && !details.proxy_urls.contains_key("ssh"));
+    let version = reqwest::Client::new()
+        .get(format!("{expected}api/version"))
+        .bearer_auth(env.alice())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(version.status(), 200);
+
+    let listed = krayne
+        .run(&["services", "urls", "-n", "ml-team"])
+        .await
+        .code(0)
+        .stdout();
+    assert!(
+        listed.contains(&expected) && listed.contains("krayne ssh urls -n ml-team"),
+        "{listed}"
+    );
+    let described = krayne
+        .run(&["describe", "urls", "-n", "ml-team"])
+        .await
+        .code(0)
+        .stdout();
+    assert!(described.contains(&expected), "{described}");
 }

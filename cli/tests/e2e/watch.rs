@@ -49,6 +49,28 @@ async fn krayne_get_watch_prints_the_clusters_then_each_change() {
         }
     }
     assert!(seen[0].starts_with("ADDED") && seen[0].contains("during"), "{seen:#?}");
+    // Issue 41: later rows line up under the header, and a change that
+    // changes nothing shown is not printed again.
+    let status_at = header.find("STATUS").unwrap();
+    for line in &seen {
+        let status = words(line)[3];
+        assert_eq!(line.find(status), Some(status_at), "{header}\n{line}");
+    }
+    // Every word but the age (EVENT NAME NAMESPACE STATUS WORKERS AGE).
+    let shown: Vec<Vec<&str>> = seen
+        .iter()
+        .map(|l| {
+            let mut w = words(l);
+            w.remove(5);
+            w
+        })
+        .collect();
+    for pair in shown.windows(2) {
+        assert!(
+            pair[0] != pair[1] || pair[0][0] != "MODIFIED",
+            "a repeated row: {seen:#?}"
+        );
+    }
     child.kill().await.unwrap();
 
     let mut json_child = krayne.spawn(&["get", "-w", "-A", "-o", "json"]);

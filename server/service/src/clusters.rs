@@ -245,12 +245,13 @@ impl ControlPlane {
             .collect();
         self.record_read(cx, AuditAction::ClusterDescribe, Some(namespace), Some(name))
             .await;
-        Ok(manifest::cluster_details(
-            &cluster,
-            &views(&pods),
-            &views(&events),
-            &self.settings.manifest,
-        ))
+        let mut details = manifest::cluster_details(&cluster, &views(&pods), &views(&events), &self.settings.manifest);
+        details.proxy_urls = manifest::declared_services(&cluster)
+            .iter()
+            .filter(|s| s.protocol == "http")
+            .map(|s| (s.name.to_owned(), self.proxy_url(namespace, name, s.name)))
+            .collect();
+        Ok(details)
     }
 
     /// Resizes one worker group. A cluster with autoscaling changes only

@@ -260,6 +260,13 @@ impl Reachable {
 }
 
 impl ControlPlane {
+    /// Service `service`'s URL through this server's proxy: under the
+    /// public URL when there is one, else the path on this server.
+    pub fn proxy_url(&self, namespace: &str, name: &str, service: &str) -> String {
+        let public = self.public_url().map(ToString::to_string).unwrap_or_default();
+        format!("{public}{}/", manifest::proxy_path(namespace, name, service))
+    }
+
     /// The cluster's services, each probed with a short connection
     /// (viewer).
     pub async fn services(&self, cx: &Context, cluster: &ClusterRef) -> Result<Vec<HeadService>, Error> {
@@ -280,6 +287,8 @@ impl ControlPlane {
                 tunnel_path: manifest::tunnel_path(namespace, name, s.name),
                 // A service on the pod's loopback has no address on the
                 // cluster network.
+                proxy_url: (s.protocol == "http").then(|| self.proxy_url(namespace, name, s.name)),
+                base_path: s.base_path.clone(),
                 in_cluster_url: head
                     .as_ref()
                     .and_then(|h| h.status.pod_ip.as_ref())
@@ -497,7 +506,7 @@ pub(super) fn find_service(
     let wanted = declared
         .iter()
         .find(|s| s.name == service)
-        .copied()
+        .cloned()
         .ok_or_else(|| Error::NotFound {
             kind: crate::domain::ResourceKind::Service,
             name: service.to_owned(),

@@ -76,17 +76,17 @@ async fn follow(
     let mut cluster: Option<ObservedCluster> = None;
     let mut pods: BTreeMap<Atom, ObservedPod> = BTreeMap::new();
     let mut last: Option<ClusterStatus> = None;
-    let mut seen: Option<ClusterStatus> = None;
+    let mut seen: Option<ClusterInfo> = None;
     loop {
         let change = tokio::select! {
             change = changes.next() => change,
             () = &mut deadline => {
-                let seen = seen.as_ref().map_or("unknown", ClusterStatus::as_str);
                 let message = format!(
-                    "cluster {}/{} not ready after {}s (last status: {seen})",
+                    "cluster {}/{} not ready after {}s ({})",
                     what.namespace,
                     what.name,
-                    timeout.as_secs()
+                    timeout.as_secs(),
+                    last_seen(seen.as_ref())
                 );
                 let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
                 return;
@@ -131,7 +131,7 @@ async fn follow(
         let Some(c) = &cluster else { continue };
         let current: Vec<&ObservedPod> = pods.values().collect();
         let info = manifest::cluster_info(c, Some(&current));
-        seen = Some(info.status.clone());
+        seen = Some(info.clone());
         // KubeRay stays `ready` while a scale-up's new workers start: wait
         // for them too, and report `ready` once, when it is all there.
         let done = info.status == ClusterStatus::Ready && info.ready_workers >= info.num_workers;
@@ -142,5 +142,61 @@ async fn follow(
         if tx.send(Ok(info)).await.is_err() || done {
             return;
         }
+    }
+}
+
+/// What a wait that timed out last saw. KubeRay reports `ready` while a
+/// scale-up's new workers start: that is said, not a bare "ready".
+fn last_seen(seen: Option<&ClusterInfo>) -> String {
+    match seen {
+        None => "last status: unknown".to_owned(),
+        Some(info) if info.status == ClusterStatus::Ready => format!(
+            "last status: ready, but {} of {} workers ready: the new workers are still starting",
+            info.ready_workers, info.num_workers
+        ),
+        Some(info) => format!(
+            "last status: {}, {} of {} workers ready",
+            info.status.as_str(),
+            info.ready_workers,
+            info.num_workers
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(status: ClusterStatus, ready: u32, of: u32) -> ClusterInfo {
+        ClusterInfo {
+            name: "demo".into(),
+            namespace: "ml-team".into(),
+            status,
+            head_ip: None,
+            dashboard_url: None,
+            client_url: None,
+            notebook_url: None,
+            code_server_url: None,
+            ssh_url: None,
+            num_workers: of,
+            autoscaling_enabled: false,
+            created_at: None,
+            ready_workers: ready,
+            suspended: false,
+            created_by: None,
+            resource_version: None,
+        }
+    }
+
+    #[test]
+    fn a_timed_out_wait_after_a_scale_up_says_the_workers_are_still_starting() {
+        let said = last_seen(Some(&info(ClusterStatus::Ready, 2, 4)));
+        assert_eq!(
+            said,
+            "last status: ready, but 2 of 4 workers ready: the new workers are still starting"
+        );
+        let said = last_seen(Some(&info(ClusterStatus::PodsPending, 0, 2)));
+        assert_eq!(said, "last status: pods-pending, 0 of 2 workers ready");
+        assert_eq!(last_seen(None), "last status: unknown");
     }
 }

@@ -122,17 +122,17 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
          curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
          Or with the krayne CLI (cargo build -p krayne-cli puts it in target/debug/krayne):\n\
-         export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice}\n\
+         export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice} KRAYNE_NAMESPACE=ml-team\n\
          krayne whoami\n\
-         krayne create demo-cli -n ml-team --workers 2 --wait\n\
-         krayne get -n ml-team\n\
-         krayne describe demo-cli -n ml-team\n\n\
+         krayne create demo-cli --workers 2 --wait\n\
+         krayne get\n\
+         krayne describe demo-cli\n\n\
          Use a cluster's services through the server (no kubeconfig):\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services\n\
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
-         krayne open demo-cli -n ml-team        # the Ray dashboard in your browser, signed in\n\
-         krayne tunnel demo-cli -n ml-team      # local ports for the dashboard, notebook, SSH, …\n\
-         krayne ssh demo-cli -n ml-team\n",
+         krayne open demo-cli        # the Ray dashboard in your browser, signed in\n\
+         krayne tunnel demo-cli      # local ports for the dashboard, notebook, SSH, …\n\
+         krayne ssh demo-cli -- hostname\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),
     );

@@ -26,8 +26,29 @@ async function main(): Promise<void> {
   const link = created.data;
   ok("sign-in link", `valid until ${link.expires_at}, session ${link.session_seconds} s`);
 
+  const listed = await api.GET("/v1/namespaces/{namespace}/clusters/{name}/services", {
+    params: { path: { namespace, name: cluster } },
+  });
+  check(listed.data !== undefined, `the services (${listed.response.status})`);
+  const dashboard = listed.data.services.find((s) => s.name === "dashboard");
+  const proxyPath = `/v1/namespaces/${namespace}/clusters/${cluster}/services/dashboard/proxy/`;
+  check(dashboard?.proxy_url === proxyPath, `the dashboard's proxy URL: ${dashboard?.proxy_url}`);
+  ok("proxy URL", `${dashboard.proxy_url} (in-cluster: ${dashboard.in_cluster_url})`);
+
   const browser = await launchChromium();
   try {
+    // A browser arriving at the proxy without a session is told how to
+    // get in, not handed a problem document.
+    const stranger = await (await browser.newContext()).newPage();
+    const refused = await stranger.goto(new URL(dashboard.proxy_url ?? "", baseUrl).toString());
+    check(refused !== null && refused.status() === 401, `without a session: ${refused?.status()}`);
+    const command = await stranger.textContent("#command");
+    check(
+      command === `krayne open ${cluster} dashboard -n ${namespace}`,
+      `the page says how to sign in: ${command}`,
+    );
+    ok("sign-in page", `${await stranger.title()}: ${command}`);
+
     const context = await browser.newContext();
     const page = await context.newPage();
     const landed = await page.goto(link.sign_in_url);

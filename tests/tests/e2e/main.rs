@@ -11,6 +11,7 @@ mod cache;
 mod chart;
 mod chart_rbac;
 mod concurrency;
+mod docs;
 mod errors;
 mod field_validation;
 mod grpc_lifecycle;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use krayne_tests::{
     Env, EnvOptions, TEAMS,
-    ssh_tunnel::{self, echo},
+    echo_tunnel::{self, echo},
     test_database,
 };
 use serde_json::json;
@@ -29,7 +29,7 @@ async fn a_starting_replica_leaves_another_replicas_open_tunnel_alone() {
     let db = test_database().await;
     let env = Env::start_with(EnvOptions::with_database(&db.url)).await;
     env.ready_cluster("held").await;
-    let mut tunnel = ssh_tunnel::open(&env, "held").await;
+    let mut tunnel = echo_tunnel::open(&env, "held").await;
     assert_eq!(echo(&mut tunnel).await.unwrap(), b"ping\n");
 
     // The tunnel has been open for an hour, as far as its row says; and a

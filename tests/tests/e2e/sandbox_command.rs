@@ -82,9 +82,39 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     assert!(listed.contains("demo-cli") && listed.contains("demo "), "{listed}");
     assert!(run_cli(krayne[3]).contains("Pods:"));
 
+    // A token from an earlier run: said so, with where the new one is.
+    let stale = std::process::Command::new(krayne_binary())
+        .args(["whoami"])
+        .env("KRAYNE_SERVER", export_value(export, "KRAYNE_SERVER"))
+        // Well formed, signed with another run's key.
+        .env(
+            "KRAYNE_TOKEN",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZUBleGFtcGxlLmNvbSJ9.c2lnbmVkLWJ5LWFub3RoZXItcnVu",
+        )
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("krayne-sandbox-test-config"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(stale.status.code(), Some(4));
+    let said = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        said.contains("error: invalid token") && said.contains("tokens belong to the run that printed them"),
+        "{said}"
+    );
+
     let kubectl = out.iter().find(|l| l.contains("kubectl --kubeconfig")).unwrap();
     assert!(kubectl.contains("get rayclusters,pods -A"));
     child.kill().await.unwrap();
+}
+
+/// The value of `name` in an `export A=1 B=2` line.
+fn export_value(line: &str, name: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        .to_owned()
 }
 
 /// Starts `krayne-server sandbox --port 0` (ops port left to its default)

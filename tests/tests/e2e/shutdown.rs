@@ -206,7 +206,7 @@ async fn sigterm_drains_then_stops_accepting_and_tunnels_outlive_the_drain() {
     use std::time::{Duration, Instant};
     use tokio_tungstenite::tungstenite::Message;
 
-    use krayne_tests::ssh_tunnel::{echo as echoed, open};
+    use krayne_tests::echo_tunnel::{echo as echoed, open};
 
     let db = krayne_tests::test_database().await;
     let mut env = Env::start_with(EnvOptions {

@@ -150,10 +150,16 @@ async fn services_are_listed_and_tunnels_carry_bytes(args: &[&str], mib: usize) 
         }
     }
 
+    // The head's SSH server speaks first; the Ray client stand-in echoes.
     let mut ssh = open_ws(&ws_url(&env, "tun", "ssh"), Some(&env.alice())).await.unwrap();
     assert!(String::from_utf8_lossy(&next_bytes(&mut ssh).await).starts_with("SSH-2.0-"));
-    let mut ssh = echo_round_trip(ssh, payload(mib)).await;
     ssh.close(None).await.unwrap();
+    let mut ray = open_ws(&ws_url(&env, "tun", "client"), Some(&env.alice()))
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&next_bytes(&mut ray).await).contains("ray client"));
+    let mut ray = echo_round_trip(ray, payload(mib)).await;
+    ray.close(None).await.unwrap();
 
     let mut dashboard = open_ws(&ws_url(&env, "tun", "dashboard"), Some(&env.alice()))
         .await
@@ -186,29 +192,31 @@ async fn services_are_listed_and_tunnels_carry_bytes(args: &[&str], mib: usize) 
         "the service closing ends the tunnel normally: {reason}"
     );
 
-    let rows = eventually_rows(&env, "tun", 2).await;
-    let ssh_row = rows
-        .iter()
-        .find(|r| r["request_summary"]["service"] == "ssh")
-        .expect("an ssh row");
-    assert_eq!(ssh_row["outcome"], "succeeded", "{ssh_row}");
-    assert_eq!(ssh_row["actor"]["subject"], "alice@example.com", "{ssh_row}");
+    let rows = eventually_rows(&env, "tun", 3).await;
+    let row = |service: &str| {
+        rows.iter()
+            .find(|r| r["request_summary"]["service"] == service)
+            .unwrap_or_else(|| panic!("a {service} row in {rows:?}"))
+            .clone()
+    };
+    let (ssh_row, echo_row, dashboard_row) = (row("ssh"), row("client"), row("dashboard"));
+    for r in [&ssh_row, &echo_row, &dashboard_row] {
+        assert_eq!(r["outcome"], "succeeded", "{r}");
+        assert_eq!(r["actor"]["subject"], "alice@example.com", "{r}");
+        assert_eq!(r["request_summary"]["via"], "websocket", "{r}");
+    }
     let sent = (mib * 1024 * 1024) as u64;
-    assert_eq!(ssh_row["request_summary"]["bytes_to_service"], sent, "{ssh_row}");
+    assert_eq!(echo_row["request_summary"]["bytes_to_service"], sent, "{echo_row}");
     assert!(
-        ssh_row["request_summary"]["bytes_to_client"].as_u64().unwrap() >= sent,
-        "{ssh_row}"
+        echo_row["request_summary"]["bytes_to_client"].as_u64().unwrap() >= sent,
+        "{echo_row}"
     );
-    assert_eq!(ssh_row["request_summary"]["via"], "websocket");
     // sshd listens on the pod's loopback: only a port-forward reaches it,
-    // in either mode; the dashboard is dialled at the pod's IP in direct
-    // mode.
+    // in either mode; the Ray client and the dashboard are dialled at the
+    // pod's IP in direct mode.
     assert_eq!(ssh_row["request_summary"]["upstream"], "port-forward");
-    let dashboard_row = rows
-        .iter()
-        .find(|r| r["request_summary"]["service"] == "dashboard")
-        .expect("a dashboard row");
     let mode = if args == DIRECT { "direct" } else { "port-forward" };
+    assert_eq!(echo_row["request_summary"]["upstream"], mode);
     assert_eq!(dashboard_row["request_summary"]["upstream"], mode);
 }
 

@@ -13,12 +13,14 @@ use crate::{context::Context, failure::Failure, output::note, parse};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   krayne create demo -n ml-team --workers 2 --wait
+  krayne create -f cluster.yaml                 # the name (and namespace) from the file
   krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml
   krayne create demo -f old-krayne.yaml --field-validation strict --dry-run")]
 pub(crate) struct Args {
-    /// Cluster name (lowercase letters, digits and '-'); replaces the file's.
-    name: String,
-    /// Namespace [default: the file's, the config file's, or `default`].
+    /// Cluster name (lowercase letters, digits and '-'); replaces the
+    /// file's [default: the file's `name`].
+    name: Option<String>,
+    /// Namespace [default: the file's, KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Krayne config file (YAML or JSON).
@@ -123,9 +125,22 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         Some(path) => ClusterConfig::from_file(path)?,
         None => ClusterConfig::default(),
     };
-    let namespace = ctx.namespace(args.namespace.as_deref().or(config.get_str("namespace")));
+    let name = match (&args.name, config.get_str("name")) {
+        (Some(name), _) => name.clone(),
+        (None, Some(name)) => name.to_owned(),
+        (None, None) => {
+            let why = match &args.file {
+                Some(file) => format!("{} has no `name:`; give the cluster's NAME", file.display()),
+                None => "give the cluster's NAME (or a file with `name:` through -f)".to_owned(),
+            };
+            return Err(Failure::Usage(why));
+        }
+    };
+    let namespace = ctx
+        .namespace(args.namespace.as_deref().or(config.get_str("namespace")))
+        .await?;
     let config = config
-        .name(&args.name)
+        .name(&name)
         .namespace(&namespace)
         .set_all(&args.overrides())?
         .set_all(&args.set)?;
@@ -151,14 +166,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     }
     if args.dry_run {
         note(&format!(
-            "dry run: {namespace}/{} is valid; this manifest would be created",
-            args.name
+            "dry run: {namespace}/{name} is valid; this manifest would be created"
         ));
         return ctx.printer.data(&created.manifest);
     }
-    note(&format!("cluster {namespace}/{} created", args.name));
+    note(&format!("cluster {namespace}/{name} created"));
     let cluster = if args.wait {
-        super::wait_ready(&client, &namespace, &args.name, args.timeout).await?
+        super::wait_ready(&client, &namespace, &name, args.timeout).await?
     } else {
         created.cluster
     };

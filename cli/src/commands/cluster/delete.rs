@@ -11,7 +11,7 @@ use crate::{context::Context, failure::Failure, output::note};
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Do not ask for confirmation (needed when stdin is not a terminal).
@@ -20,7 +20,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let target = format!("{namespace}/{}", args.name);
     if !args.yes {
         if !std::io::stdin().is_terminal() {

@@ -15,14 +15,14 @@ use crate::{
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let details = client.describe(&namespace, &args.name).await?;
     if ctx.printer.structured() {
         return ctx.printer.data(&to_json(&details)?);
@@ -78,7 +78,8 @@ fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {
         ("SSH", "ssh", &info.ssh_url),
     ] {
         if d.services.iter().any(|s| s == service) {
-            fields.push((label, access(&server, &info.namespace, &info.name, service)));
+            let given = d.proxy_urls.get(service).map(String::as_str);
+            fields.push((label, access(&server, &info.namespace, &info.name, service, given)));
         }
         if let Some(url) = url {
             in_cluster.push(url.clone());

@@ -11,7 +11,7 @@ pub(crate) struct Args {
     /// Show only this cluster.
     #[arg(conflicts_with = "all_namespaces")]
     name: Option<String>,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long, conflicts_with = "all_namespaces")]
     namespace: Option<String>,
     /// Every namespace you may see.
@@ -26,7 +26,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     if let Some(name) = &args.name {
         let cluster = client.get(&namespace, name).await?;
         return super::print_cluster(ctx, &cluster);
@@ -56,6 +56,7 @@ async fn watch(ctx: &Context, client: &krayne_client::Client, scope: Option<&str
     let mut events = std::pin::pin!(client.watch_clusters(scope, from).await?);
     let mut initial = Vec::new();
     let mut listed = false;
+    let mut seen = super::Watched::default();
     while let Some(event) = events.next().await {
         let event = event?;
         let kind = krayne_client::event_type_name(&event);
@@ -75,12 +76,12 @@ async fn watch(ctx: &Context, client: &krayne_client::Client, scope: Option<&str
                         None => note("No clusters in any namespace you may see yet; watching for changes."),
                     }
                 } else {
-                    super::print_watched(ctx, &initial, true)?;
+                    super::print_watched(ctx, &initial, &mut seen)?;
                 }
                 initial.clear();
             }
             (_, Some(cluster)) if !listed => initial.push((kind, cluster)),
-            (_, Some(cluster)) => super::print_watched(ctx, &[(kind, cluster)], false)?,
+            (_, Some(cluster)) => super::print_watched(ctx, &[(kind, cluster)], &mut seen)?,
             (_, None) => {}
         }
     }

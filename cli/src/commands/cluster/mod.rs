@@ -31,26 +31,61 @@ pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<
     p.table(&header(p), clusters.iter().map(|c| row(ctx, c)).collect())
 }
 
-/// Changes a watch saw, each row led by its event; the header only with
-/// the first rows.
-pub(crate) fn print_watched(ctx: &Context, events: &[(&str, ClusterInfo)], header_too: bool) -> Result<(), Failure> {
+/// What a watch printed so far: its columns' widths, and each cluster's
+/// last row (without its age), so that a change that changes nothing
+/// shown is not printed again.
+#[derive(Default)]
+pub(crate) struct Watched {
+    widths: Vec<u16>,
+    last: std::collections::HashMap<(String, String), Vec<String>>,
+    header_printed: bool,
+}
+
+/// Changes a watch saw, each row led by its event, in the columns of the
+/// rows before; the header with the first rows.
+pub(crate) fn print_watched(ctx: &Context, events: &[(&str, ClusterInfo)], seen: &mut Watched) -> Result<(), Failure> {
     let p = &ctx.printer;
-    let rows = events
-        .iter()
-        .map(|(kind, c)| {
-            let mut r = vec![Cell::new(kind)];
-            r.extend(row(ctx, c));
-            r
-        })
-        .collect();
+    let mut rows = Vec::new();
+    for (kind, c) in events {
+        let cells = row(ctx, c);
+        let key = (c.namespace.clone(), c.name.clone());
+        let shown: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != AGE_COLUMN)
+            .map(|(_, cell)| cell.content())
+            .collect();
+        if *kind == "DELETED" {
+            seen.last.remove(&key);
+        } else if seen.last.get(&key) == Some(&shown) && *kind == "MODIFIED" {
+            continue;
+        } else {
+            seen.last.insert(key, shown);
+        }
+        let mut r = vec![Cell::new(kind)];
+        r.extend(cells);
+        rows.push(r);
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
     let mut with_event = vec!["EVENT"];
     with_event.extend(header(p));
-    if header_too {
-        p.table(&with_event, rows)
-    } else {
-        p.rows(rows)
+    if seen.widths.is_empty() {
+        // Room from the start for the longest event and status, so that
+        // later rows need not push the columns right.
+        seen.widths = vec![0; with_event.len()];
+        seen.widths[0] = 8;
+        seen.widths[STATUS_COLUMN + 1] = 19;
     }
+    let header = (!seen.header_printed).then_some(with_event.as_slice());
+    seen.header_printed = true;
+    p.rows_in(header, rows, &mut seen.widths)
 }
+
+/// Where STATUS and AGE are in [`header`].
+const STATUS_COLUMN: usize = 2;
+const AGE_COLUMN: usize = 4;
 
 /// A watch event as `-o json` prints it: one object per line.
 pub(crate) fn watch_event_json(event: &krayne_client::proto::WatchClustersResponse) -> Result<Value, Failure> {
@@ -87,7 +122,7 @@ fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
                     Cell::new(or_dash(c.head_ip.as_deref())),
                     Cell::new(match (&c.dashboard_url, ctx.server()) {
                         (Some(_), Ok(server)) => {
-                            crate::commands::service::access(&server, &c.namespace, &c.name, "dashboard")
+                            crate::commands::service::access(&server, &c.namespace, &c.name, "dashboard", None)
                         }
                         _ => "-".to_owned(),
                     }),

@@ -11,7 +11,7 @@ use crate::{context::Context, failure::Failure, output::note, parse};
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Worker group.
@@ -30,7 +30,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let scale = Scale {
         group: args.group.clone(),
         replicas: args.replicas,

@@ -9,7 +9,7 @@ use crate::{context::Context, failure::Failure, parse};
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Give up after this long (300, 90s, 10m; at most 1h).
@@ -19,7 +19,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let cluster = super::wait_ready(&client, &namespace, &args.name, args.timeout).await?;
     super::print_cluster(ctx, &cluster)
 }

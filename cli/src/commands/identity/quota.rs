@@ -12,13 +12,13 @@ const BAR: usize = 20;
 /// charged (each its upper bound) and what remains.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let quota = ctx.client()?.quota(&namespace).await?;
     if ctx.printer.structured() {
         return ctx.printer.data(&to_json(&quota)?);

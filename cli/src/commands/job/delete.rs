@@ -13,7 +13,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let super::JobArgs { name, id, namespace } = args.job;
-    let namespace = ctx.namespace(namespace.as_deref());
+    let namespace = ctx.namespace(namespace.as_deref()).await?;
     ctx.client()?.delete_job(&namespace, &name, &id).await?;
     note(&format!("job '{id}' deleted"));
     if ctx.printer.structured() {

@@ -11,7 +11,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let super::JobArgs { name, id, namespace } = args.job;
-    let namespace = ctx.namespace(namespace.as_deref());
+    let namespace = ctx.namespace(namespace.as_deref()).await?;
     let job = ctx.client()?.job(&namespace, &name, &id).await?;
     super::print_job(ctx, &job)
 }

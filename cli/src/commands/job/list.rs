@@ -7,13 +7,13 @@ use crate::{context::Context, failure::Failure};
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let jobs = ctx.client()?.jobs(&namespace, &args.name).await?;
     super::print_jobs(ctx, &jobs)
 }

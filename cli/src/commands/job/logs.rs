@@ -20,7 +20,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let super::JobArgs { name, id, namespace } = args.job;
-    let namespace = ctx.namespace(namespace.as_deref());
+    let namespace = ctx.namespace(namespace.as_deref()).await?;
     let client = ctx.client()?;
     if !args.follow {
         return out(&client.job_logs(&namespace, &name, &id).await?);

@@ -112,7 +112,7 @@ pub(crate) struct JobArgs {
     pub(crate) name: String,
     /// The job's id (its submission id).
     pub(crate) id: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     pub(crate) namespace: Option<String>,
 }

@@ -11,7 +11,7 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let super::JobArgs { name, id, namespace } = args.job;
-    let namespace = ctx.namespace(namespace.as_deref());
+    let namespace = ctx.namespace(namespace.as_deref()).await?;
     let stopped = ctx.client()?.stop_job(&namespace, &name, &id).await?;
     if stopped.stopped {
         note(&format!("job '{id}' is stopping"));

@@ -20,11 +20,18 @@ const SHOW_PROGRESS_FROM: u64 = 1024 * 1024;
 /// it — leaving out .git, .venv, venv, __pycache__ and what .gitignore and
 /// .rayignore name — and uploaded unless the cluster has it already. The
 /// log is followed to stdout until the job ends; the exit code is 0 when it
-/// succeeded, 1 otherwise. Ctrl-C stops following, not the job.
+/// succeeded, 1 otherwise. Ctrl-C stops following, not the job, and exits
+/// 130 as an interrupted command does.
+///
+/// Each word after `--` stays one word of the job's command: `-- python
+/// train.py --epochs 3` is four words, and `-- 'echo hi; exit 3'` is one
+/// word (a program of that name). For a shell line, run a shell:
+/// `-- sh -c 'echo hi; exit 3'`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  krayne submit train -- python train.py --epochs 3\n  \
                         krayne submit -c train --working-dir ./src --env EPOCHS=3 --pip numpy -- python main.py\n  \
-                        krayne submit train --no-wait --submission-id nightly-42 -- python etl.py")]
+                        krayne submit train --no-wait --submission-id nightly-42 -- python etl.py\n  \
+                        krayne submit train -- sh -c 'echo hi; exit 3'   # a shell line: one word for sh -c")]
 pub(crate) struct Args {
     /// Cluster name.
     #[arg(required_unless_present = "cluster", conflicts_with = "cluster")]
@@ -32,7 +39,7 @@ pub(crate) struct Args {
     /// Cluster name (Krayne's form).
     #[arg(short, long, value_name = "NAME")]
     cluster: Option<String>,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// The directory to run in, uploaded to the cluster.
@@ -75,7 +82,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         )));
     }
     let name = args.name.or(args.cluster).unwrap_or_default();
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let client = ctx.client()?;
     let cluster = client.get(&namespace, &name).await?;
     if cluster.status != "ready" {
@@ -126,7 +133,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return out(&format!("{id}\n"));
     }
     if !super::logs::follow(&client, &namespace, &name, &id).await? {
-        return Err(Failure::Declined(format!(
+        return Err(Failure::Interrupted(format!(
             "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
         )));
     }
@@ -139,8 +146,21 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         _ => Err(Failure::Other(format!(
             "job '{id}' {}: {}",
             super::status(&ended),
-            ended.message.lines().next().unwrap_or_default()
+            summary(&ended.message)
         ))),
+    }
+}
+
+/// Ray's failure message without the log it repeats (the log was just
+/// followed above): its first line, up to "last available logs".
+fn summary(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let cut = first.find(", last available logs").map_or(first, |at| &first[..at]);
+    let cut = cut.trim_end_matches([':', ' ']);
+    if cut.len() < first.len() {
+        format!("{cut} (its log is above)")
+    } else {
+        cut.to_owned()
     }
 }
 
@@ -160,6 +180,17 @@ fn upload_bar() -> ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_summary_does_not_promise_logs_it_leaves_out() {
+        let ray =
+            "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):\nhi\n";
+        assert_eq!(
+            summary(ray),
+            "Job entrypoint command failed with exit code 3 (its log is above)"
+        );
+        assert_eq!(summary("Job was stopped"), "Job was stopped");
+    }
 
     #[test]
     fn env_pairs_need_a_name() {

@@ -17,8 +17,12 @@ pub(crate) fn state_name(service: &krayne_client::proto::HeadService) -> &'stati
 }
 
 /// How to reach a service through the server: the proxy's URL for HTTP
-/// services, the command that tunnels to the others.
-pub(crate) fn access(server: &str, namespace: &str, cluster: &str, service: &str) -> String {
+/// services (the server's word for it when it gave one), the command that
+/// tunnels to the others.
+pub(crate) fn access(server: &str, namespace: &str, cluster: &str, service: &str, given: Option<&str>) -> String {
+    if let Some(url) = given.filter(|u| !u.is_empty()) {
+        return url.to_owned();
+    }
     match service {
         "dashboard" | "notebook" | "code-server" => krayne_client::proxy_url(server, namespace, cluster, service),
         "ssh" => format!("krayne ssh {cluster} -n {namespace}"),

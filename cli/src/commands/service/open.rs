@@ -20,7 +20,7 @@ pub(crate) struct Args {
     /// `dashboard`, `notebook` or `code-server`.
     #[arg(default_value = "dashboard")]
     service: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// Print the sign-in link instead of opening a browser.
@@ -41,7 +41,7 @@ pub(crate) fn has_display() -> bool {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let session = client
         .create_browser_session(&namespace, &args.name, &args.service)
         .await?;

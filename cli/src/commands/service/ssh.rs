@@ -3,12 +3,13 @@
 use crate::{context::Context, failure::Failure};
 
 /// SSH to the cluster's head through the server (runs `ssh` with
-/// `krayne tunnel --stdio NAME ssh` as its ProxyCommand).
+/// `krayne tunnel --stdio NAME ssh` as its ProxyCommand). The exit code is
+/// ssh's: the remote command's, or 255 when ssh itself failed.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// User on the head: krayne's bootstrap lets the head's own user in
@@ -20,8 +21,8 @@ pub(crate) struct Args {
     ssh_args: Vec<String>,
 }
 
-pub(crate) fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
-    let namespace = ctx.namespace(args.namespace.as_deref());
+pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     // Both go into a shell command line (ssh runs the ProxyCommand with sh).
     for (what, value) in [("namespace", &namespace), ("cluster name", &args.name)] {
         if value.is_empty()
@@ -56,18 +57,24 @@ pub(crate) fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     ssh.arg("-o").arg(format!("ProxyCommand={proxy}"));
     // The head's host key changes with every head pod.
     ssh.args(["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]);
+    // Not "Permanently added … to the list of known hosts" on every login
+    // (a list that is /dev/null); `-- -v` still shows everything.
+    ssh.args(["-o", "LogLevel=ERROR"]);
     ssh.arg(host).args(&args.ssh_args);
     ssh.env("KRAYNE_SERVER", ctx.server()?);
     if let Some(token) = ctx.token() {
         ssh.env("KRAYNE_TOKEN", token);
     }
+    // ssh owns the terminal until it ends; nothing else runs meanwhile.
     let status = ssh
         .status()
         .map_err(|e| Failure::Other(format!("cannot run ssh: {e}")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Failure::Other(format!("ssh ended with {status}")))
+    // As ssh itself: the remote command's status, or 255 for ssh's own
+    // failures (which it has explained on stderr).
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => Err(Failure::Exited(u8::try_from(code).unwrap_or(255))),
+        None => Err(Failure::Exited(255)),
     }
 }
 

@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, sync::atomic::Ordering, time::Duration};
 
 use comfy_table::Cell;
-use krayne_client::Forwarder;
+use krayne_client::{Forwarder, proto::HeadService};
 use sha2::{Digest as _, Sha256};
 use tokio::net::TcpListener;
 
@@ -27,7 +27,7 @@ pub(crate) struct Args {
     name: Option<String>,
     /// Services to open [default: every one the cluster declares].
     services: Vec<String>,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
     /// A local port for a service, e.g. `--port dashboard=8265` (repeatable).
@@ -57,14 +57,14 @@ pub(crate) struct Args {
 pub(crate) struct CloseArgs {
     /// Cluster name.
     name: String,
-    /// Namespace [default: the config file's, or `default`].
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
     namespace: Option<String>,
 }
 
 /// Closes the background tunnels of a cluster.
 pub(crate) async fn close(ctx: &Context, args: CloseArgs) -> Result<(), Failure> {
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     if super::detached::close(&namespace, &args.name).await? {
         note(&format!("Closed the tunnels to {namespace}/{}.", args.name));
     } else {
@@ -104,11 +104,16 @@ pub(crate) async fn bind_near(port: u16) -> Result<TcpListener, Failure> {
         .map_err(|e| Failure::Other(format!("cannot listen on 127.0.0.1: {e}")))
 }
 
-pub(crate) fn local_url(service: &str, port: u16) -> String {
-    match service {
+/// Where a tunnel to `service` is used locally: an HTTP service's URL
+/// ends with the path it serves under (`base_path`: the notebook's base
+/// URL; `/` for the others).
+pub(crate) fn local_url(service: &HeadService, port: u16) -> String {
+    let base = service.base_path.trim_start_matches('/');
+    match service.name.as_str() {
         "client" => format!("ray://127.0.0.1:{port}"),
-        "ssh" => format!("ssh -p {port} 127.0.0.1"),
-        "dashboard" | "notebook" | "code-server" => format!("http://127.0.0.1:{port}"),
+        "ssh" => format!("ssh -p {port} ray@127.0.0.1"),
+        _ if service.protocol == "http" && base.is_empty() => format!("http://127.0.0.1:{port}"),
+        _ if service.protocol == "http" => format!("http://127.0.0.1:{port}/{base}"),
         _ => format!("127.0.0.1:{port}"),
     }
 }
@@ -125,7 +130,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return Err(Failure::Usage("give the cluster's NAME".into()));
     };
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref());
+    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     if args.stdio {
         let [service] = args.services.as_slice() else {
             return Err(Failure::Usage(
@@ -161,7 +166,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             None => bind_near(krayne_port(&cluster, &namespace, service)).await?,
         };
         let local = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        rows.push((service.clone(), local_url(service, local), remote.port));
+        rows.push((service.clone(), local_url(remote, local), remote.port));
         let forwarder = client.forward(&namespace, &cluster, service, listener);
         forwarders.push((service.clone(), local, forwarder));
     }

@@ -85,6 +85,22 @@ fn a_lost_watch_shows_reconnecting_until_it_syncs_again() {
 }
 
 #[test]
+fn a_refused_watch_says_so_and_offers_the_namespace_picker() {
+    let mut app = fixtures::app(Some("default"), clusters());
+    let effects = app.on_msg(Msg::Refused(
+        "alice@example.com has no role in namespace \"default\"".into(),
+    ));
+    assert_eq!(effects, [Effect::Namespaces]);
+    assert!(matches!(app.connection, Connection::Refused(_)));
+    assert!(matches!(app.overlay, Some(Overlay::Namespaces { .. })));
+    assert!(names(&app).is_empty(), "nothing is shown from a scope one may not see");
+    app.on_msg(Msg::Namespaces(fixtures::namespaces()));
+    press(&mut app, KeyCode::Enter);
+    assert_ne!(app.namespace.as_deref(), Some("default"));
+    assert_eq!(app.connection, Connection::Connecting, "a new watch starts");
+}
+
+#[test]
 fn slash_filters_as_you_type_and_esc_clears() {
     let mut app = fixtures::app(None, clusters());
     press(&mut app, KeyCode::Char('/'));
@@ -401,4 +417,16 @@ fn going_to_another_cluster_stops_following_the_old_log() {
         effects,
         [Effect::Unfollow, Effect::Describe(key("ml-team", "train-gpu"))]
     );
+}
+
+#[test]
+fn a_link_to_copy_is_shown_until_any_key() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    app.on_msg(Msg::Link(
+        "the dashboard of demo".into(),
+        "http://x/sign-in?ticket=t".into(),
+    ));
+    assert!(matches!(&app.overlay, Some(Overlay::Link { url, .. }) if url == "http://x/sign-in?ticket=t"));
+    press(&mut app, KeyCode::Char('z'));
+    assert!(app.overlay.is_none());
 }

@@ -31,38 +31,53 @@ const HINTS: &[&str] = &[
 ];
 
 pub(super) fn draw(frame: &mut Frame, app: &App, key: &Key) {
-    let services = app.detail.services.as_ref().map_or(1, Vec::len);
-    let jobs = app.detail.jobs.as_ref().map_or(1, |j| j.len().clamp(1, 6));
-    let groups = app.detail.details.as_ref().map_or(1, |d| d.worker_groups.len().max(1));
+    let rows = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+    let services = rows(app.detail.services.as_ref().map_or(1, Vec::len));
+    let jobs = rows(app.detail.jobs.as_ref().map_or(1, |j| j.len().clamp(1, 6)));
+    let groups = rows(app.detail.details.as_ref().map_or(1, |d| d.worker_groups.len().max(1)));
     let narrow = frame.area().width < MEDIUM;
-    let top = if narrow { 4 + groups + 3 } else { 4.max(groups + 1) };
-    let [bar, top_area, services_area, jobs_area, bottom, status] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(u16::try_from(top + 2).unwrap_or(u16::MAX)),
-        Constraint::Length(u16::try_from(services + 3).unwrap_or(u16::MAX)),
-        Constraint::Length(u16::try_from(jobs + 3).unwrap_or(u16::MAX)),
-        Constraint::Min(3),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
+    // Narrow, the head box (two lines) sits on the worker groups' box.
+    let top = if narrow { 4 + groups + 3 } else { 4.max(groups + 1) + 2 };
+    let [bar, body, status] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(frame.area());
+    let heights = allot(body.height, &[top, services + 3, jobs + 3]);
+    let [top_area, services_area, jobs_area, bottom] = Layout::vertical(heights.map(Constraint::Length)).areas(body);
     frame.render_widget(Paragraph::new(title(app, key)), bar);
     let (head_area, groups_area) = if narrow {
-        let [h, g] = Layout::vertical([Constraint::Length(6), Constraint::Min(3)]).areas(top_area);
+        let [h, g] = Layout::vertical([Constraint::Length(4), Constraint::Min(0)]).areas(top_area);
         (h, g)
     } else {
         let [h, g] = Layout::horizontal([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(top_area);
         (h, g)
     };
-    head(frame, app, head_area);
+    head(frame, app, head_area, narrow);
     worker_groups(frame, app, groups_area);
     services_table(frame, app, key, services_area);
     jobs_table(frame, app, jobs_area);
-    if app.detail.logs.is_some() {
-        log(frame, app, bottom);
-    } else {
-        events(frame, app, bottom);
+    if bottom.height >= 3 {
+        if app.detail.logs.is_some() {
+            log(frame, app, bottom);
+        } else {
+            events(frame, app, bottom);
+        }
     }
     frame.render_widget(Paragraph::new(status_line(app, HINTS, status.width)), status);
+}
+
+/// The heights of the detail's boxes in `height` lines, by priority: the
+/// cluster's shape, then its services, then its jobs, each as tall as it
+/// wants while there is room (a box of fewer than 3 lines shows nothing,
+/// so it gets none); the events or the log get what is left.
+fn allot(height: u16, wanted: &[u16; 3]) -> [u16; 4] {
+    let mut left = height;
+    let mut heights = [0; 4];
+    for (slot, want) in heights.iter_mut().zip(wanted) {
+        let given = (*want).min(left);
+        *slot = if given >= 3 { given } else { 0 };
+        left -= *slot;
+    }
+    heights[3] = left;
+    heights
 }
 
 fn title(app: &App, key: &Key) -> Line<'static> {
@@ -112,7 +127,7 @@ fn not_yet(error: Option<&String>) -> Paragraph<'static> {
     }
 }
 
-fn head(frame: &mut Frame, app: &App, area: Rect) {
+fn head(frame: &mut Frame, app: &App, area: Rect, compact: bool) {
     let block = Block::bordered().title(" Head ");
     let Some(details) = &app.detail.details else {
         frame.render_widget(loading().block(block), area);
@@ -120,15 +135,31 @@ fn head(frame: &mut Frame, app: &App, area: Rect) {
     };
     let head = details.head.clone().unwrap_or_default();
     let ip = details.info.as_ref().and_then(|i| i.head_ip.as_deref());
-    let lines = vec![
-        Line::from(format!("Image   {}", head.image)),
-        Line::from(format!("CPU {}  Memory {}  GPUs {}", head.cpus, head.memory, head.gpus)),
-        Line::from(format!("IP      {}", or_dash(ip))),
-        Line::from(format!(
-            "Ray {}  Python {}",
-            details.ray_version, details.python_version
-        )),
-    ];
+    let lines = if compact {
+        vec![
+            Line::from(format!(
+                "{}  Ray {}  Python {}",
+                head.image, details.ray_version, details.python_version
+            )),
+            Line::from(format!(
+                "CPU {}  Memory {}  GPUs {}  IP {}",
+                head.cpus,
+                head.memory,
+                head.gpus,
+                or_dash(ip)
+            )),
+        ]
+    } else {
+        vec![
+            Line::from(format!("Image   {}", head.image)),
+            Line::from(format!("CPU {}  Memory {}  GPUs {}", head.cpus, head.memory, head.gpus)),
+            Line::from(format!("IP      {}", or_dash(ip))),
+            Line::from(format!(
+                "Ray {}  Python {}",
+                details.ray_version, details.python_version
+            )),
+        ]
+    };
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -284,4 +315,22 @@ fn events(frame: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: true }), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allot;
+
+    #[test]
+    fn the_shape_comes_first_then_services_then_jobs() {
+        // 80×24: 22 lines under the title.
+        assert_eq!(allot(22, &[8, 8, 6]), [8, 8, 6, 0]);
+        assert_eq!(allot(20, &[8, 8, 6]), [8, 8, 4, 0], "jobs shrink before services");
+        assert_eq!(
+            allot(18, &[8, 8, 6]),
+            [8, 8, 0, 2],
+            "a box with no room for a row is left out"
+        );
+        assert_eq!(allot(40, &[8, 8, 6]), [8, 8, 6, 18], "the events get the rest");
+    }
 }

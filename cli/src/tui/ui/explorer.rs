@@ -102,6 +102,12 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
     if visible.is_empty() {
         let text = match (&app.connection, app.clusters.is_empty()) {
             (Connection::Connecting, _) => "Connecting to the server…".to_owned(),
+            (Connection::Refused(why), _) => format!(
+                "You may not see the clusters of {}: {why}. Press n to choose a namespace you may use.",
+                app.namespace
+                    .as_deref()
+                    .map_or("every namespace".into(), |n| format!("namespace {n}"))
+            ),
             (_, true) => format!(
                 "No clusters in {} yet. Press c to create one (or run `krayne create NAME`).",
                 app.namespace
@@ -111,7 +117,11 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
             (_, false) => format!("No cluster matches \"{}\". Esc clears the filter.", app.filter_text),
         };
         let width = area.width.saturating_sub(4);
-        let height = 2;
+        let height = if matches!(app.connection, Connection::Refused(_)) {
+            4
+        } else {
+            2
+        };
         frame.render_widget(
             Paragraph::new(text)
                 .style(Style::new().fg(Color::DarkGray))

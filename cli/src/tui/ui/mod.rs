@@ -49,6 +49,7 @@ pub(crate) fn connection(app: &App) -> Span<'static> {
             "○ reconnecting…",
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ),
+        Connection::Refused(_) => Span::styled("✕ no access", Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
     }
 }
 
@@ -63,11 +64,20 @@ pub(crate) fn status_line(app: &App, hints: &[&str], width: u16) -> Line<'static
         };
         return Line::from(Span::styled(status.text.clone(), style));
     }
-    if let Connection::Reconnecting(why) = &app.connection {
-        return Line::from(Span::styled(
-            format!("reconnecting… ({why})"),
-            Style::new().fg(Color::Yellow),
-        ));
+    match &app.connection {
+        Connection::Reconnecting(why) => {
+            return Line::from(Span::styled(
+                format!("reconnecting… ({why})"),
+                Style::new().fg(Color::Yellow),
+            ));
+        }
+        Connection::Refused(_) => {
+            return Line::from(Span::styled(
+                "no access · n: choose a namespace · q: quit",
+                Style::new().fg(Color::Red),
+            ));
+        }
+        Connection::Connecting | Connection::Live => {}
     }
     let mut shown = String::new();
     for hint in hints {

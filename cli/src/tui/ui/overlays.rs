@@ -46,7 +46,59 @@ pub(super) fn draw(frame: &mut Frame, app: &App) {
         Some(Overlay::Create(form) | Overlay::Scale(_, form)) => form_popup(frame, form, area),
         Some(Overlay::Palette(palette)) => palette_popup(frame, palette, area),
         Some(Overlay::Namespaces { selected }) => namespaces(frame, app, *selected, area),
+        Some(Overlay::Link { what, url }) => link(frame, what, url, area),
     }
+}
+
+/// A sign-in link across the whole width, with no border beside it, so
+/// that selecting it copies the link and nothing else (a browser's
+/// address bar drops the line breaks of a wrapped link).
+fn link(frame: &mut Frame, what: &str, url: &str, area: Rect) {
+    let width = usize::from(area.width.max(1));
+    let url_lines = url.chars().count().div_ceil(width).max(1);
+    let height = u16::try_from(url_lines + 6).unwrap_or(u16::MAX).min(area.height);
+    let band = Rect {
+        y: area.y + area.height.saturating_sub(height) / 2,
+        height,
+        ..area
+    };
+    frame.render_widget(Clear, band);
+    let dim = Style::new().fg(Color::DarkGray);
+    let [top, link_area, bottom] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Length(u16::try_from(url_lines).unwrap_or(u16::MAX)),
+        Constraint::Min(0),
+    ])
+    .areas(band);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled("─".repeat(width), dim)),
+            Line::from(Span::styled(
+                format!("Sign-in link for {what} (no browser here)"),
+                Style::new().add_modifier(Modifier::BOLD),
+            )),
+            Line::from(Span::styled(
+                "Open it once, within a minute; it signs in as you: do not share it.",
+                dim,
+            )),
+        ]),
+        top,
+    );
+    // Cut by characters: a link has no spaces to wrap at.
+    let lines: Vec<Line> = url
+        .chars()
+        .collect::<Vec<_>>()
+        .chunks(width)
+        .map(|c| Line::from(Span::styled(c.iter().collect::<String>(), Style::new().fg(Color::Cyan))))
+        .collect();
+    frame.render_widget(Paragraph::new(lines), link_area);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled("any key closes", dim)),
+            Line::from(Span::styled("─".repeat(width), dim)),
+        ]),
+        bottom,
+    );
 }
 
 fn help(frame: &mut Frame, area: Rect) {

@@ -84,6 +84,12 @@ fn explorer_empty_filtered_connecting_and_reconnecting() {
     let mut lost = ml_team();
     lost.on_msg(Msg::Lost("transport error".into()));
     at_every_width("explorer_reconnecting", &lost, 10);
+    let mut refused = fixtures::app(Some("default"), Vec::new());
+    refused.on_msg(Msg::Refused(
+        "alice@example.com has no role in namespace \"default\"".into(),
+    ));
+    refused.overlay = None;
+    at_every_width("explorer_refused", &refused, 8);
 }
 
 fn detail() -> App {
@@ -103,6 +109,10 @@ fn detail() -> App {
 #[test]
 fn detail_with_events() {
     at_every_width("detail", &detail(), 30);
+    // 80×24 (issue 41): the cluster's shape first, down to the worker rows.
+    let small = screen(&detail(), 80, 24);
+    assert!(small.contains("Worker groups") && small.contains("│worker "), "{small}");
+    insta::assert_snapshot!("detail_80x24", small);
 }
 
 #[test]
@@ -204,4 +214,20 @@ fn a_tiny_terminal_is_drawn_without_panicking() {
             screen(app, width, height);
         }
     }
+}
+
+/// Issue 41: without a browser, `o`'s one-time link is shown whole, in
+/// lines with nothing beside them, so that it can be copied.
+#[test]
+fn a_sign_in_link_is_shown_whole_at_80_columns() {
+    let mut app = ml_team();
+    let url = format!(
+        "http://127.0.0.1:8080/v1/namespaces/ml-team/clusters/demo/services/dashboard/sessions/sign-in?ticket={}",
+        "x7".repeat(60)
+    );
+    app.on_msg(Msg::Link("the dashboard of demo".into(), url.clone()));
+    let text = screen(&app, 80, 24);
+    let flat: String = text.lines().map(|l| l.trim_matches('"')).collect();
+    assert!(flat.contains(&url), "{text}");
+    insta::assert_snapshot!("sign_in_link_narrow", text);
 }

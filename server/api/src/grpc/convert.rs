@@ -131,6 +131,7 @@ pub(crate) fn cluster_details(d: domain::ClusterDetails) -> pb::ClusterDetails {
         ray_version: d.ray_version,
         python_version: d.python_version,
         services: d.services,
+        proxy_urls: d.proxy_urls.into_iter().collect(),
         conditions: d
             .conditions
             .into_iter()

@@ -34,6 +34,8 @@ fn service_message(s: HeadService) -> pb::HeadService {
         state: state.into(),
         tunnel_path: s.tunnel_path,
         in_cluster_url: s.in_cluster_url.unwrap_or_default(),
+        proxy_url: s.proxy_url.unwrap_or_default(),
+        base_path: s.base_path,
     }
 }
 

@@ -17,6 +17,7 @@ mod quotas;
 mod responses;
 mod services;
 mod sessions;
+mod sign_in_page;
 mod upstreams;
 mod warnings;
 mod watch;

@@ -15,9 +15,7 @@ pub(crate) const SESSION_COOKIE: &str = "krayne_session";
 pub(crate) const APP_SIGN_IN: &str = "/_krayne/sign-in";
 
 /// The proxy path of a service: a session's cookie path.
-pub(crate) fn proxy_path(namespace: &str, name: &str, service: &str) -> String {
-    format!("/v1/namespaces/{namespace}/clusters/{name}/services/{service}/proxy")
-}
+pub(crate) use krayne_core::manifest::proxy_path;
 
 /// Where a service's sign-in links are opened.
 fn sign_in_path(namespace: &str, name: &str, service: &str) -> String {

@@ -37,6 +37,7 @@ use super::{
         Seen, confine_response, cross_origin, drop_client_forwarding, drop_hop_by_hop, foreign_cookies, wants_upgrade,
     },
     sessions::session_cookies,
+    sign_in_page,
     upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
@@ -307,7 +308,13 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         browser_path,
     } = target;
     let (mut parts, body) = request.into_parts();
-    let (cx, via) = caller(s, &cluster, &service, &parts).await?;
+    let (cx, via) = match caller(s, &cluster, &service, &parts).await {
+        Ok(found) => found,
+        Err(e) if sign_in_page::wants_page(&parts.method, &parts.headers, &e) => {
+            return Ok(sign_in_page::page(cluster.namespace(), cluster.name(), &service, &e));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let upgrade = wants_upgrade(&parts.headers);
     let seen = seen(s, &parts, browser_prefix.clone())?;
     if via == TunnelVia::Session

@@ -105,7 +105,8 @@ pub struct ClusterInfo {
     pub status: ClusterStatus,
     /// Head pod IP, else head service IP.
     pub head_ip: Option<String>,
-    /// Ray dashboard.
+    /// Ray dashboard, in-cluster (`http://<head_ip>:8265`, as Krayne
+    /// reports it): through krayne, see `ClusterDetails.proxy_urls`.
     pub dashboard_url: Option<String>,
     /// Ray client address.
     pub client_url: Option<String>,
@@ -223,6 +224,11 @@ pub struct ClusterDetails {
     pub pods: Vec<PodInfo>,
     /// Recent events, oldest first.
     pub events: Vec<EventInfo>,
+    /// Each HTTP service's URL through this server (its proxy), by
+    /// service name: absolute when the server knows its public URL, else
+    /// a path on this server. The `*_url` fields of `info` are in-cluster
+    /// addresses.
+    pub proxy_urls: std::collections::BTreeMap<String, String>,
 }
 
 /// The head as deployed.

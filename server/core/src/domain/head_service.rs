@@ -47,6 +47,13 @@ pub struct HeadService {
     /// Its address inside the cluster (the head pod's IP), which only
     /// in-cluster clients can reach; absent until the head has an IP.
     pub in_cluster_url: Option<String>,
+    /// Its URL through this server (the HTTP proxy), for an HTTP service:
+    /// absolute when the server knows its public URL, else a path on this
+    /// server; absent for a TCP service (reach it through `tunnel_path`).
+    pub proxy_url: Option<String>,
+    /// The path it serves under on its port (`/`, or the notebook's base
+    /// URL): a tunnel's local URL ends with it.
+    pub base_path: String,
 }
 
 /// Where a service is: the serving head pod and the port.

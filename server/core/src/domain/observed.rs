@@ -240,6 +240,25 @@ pub struct Container {
     /// Resources.
     #[serde(deserialize_with = "nullable")]
     pub resources: Resources,
+    /// The notebook's base URL from its environment
+    /// (`KRAYNE_NOTEBOOK_BASE_URL`), the one variable the read side needs.
+    #[serde(rename = "env", deserialize_with = "notebook_base")]
+    pub notebook_base: Option<Atom>,
+}
+
+/// `KRAYNE_NOTEBOOK_BASE_URL`'s value in a container's `env`.
+fn notebook_base<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Atom>, D::Error> {
+    #[derive(Deserialize)]
+    struct Var {
+        name: String,
+        value: Option<String>,
+    }
+    let vars: Vec<Var> = nullable(d)?;
+    Ok(vars
+        .into_iter()
+        .find(|v| v.name == crate::manifest::NOTEBOOK_BASE_URL_ENV)
+        .and_then(|v| v.value)
+        .map(Atom::from))
 }
 
 /// Container resources; values are quantities (strings or numbers).

@@ -208,8 +208,8 @@ fn head_group(spec: &ClusterSpec, settings: &ManifestSettings) -> Value {
     if let (true, Some(prefix), Value::Array(vars)) = (spec.services.notebook, &settings.notebook_behind, &mut head_env)
     {
         let base = format!(
-            "{prefix}/v1/namespaces/{}/clusters/{}/services/notebook/proxy/",
-            spec.namespace, spec.name
+            "{prefix}{}/",
+            super::proxy_path(&spec.namespace, &spec.name, "notebook")
         );
         vars.push(json!({"name": NOTEBOOK_BASE_URL_ENV, "value": base}));
     }

@@ -118,6 +118,7 @@ pub fn cluster_details(
         conditions: cluster.status.conditions.iter().map(condition).collect(),
         pods: pod_infos,
         events: event_infos.split_off(skip),
+        proxy_urls: std::collections::BTreeMap::new(),
     }
 }
 

@@ -17,7 +17,7 @@ pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
 pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
-pub use services::{DeclaredService, declared_services, serving_head, tunnel_path};
+pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
 
 /// KubeRay's API group.

@@ -6,7 +6,7 @@ use super::{LABEL_NODE_TYPE, ObservedCluster, ObservedPod, head_ports::SERVICE_P
 use crate::domain::Atom;
 
 /// A service the head declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclaredService {
     /// `dashboard`, `client`, `notebook`, `code-server` or `ssh`.
     pub name: &'static str,
@@ -20,6 +20,9 @@ pub struct DeclaredService {
     /// `pods/portforward`, which enters the pod's network namespace,
     /// whatever its upstream mode.
     pub on_loopback: bool,
+    /// The path it serves under: `/`, or the notebook's base URL when its
+    /// head says one (`KRAYNE_NOTEBOOK_BASE_URL`).
+    pub base_path: String,
 }
 
 /// The services Krayne's bootstrap starts, each bound to the pod's
@@ -55,6 +58,12 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p > 0)
     };
+    let notebook_base = head
+        .template
+        .spec
+        .containers
+        .iter()
+        .find_map(|c| c.notebook_base.as_ref());
     SERVICE_PORTS
         .iter()
         .filter_map(|(name, scheme, _)| {
@@ -63,6 +72,10 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
                 protocol: if *scheme == "http" { "http" } else { "tcp" },
                 port,
                 on_loopback: ON_LOOPBACK.contains(name),
+                base_path: match notebook_base {
+                    Some(base) if *name == "notebook" => base.to_string(),
+                    _ => "/".to_owned(),
+                },
             })
         })
         .collect()
@@ -80,6 +93,12 @@ pub fn serving_head<'a>(pods: &[&'a ObservedPod]) -> Option<&'a ObservedPod> {
             && statuses.iter().all(|c| c.ready == Some(true))
             && p.status.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty())
     })
+}
+
+/// The path of the HTTP proxy to a service, without its trailing slash
+/// (a browser opens it with one).
+pub fn proxy_path(namespace: &str, cluster: &str, service: &str) -> String {
+    format!("/v1/namespaces/{namespace}/clusters/{cluster}/services/{service}/proxy")
 }
 
 /// The path of the WebSocket tunnel to a service.

@@ -10,7 +10,9 @@
 //! see [`jobs`]), the Ray client (10001: a greeting, then echo), Jupyter
 //! (8888, under the pod's `KRAYNE_NOTEBOOK_BASE_URL`) and code-server
 //! (8443) pages with a WebSocket echo wherever a client upgrades, SSH (22:
-//! an `SSH-2.0-` banner, then echo), and a plain echo on any other port.
+//! a real SSH server letting `ray` in without a password and running
+//! commands, see [`ssh`]; through `pods/portforward` only), and a plain
+//! echo on any other port.
 //!
 //! They bind loopback addresses only. Every stand-in also has a door
 //! inside the process ([`Standins::open`]), which `pods/portforward` uses
@@ -27,6 +29,7 @@ mod daemons;
 mod http;
 mod ingress;
 mod jobs;
+mod ssh;
 
 pub use daemons::RealDaemons;
 
@@ -312,6 +315,8 @@ struct Head {
     /// The pod as it started serving (its namespace and labels, which
     /// NetworkPolicies select).
     object: Arc<Value>,
+    /// Its SSH server's settings, when it declares SSH.
+    ssh: Option<Arc<ssh::SshHead>>,
 }
 
 fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
@@ -322,6 +327,13 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         .filter(IpAddr::is_loopback);
     let (stop, stopped) = watch::channel(());
     let node = pod["status"]["podIP"].as_str().unwrap_or("127.0.0.1");
+    let ports = declared_ports(store, pod);
+    let ssh = ports
+        .iter()
+        .any(|p| Kind::of(*p) == Kind::Ssh)
+        .then(|| ssh::SshHead::new(meta_str(pod, "name")))
+        .flatten()
+        .map(Arc::new);
     let head = Head {
         namespace: meta_str(pod, "namespace").to_owned(),
         pod: meta_str(pod, "name").to_owned(),
@@ -331,8 +343,8 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         kernels: Arc::default(),
         stopped,
         object: Arc::new(pod.clone()),
+        ssh,
     };
-    let ports = declared_ports(store, pod);
     let on_loopback = binding::loopback_ports(pod);
     let daemons = standins
         .real
@@ -347,6 +359,10 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
                 Some(d) => Reached::Relay(d.socket(port)),
                 None => Reached::Door,
             }
+        } else if Kind::of(port) == Kind::Ssh {
+            // It runs commands on this machine: only the API's
+            // authorization (pods/portforward) lets anyone at it.
+            Reached::Door
         } else {
             Reached::PodIp
         };
@@ -448,7 +464,11 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     match kind {
-        Kind::Ssh => echo(stream, b"SSH-2.0-OpenSSH_9.6 krayne-sandbox\r\n").await,
+        Kind::Ssh => {
+            if let Some(settings) = head.ssh.clone() {
+                ssh::serve(stream, settings).await;
+            }
+        }
         Kind::RayClient => echo(stream, b"krayne-sandbox ray client stand-in\n").await,
         Kind::Echo => echo(stream, b"").await,
         Kind::Dashboard | Kind::Notebook | Kind::CodeServer => {

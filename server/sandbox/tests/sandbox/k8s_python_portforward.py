@@ -1,8 +1,8 @@
 """Port-forwards to a head pod with the official Kubernetes Python client's
-`portforward` (WebSocket, v4.channel.k8s.io): the SSH stand-in's banner
-and a 10 MiB echo compared by sha256, the Ray client's greeting, the
-dashboard's /api/version, the notebook's and code-server's pages. Prints
-what it saw as JSON."""
+`portforward` (WebSocket, v4.channel.k8s.io): the SSH server's banner,
+the Ray client's greeting and a 10 MiB echo through it compared by
+sha256, the dashboard's /api/version, the notebook's and code-server's
+pages. Prints what it saw as JSON."""
 
 import hashlib
 import json
@@ -22,17 +22,19 @@ forward = portforward(
 ssh = forward.socket(22)
 ssh.settimeout(30)
 banner = ssh.recv(256)
+ray_client = forward.socket(10001)
+ray_client.settimeout(30)
+greeting = ray_client.recv(256).decode()
 payload = os.urandom(10 * 1024 * 1024)
-sender = threading.Thread(target=ssh.sendall, args=(payload,))
+sender = threading.Thread(target=ray_client.sendall, args=(payload,))
 sender.start()
 echoed = bytearray()
 while len(echoed) < len(payload):
-    chunk = ssh.recv(1024 * 1024)
+    chunk = ray_client.recv(1024 * 1024)
     if not chunk:
         break
     echoed.extend(chunk)
 sender.join()
-
 
 
 def http_get(port, path, until):
@@ -51,9 +53,6 @@ def http_get(port, path, until):
 answer = http_get(8265, "/api/version", b"}").encode()
 notebook = http_get(8888, "/tree", b"</script>")
 code_server = http_get(8443, "/", b"</p>")
-ray_client = forward.socket(10001)
-ray_client.settimeout(30)
-greeting = ray_client.recv(256).decode()
 
 print(
     json.dumps(

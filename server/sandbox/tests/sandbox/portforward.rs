@@ -53,12 +53,12 @@ async fn kube_rs_forwards_to_every_stand_in() {
         "{answer}"
     );
 
-    // 10 MiB through the SSH echo at full duplex (writing while the echo
-    // comes back), compared by sha256.
+    // 10 MiB through the Ray client's echo at full duplex (writing while
+    // the echo comes back), compared by sha256.
     let payload: Vec<u8> = (0..10 * 1024 * 1024)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
-    let (mut reader, mut writer) = tokio::io::split(ssh);
+    let (mut reader, mut writer) = tokio::io::split(ray);
     let sent = payload.clone();
     let send = tokio::spawn(async move {
         writer.write_all(&sent).await.unwrap();
@@ -71,7 +71,7 @@ async fn kube_rs_forwards_to_every_stand_in() {
         .unwrap();
     let writer = send.await.unwrap();
     assert_eq!(Sha256::digest(&echoed), Sha256::digest(&payload));
-    drop((reader, writer, ray, dashboard));
+    drop((reader, writer, ssh, dashboard));
     forwarder.abort();
 
     let connections: Vec<_> = sb.connections().into_iter().filter(|c| c.pod == pod).collect();
@@ -172,9 +172,9 @@ async fn one_port_closing_leaves_the_others_open() {
         .unwrap();
     let (pod, _) = head(&client, "halfopen", None).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
-    let mut forwarder = pods.portforward(&pod, &[8265, 22]).await.unwrap();
-    let mut ssh = forwarder.take_stream(22).unwrap();
-    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
+    let mut forwarder = pods.portforward(&pod, &[8265, 10001]).await.unwrap();
+    let mut ray = forwarder.take_stream(10001).unwrap();
+    assert!(read_some(&mut ray).await.contains("ray client"));
     let mut dashboard = forwarder.take_stream(8265).unwrap();
     dashboard
         .write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -185,7 +185,7 @@ async fn one_port_closing_leaves_the_others_open() {
         answer.push_str(&read_some(&mut dashboard).await);
     }
     // The dashboard closed its side; writing to it again goes nowhere,
-    // and SSH keeps echoing.
+    // and the Ray client keeps echoing.
     // (Twice, apart: the second write to the closed socket is the one
     // the sandbox sees fail.)
     for _ in 0..2 {
@@ -193,8 +193,8 @@ async fn one_port_closing_leaves_the_others_open() {
         dashboard.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    ssh.write_all(b"still here").await.unwrap();
-    assert_eq!(read_some(&mut ssh).await, "still here");
+    ray.write_all(b"still here").await.unwrap();
+    assert_eq!(read_some(&mut ray).await, "still here");
     forwarder.abort();
 }
 

@@ -140,10 +140,15 @@ async fn every_declared_port_answers_where_its_daemon_listens() {
         let refused = TcpStream::connect((ip.as_str(), port)).await;
         assert!(refused.is_err(), "{ip}:{port} answered at the pod's IP");
     }
+    // A real SSH server: its version line, then its key exchange offer.
     let (mut ssh, _forwarder) = into_pod(&client, &pod, 22).await;
-    assert!(read_some(&mut ssh).await.starts_with("SSH-2.0-"));
-    ssh.write_all(b"hello").await.unwrap();
-    assert_eq!(read_some(&mut ssh).await, "hello");
+    let mut seen = read_some(&mut ssh).await;
+    assert!(seen.starts_with("SSH-2.0-"), "{seen:?}");
+    ssh.write_all(b"SSH-2.0-OpenSSH_9.6 test\r\n").await.unwrap();
+    while !seen.contains("ssh-ed25519") {
+        seen.push_str(&read_some(&mut ssh).await);
+    }
+    assert!(seen.contains("curve25519-sha256"), "{seen:?}");
     assert!(
         http_get_in_pod(&client, &pod, 8888, "/lab/tree")
             .await

@@ -1,5 +1,5 @@
-//! A WebSocket tunnel to a cluster's SSH stand-in (a greeting, then echo),
-//! as alice opens it: for tests about how long tunnels live.
+//! A WebSocket tunnel to a cluster's Ray client stand-in (a greeting, then
+//! echo), as alice opens it: for tests about how long tunnels live.
 
 use std::time::Duration;
 
@@ -14,14 +14,14 @@ use crate::Env;
 /// An open WebSocket tunnel.
 pub type Socket = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Opens alice's tunnel to the SSH stand-in of `cluster` in `ml-team`
-/// through `env`'s server, and reads its greeting.
+/// Opens alice's tunnel to the Ray client stand-in of `cluster` in
+/// `ml-team` through `env`'s server, and reads its greeting.
 ///
 /// # Panics
 /// When the tunnel is refused or the greeting does not come.
 pub async fn open(env: &Env, cluster: &str) -> Socket {
     let url = format!(
-        "ws://{}/v1/namespaces/ml-team/clusters/{cluster}/services/ssh/tunnel",
+        "ws://{}/v1/namespaces/ml-team/clusters/{cluster}/services/client/tunnel",
         env.server.api
     );
     let mut request = url.into_client_request().unwrap();
@@ -33,7 +33,9 @@ pub async fn open(env: &Env, cluster: &str) -> Socket {
         .await
         .unwrap()
     {
-        Some(Ok(Message::Binary(banner))) => assert!(banner.starts_with(b"SSH-2.0-"), "{banner:?}"),
+        Some(Ok(Message::Binary(greeting))) => {
+            assert!(greeting.starts_with(b"krayne-sandbox ray client"), "{greeting:?}")
+        }
         other => panic!("{other:?}"),
     }
     tunnel
