@@ -56,6 +56,10 @@ pub(crate) struct Global {
     /// Show error details (gRPC code, request id).
     #[arg(long, global = true)]
     pub(crate) debug: bool,
+    /// Krayne's option; refused with what replaces it (krayne talks to a
+    /// krayne server, not to Kubernetes).
+    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 impl Global {
@@ -88,8 +92,11 @@ pub(crate) enum Command {
     /// List a cluster's services (dashboard, Ray client, notebook, code-server, SSH).
     Services(commands::service::list::Args),
     /// Open local ports that reach a cluster's services through the server.
-    #[command(visible_alias = "tun-open")]
     Tunnel(commands::service::tunnel::Args),
+    /// Open them in the background and return (Krayne's tun-open; `-o json`
+    /// lists `{service, remote_port, local_port, local_url}`).
+    #[command(name = "tun-open")]
+    TunOpen(commands::service::tunnel::Args),
     /// Close a cluster's background tunnels (`krayne tunnel --close NAME`).
     #[command(name = "tun-close")]
     TunClose(commands::service::tunnel::CloseArgs),
@@ -117,6 +124,14 @@ pub(crate) enum Command {
     Completions(commands::config::completions::Args),
     /// Print the client's version, and the server's when one is configured.
     Version(commands::config::version::Args),
+    /// Krayne's `init` (a kubeconfig and context); refused with what
+    /// replaces it.
+    #[command(hide = true)]
+    Init(commands::config::krayne_only::Args),
+    /// Krayne's `sandbox setup|status|teardown` (k3s in Docker); refused
+    /// with what replaces it.
+    #[command(hide = true)]
+    Sandbox(commands::config::krayne_only::Args),
 }
 
 #[cfg(test)]

@@ -66,10 +66,26 @@ impl Context {
             return Ok(namespace);
         }
         let me = self.client()?.whoami().await?;
-        let (namespace, why) = pick_namespace(&me.namespaces).ok_or_else(|| {
+        // A global admin may use every namespace: only their teams' are
+        // theirs to pick from.
+        let own: Vec<NamespaceAccess> = if me.global_admin {
+            me.namespaces
+                .iter()
+                .filter(|n| !n.via_teams.is_empty())
+                .cloned()
+                .collect()
+        } else {
+            me.namespaces.clone()
+        };
+        let (namespace, why) = pick_namespace(&own).ok_or_else(|| {
+            let who = me.email.as_deref().unwrap_or(&me.subject);
+            if me.global_admin {
+                return Failure::Usage(format!(
+                    "{who} is a global admin, who may use every namespace: pass -n NAMESPACE (or set KRAYNE_NAMESPACE)"
+                ));
+            }
             let message = format!(
-                "{} may not use any namespace yet: ask a platform admin to add your team to one, or pass -n NAMESPACE",
-                me.email.as_deref().unwrap_or(&me.subject)
+                "{who} may not use any namespace yet: ask a platform admin to add your team to one, or pass -n NAMESPACE"
             );
             Failure::Client(ClientError::new(Code::PermissionDenied, message))
         })?;

@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use prost_reflect::{DescriptorPool, DynamicMessage, Kind, MessageDescriptor, ReflectMessage as _, SerializeOptions};
 use serde_json::Value;
 use tonic::Code;
 
@@ -44,7 +44,11 @@ fn pool() -> Result<&'static DescriptorPool, ClientError> {
 
 /// The message in protobuf's JSON mapping, keeping proto field names
 /// (`dashboard_url`, as REST has them), timestamps as RFC 3339 text,
-/// 64-bit numbers as numbers, and every field, including zero values.
+/// 64-bit numbers as numbers, and every field: zero values, and `null`
+/// for an unset optional one (as Krayne's JSON has every field, and
+/// scripts index them). Enum values are named as the REST API names them
+/// (`available`, `editor`; a job's status as Ray does, `RUNNING`), not as
+/// protobuf constants.
 pub fn to_json<M: ProtoMessage>(message: &M) -> Result<Value, ClientError> {
     let descriptor = pool()?
         .get_message_by_name(M::FULL_NAME)
@@ -58,7 +62,62 @@ pub fn to_json<M: ProtoMessage>(message: &M) -> Result<Value, ClientError> {
     let value = dynamic
         .serialize_with_options(serde_json::value::Serializer, &options)
         .map_err(|e| ClientError::new(Code::Internal, e.to_string()))?;
-    Ok(whole_numbers(value))
+    Ok(as_documented(whole_numbers(value), &dynamic.descriptor()))
+}
+
+/// `value` (a message of type `descriptor`) with every missing field as
+/// `null` and enum constants as the REST API names them, all the way down
+/// (well-known types such as timestamps and `Struct` are left as they are).
+fn as_documented(mut value: Value, descriptor: &MessageDescriptor) -> Value {
+    if descriptor.full_name().starts_with("google.protobuf.") {
+        return value;
+    }
+    let Value::Object(map) = &mut value else {
+        return value;
+    };
+    for field in descriptor.fields() {
+        let Some(slot) = map.get_mut(field.name()) else {
+            map.insert(field.name().to_owned(), Value::Null);
+            continue;
+        };
+        let each = |v: &mut Value, f: &dyn Fn(Value) -> Value| *v = f(std::mem::take(v));
+        let convert: Box<dyn Fn(Value) -> Value> = match field.kind() {
+            Kind::Message(inner) if !field.is_map() => Box::new(move |v| as_documented(v, &inner)),
+            Kind::Enum(e) => {
+                let prefix = format!("{}_", screaming(e.name()));
+                let keep_case = e.full_name() == "krayne.v1.JobStatus";
+                Box::new(move |v| match v {
+                    Value::String(s) => {
+                        let short = s.strip_prefix(&prefix).unwrap_or(&s);
+                        Value::String(if keep_case {
+                            short.to_owned()
+                        } else {
+                            short.to_ascii_lowercase()
+                        })
+                    }
+                    other => other,
+                })
+            }
+            _ => continue,
+        };
+        match slot {
+            Value::Array(items) if field.is_list() => items.iter_mut().for_each(|v| each(v, &*convert)),
+            v => each(v, &*convert),
+        }
+    }
+    value
+}
+
+/// `ServiceState` → `SERVICE_STATE`, as protobuf prefixes its constants.
+fn screaming(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 /// `google.protobuf.Struct` carries every number as a double; a manifest's
@@ -98,7 +157,40 @@ mod tests {
         assert_eq!(v["dashboard_url"], "http://10.0.0.1:8265");
         assert_eq!(v["created_at"], "2025-01-02T03:04:05Z");
         assert_eq!(v["ready_workers"], 0);
-        assert!(v.get("head_ip").is_none(), "unset optional fields are left out: {v}");
+        assert_eq!(
+            v["head_ip"],
+            Value::Null,
+            "an unset optional field is null, never left out: {v}"
+        );
+        assert_eq!(v["code_server_url"], Value::Null);
+    }
+
+    #[test]
+    fn enums_are_named_as_the_rest_api_names_them() {
+        let service = proto::HeadService {
+            state: proto::ServiceState::Available.into(),
+            ..Default::default()
+        };
+        assert_eq!(to_json(&service).unwrap()["state"], "available");
+        let job = proto::Job {
+            status: proto::JobStatus::Running.into(),
+            ..Default::default()
+        };
+        assert_eq!(to_json(&job).unwrap()["status"], "RUNNING", "as Ray names it");
+        let me = proto::WhoAmIResponse {
+            namespaces: vec![proto::NamespaceAccess {
+                role: proto::Role::Editor.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let v = to_json(&me).unwrap();
+        assert_eq!(
+            v["namespaces"][0]["role"], "editor",
+            "in lists and nested messages: {v}"
+        );
+        assert_eq!(v["email"], Value::Null);
+        assert_eq!(screaming("WatchEventType"), "WATCH_EVENT_TYPE");
     }
 
     #[test]

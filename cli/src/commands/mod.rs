@@ -19,6 +19,13 @@ use crate::{
 /// time, and starting one thread is cheaper than a pool.
 pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
     let Cli { global, command } = cli;
+    // Krayne's commands and options that have no meaning here.
+    match command {
+        Command::Init(_) => return Err(config::krayne_only::init()),
+        Command::Sandbox(_) => return Err(config::krayne_only::sandbox()),
+        _ if global.kubeconfig.is_some() => return Err(config::krayne_only::kubeconfig()),
+        _ => {}
+    }
     match command {
         // These need neither the config file nor the network.
         Command::Completions(args) => return config::completions::run(&args),
@@ -48,11 +55,12 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
             Command::Open(args) => service::open::run(&ctx, args).await,
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
+            Command::TunOpen(args) => service::tunnel::open_in_background(&ctx, args).await,
             Command::Ssh(args) => service::ssh::run(&ctx, args).await,
             Command::Submit(args) => job::submit::run(&ctx, args).await,
             Command::Jobs(args) => job::run(&ctx, args).await,
             Command::Tui(args) => crate::tui::run(&ctx, args).await,
-            Command::Completions(_) => Ok(()),
+            Command::Completions(_) | Command::Init(_) | Command::Sandbox(_) => Ok(()),
         }
     });
     match result {

@@ -61,9 +61,12 @@ pub(crate) enum Msg {
     Changed(WatchEventType, ClusterInfo),
     /// The watch broke; the driver is reconnecting.
     Lost(String),
-    /// The server refused the watch (not allowed, or not signed in): the
-    /// driver does not retry it.
+    /// The server refused the watch (not allowed here): the driver does
+    /// not retry it.
     Refused(String),
+    /// The server refused the caller's token: nothing works until they
+    /// sign in again.
+    SignedOut(String),
     /// A namespace's quota (`None`: it has none, or it could not be read).
     Quota(String, Option<NamespaceQuota>),
     Namespaces(Vec<NamespaceAccess>),
@@ -127,6 +130,8 @@ pub(crate) enum Connection {
     /// Not allowed to watch this scope; nothing retries until another
     /// namespace is chosen.
     Refused(String),
+    /// The token was refused.
+    SignedOut(String),
 }
 
 /// The screen under any overlay.
@@ -716,6 +721,10 @@ impl App {
             }
             Msg::Changed(kind, cluster) => return self.on_change(kind, cluster),
             Msg::Lost(why) => self.connection = Connection::Reconnecting(why),
+            Msg::SignedOut(why) => {
+                self.connection = Connection::SignedOut(why);
+                self.clusters.clear();
+            }
             Msg::Refused(why) => {
                 self.connection = Connection::Refused(why);
                 self.clusters.clear();

@@ -335,7 +335,7 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
         };
         let why = match client.watch_clusters(namespace.as_deref(), from).await {
             Err(e) if refused(&e) => {
-                send(Msg::Refused(e.message().to_owned()));
+                send(refusal(&e));
                 return;
             }
             Err(e) => e.message().to_owned(),
@@ -347,7 +347,7 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
                         Err(_) => break format!("no word from the server for {} s", SILENCE.as_secs()),
                         Ok(None) => break "the server ended the watch".to_owned(),
                         Ok(Some(Err(e))) if refused(&e) => {
-                            send(Msg::Refused(e.message().to_owned()));
+                            send(refusal(&e));
                             return;
                         }
                         Ok(Some(Err(e))) => break e.message().to_owned(),
@@ -383,6 +383,16 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
 /// Whether the server refused the caller rather than failed.
 fn refused(e: &ClientError) -> bool {
     matches!(e.code(), Code::PermissionDenied | Code::Unauthenticated)
+}
+
+/// What a refusal tells the app: not allowed here, or signed out.
+fn refusal(e: &ClientError) -> Msg {
+    let why = e.message().to_owned();
+    if e.code() == Code::Unauthenticated {
+        Msg::SignedOut(why)
+    } else {
+        Msg::Refused(why)
+    }
 }
 
 /// Follows a job's log until it ends.

@@ -41,7 +41,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         ));
     }
     let client = ctx.client()?;
-    let home = ctx.namespace(args.namespace.as_deref()).await?;
+    // With -A the home namespace only says where `c` creates: someone with
+    // no namespace of their own may still look at everything.
+    let home = match ctx.namespace(args.namespace.as_deref()).await {
+        Ok(home) => home,
+        Err(_) if args.all_namespaces => String::new(),
+        Err(e) => return Err(e),
+    };
     let namespace = (!args.all_namespaces).then(|| home.clone());
     let (app, first) = app::App::new(namespace, home, recent::load());
     // `init` also restores the terminal if anything panics.

@@ -25,7 +25,10 @@ async fn the_cluster_lifecycle_in_tables_and_json() {
     let lines = run.code(0).stdout().lines().map(str::to_owned).collect::<Vec<_>>();
     assert_eq!(words(&lines[0]), ["NAME", "NAMESPACE", "STATUS", "WORKERS", "AGE"]);
     assert_eq!(words(&lines[1])[..4], ["demo", "ml-team", "ready", "2/2"]);
-    let created = k.run(&["create", "json", "-n", "ml-team", "-o", "json"]).await.json();
+    let created = k
+        .run(&["create", "--no-wait", "json", "-n", "ml-team", "-o", "json"])
+        .await
+        .json();
     assert_eq!(created["name"], "json");
     assert_eq!(created["created_by"], "alice@example.com");
 
@@ -115,7 +118,7 @@ async fn get_all_namespaces_shows_only_what_the_caller_may_see() {
     let env = Env::start().await;
     let admin = Krayne::new(&env, &env.admin());
     for (ns, name) in [("ml-team", "a"), ("other-team", "b"), ("shared-data", "c")] {
-        admin.run(&["create", name, "-n", ns]).await.code(0);
+        admin.run(&["create", "--no-wait", name, "-n", ns]).await.code(0);
     }
     let all = admin.run(&["get", "-A"]).await.lines();
     let rows: Vec<_> = all[1..].iter().map(|l| words(l)[..2].join("/")).collect();
@@ -144,7 +147,7 @@ async fn identity_and_audit_commands() {
     assert!(whoami.contains("ml-team") && whoami.contains("editor"), "{whoami}");
     let me = alice.run(&["whoami", "-o", "json"]).await.json();
     assert_eq!(me["subject"], "alice@example.com");
-    assert_eq!(me["namespaces"][0]["role"], "ROLE_EDITOR");
+    assert_eq!(me["namespaces"][0]["role"], "editor", "as the docs and REST name it");
 
     let namespaces = alice.run(&["namespaces"]).await.lines();
     assert_eq!(
@@ -156,7 +159,10 @@ async fn identity_and_audit_commands() {
     let namespaces = alice.run(&["namespaces", "-o", "json"]).await.json();
     assert_eq!(namespaces.as_array().unwrap().len(), 2);
 
-    alice.run(&["create", "audited", "-n", "ml-team"]).await.code(0);
+    alice
+        .run(&["create", "--no-wait", "audited", "-n", "ml-team"])
+        .await
+        .code(0);
     alice
         .run(&["delete", "audited", "-n", "ml-team", "--yes"])
         .await

@@ -51,7 +51,7 @@ async fn login_writes_a_private_config_file_that_later_commands_use() {
     );
 
     // Server, token and namespace now come from the file.
-    bare.run(&["create", "from-config"]).await.code(0);
+    bare.run(&["create", "--no-wait", "from-config"]).await.code(0);
     let one = bare.run(&["get", "from-config", "-o", "json"]).await.json();
     assert_eq!(one["namespace"], "ml-team");
     // Flags still win over the file.
@@ -65,7 +65,7 @@ async fn login_writes_a_private_config_file_that_later_commands_use() {
 async fn without_a_namespace_commands_use_the_one_the_caller_may_use() {
     let env = Env::start().await;
     let k = Krayne::new(&env, &env.alice());
-    let run = k.run(&["create", "picked"]).await.code(0);
+    let run = k.run(&["create", "--no-wait", "picked"]).await.code(0);
     assert!(
         run.stderr()
             .contains("Namespace: ml-team (the first namespace where you are an editor; -n NAMESPACE for another)"),
@@ -97,7 +97,7 @@ async fn without_a_namespace_commands_use_the_one_the_caller_may_use() {
 async fn delete_asks_first_and_refuses_without_a_terminal() {
     let env = Env::start().await;
     let k = Krayne::new(&env, &env.alice());
-    k.run(&["create", "keep", "-n", "ml-team"]).await.code(0);
+    k.run(&["create", "--no-wait", "keep", "-n", "ml-team"]).await.code(0);
     let run = k.run(&["delete", "keep", "-n", "ml-team"]).await.code(2);
     assert!(run.stderr().contains("pass --yes"), "{}", run.stderr());
     k.run(&["get", "keep", "-n", "ml-team"]).await.code(0);

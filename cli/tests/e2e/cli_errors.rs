@@ -8,7 +8,7 @@ use crate::support::Krayne;
 async fn each_kind_of_failure_has_its_exit_code() {
     let env = Env::start().await;
     let k = Krayne::new(&env, &env.alice());
-    k.run(&["create", "taken", "-n", "ml-team"]).await.code(0);
+    k.run(&["create", "--no-wait", "taken", "-n", "ml-team"]).await.code(0);
 
     let cases: &[(&[&str], i32, &str)] = &[
         (
@@ -23,24 +23,38 @@ async fn each_kind_of_failure_has_its_exit_code() {
         ),
         (&["get", "-n", "other-team"], 4, "krayne whoami"),
         (
-            &["create", "taken", "-n", "ml-team"],
+            &["create", "--no-wait", "taken", "-n", "ml-team"],
             7,
             "error: cluster \"taken\" already exists",
         ),
         (
-            &["create", "bad", "-n", "ml-team", "--workers", "1", "--min-workers", "2"],
+            &[
+                "create",
+                "--no-wait",
+                "bad",
+                "-n",
+                "ml-team",
+                "--workers",
+                "1",
+                "--min-workers",
+                "2",
+            ],
             2,
             "worker_groups[0].min_replicas: must be <= replicas (1)",
         ),
         (&["scale", "taken", "-n", "ml-team", "-g", "nope", "-r", "1"], 3, "nope"),
         (&["get", "--bogus"], 2, "unexpected argument '--bogus'"),
         (&["scale", "taken", "-n", "ml-team"], 2, "required"),
-        (&["create", "x", "--set", "novalue"], 2, "expected KEY=VALUE"),
+        (
+            &["create", "--no-wait", "x", "--set", "novalue"],
+            2,
+            "expected KEY=VALUE",
+        ),
         (&["wait", "x", "--timeout", "soon"], 2, "not a duration"),
         // A negative count is krayne's usage error, not an option clap
         // suggests to escape with `--`.
         (
-            &["create", "x", "--workers", "-1"],
+            &["create", "--no-wait", "x", "--workers", "-1"],
             2,
             "-1 is negative; a count is 0 or more",
         ),
@@ -66,6 +80,7 @@ async fn each_kind_of_failure_has_its_exit_code() {
     let run = k
         .run(&[
             "create",
+            "--no-wait",
             "bad",
             "-n",
             "ml-team",

@@ -37,7 +37,7 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     let file = file.to_str().unwrap();
 
     let plain = k
-        .run(&["create", "c", "-f", file, "--dry-run", "-o", "json"])
+        .run(&["create", "--no-wait", "c", "-f", file, "--dry-run", "-o", "json"])
         .await
         .json();
     assert_eq!(
@@ -52,12 +52,15 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     assert_eq!(head_resources(&plain)["cpu"], "1");
 
     // Issue 41: without NAME, the file's name.
-    let named = k.run(&["create", "-f", file, "--dry-run", "-o", "json"]).await.json();
+    let named = k
+        .run(&["create", "--no-wait", "-f", file, "--dry-run", "-o", "json"])
+        .await
+        .json();
     assert_eq!(named["metadata"]["name"], "from-file");
     let nameless = dir.path().join("nameless.yaml");
     std::fs::write(&nameless, "head: {cpus: 1}\n").unwrap();
     let refused = k
-        .run(&["create", "-f", nameless.to_str().unwrap(), "-n", "ml-team"])
+        .run(&["create", "--no-wait", "-f", nameless.to_str().unwrap(), "-n", "ml-team"])
         .await
         .code(2);
     assert!(
@@ -69,6 +72,7 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     let flagged = k
         .run(&[
             "create",
+            "--no-wait",
             "c",
             "-f",
             file,
@@ -109,6 +113,7 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     let set = k
         .run(&[
             "create",
+            "--no-wait",
             "c",
             "-f",
             file,
@@ -136,6 +141,7 @@ async fn flags_override_the_file_and_set_overrides_flags() {
     let elsewhere = k
         .run(&[
             "create",
+            "--no-wait",
             "c",
             "-f",
             file,
@@ -157,7 +163,10 @@ async fn flags_override_the_file_and_set_overrides_flags() {
 async fn dry_run_prints_the_manifest_and_creates_nothing() {
     let env = Env::start().await;
     let k = Krayne::new(&env, &env.alice());
-    let run = k.run(&["create", "dry", "-n", "ml-team", "--dry-run"]).await.code(0);
+    let run = k
+        .run(&["create", "--no-wait", "dry", "-n", "ml-team", "--dry-run"])
+        .await
+        .code(0);
     assert!(
         run.stdout().starts_with("apiVersion: ray.io/v1\n"),
         "YAML by default: {}",
@@ -179,11 +188,14 @@ async fn a_file_with_errors_reports_its_paths() {
     let k = Krayne::new(&env, &env.alice());
     let bad = reference("91-error-unknown-top-level.yaml");
     let run = k
-        .run(&["create", "x", "-n", "ml-team", "-f", bad.to_str().unwrap()])
+        .run(&["create", "--no-wait", "x", "-n", "ml-team", "-f", bad.to_str().unwrap()])
         .await
         .code(2);
     assert!(run.stderr().contains("unknown field"), "{}", run.stderr());
-    let run = k.run(&["create", "x", "-f", "/nonexistent/cluster.yaml"]).await.code(2);
+    let run = k
+        .run(&["create", "--no-wait", "x", "-f", "/nonexistent/cluster.yaml"])
+        .await
+        .code(2);
     assert!(
         run.stderr().contains("cannot read /nonexistent/cluster.yaml"),
         "{}",
@@ -210,9 +222,17 @@ async fn a_krayne_file_creates_the_same_cluster_through_the_cli_and_rest() {
             .trim()
             .to_owned();
         let via_cli = format!("{name}-cli");
-        k.run(&["create", &via_cli, "-n", "ml-team", "-f", path.to_str().unwrap()])
-            .await
-            .code(0);
+        k.run(&[
+            "create",
+            "--no-wait",
+            &via_cli,
+            "-n",
+            "ml-team",
+            "-f",
+            path.to_str().unwrap(),
+        ])
+        .await
+        .code(0);
         let body: String = text
             .lines()
             .map(|l| match l.strip_prefix("name: ") {
@@ -263,7 +283,7 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
     ];
 
     let warned = k
-        .run(&["create", "legacy", "-f", file, "--dry-run", "-o", "json"])
+        .run(&["create", "--no-wait", "legacy", "-f", file, "--dry-run", "-o", "json"])
         .await;
     let stderr = warned.stderr();
     let manifest = warned.json();
@@ -274,6 +294,7 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
     let strict = k
         .run(&[
             "create",
+            "--no-wait",
             "legacy",
             "-f",
             file,
@@ -292,6 +313,7 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
     let ignored = k
         .run(&[
             "create",
+            "--no-wait",
             "legacy",
             "-f",
             file,
@@ -307,7 +329,7 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
     assert_eq!(created["name"], "legacy");
 
     let bad = k
-        .run(&["create", "other", "--field-validation", "lenient"])
+        .run(&["create", "--no-wait", "other", "--field-validation", "lenient"])
         .await
         .code(2);
     assert!(bad.stderr().contains("strict, warn, ignore"), "{}", bad.stderr());

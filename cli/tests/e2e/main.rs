@@ -7,6 +7,7 @@ mod cli_config;
 mod cli_errors;
 mod cli_files;
 mod jobs;
+mod krayne_habits;
 mod quotas;
 mod real_ssh;
 mod shapes;

@@ -29,7 +29,11 @@ fn from_status(s: &Status) -> Error {
         _ => ResourceKind::Cluster,
     };
     match (s.code, s.reason.as_str()) {
-        (404, _) => Error::NotFound { kind, name },
+        (404, _) => Error::NotFound {
+            kind,
+            name,
+            namespace: None,
+        },
         (409, "AlreadyExists") => Error::AlreadyExists { kind, name },
         (409, _) => Error::Conflict("the cluster changed meanwhile; read it again and retry".into()),
         (400 | 422, _) => {

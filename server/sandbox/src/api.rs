@@ -97,6 +97,7 @@ pub(super) fn router(state: Shared) -> Router {
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
             any(resource),
         )
+        .merge(crate::crds::router())
         .fallback(|| async { ApiError::not_found_path() })
         .layer(middleware::from_fn_with_state(state.clone(), record))
         .with_state(state)

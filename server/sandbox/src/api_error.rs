@@ -47,6 +47,20 @@ impl ApiError {
         }
     }
 
+    /// 404 for a missing object of a resource outside [`Resource`] (a
+    /// CustomResourceDefinition).
+    pub fn not_found_named(plural: &str, group: &str, name: &str) -> Self {
+        let message = format!("{plural}.{group} \"{name}\" not found");
+        let mut e = Self::new(404, "NotFound", message);
+        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e
+    }
+
+    /// 500 for what the sandbox itself cannot do.
+    pub fn internal(message: String) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
     /// 404 for a missing object.
     pub fn not_found(resource: Resource, name: &str) -> Self {
         let message = format!("{} \"{name}\" not found", Self::qualified(resource));

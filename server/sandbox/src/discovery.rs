@@ -31,7 +31,7 @@ fn ray_group() -> Value {
 
 /// `GET /apis`.
 pub(super) fn groups() -> Value {
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [ray_group()]})
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [ray_group(), crate::crds::group()]})
 }
 
 /// `GET /apis/ray.io`.

@@ -24,6 +24,7 @@ mod access;
 mod addresses;
 mod api;
 mod api_error;
+mod crds;
 mod discovery;
 mod event_ttl;
 mod kuberay_status;

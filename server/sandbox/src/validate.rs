@@ -9,7 +9,7 @@ use super::{ApiError, Resource};
 use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 
 /// KubeRay v1.7.0's `rayclusters.ray.io` CRD.
-const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
+pub(super) const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
 
 /// The CRD's `v1` `openAPIV3Schema` as a JSON Schema. With `strict`, objects
 /// with declared properties also reject unknown ones (the API server would

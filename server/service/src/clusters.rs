@@ -160,7 +160,11 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterGet, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
-        let cluster = self.store.get(namespace, name, rid).await?;
+        let cluster = self
+            .store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
         self.record_read(cx, AuditAction::ClusterGet, Some(namespace), Some(name))
             .await;
@@ -229,7 +233,11 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
-        let cluster = self.store.get(namespace, name, rid).await?;
+        let cluster = self
+            .store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
         let about: HashSet<&str> = pods
             .iter()
@@ -276,7 +284,11 @@ impl ControlPlane {
         let rid = cx.meta.request_id.as_str();
         let admitted = self
             .admit_charge(cx, AuditAction::ClusterScale, namespace, name, async || {
-                let cluster = self.store.get_latest(namespace, name, rid).await?;
+                let cluster = self
+                    .store
+                    .get_latest(namespace, name, rid)
+                    .await
+                    .map_err(|e| e.in_namespace(namespace))?;
                 let plan = plan_scale(&cluster, &input)?;
                 Ok((plan.growth(&cluster), (cluster, plan)))
             })
@@ -292,9 +304,15 @@ impl ControlPlane {
                         Some(admitted) => admitted,
                         None => {
                             let cluster = if attempt == 1 {
-                                self.store.get(namespace, name, rid).await?
+                                self.store
+                                    .get(namespace, name, rid)
+                                    .await
+                                    .map_err(|e| e.in_namespace(namespace))?
                             } else {
-                                self.store.get_latest(namespace, name, rid).await?
+                                self.store
+                                    .get_latest(namespace, name, rid)
+                                    .await
+                                    .map_err(|e| e.in_namespace(namespace))?
                             };
                             let plan = plan_scale(&cluster, &input)?;
                             if let Some(quota) = &quota {
@@ -311,7 +329,7 @@ impl ControlPlane {
                             let pause = fastrand::u64(5..=20) * attempt as u64;
                             tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                         }
-                        other => return other,
+                        other => return other.map_err(|e| e.in_namespace(namespace)),
                     }
                 }
             })
@@ -326,9 +344,19 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterDelete, namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();
-        self.audited(cx, AuditAction::ClusterDelete, namespace, name, Value::Null, || {
-            self.store.delete(namespace, name, rid)
-        })
+        self.audited(
+            cx,
+            AuditAction::ClusterDelete,
+            namespace,
+            name,
+            Value::Null,
+            || async move {
+                self.store
+                    .delete(namespace, name, rid)
+                    .await
+                    .map_err(|e| e.in_namespace(namespace))
+            },
+        )
         .await
     }
 }

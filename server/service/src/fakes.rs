@@ -116,6 +116,7 @@ impl MemoryStore {
         Error::NotFound {
             kind: ResourceKind::Cluster,
             name: name.to_owned(),
+            namespace: None,
         }
     }
 }
@@ -133,6 +134,7 @@ impl ClusterStore for MemoryStore {
             return Err(Error::NotFound {
                 kind: ResourceKind::Namespace,
                 name: key.0,
+                namespace: None,
             });
         }
         if state.clusters.contains_key(&key) {

@@ -395,7 +395,11 @@ impl ControlPlane {
     /// ready and have a dashboard.
     async fn ray_head(&self, cx: &Context, namespace: &str, name: &str) -> Result<Reachable, Error> {
         let rid = cx.meta.request_id.as_str();
-        let cluster = self.store.get(namespace, name, rid).await?;
+        let cluster = self
+            .store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
         let views: Vec<_> = pods.iter().map(|p| &**p).collect();
         let info = manifest::cluster_info(&cluster, Some(&views));

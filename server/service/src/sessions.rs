@@ -303,7 +303,11 @@ impl ControlPlane {
     /// Checks that the cluster exists and declares `service`, speaking
     /// HTTP.
     async fn http_service(&self, cx: &Context, namespace: &str, name: &str, service: &str) -> Result<(), Error> {
-        let cluster = self.store.get(namespace, name, &cx.meta.request_id).await?;
+        let cluster = self
+            .store
+            .get(namespace, name, &cx.meta.request_id)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         find_service(&manifest::declared_services(&cluster), service, true).map(|_| ())
     }
 }

@@ -458,7 +458,11 @@ impl ControlPlane {
         name: &str,
     ) -> Result<(Vec<DeclaredService>, Option<Arc<ObservedPod>>), Error> {
         let rid = cx.meta.request_id.as_str();
-        let cluster = self.store.get(namespace, name, rid).await?;
+        let cluster = self
+            .store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.pods(namespace, Some(name), rid).await?;
         let views: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
         let head = manifest::serving_head(&views).map(|h| h.metadata.name.clone());
@@ -510,6 +514,7 @@ pub(super) fn find_service(
         .ok_or_else(|| Error::NotFound {
             kind: crate::domain::ResourceKind::Service,
             name: service.to_owned(),
+            namespace: None,
         })?;
     if http_only && wanted.protocol != "http" {
         return Err(Error::invalid(

@@ -40,7 +40,10 @@ impl ControlPlane {
         }
         let rid = &cx.meta.request_id;
         // Fail fast on a missing cluster rather than wait for it.
-        self.store.get(namespace, name, rid).await?;
+        self.store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
         let changes = self.store.watch(namespace, name, rid).await?;
         let (tx, rx) = mpsc::channel(16);
         let what = Waited {
@@ -116,6 +119,7 @@ async fn follow(
                     .send(Err(Error::NotFound {
                         kind: ResourceKind::Cluster,
                         name: what.name.clone(),
+                        namespace: Some(what.namespace.clone()),
                     }))
                     .await;
                 return;

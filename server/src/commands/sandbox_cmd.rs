@@ -124,7 +124,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          Or with the krayne CLI (cargo build -p krayne-cli puts it in target/debug/krayne):\n\
          export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice} KRAYNE_NAMESPACE=ml-team\n\
          krayne whoami\n\
-         krayne create demo-cli --workers 2 --wait\n\
+         krayne create demo-cli --workers 2      # waits until it is ready\n\
          krayne get\n\
          krayne describe demo-cli\n\n\
          Use a cluster's services through the server (no kubeconfig):\n\

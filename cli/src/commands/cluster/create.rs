@@ -7,12 +7,14 @@ use serde_json::json;
 
 use crate::{context::Context, failure::Failure, output::note, parse};
 
-/// Create a cluster. Settings are applied in this order, later ones
-/// winning: the file (`-f`), the flags (`--workers`, `--cpus-in-head`, …),
-/// then `--set`. Flags that shape workers apply to the first worker group.
+/// Create a cluster and wait until it is ready (`--no-wait` returns at
+/// once). Settings are applied in this order, later ones winning: the
+/// file (`-f`), the flags (`--workers`, `--cpus-in-head`, …), then
+/// `--set`. Flags that shape workers apply to the first worker group.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  krayne create demo -n ml-team --workers 2 --wait
+  krayne create demo -n ml-team --workers 2          # waits until it is ready
+  krayne create demo --no-wait -o json               # returns once created
   krayne create -f cluster.yaml                 # the name (and namespace) from the file
   krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml
   krayne create demo -f old-krayne.yaml --field-validation strict --dry-run")]
@@ -51,10 +53,16 @@ pub(crate) struct Args {
     /// worker_groups[1].replicas=2 (repeatable; an empty value resets it).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse::assignment)]
     set: Vec<String>,
-    /// Wait until the cluster is ready.
-    #[arg(long)]
+    /// Return once the cluster is created, without waiting until it is
+    /// ready (by default create waits, as Krayne's does).
+    #[arg(long, conflicts_with = "wait")]
+    no_wait: bool,
+    /// Wait until the cluster is ready: the default (kept for scripts
+    /// that say so).
+    #[arg(long, hide = true)]
     wait: bool,
-    /// How long --wait waits (300, 90s, 10m).
+    /// How long to wait until it is ready (300, 90s, 10m); past it, exit 6
+    /// with the status it had.
     #[arg(long, value_parser = parse::duration, default_value = "5m", value_name = "DURATION")]
     timeout: Duration,
     /// Check everything and print the manifest; create nothing.
@@ -171,7 +179,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return ctx.printer.data(&created.manifest);
     }
     note(&format!("cluster {namespace}/{name} created"));
-    let cluster = if args.wait {
+    let cluster = if !args.no_wait {
         super::wait_ready(&client, &namespace, &name, args.timeout).await?
     } else {
         created.cluster

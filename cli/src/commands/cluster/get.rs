@@ -26,12 +26,16 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
-    let namespace = ctx.namespace(args.namespace.as_deref()).await?;
-    if let Some(name) = &args.name {
-        let cluster = client.get(&namespace, name).await?;
+    // Every namespace needs no namespace of one's own.
+    let namespace = match args.all_namespaces {
+        true => None,
+        false => Some(ctx.namespace(args.namespace.as_deref()).await?),
+    };
+    if let (Some(name), Some(namespace)) = (&args.name, &namespace) {
+        let cluster = client.get(namespace, name).await?;
         return super::print_cluster(ctx, &cluster);
     }
-    let scope = (!args.all_namespaces).then_some(namespace.as_str());
+    let scope = namespace.as_deref();
     if args.watch {
         return watch(ctx, &client, scope).await;
     }

@@ -15,16 +15,22 @@ pub(crate) struct Args {
     #[arg(short, long)]
     namespace: Option<String>,
     /// Worker group.
-    #[arg(short = 'g', long = "group", default_value = "worker", value_name = "GROUP")]
+    #[arg(
+        short = 'g',
+        long = "group",
+        visible_alias = "worker-group",
+        default_value = "worker",
+        value_name = "GROUP"
+    )]
     group: String,
     /// Desired workers.
     #[arg(short, long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     replicas: Option<u32>,
     /// Autoscaler lower bound.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
+    #[arg(long, visible_alias = "min-replicas", value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     min: Option<u32>,
     /// Autoscaler upper bound.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
+    #[arg(long, visible_alias = "max-replicas", value_name = "N", allow_negative_numbers = true, value_parser = parse::count)]
     max: Option<u32>,
 }
 

@@ -32,10 +32,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         .token
         .clone()
         .ok_or_else(|| Failure::Usage("login needs --token JWT (or KRAYNE_TOKEN)".into()))?;
-    if !args.no_verify {
+    let subject = if args.no_verify {
+        None
+    } else {
         let me = ctx.client()?.whoami().await?;
         note(&format!("authenticated as {}", me.subject));
-    }
+        Some(me.subject)
+    };
     let saved = Settings {
         server: Some(server.clone()),
         token: Some(token),
@@ -46,5 +49,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         "saved the server {server} and your token to {}",
         ctx.settings_path.display()
     ));
+    if ctx.printer.structured() {
+        return ctx.printer.data(&serde_json::json!({
+            "server": server,
+            "subject": subject,
+            "namespace": saved.namespace,
+            "config_file": ctx.settings_path.display().to_string(),
+        }));
+    }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The CLI's own configuration and metadata.
 
 pub(crate) mod completions;
+pub(crate) mod krayne_only;
 pub(crate) mod login;
 pub(crate) mod version;

@@ -23,9 +23,15 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let namespace = ctx.namespace(namespace.as_deref()).await?;
     let client = ctx.client()?;
     if !args.follow {
-        return out(&client.job_logs(&namespace, &name, &id).await?);
+        let logs = client.job_logs(&namespace, &name, &id).await?;
+        if ctx.printer.structured() {
+            return ctx.printer.data(&serde_json::json!({"id": id, "logs": logs}));
+        }
+        return out(&logs);
     }
-    let followed = follow(&client, &namespace, &name, &id).await?;
+    // A followed log is text as it comes (with -o json too: it has no end
+    // to wrap).
+    let followed = follow(&client, &namespace, &name, &id, false).await?;
     if !followed {
         note(&format!(
             "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
@@ -34,17 +40,23 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Prints a job's log to stdout until it ends (true) or Ctrl-C (false).
+/// Prints a job's log until it ends (true) or Ctrl-C (false): to
+/// stdout, or to stderr when stdout is kept for data (`submit -o json`).
 pub(crate) async fn follow(
     client: &krayne_client::Client,
     namespace: &str,
     name: &str,
     id: &str,
+    to_stderr: bool,
 ) -> Result<bool, Failure> {
     let mut lines = std::pin::pin!(client.tail_job_logs(namespace, name, id).await?);
     loop {
         tokio::select! {
             chunk = lines.next() => match chunk {
+                Some(text) if to_stderr => {
+                    use std::io::Write as _;
+                    let _ = std::io::stderr().write_all(text?.as_bytes());
+                }
                 Some(text) => out(&text?)?,
                 None => return Ok(true),
             },

@@ -130,14 +130,23 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         note(&format!("job '{id}' exists already; it is the one shown"));
     }
     if args.no_wait {
+        if ctx.printer.structured() {
+            return super::print_job(ctx, &submitted.job);
+        }
         return out(&format!("{id}\n"));
     }
-    if !super::logs::follow(&client, &namespace, &name, &id).await? {
+    // With -o json stdout holds the job's final state only; the log goes
+    // to stderr.
+    let to_stderr = ctx.printer.structured();
+    if !super::logs::follow(&client, &namespace, &name, &id, to_stderr).await? {
         return Err(Failure::Interrupted(format!(
             "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
         )));
     }
     let ended = client.wait_job(&namespace, &name, &id, Duration::from_secs(30)).await?;
+    if ctx.printer.structured() {
+        super::print_job(ctx, &ended)?;
+    }
     match ended.status() {
         JobStatus::Succeeded => {
             note(&format!("job '{id}' succeeded"));

@@ -26,8 +26,22 @@ pub(crate) struct State {
     pub(crate) namespace: String,
     /// The cluster.
     pub(crate) cluster: String,
-    /// Its ports: service, local URL, remote port.
-    pub(crate) services: Vec<(String, String, u32)>,
+    /// Its ports.
+    pub(crate) services: Vec<OpenTunnel>,
+}
+
+/// One open tunnel, with Krayne's field names (`krayne tun-open -o json`
+/// prints a list of these, as Krayne's does).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct OpenTunnel {
+    /// The service.
+    pub(crate) service: String,
+    /// Its port in the head pod.
+    pub(crate) remote_port: u32,
+    /// The local port.
+    pub(crate) local_port: u16,
+    /// How to use it locally (an URL, or the ssh command).
+    pub(crate) local_url: String,
 }
 
 /// `$XDG_STATE_HOME/krayne/tunnels` (by default `~/.local/state/…`).

@@ -1,5 +1,6 @@
-//! `krayne tunnel NAME [SERVICE...]` (alias `tun-open`): local ports that
-//! reach a cluster's services through the server, or `--stdio` for one.
+//! `krayne tunnel NAME [SERVICE...]`: local ports that reach a cluster's
+//! services through the server, or `--stdio` for one; `krayne tun-open`
+//! keeps them in the background, as Krayne's does.
 
 use std::{collections::BTreeMap, sync::atomic::Ordering, time::Duration};
 
@@ -50,6 +51,20 @@ pub(crate) struct Args {
     /// The background process's state file (set by --detach).
     #[arg(long, hide = true)]
     state_file: Option<std::path::PathBuf>,
+    /// Tunnels already open in the background are shown, not refused
+    /// (`tun-open`, as Krayne's).
+    #[arg(skip)]
+    reuse_open: bool,
+}
+
+/// `krayne tun-open NAME` (Krayne's): the tunnels in a background
+/// process, and return; if they are open already, they are shown again.
+pub(crate) async fn open_in_background(ctx: &Context, mut args: Args) -> Result<(), Failure> {
+    if !(args.stdio || args.list || args.close.is_some()) {
+        args.detach = true;
+        args.reuse_open = true;
+    }
+    run(ctx, args).await
 }
 
 /// `krayne tun-close NAME`: `krayne tunnel --close NAME`.
@@ -65,10 +80,16 @@ pub(crate) struct CloseArgs {
 /// Closes the background tunnels of a cluster.
 pub(crate) async fn close(ctx: &Context, args: CloseArgs) -> Result<(), Failure> {
     let namespace = ctx.namespace(args.namespace.as_deref()).await?;
-    if super::detached::close(&namespace, &args.name).await? {
+    let closed = super::detached::close(&namespace, &args.name).await?;
+    if closed {
         note(&format!("Closed the tunnels to {namespace}/{}.", args.name));
     } else {
         note(&format!("No tunnels to {namespace}/{} were open.", args.name));
+    }
+    if ctx.printer.structured() {
+        return ctx
+            .printer
+            .data(&serde_json::json!({"namespace": namespace, "cluster": args.name, "closed": closed}));
     }
     Ok(())
 }
@@ -166,7 +187,12 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             None => bind_near(krayne_port(&cluster, &namespace, service)).await?,
         };
         let local = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        rows.push((service.clone(), local_url(remote, local), remote.port));
+        rows.push(super::detached::OpenTunnel {
+            service: service.clone(),
+            remote_port: remote.port,
+            local_port: local,
+            local_url: local_url(remote, local),
+        });
         let forwarder = client.forward(&namespace, &cluster, service, listener);
         forwarders.push((service.clone(), local, forwarder));
     }
@@ -189,10 +215,16 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn print_table(ctx: &Context, rows: &[(String, String, u32)]) -> Result<(), Failure> {
-    let rows = rows
+/// The open tunnels: a table, or with `-o json` Krayne's list of
+/// `{service, remote_port, local_port, local_url}`.
+fn print_table(ctx: &Context, open: &[super::detached::OpenTunnel]) -> Result<(), Failure> {
+    if ctx.printer.structured() {
+        let list = serde_json::to_value(open).map_err(|e| Failure::Other(e.to_string()))?;
+        return ctx.printer.data(&list);
+    }
+    let rows = open
         .iter()
-        .map(|(service, url, port)| vec![Cell::new(service), Cell::new(url), Cell::new(port)])
+        .map(|t| vec![Cell::new(&t.service), Cell::new(&t.local_url), Cell::new(t.remote_port)])
         .collect();
     ctx.printer.table(&["Service", "Local URL", "Remote Port"], rows)
 }
@@ -200,19 +232,23 @@ fn print_table(ctx: &Context, rows: &[(String, String, u32)]) -> Result<(), Fail
 /// `--list`: the background tunnels.
 fn list(ctx: &Context) -> Result<(), Failure> {
     let states = super::detached::list()?;
-    if states.is_empty() && !ctx.printer.structured() {
+    if ctx.printer.structured() {
+        let list = serde_json::to_value(&states).map_err(|e| Failure::Other(e.to_string()))?;
+        return ctx.printer.data(&list);
+    }
+    if states.is_empty() {
         note("No background tunnels.");
         return Ok(());
     }
     let rows = states
         .iter()
         .flat_map(|s| {
-            s.services.iter().map(|(service, url, _)| {
+            s.services.iter().map(|t| {
                 vec![
                     Cell::new(&s.namespace),
                     Cell::new(&s.cluster),
-                    Cell::new(service),
-                    Cell::new(url),
+                    Cell::new(&t.service),
+                    Cell::new(&t.local_url),
                     Cell::new(s.pid),
                 ]
             })
@@ -228,6 +264,14 @@ async fn detach(ctx: &Context, args: &Args, namespace: &str, cluster: &str) -> R
     use std::os::unix::process::CommandExt as _;
     let state_file = super::detached::file(namespace, cluster)?;
     if let Some(open) = super::detached::read_live(&state_file) {
+        if args.reuse_open {
+            print_table(ctx, &open.services)?;
+            note(&format!(
+                "Tunnels to {namespace}/{cluster} are already open (pid {}).",
+                open.pid
+            ));
+            return Ok(());
+        }
         return Err(Failure::Usage(format!(
             "tunnels to {namespace}/{cluster} are already open (pid {}); `krayne tunnel --close {cluster} -n {namespace}` first",
             open.pid

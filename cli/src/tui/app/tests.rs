@@ -420,6 +420,15 @@ fn going_to_another_cluster_stops_following_the_old_log() {
 }
 
 #[test]
+fn a_refused_token_says_sign_in_again_and_offers_no_picker() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    let effects = app.on_msg(Msg::SignedOut("token expired".into()));
+    assert!(effects.is_empty(), "no namespace would help");
+    assert_eq!(app.connection, Connection::SignedOut("token expired".into()));
+    assert!(app.overlay.is_none() && names(&app).is_empty());
+}
+
+#[test]
 fn a_link_to_copy_is_shown_until_any_key() {
     let mut app = fixtures::app(Some("ml-team"), clusters());
     app.on_msg(Msg::Link(

@@ -102,6 +102,9 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
     if visible.is_empty() {
         let text = match (&app.connection, app.clusters.is_empty()) {
             (Connection::Connecting, _) => "Connecting to the server…".to_owned(),
+            (Connection::SignedOut(why), _) => format!(
+                "The server refused your token: {why}. Sign in again (`krayne login --token …`), then start krayne tui again."
+            ),
             (Connection::Refused(why), _) => format!(
                 "You may not see the clusters of {}: {why}. Press n to choose a namespace you may use.",
                 app.namespace
@@ -117,7 +120,7 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
             (_, false) => format!("No cluster matches \"{}\". Esc clears the filter.", app.filter_text),
         };
         let width = area.width.saturating_sub(4);
-        let height = if matches!(app.connection, Connection::Refused(_)) {
+        let height = if matches!(app.connection, Connection::Refused(_) | Connection::SignedOut(_)) {
             4
         } else {
             2

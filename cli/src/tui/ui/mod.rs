@@ -50,6 +50,9 @@ pub(crate) fn connection(app: &App) -> Span<'static> {
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         ),
         Connection::Refused(_) => Span::styled("✕ no access", Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)),
+        Connection::SignedOut(_) => {
+            Span::styled("✕ signed out", Style::new().fg(Color::Red).add_modifier(Modifier::BOLD))
+        }
     }
 }
 
@@ -74,6 +77,12 @@ pub(crate) fn status_line(app: &App, hints: &[&str], width: u16) -> Line<'static
         Connection::Refused(_) => {
             return Line::from(Span::styled(
                 "no access · n: choose a namespace · q: quit",
+                Style::new().fg(Color::Red),
+            ));
+        }
+        Connection::SignedOut(_) => {
+            return Line::from(Span::styled(
+                "signed out · `krayne login`, then start the TUI again · q: quit",
                 Style::new().fg(Color::Red),
             ));
         }

@@ -73,6 +73,7 @@ mod tests {
         let nf = Error::NotFound {
             kind: ResourceKind::Cluster,
             name: "x".into(),
+            namespace: None,
         };
         assert_eq!(to_status(nf).code(), Code::NotFound);
         assert_eq!(to_status(Error::Conflict("c".into())).code(), Code::Aborted);

@@ -305,6 +305,7 @@ pub(super) async fn has_package(
         Err(Error::NotFound {
             kind: crate::domain::ResourceKind::Package,
             name: package,
+            namespace: None,
         }
         .into())
     }

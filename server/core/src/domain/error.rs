@@ -175,12 +175,15 @@ pub enum Error {
     #[error("{0}")]
     PermissionDenied(String),
     /// The named thing does not exist.
-    #[error("{kind} {name:?} not found")]
+    #[error("{kind} {name:?} not found{}", in_namespace(namespace.as_deref()))]
     NotFound {
         /// What was looked for.
         kind: ResourceKind,
         /// Its name.
         name: String,
+        /// Where it was looked for, when that is worth saying (a cluster's
+        /// namespace: the usual mistake).
+        namespace: Option<String>,
     },
     /// The named thing exists already.
     #[error("{kind} {name:?} already exists")]
@@ -254,7 +257,30 @@ fn quota_message(namespace: &str, violations: &[super::quota::QuotaViolation]) -
     format!("quota exceeded in namespace {namespace}: {}", each.join("; "))
 }
 
+/// ` in namespace "ml-team"`, or nothing.
+fn in_namespace(namespace: Option<&str>) -> String {
+    namespace.map(|n| format!(" in namespace {n:?}")).unwrap_or_default()
+}
+
 impl Error {
+    /// This error, naming `namespace` when it is a cluster that was not
+    /// found there (the store does not know where it looked).
+    #[must_use]
+    pub fn in_namespace(self, namespace: &str) -> Self {
+        match self {
+            Self::NotFound {
+                kind: ResourceKind::Cluster,
+                name,
+                namespace: None,
+            } => Self::NotFound {
+                kind: ResourceKind::Cluster,
+                name,
+                namespace: Some(namespace.to_owned()),
+            },
+            other => other,
+        }
+    }
+
     /// Stable snake_case code for clients to branch on.
     #[deny(clippy::wildcard_enum_match_arm)]
     pub fn code(&self) -> &'static str {
@@ -351,8 +377,23 @@ mod tests {
         let e = Error::NotFound {
             kind: ResourceKind::Namespace,
             name: "ml-team".into(),
+            namespace: None,
         };
         assert_eq!(e.to_string(), "namespace \"ml-team\" not found");
+        assert_eq!(
+            e.in_namespace("elsewhere").to_string(),
+            "namespace \"ml-team\" not found",
+            "only a cluster is said to be in a namespace"
+        );
+        let cluster = Error::NotFound {
+            kind: ResourceKind::Cluster,
+            name: "x".into(),
+            namespace: None,
+        };
+        assert_eq!(
+            cluster.in_namespace("ml-team").to_string(),
+            "cluster \"x\" not found in namespace \"ml-team\""
+        );
         let e = Error::RateLimited {
             retry_after: Duration::from_millis(10),
         };

@@ -73,6 +73,7 @@ pub fn plan_scale(cluster: &ObservedCluster, input: &ScaleInput) -> Result<Scale
         .ok_or_else(|| Error::NotFound {
             kind: ResourceKind::WorkerGroup,
             name: input.worker_group.clone(),
+            namespace: None,
         })?;
     let current = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
     let (mut replicas, mut min, mut max) = (

@@ -58,12 +58,14 @@ pub fn declared_services(cluster: &ObservedCluster) -> Vec<DeclaredService> {
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p > 0)
     };
+    // The Ray container's (the first), and only a path.
     let notebook_base = head
         .template
         .spec
         .containers
-        .iter()
-        .find_map(|c| c.notebook_base.as_ref());
+        .first()
+        .and_then(|c| c.notebook_base.as_ref())
+        .filter(|base| base.starts_with('/'));
     SERVICE_PORTS
         .iter()
         .filter_map(|(name, scheme, _)| {

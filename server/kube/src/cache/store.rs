@@ -90,11 +90,13 @@ impl CachedClusterStore {
             Error::NotFound {
                 kind: ResourceKind::Namespace,
                 name: namespace.to_owned(),
+                namespace: None,
             }
         } else {
             Error::NotFound {
                 kind: ResourceKind::Cluster,
                 name: name.to_owned(),
+                namespace: None,
             }
         }
     }

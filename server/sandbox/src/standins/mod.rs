@@ -466,7 +466,7 @@ where
     match kind {
         Kind::Ssh => {
             if let Some(settings) = head.ssh.clone() {
-                ssh::serve(stream, settings).await;
+                ssh::serve(stream, settings, head.stopped.clone()).await;
             }
         }
         Kind::RayClient => echo(stream, b"krayne-sandbox ray client stand-in\n").await,

@@ -4,16 +4,25 @@
 //! `krayne ssh NAME -- CMD` work against the sandbox end to end.
 //!
 //! A command (`exec`) runs with `/bin/sh -c`, a login without one runs
-//! `/bin/sh -i`; both as the user running the sandbox (there is no `ray`
-//! on this machine), in the head's own home directory, with the pod's
-//! environment (`HOSTNAME`, `USER=ray`, `HOME`). Where the sandbox may
-//! make a UTS namespace (as root), the command runs in one named after
-//! the pod, so `hostname` answers as a container's does. No terminal is
-//! allocated: a pty request is refused, and ssh goes on without one.
-//! Reached only through `pods/portforward` (see `listen`), never at the
-//! pod's IP: the API's authorization stands in front of it.
+//! `/bin/sh -i`, in a process group of its own (killed whole when the
+//! client leaves or the pod stops serving), in the head's own home
+//! directory, with the pod's environment (`HOSTNAME`, `USER=ray`,
+//! `HOME`). There is no `ray` on this machine: a sandbox run by a user
+//! runs them as that user; a sandbox run as root runs them as `nobody`
+//! (never as root), in a UTS namespace named after the pod where one can
+//! be made (`unshare`, `setpriv`), so `hostname` answers as a
+//! container's does. No terminal is allocated and no subsystem (sftp) is
+//! served: both are refused, and ssh goes on without a terminal. Reached
+//! only through `pods/portforward` (see `listen`), never at the pod's
+//! IP: the API's authorization stands in front of it.
 
-use std::{collections::HashMap, path::PathBuf, process::Stdio, sync::Arc};
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    process::Stdio,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use russh::{
     Channel, ChannelId, ChannelMsg, MethodKind, MethodSet,
@@ -23,10 +32,13 @@ use russh::{
 use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt as _},
     process::{Child, Command},
+    sync::{mpsc, watch},
 };
 
 /// The only user a head lets in, as Krayne's bootstrap sets it up.
 const USER: &str = "ray";
+/// Whom a sandbox run as root runs commands as: `nobody`.
+const NOBODY: u32 = 65_534;
 
 /// One head's SSH server settings: its host key (new with every head
 /// pod, as a real pod's is) and where its commands run.
@@ -54,6 +66,11 @@ impl SshHead {
                 return None;
             }
         };
+        if nix::unistd::geteuid().is_root()
+            && let Err(e) = std::os::unix::fs::chown(home.path(), Some(NOBODY), Some(NOBODY))
+        {
+            tracing::warn!(error = %e, "the head's home directory is not nobody's");
+        }
         let mut methods = MethodSet::empty();
         methods.push(MethodKind::None);
         methods.push(MethodKind::Password);
@@ -61,8 +78,12 @@ impl SshHead {
             server_id: russh::SshId::Standard("SSH-2.0-krayne_sandbox_head".into()),
             methods,
             keys: vec![PrivateKey::from(Ed25519Keypair::from_seed(&seed))],
-            auth_rejection_time: std::time::Duration::from_millis(200),
-            auth_rejection_time_initial: Some(std::time::Duration::ZERO),
+            auth_rejection_time: Duration::from_millis(200),
+            auth_rejection_time_initial: Some(Duration::ZERO),
+            // An idle shell stays, as with sshd; a client gone silent is
+            // found by keepalives.
+            inactivity_timeout: None,
+            keepalive_interval: Some(Duration::from_secs(30)),
             ..Config::default()
         };
         Some(Self {
@@ -73,22 +94,37 @@ impl SshHead {
     }
 }
 
-/// Serves one SSH connection until the client leaves.
-pub(super) async fn serve<S>(stream: S, head: Arc<SshHead>)
+/// Serves one SSH connection until the client leaves or the pod stops
+/// serving (`stopped` changes or is dropped): then the connection and
+/// its commands end.
+pub(super) async fn serve<S>(stream: S, head: Arc<SshHead>, mut stopped: watch::Receiver<()>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let connection = Connection {
         head: head.clone(),
         channels: HashMap::new(),
+        stopped: stopped.clone(),
     };
-    match russh::server::run_stream(head.config.clone(), stream, connection).await {
-        Ok(running) => {
-            if let Err(e) = running.await {
+    let running = match russh::server::run_stream(head.config.clone(), stream, connection).await {
+        Ok(running) => running,
+        Err(e) => {
+            tracing::debug!(error = %e, "a sandbox head's SSH connection failed to start");
+            return;
+        }
+    };
+    let handle = running.handle();
+    tokio::select! {
+        ended = running => {
+            if let Err(e) = ended {
                 tracing::debug!(error = %e, "a sandbox head's SSH connection ended");
             }
         }
-        Err(e) => tracing::debug!(error = %e, "a sandbox head's SSH connection failed to start"),
+        _ = stopped.changed() => {
+            let _ = handle
+                .disconnect(russh::Disconnect::ByApplication, "the head pod stopped".into(), String::new())
+                .await;
+        }
     }
 }
 
@@ -97,6 +133,8 @@ where
 struct Connection {
     head: Arc<SshHead>,
     channels: HashMap<ChannelId, Channel<Msg>>,
+    /// The pod's: its commands end when it stops serving.
+    stopped: watch::Receiver<()>,
 }
 
 impl Connection {
@@ -107,7 +145,7 @@ impl Connection {
         };
         match spawn(&self.head, command) {
             Ok(child) => {
-                tokio::spawn(run(channel, child));
+                tokio::spawn(run(channel, child, self.stopped.clone()));
                 session.channel_success(id)
             }
             Err(e) => {
@@ -171,6 +209,21 @@ impl Handler for Connection {
     async fn shell_request(&mut self, channel: ChannelId, session: &mut Session) -> Result<(), Self::Error> {
         self.start(channel, None, session)
     }
+
+    async fn subsystem_request(
+        &mut self,
+        channel: ChannelId,
+        _: &str,
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
+        self.channels.remove(&channel);
+        session.channel_failure(channel)
+    }
+
+    async fn channel_close(&mut self, channel: ChannelId, _: &mut Session) -> Result<(), Self::Error> {
+        self.channels.remove(&channel);
+        Ok(())
+    }
 }
 
 /// Starts `command` (or an interactive shell) as the head runs it.
@@ -179,20 +232,25 @@ fn spawn(head: &SshHead, command: Option<&str>) -> std::io::Result<Child> {
         Some(command) => vec!["-c", command],
         None => vec!["-i"],
     };
-    // As root the command gets the pod's host name in a UTS namespace of
-    // its own; otherwise only its environment names the pod.
-    let mut cmd = if nix::unistd::geteuid().is_root() && unshare().is_some() {
+    let root = nix::unistd::geteuid().is_root();
+    let mut cmd = if root && can_name_the_host() {
+        // The pod's host name in a namespace of its own, then nobody's
+        // privileges for the command.
         let mut cmd = Command::new("unshare");
         cmd.args([
             "--uts",
             "/bin/sh",
             "-c",
-            "hostname \"$0\" && exec /bin/sh \"$@\"",
+            "hostname \"$0\" && exec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all /bin/sh \"$@\"",
             &head.pod,
         ]);
         cmd
     } else {
-        Command::new("/bin/sh")
+        let mut cmd = Command::new("/bin/sh");
+        if root {
+            cmd.uid(NOBODY).gid(NOBODY);
+        }
+        cmd
     };
     let home: PathBuf = head.home.path().to_owned();
     cmd.args(args)
@@ -207,6 +265,7 @@ fn spawn(head: &SshHead, command: Option<&str>) -> std::io::Result<Child> {
         .env("SHELL", "/bin/sh")
         .env("HOSTNAME", &head.pod)
         .current_dir(&home)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -214,23 +273,53 @@ fn spawn(head: &SshHead, command: Option<&str>) -> std::io::Result<Child> {
         .spawn()
 }
 
-/// `unshare`, when this machine has it.
-fn unshare() -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join("unshare"))
-        .find(|p| p.is_file())
+/// Whether a command can get a UTS namespace of its own and drop to
+/// nobody (root alone is not enough: a container may lack the
+/// capability, or the tools); asked once.
+fn can_name_the_host() -> bool {
+    static CAN: OnceLock<bool> = OnceLock::new();
+    *CAN.get_or_init(|| {
+        std::process::Command::new("unshare")
+            .args([
+                "--uts",
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "true",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// Carries the channel to the process and back: its stdin from the
-/// client's data (ended by the client's EOF), its stdout and stderr to
-/// the client, then its exit status; the process is killed when the
-/// client leaves first.
-async fn run(mut channel: Channel<Msg>, mut child: Child) {
-    let (Some(stdin), Some(mut stdout), Some(mut stderr)) =
+/// client's data (ended by the client's EOF; written by a task of its
+/// own, so that a command not reading its stdin never stalls the
+/// session), its stdout and stderr to the client, then its exit status.
+/// When the client leaves or the pod stops serving first, the command's
+/// whole process group is killed.
+async fn run(mut channel: Channel<Msg>, mut child: Child, mut stopped: watch::Receiver<()>) {
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return;
     };
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(nix::unistd::Pid::from_raw);
+    let (to_stdin, mut for_stdin) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        while let Some(data) = for_stdin.recv().await {
+            if stdin.write_all(&data).await.is_err() {
+                return;
+            }
+        }
+    });
     let (mut out, mut err) = (channel.make_writer(), channel.make_writer_ext(Some(1)));
     let finished = async {
         let _ = tokio::join!(
@@ -240,25 +329,34 @@ async fn run(mut channel: Channel<Msg>, mut child: Child) {
         child.wait().await
     };
     let input = async {
-        let mut stdin = Some(stdin);
+        let mut to_stdin = Some(to_stdin);
         while let Some(message) = channel.wait().await {
             match message {
                 ChannelMsg::Data { data } => {
-                    if let Some(pipe) = stdin.as_mut()
-                        && pipe.write_all(&data).await.is_err()
+                    if let Some(queue) = &to_stdin
+                        && queue.send(data.to_vec()).is_err()
                     {
-                        stdin = None;
+                        to_stdin = None;
                     }
                 }
-                ChannelMsg::Eof => stdin = None,
+                // Dropping the queue ends the writer, which closes stdin.
+                ChannelMsg::Eof => to_stdin = None,
                 ChannelMsg::Close => return,
                 _ => {}
             }
         }
     };
     let status = tokio::select! {
-        status = finished => status,
-        () = input => return,
+        status = finished => Some(status),
+        () = input => None,
+        _ = stopped.changed() => None,
+    };
+    writer.abort();
+    let Some(status) = status else {
+        if let Some(group) = group {
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+        return;
     };
     // A signal's death is reported as a shell reports it.
     let code = status.ok().and_then(|s| {

@@ -42,6 +42,7 @@ impl Answer {
             404 => Error::NotFound {
                 kind,
                 name: id.to_owned(),
+                namespace: None,
             },
             400 => Error::invalid(kind.to_string(), self.last_line()),
             413 => Error::invalid(
