@@ -89,6 +89,8 @@ pub(crate) enum Command {
     Delete(commands::cluster::delete::Args),
     /// Wait until a cluster is ready.
     Wait(commands::cluster::wait::Args),
+    /// Print a cluster's pod log (the head's Ray container by default).
+    Logs(commands::cluster::logs::Args),
     /// List a cluster's services (dashboard, Ray client, notebook, code-server, SSH).
     Services(commands::service::list::Args),
     /// Open local ports that reach a cluster's services through the server.

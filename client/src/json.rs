@@ -32,6 +32,7 @@ named! {
     proto::BrowserSession => "krayne.v1.BrowserSession",
     proto::Job => "krayne.v1.Job",
     proto::NamespaceQuota => "krayne.v1.NamespaceQuota",
+    proto::ClusterLogs => "krayne.v1.ClusterLogs",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

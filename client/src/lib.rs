@@ -10,6 +10,7 @@ pub mod json;
 mod live;
 mod logs;
 pub mod package;
+mod pod_logs;
 mod spec;
 mod tunnel;
 mod watch;
@@ -21,6 +22,7 @@ pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal};
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
 pub use live::{WatchFrom, event_type_name};
+pub use pod_logs::FollowedLog;
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;

@@ -45,6 +45,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Scale(args) => cluster::scale::run(&ctx, args).await,
             Command::Delete(args) => cluster::delete::run(&ctx, args).await,
             Command::Wait(args) => cluster::wait::run(&ctx, args).await,
+            Command::Logs(args) => cluster::logs::run(&ctx, args).await,
             Command::Whoami(args) => identity::whoami::run(&ctx, args).await,
             Command::Namespaces(args) => identity::namespaces::run(&ctx, args).await,
             Command::Quota(args) => identity::quota::run(&ctx, args).await,

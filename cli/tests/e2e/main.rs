@@ -8,6 +8,7 @@ mod cli_errors;
 mod cli_files;
 mod jobs;
 mod krayne_habits;
+mod logs;
 mod quotas;
 mod real_ssh;
 mod shapes;

@@ -6,6 +6,7 @@ use krayne_core::{domain, manifest};
 
 mod cache;
 mod errors;
+mod logs;
 mod metered;
 mod upstream;
 
@@ -28,7 +29,8 @@ use serde_json::Value;
 
 use crate::{
     domain::{
-        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions,
+        RenderedCluster,
     },
     manifest::{KUBERAY_API_VERSION, RAYCLUSTERS},
 };
@@ -149,11 +151,16 @@ impl KubeClusterStore {
     async fn bounded<T>(&self, call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Error> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result.map_err(errors::translate),
-            Err(_) => Err(Error::DeadlineExceeded(format!(
-                "Kubernetes did not answer within {}s",
-                self.timeout.as_secs_f64()
-            ))),
+            Err(_) => Err(self.too_slow()),
         }
+    }
+
+    /// A call that took longer than the timeout.
+    fn too_slow(&self) -> Error {
+        Error::DeadlineExceeded(format!(
+            "Kubernetes did not answer within {}s",
+            self.timeout.as_secs_f64()
+        ))
     }
 
     async fn call<T: DeserializeOwned>(
@@ -259,6 +266,41 @@ impl ClusterStore for KubeClusterStore {
             .call(core(namespace, "events").list(&ListParams::default()), request_id)
             .await?;
         Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<String, Error> {
+        let mut request = logs::request(namespace, pod, options, false)?;
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            request.headers_mut().insert(REQUEST_ID_HEADER, v);
+        }
+        match tokio::time::timeout(self.timeout, self.client.request_text(request)).await {
+            Ok(result) => result.map_err(logs::translate),
+            Err(_) => Err(self.too_slow()),
+        }
+    }
+
+    async fn follow_pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
+        let mut request = logs::request(namespace, pod, options, true)?;
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            request.headers_mut().insert(REQUEST_ID_HEADER, v);
+        }
+        let body = match tokio::time::timeout(self.timeout, self.client.request_stream(request)).await {
+            Ok(result) => result.map_err(logs::translate)?,
+            Err(_) => return Err(self.too_slow()),
+        };
+        Ok(logs::chunks(body))
     }
 
     async fn patch(

@@ -58,13 +58,15 @@ pub(super) struct ApiState {
     pub forbidden: Mutex<Vec<(String, String)>>,
     /// Head pods' stand-ins, which port-forwards reach.
     pub standins: Arc<super::standins::Standins>,
+    /// Containers' output (`pods/log`).
+    pub pod_logs: Arc<super::pod_logs::PodLogs>,
 }
 
 /// The identity the sandbox's RBAC names in a refusal: the ServiceAccount
 /// krayne's chart creates.
 pub const SERVICE_ACCOUNT_USER: &str = "system:serviceaccount:krayne:krayne";
 
-type Shared = Arc<ApiState>;
+pub(super) type Shared = Arc<ApiState>;
 
 /// The API's routes.
 pub(super) fn router(state: Shared) -> Router {
@@ -85,6 +87,7 @@ pub(super) fn router(state: Shared) -> Router {
         .route("/api/v1/namespaces/{name}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(resource))
+        .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(crate::pod_logs::handle))
         .route(
             "/api/v1/namespaces/{ns}/pods/{name}/portforward",
             get(crate::portforward::handle).post(crate::portforward::handle),

@@ -30,6 +30,7 @@ mod event_ttl;
 mod kuberay_status;
 mod nodes;
 mod operator;
+mod pod_logs;
 mod portforward;
 mod resources;
 mod selector;
@@ -157,6 +158,7 @@ impl Sandbox {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port)).await?;
         let addr = listener.local_addr()?;
         let standins = Arc::new(standins::Standins::new(options.real_daemons.clone(), store.clone()));
+        let pod_logs = Arc::new(pod_logs::PodLogs::new());
         let api = Arc::new(api::ApiState {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),
@@ -166,6 +168,7 @@ impl Sandbox {
             latency: watch::channel(Duration::ZERO).0,
             forbidden: Mutex::new(Vec::new()),
             standins: standins.clone(),
+            pod_logs: pod_logs.clone(),
         });
         let (stop, stopped) = watch::channel(false);
         let server = Some(ApiServer::spawn(listener, api.clone()));
@@ -175,6 +178,7 @@ impl Sandbox {
             stopped.clone(),
         ))];
         if options.run_operator {
+            tasks.push(tokio::spawn(pod_logs::run(store.clone(), pod_logs, stopped.clone())));
             tasks.push(tokio::spawn(standins::run(
                 store.clone(),
                 standins.clone(),

@@ -17,6 +17,7 @@ pub mod fakes;
 mod identity;
 mod jobs;
 mod lifecycle;
+mod pod_logs;
 mod quotas;
 mod ray;
 mod sessions;
@@ -138,6 +139,8 @@ pub struct ControlPlane {
     upstream: Option<Arc<dyn ServiceUpstream>>,
     /// Open tunnels per principal.
     open_tunnels: Arc<tunnels::OpenStreams>,
+    /// Pod logs followed now, per caller.
+    open_log_follows: Arc<tunnels::OpenStreams>,
     /// Live watches: their hub (started by the first) and how many each
     /// principal has open.
     watches: Arc<watch::Watches>,
@@ -165,6 +168,7 @@ impl ControlPlane {
             denials,
             upstream: None,
             open_tunnels: Arc::new(tunnels::OpenStreams::counted_by("krayne_tunnels_open")),
+            open_log_follows: Arc::new(tunnels::OpenStreams::counted_by("krayne_pod_log_follows_open")),
             watches: Arc::default(),
             authenticator: None,
             stopping: CancellationToken::new(),

@@ -44,6 +44,8 @@ pub enum StreamKind {
     ProxiedResponse,
     /// A job's log, followed.
     JobLog,
+    /// A pod's log, followed.
+    PodLog,
     /// A live watch of clusters.
     Watch,
 }
@@ -56,6 +58,7 @@ impl StreamKind {
             Self::ProxiedWebSocket => "proxied-websocket",
             Self::ProxiedResponse => "proxied-response",
             Self::JobLog => "job-log",
+            Self::PodLog => "pod-log",
             Self::Watch => "watch",
         }
     }
@@ -344,7 +347,9 @@ impl ControlPlane {
             // the grace period is over. Everything else is resumed.
             stopping: match kind {
                 StreamKind::Tunnel | StreamKind::ProxiedWebSocket => self.lifecycle.closing.clone(),
-                StreamKind::ProxiedResponse | StreamKind::JobLog | StreamKind::Watch => self.stopping.clone(),
+                StreamKind::ProxiedResponse | StreamKind::JobLog | StreamKind::PodLog | StreamKind::Watch => {
+                    self.stopping.clone()
+                }
             },
             activity: Activity::new(),
             started: Instant::now(),

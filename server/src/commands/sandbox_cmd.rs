@@ -113,7 +113,9 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          API (REST + gRPC)  {url}\n\
          API docs           {url}/docs\n\
          health/metrics     http://{ops}/readyz  http://{ops}/metrics\n\
-         kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\n\
+         kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\
+                            (it serves get, list, watch, create, patch, delete and logs; not port-forward\n\
+                            or auth can-i: reach services with krayne tunnel, ask krayne whoami)\n\n\
          admin token (all namespaces):\n  export KRAYNE_ADMIN_TOKEN={admin}\n\
          team token (alice, ml-research: editor on ml-team with a quota, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
          Try it:\n\

@@ -104,6 +104,7 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     admin.get(&call("get", "/v1/clusters")).await.expect(200);
     admin.get(&call("get", &format!("{one}/details"))).await.expect(200);
     admin.get(&call("get", &format!("{one}/services"))).await.expect(200);
+    admin.get(&call("get", &format!("{one}/logs"))).await.expect(200);
     open_tunnel(
         env,
         &call("get", &format!("{one}/services/{{service}}/tunnel")).replace("{service}", "ssh"),

@@ -27,7 +27,58 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     if ctx.printer.structured() {
         return ctx.printer.data(&to_json(&details)?);
     }
-    print(ctx, &details)
+    print(ctx, &details)?;
+    let status = details.info.as_ref().map(|i| i.status.as_str()).unwrap_or_default();
+    if !matches!(status, "ready" | "suspended") {
+        head_lines(&client, &namespace, &args.name).await?;
+    }
+    Ok(())
+}
+
+/// How many of the head's last lines a cluster that is not ready shows.
+const HEAD_LINES: u32 = 20;
+
+/// The head's last lines, for a cluster that is not ready: the crashed
+/// container's when there is one (a crash loop), else the running one's;
+/// or where to look when there is no log yet.
+async fn head_lines(client: &krayne_client::Client, namespace: &str, name: &str) -> Result<(), Failure> {
+    let ask = |previous| krayne_client::proto::ClusterLogsRequest {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        tail_lines: Some(HEAD_LINES),
+        previous,
+        ..Default::default()
+    };
+    let (log, which) = match client.cluster_logs(ask(true)).await {
+        Ok(log) if !log.text.trim().is_empty() => (Ok(log), "--previous"),
+        _ => (client.cluster_logs(ask(false)).await, ""),
+    };
+    match log {
+        Ok(log) if !log.text.trim().is_empty() => {
+            let how = format!("krayne logs {name} -n {namespace} {which}");
+            out(&format!(
+                "\nHead's last lines ({} of {}; all of them: {}):\n",
+                if which.is_empty() {
+                    "container"
+                } else {
+                    "crashed container"
+                },
+                log.pod,
+                how.trim_end()
+            ))?;
+            out(&indent(&log.text))
+        }
+        Ok(_) => out("\nHead's log: empty so far.\n"),
+        Err(e) => out(&format!(
+            "\nHead's log: none to show ({}); see the pods and events above.\n",
+            e.message()
+        )),
+    }
+}
+
+/// Each line two spaces in.
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
 fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {

@@ -13,7 +13,7 @@ use super::{
     status::to_status,
 };
 use crate::{
-    domain::{ClusterRef, Error, WatchFrom, parse_yaml, watch_timeout},
+    domain::{ClusterRef, Error, PodLogParts, PodLogQuery, WatchFrom, parse_yaml, watch_timeout},
     service::{CreateInput, ScaleInput},
 };
 
@@ -185,4 +185,69 @@ impl cluster_service_server::ClusterService for Grpc {
         let stream = watch.map(|e| e.map(|e| convert::watch_event(&e)).map_err(to_status));
         Ok(Response::new(stream.boxed()))
     }
+
+    async fn get_cluster_logs(
+        &self,
+        req: Request<pb::ClusterLogsRequest>,
+    ) -> Result<Response<pb::ClusterLogs>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let query = log_query(&r).map_err(to_status)?;
+        let log = self
+            .plane
+            .cluster_logs(&cx, &ClusterRef::new(&r.namespace, &r.name), query)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ClusterLogs {
+            pod: log.pod,
+            container: log.container,
+            text: log.text,
+        }))
+    }
+
+    type TailClusterLogsStream = BoxStream<'static, Result<pb::ClusterLogChunk, Status>>;
+
+    async fn tail_cluster_logs(
+        &self,
+        req: Request<pb::ClusterLogsRequest>,
+    ) -> Result<Response<Self::TailClusterLogsStream>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let query = log_query(&r).map_err(to_status)?;
+        let (pod, container, chunks) = self
+            .plane
+            .follow_cluster_logs(&cx, &ClusterRef::new(&r.namespace, &r.name), query)
+            .await
+            .map_err(to_status)?;
+        // The first message names the pod and container, with no text.
+        let first = futures::stream::once(async move {
+            Ok(pb::ClusterLogChunk {
+                pod,
+                container,
+                text: String::new(),
+            })
+        });
+        let rest = chunks.map(|chunk| {
+            chunk
+                .map(|text| pb::ClusterLogChunk {
+                    text,
+                    ..pb::ClusterLogChunk::default()
+                })
+                .map_err(to_status)
+        });
+        Ok(Response::new(first.chain(rest).boxed()))
+    }
+}
+
+/// The request's query, as the REST one is read.
+fn log_query(r: &pb::ClusterLogsRequest) -> Result<PodLogQuery, Error> {
+    PodLogQuery::from_parts(&PodLogParts {
+        pod: &r.pod,
+        node_type: &r.node_type,
+        group: &r.group,
+        container: &r.container,
+        tail_lines: r.tail_lines,
+        since_seconds: r.since_seconds,
+        previous: r.previous,
+    })
 }

@@ -241,22 +241,29 @@ pub(super) async fn job_logs(
         .plane
         .follow_job_logs(&cx, &ClusterRef::new(&namespace, &name), &id)
         .await?;
+    Ok(followed(lines, &headers))
+}
+
+/// A followed log's answer: Server-Sent Events when the request accepts
+/// them, else chunked `text/plain`.
+pub(super) fn followed(lines: LogStream, headers: &HeaderMap) -> Response {
     let wants_events = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("text/event-stream"));
     if wants_events {
-        return Ok(as_events(lines).into_response());
+        return as_events(lines).into_response();
     }
     // A broken stream ends the body with an error: curl says the
     // transfer was cut short rather than showing a truncated log as whole.
     let body = Body::from_stream(lines.map_err(|e| std::io::Error::other(e.to_string())));
+    let plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     let mut response = (plain, body).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    response
 }
 
 /// A log as Server-Sent Events: `log` events (their data the lines), then

@@ -10,6 +10,7 @@ mod extract;
 mod identity;
 mod jobs;
 pub(crate) mod paths;
+mod pod_logs;
 mod problem;
 mod proxy;
 mod proxy_edge;
@@ -187,6 +188,7 @@ fn long_lived() -> OpenApiRouter<AppState> {
 fn streams() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(jobs::job_logs))
+        .routes(routes!(pod_logs::cluster_logs))
         .routes(routes!(jobs::has_package, jobs::upload_package))
 }
 

@@ -75,6 +75,8 @@ pub enum AuditAction {
     JobGet,
     /// Read (or follow) a Ray job's log.
     JobLogs,
+    /// Read (or follow) a cluster's pod log.
+    ClusterLogs,
     /// Submit a Ray job.
     JobSubmit,
     /// Stop a Ray job.
@@ -92,7 +94,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 20] = [
+    pub const ALL: [Self; 21] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -107,6 +109,7 @@ impl AuditAction {
         Self::JobList,
         Self::JobGet,
         Self::JobLogs,
+        Self::ClusterLogs,
         Self::JobSubmit,
         Self::JobStop,
         Self::JobDelete,
@@ -132,6 +135,7 @@ impl AuditAction {
             Self::JobList => "job.list",
             Self::JobGet => "job.get",
             Self::JobLogs => "job.logs",
+            Self::ClusterLogs => "cluster.logs",
             Self::JobSubmit => "job.submit",
             Self::JobStop => "job.stop",
             Self::JobDelete => "job.delete",

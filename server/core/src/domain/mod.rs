@@ -15,6 +15,7 @@ mod lax;
 mod names;
 pub mod observed;
 mod paging;
+mod pod_log;
 mod ports;
 mod principal;
 mod public_url;
@@ -45,6 +46,7 @@ pub use job::{
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest, resume_points};
+pub use pod_log::{MAX_LOG_BYTES, MAX_TAIL_LINES, PodChoice, PodLog, PodLogOptions, PodLogParts, PodLogQuery};
 pub use ports::{
     AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange, PodsOf,
 };

@@ -108,6 +108,26 @@ pub struct ObjectMeta {
     /// as kubectl's last-applied configuration) are not kept.
     #[serde(deserialize_with = "kept")]
     pub annotations: LiteMap<&'static str, Atom>,
+    /// The uid of its controller (the owner reference marked `controller`):
+    /// a Ray pod's RayCluster.
+    #[serde(rename = "ownerReferences", deserialize_with = "controller")]
+    pub controller: Option<Box<str>>,
+}
+
+/// The controller's uid among owner references.
+fn controller<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Owner {
+        #[serde(default)]
+        uid: String,
+        #[serde(default)]
+        controller: Option<bool>,
+    }
+    let owners: Vec<Owner> = nullable(d)?;
+    Ok(owners
+        .into_iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.into_boxed_str()))
 }
 
 /// A RayCluster as observed.
@@ -358,6 +378,31 @@ impl ObservedPod {
 pub struct PodSpec {
     /// Node it is bound to.
     pub node_name: Option<Atom>,
+    /// Its containers' names, Ray's first (a log is read by container).
+    #[serde(deserialize_with = "names")]
+    pub containers: Vec<Atom>,
+    /// Its init containers' names.
+    #[serde(deserialize_with = "names")]
+    pub init_containers: Vec<Atom>,
+}
+
+/// The `name`s of a list of containers.
+fn names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Atom>, D::Error> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        name: String,
+    }
+    let list: Vec<Named> = nullable(d)?;
+    let mut names: Vec<Atom> = list.into_iter().map(|c| Atom::from(c.name)).collect();
+    names.shrink_to_fit();
+    Ok(names)
+}
+
+/// A pod's containers' and init containers' names.
+pub fn container_names(pod: &ObservedPod) -> (Vec<String>, Vec<String>) {
+    let owned = |names: &[Atom]| names.iter().map(|n| n.as_str().to_owned()).collect();
+    (owned(&pod.spec.containers), owned(&pod.spec.init_containers))
 }
 
 /// A pod's status.

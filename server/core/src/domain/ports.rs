@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 
 use super::{
-    ClusterPatch, Error, ObservedCluster, ObservedEvent, ObservedPod, RenderedCluster,
+    ClusterPatch, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions, RenderedCluster,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -181,6 +181,30 @@ pub trait ClusterStore: Send + Sync + 'static {
         patch: &ClusterPatch,
         request_id: &str,
     ) -> Result<ObservedCluster, Error>;
+    /// One container's log of pod `pod` (`pods/log`), at most
+    /// `options.limit_bytes` of it.
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<String, Error> {
+        let _ = (namespace, pod, options, request_id);
+        Err(Error::Unavailable("this store reads no pod logs".into()))
+    }
+    /// The same log from `options`' start, then as it is written, until
+    /// the container ends; chunks of text.
+    async fn follow_pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
+        let _ = (namespace, pod, options, request_id);
+        Err(Error::Unavailable("this store reads no pod logs".into()))
+    }
     /// Deletes a RayCluster (Kubernetes removes its pods and service).
     async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error>;
     /// Creates a `networking.k8s.io/v1` NetworkPolicy (the object the

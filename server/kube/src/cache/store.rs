@@ -12,7 +12,7 @@ use crate::{
     KubeClusterStore,
     domain::{
         ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-        PodsOf, RenderedCluster, ResourceKind,
+        PodLogOptions, PodsOf, RenderedCluster, ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -268,6 +268,26 @@ impl ClusterStore for CachedClusterStore {
         let patched = self.api.patch(namespace, name, patch, request_id).await?;
         self.written(&patched).await;
         Ok(patched)
+    }
+
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<String, Error> {
+        self.api.pod_log(namespace, pod, options, request_id).await
+    }
+
+    async fn follow_pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        options: &PodLogOptions,
+        request_id: &str,
+    ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
+        self.api.follow_pod_log(namespace, pod, options, request_id).await
     }
 
     async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error> {

@@ -1,0 +1,166 @@
+//! Issue 43: why did my cluster fail? `krayne logs` reads a cluster's pod
+//! logs through the server (no kubeconfig), `describe` ends with the
+//! head's last lines when a cluster is not ready, and only the cluster's
+//! own pods, for callers with a role, can be read.
+
+use std::time::Duration;
+
+use krayne_tests::Env;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+use crate::support::Krayne;
+
+/// Creates `name` in ml-team as another tool would, with the sandbox's
+/// fault annotation: its pods crash-loop (a head command that fails).
+async fn crash_looping(env: &Env, k: &Krayne, name: &str) {
+    let mut manifest = k
+        .run(&["create", name, "-n", "ml-team", "--dry-run", "-o", "json"])
+        .await
+        .json();
+    manifest["metadata"]["annotations"] = json!({"sandbox.krayne.dev/fault": "crash-loop"});
+    let created = reqwest::Client::new()
+        .post(format!(
+            "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters",
+            env.sandbox.url()
+        ))
+        .json(&manifest)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap_or_default());
+}
+
+/// Runs `args` until it exits 0, for at most 30 s; returns stdout.
+async fn eventually(k: &Krayne, args: &[&str]) -> String {
+    for _ in 0..300 {
+        let run = k.run(args).await;
+        if run.0.status.success() {
+            return run.stdout();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{args:?} never succeeded: {}", k.run(args).await.stderr());
+}
+
+#[tokio::test]
+async fn krayne_logs_shows_a_heads_output_and_why_it_crashed() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "fine", "-n", "ml-team", "--workers", "1"])
+        .await
+        .code(0);
+
+    let run = k.run(&["logs", "fine", "-n", "ml-team"]).await.code(0);
+    assert!(run.stdout().contains("Ray runtime started."), "{}", run.stdout());
+    assert!(run.stderr().contains("container ray-head"), "{}", run.stderr());
+    let last = k
+        .run(&["logs", "fine", "-n", "ml-team", "--tail", "1"])
+        .await
+        .code(0)
+        .stdout();
+    assert_eq!(last.lines().count(), 1, "{last}");
+    let worker = k
+        .run(&["logs", "fine", "-n", "ml-team", "--worker", "-o", "json"])
+        .await
+        .json();
+    assert!(worker["pod"].as_str().unwrap().contains("-worker-"), "{worker}");
+    assert!(
+        !worker["text"].as_str().unwrap().contains("ray.init()"),
+        "a worker's, not the head's: {worker}"
+    );
+
+    // No pod of another cluster, and no container a pod does not have.
+    k.run(&["create", "--no-wait", "other", "-n", "ml-team"]).await.code(0);
+    let other: Value = k
+        .run(&["describe", "other", "-n", "ml-team", "-o", "json"])
+        .await
+        .json();
+    let other_pod = other["pods"][0]["name"].as_str().unwrap_or("other-head-x").to_owned();
+    let refused = k
+        .run(&["logs", "fine", "-n", "ml-team", "--pod", &other_pod])
+        .await
+        .code(2);
+    assert!(
+        refused.stderr().contains("cluster fine has no pod"),
+        "{}",
+        refused.stderr()
+    );
+    let refused = k.run(&["logs", "fine", "-n", "ml-team", "-c", "sidecar"]).await.code(2);
+    assert!(
+        refused.stderr().contains("has no container \"sidecar\""),
+        "{}",
+        refused.stderr()
+    );
+
+    // A crash-looping head: the crashed container's output says why.
+    crash_looping(&env, &k, "crashy").await;
+    let previous = eventually(&k, &["logs", "crashy", "-n", "ml-team", "--previous"]).await;
+    assert!(
+        previous.contains("ModuleNotFoundError: No module named 'ray.scripts'"),
+        "{previous}"
+    );
+    let described = k.run(&["describe", "crashy", "-n", "ml-team"]).await.code(0).stdout();
+    assert!(
+        described.contains("Head's last lines") && described.contains("ModuleNotFoundError"),
+        "{described}"
+    );
+
+    // Another team's caller reads nothing; nor does a caller without a token.
+    let bob = Krayne::new(&env, &env.token("bob@example.com", &["other-team"]));
+    let refused = bob.run(&["logs", "fine", "-n", "ml-team"]).await.code(4);
+    assert!(refused.stderr().contains("ml-team"), "{}", refused.stderr());
+    let anonymous = reqwest::get(format!("{}/v1/namespaces/ml-team/clusters/fine/logs", env.url()))
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+}
+
+#[tokio::test]
+async fn a_viewer_reads_logs_over_rest_and_a_followed_log_ends_with_its_pod() {
+    let env = Env::start().await;
+    let admin = Krayne::new(&env, &env.admin());
+    admin.run(&["create", "shared", "-n", "shared-data"]).await.code(0);
+    // Alice is a viewer on shared-*: she reads, as text with the pod named.
+    let read = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/namespaces/shared-data/clusters/shared/logs?tail_lines=3",
+            env.url()
+        ))
+        .bearer_auth(env.alice())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert!(
+        read.headers()["x-krayne-pod"]
+            .to_str()
+            .unwrap()
+            .starts_with("shared-head-")
+    );
+    assert_eq!(read.headers()["x-krayne-container"], "ray-head");
+    assert_eq!(read.text().await.unwrap().lines().count(), 3);
+    let alice = Krayne::new(&env, &env.alice());
+    alice
+        .run(&["delete", "shared", "-n", "shared-data", "--yes"])
+        .await
+        .code(4);
+
+    let mut follow = alice.spawn(&["logs", "shared", "-n", "shared-data", "-f"]);
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a line within 20 s")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(first.contains("Usage stats"), "{first}");
+    admin
+        .run(&["delete", "shared", "-n", "shared-data", "--yes"])
+        .await
+        .code(0);
+    let status = tokio::time::timeout(Duration::from_secs(30), follow.wait())
+        .await
+        .expect("the follow ends when the pod does")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -1,0 +1,47 @@
+//! A cluster's pod logs: read, or followed.
+
+use futures::{Stream, StreamExt as _};
+
+use crate::{Client, ClientError, proto};
+
+/// A followed pod log: the pod and container read, and the text as it
+/// comes.
+pub struct FollowedLog<S> {
+    /// The pod read.
+    pub pod: String,
+    /// The container read.
+    pub container: String,
+    /// Chunks of whole lines, until the container ends.
+    pub text: S,
+}
+
+impl Client {
+    /// A container's log of one of a cluster's pods (viewer): the head's by
+    /// default; `request` names the cluster and, optionally, a pod, a node
+    /// type and group, a container, `tail_lines`, `since_seconds`,
+    /// `previous`.
+    pub async fn cluster_logs(&self, request: proto::ClusterLogsRequest) -> Result<proto::ClusterLogs, ClientError> {
+        Ok(retrying!(self, clusters, get_cluster_logs, request)?.into_inner())
+    }
+
+    /// The same log, then as it is written, until the container ends
+    /// (viewer). Not resumed when a server ends it: the caller asks again
+    /// (with `since_seconds`, say).
+    pub async fn tail_cluster_logs(
+        &self,
+        request: proto::ClusterLogsRequest,
+    ) -> Result<FollowedLog<impl Stream<Item = Result<String, ClientError>> + Unpin + use<>>, ClientError> {
+        let mut stream = self
+            .clusters()
+            .tail_cluster_logs(self.request(request))
+            .await?
+            .into_inner();
+        let first = stream.message().await?.unwrap_or_default();
+        let text = stream.map(|chunk| chunk.map(|c| c.text).map_err(ClientError::from));
+        Ok(FollowedLog {
+            pod: first.pod,
+            container: first.container,
+            text,
+        })
+    }
+}

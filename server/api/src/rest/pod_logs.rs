@@ -1,0 +1,106 @@
+//! A cluster's pod logs over REST.
+
+use axum::{
+    extract::{Path, State},
+    http::{HeaderMap, HeaderName, HeaderValue, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+
+use super::{
+    AppState,
+    extract::{Caller, QueryOf},
+    jobs::followed,
+    problem::{ApiError, Problem},
+    responses::{KubernetesReads, Refusals},
+};
+use crate::domain::{ClusterRef, PodLogParts, PodLogQuery};
+
+/// Which of a cluster's pod logs, and how much of it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ClusterLogsQuery {
+    /// A pod of the cluster, by name; else `node_type`.
+    pub pod: Option<String>,
+    /// `head` (the default) or `worker`.
+    pub node_type: Option<String>,
+    /// With `node_type=worker`: the worker group.
+    pub group: Option<String>,
+    /// The container [default: the pod's first, Ray's]; an init container
+    /// or the autoscaler sidecar by name.
+    pub container: Option<String>,
+    /// Only the last lines (at most 100000).
+    pub tail_lines: Option<u32>,
+    /// Only what was written this many seconds back.
+    pub since_seconds: Option<u32>,
+    /// The previous (crashed) container's log: what a crash loop needs.
+    #[serde(default)]
+    pub previous: bool,
+    /// Stream the log as it is written until the container ends: chunked
+    /// `text/plain`, or Server-Sent Events when the request accepts
+    /// `text/event-stream`.
+    #[serde(default)]
+    pub follow: bool,
+}
+
+/// The response headers naming what was read.
+const POD: HeaderName = HeaderName::from_static("x-krayne-pod");
+const CONTAINER: HeaderName = HeaderName::from_static("x-krayne-container");
+
+/// Read a cluster's pod log.
+///
+/// A container's output, from Kubernetes' `pods/log`: the head's by
+/// default, a worker's (`node_type=worker`, `group`), or a pod of the
+/// cluster by name; at most 4 MiB, as `text/plain`, with the pod and
+/// container read in `X-Krayne-Pod` and `X-Krayne-Container`. With
+/// `previous=true`, the crashed container's output. With `follow=true`,
+/// then as it is written until the container ends (chunked, or
+/// Server-Sent Events: `log` events, then `end`). Needs the viewer role.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/logs", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
+           ClusterLogsQuery),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 200, description = "The log", body = String, content_type = "text/plain"),
+        (status = 400, description = "No such pod or container in the cluster, or a bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "No log to read yet (the container is waiting to start), or no previous container", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many followed logs of this caller", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn cluster_logs(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    QueryOf(q): QueryOf<ClusterLogsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    let (pod, node_type, group, container) = (text(&q.pod), text(&q.node_type), text(&q.group), text(&q.container));
+    let query = PodLogQuery::from_parts(&PodLogParts {
+        pod: &pod,
+        node_type: &node_type,
+        group: &group,
+        container: &container,
+        tail_lines: q.tail_lines,
+        since_seconds: q.since_seconds,
+        previous: q.previous,
+    })?;
+    let cluster = ClusterRef::new(&namespace, &name);
+    let named = |mut response: Response, pod: &str, container: &str| {
+        let headers = response.headers_mut();
+        for (name, value) in [(POD, pod), (CONTAINER, container)] {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(name, value);
+            }
+        }
+        response
+    };
+    let plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    if !q.follow {
+        let log = s.plane.cluster_logs(&cx, &cluster, query).await?;
+        return Ok(named((plain, log.text).into_response(), &log.pod, &log.container));
+    }
+    let (pod, container, lines) = s.plane.follow_cluster_logs(&cx, &cluster, query).await?;
+    Ok(named(followed(lines, &headers), &pod, &container))
+}

@@ -1,0 +1,272 @@
+//! A cluster's pod logs (the Kubernetes API's `pods/log`): which pod and
+//! container, and how much of the log.
+
+use serde::Serialize;
+
+use super::{Error, ObservedPod, Violations, observed::container_names};
+
+/// The most a log answer carries; a longer one is cut (its start kept out).
+pub const MAX_LOG_BYTES: u64 = 4 * 1024 * 1024;
+/// The most lines `tail_lines` may ask for.
+pub const MAX_TAIL_LINES: u32 = 100_000;
+
+/// Which of a cluster's pods: one named, the head, or a worker (of a
+/// group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodChoice {
+    /// The head pod (the default).
+    Head,
+    /// The first worker pod, of `group` when given.
+    Worker(Option<String>),
+    /// A pod by name; it must be one of the cluster's.
+    Named(String),
+}
+
+/// What a caller asks of a cluster's pod logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLogQuery {
+    /// Which pod.
+    pub pod: PodChoice,
+    /// Which container [default: the pod's first, Ray's].
+    pub container: Option<String>,
+    /// Only the last lines.
+    pub tail_lines: Option<u32>,
+    /// Only what was written this many seconds back.
+    pub since_seconds: Option<u32>,
+    /// The previous (crashed) container's log: what a crash loop needs.
+    pub previous: bool,
+}
+
+/// A query's parts as both transports take them: empty strings for what
+/// was not given.
+#[derive(Debug, Clone, Default)]
+pub struct PodLogParts<'a> {
+    /// A pod by name.
+    pub pod: &'a str,
+    /// `head`, `worker`, or empty.
+    pub node_type: &'a str,
+    /// A worker group.
+    pub group: &'a str,
+    /// A container.
+    pub container: &'a str,
+    /// Only the last lines.
+    pub tail_lines: Option<u32>,
+    /// Only this many seconds back.
+    pub since_seconds: Option<u32>,
+    /// The previous container's.
+    pub previous: bool,
+}
+
+impl PodLogQuery {
+    /// The query the parts make, validated.
+    pub fn from_parts(parts: &PodLogParts<'_>) -> Result<Self, Error> {
+        let mut v = Violations::new();
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let pod = match (some(parts.pod), parts.node_type, some(parts.group)) {
+            (Some(pod), "", None) => PodChoice::Named(pod),
+            (Some(_), _, _) => {
+                v.push("pod", "name a pod, or a node type (and group), not both");
+                PodChoice::Head
+            }
+            (None, "head" | "", None) => PodChoice::Head,
+            (None, "worker" | "", group) => PodChoice::Worker(group),
+            (None, "head", Some(_)) => {
+                v.push("group", "a worker group goes with node type worker");
+                PodChoice::Head
+            }
+            (None, other, _) => {
+                v.push("node_type", format!("{other:?} is not a node type: head or worker"));
+                PodChoice::Head
+            }
+        };
+        v.into_result(())?;
+        Self {
+            pod,
+            container: some(parts.container),
+            tail_lines: parts.tail_lines,
+            since_seconds: parts.since_seconds,
+            previous: parts.previous,
+        }
+        .validated()
+    }
+
+    /// The query, or why its numbers make no sense.
+    pub fn validated(self) -> Result<Self, Error> {
+        let mut v = Violations::new();
+        if self.tail_lines.is_some_and(|n| n > MAX_TAIL_LINES) {
+            v.push("tail_lines", format!("must be at most {MAX_TAIL_LINES}"));
+        }
+        if self.since_seconds == Some(0) {
+            v.push("since_seconds", "must be at least 1");
+        }
+        match &self.pod {
+            PodChoice::Named(name) if name.is_empty() => v.push("pod", "must not be empty"),
+            PodChoice::Worker(Some(group)) if group.is_empty() => v.push("group", "must not be empty"),
+            _ => {}
+        }
+        v.into_result(self)
+    }
+
+    /// The pod of `pods` this query names, and the container to read; only
+    /// a pod of cluster `cluster` (its label, and its controller `owner`,
+    /// the cluster's uid, when both are known) counts. `Err` says what is
+    /// there instead.
+    pub fn resolve<'a>(
+        &self,
+        cluster: &str,
+        owner: Option<&str>,
+        pods: &[&'a ObservedPod],
+    ) -> Result<(&'a ObservedPod, String), Error> {
+        let pods: Vec<&'a ObservedPod> = pods
+            .iter()
+            .copied()
+            .filter(|p| p.cluster_name() == Some(cluster))
+            .filter(|p| match (owner, p.metadata.controller.as_deref()) {
+                (Some(owner), Some(controller)) => owner == controller,
+                _ => true,
+            })
+            .collect();
+        let pods = pods.as_slice();
+        let node_type = |p: &ObservedPod| {
+            p.metadata
+                .labels
+                .get(crate::manifest::LABEL_NODE_TYPE)
+                .map(|a| a.as_str().to_owned())
+        };
+        let group = |p: &ObservedPod| {
+            p.metadata
+                .labels
+                .get(crate::manifest::LABEL_GROUP)
+                .map(|a| a.as_str().to_owned())
+        };
+        let found = match &self.pod {
+            PodChoice::Head => pods.iter().find(|p| node_type(p).as_deref() == Some("head")),
+            PodChoice::Worker(wanted) => pods.iter().find(|p| {
+                node_type(p).as_deref() == Some("worker")
+                    && wanted.as_ref().is_none_or(|g| group(p).as_ref() == Some(g))
+            }),
+            PodChoice::Named(name) => pods.iter().find(|p| p.metadata.name.as_str() == name),
+        };
+        let Some(pod) = found.copied() else {
+            let names: Vec<&str> = pods.iter().map(|p| p.metadata.name.as_str()).collect();
+            let what = match &self.pod {
+                PodChoice::Head => "no head pod".to_owned(),
+                PodChoice::Worker(None) => "no worker pod".to_owned(),
+                PodChoice::Worker(Some(g)) => format!("no worker pod of group {g:?}"),
+                PodChoice::Named(n) => format!("no pod {n:?}"),
+            };
+            let have = if names.is_empty() {
+                "none yet".to_owned()
+            } else {
+                names.join(", ")
+            };
+            return Err(Error::invalid(
+                "pod",
+                format!("cluster {cluster} has {what} (its pods: {have})"),
+            ));
+        };
+        let (containers, init) = container_names(pod);
+        let container = match &self.container {
+            None => containers
+                .first()
+                .cloned()
+                .ok_or_else(|| Error::invalid("container", "the pod has no containers"))?,
+            Some(c) if containers.contains(c) || init.contains(c) => c.clone(),
+            Some(c) => {
+                let all: Vec<&str> = containers.iter().chain(&init).map(String::as_str).collect();
+                return Err(Error::invalid(
+                    "container",
+                    format!(
+                        "pod {} has no container {c:?} (it has: {})",
+                        pod.metadata.name.as_str(),
+                        all.join(", ")
+                    ),
+                ));
+            }
+        };
+        Ok((pod, container))
+    }
+}
+
+/// What the store reads: one container of one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodLogOptions {
+    /// The container.
+    pub container: String,
+    /// Only the last lines.
+    pub tail_lines: Option<u32>,
+    /// Only this many seconds back.
+    pub since_seconds: Option<u32>,
+    /// The previous container's.
+    pub previous: bool,
+    /// At most this many bytes.
+    pub limit_bytes: u64,
+}
+
+/// A pod's log, as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct PodLog {
+    /// The pod.
+    pub pod: String,
+    /// The container.
+    pub container: String,
+    /// The text.
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_name_a_pod_or_a_node_type_and_group() {
+        let q = |parts: PodLogParts<'_>| PodLogQuery::from_parts(&parts).map(|q| q.pod);
+        assert_eq!(q(PodLogParts::default()).unwrap(), PodChoice::Head);
+        let worker = PodLogParts {
+            node_type: "worker",
+            group: "gpu",
+            ..PodLogParts::default()
+        };
+        assert_eq!(q(worker).unwrap(), PodChoice::Worker(Some("gpu".into())));
+        let named = PodLogParts {
+            pod: "demo-head-x",
+            ..PodLogParts::default()
+        };
+        assert_eq!(q(named).unwrap(), PodChoice::Named("demo-head-x".into()));
+        for wrong in [
+            PodLogParts {
+                pod: "p",
+                node_type: "head",
+                ..PodLogParts::default()
+            },
+            PodLogParts {
+                node_type: "gpu",
+                ..PodLogParts::default()
+            },
+            PodLogParts {
+                node_type: "head",
+                group: "g",
+                ..PodLogParts::default()
+            },
+        ] {
+            assert!(matches!(q(wrong), Err(Error::InvalidArgument(_))));
+        }
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_refused_by_field() {
+        let q = PodLogQuery {
+            pod: PodChoice::Named(String::new()),
+            container: None,
+            tail_lines: Some(MAX_TAIL_LINES + 1),
+            since_seconds: Some(0),
+            previous: false,
+        };
+        let Err(Error::InvalidArgument(v)) = q.validated() else {
+            panic!("refused");
+        };
+        let fields: Vec<&str> = v.as_slice().iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["tail_lines", "since_seconds", "pod"]);
+    }
+}

@@ -1,0 +1,115 @@
+//! A cluster's pod logs (viewer): the head's, a worker's or a named pod's
+//! container output, from the Kubernetes API's `pods/log` — only of that
+//! cluster's pods, recorded as reads, bounded in bytes, and followed within
+//! a per-caller limit, ended as every long-lived stream is.
+
+use futures::StreamExt as _;
+
+use super::{Context, ControlPlane, LogStream, streams::StreamKind};
+use crate::domain::{
+    Action, ClusterRef, Error, MAX_LOG_BYTES, ObservedPod, PodLog, PodLogOptions, PodLogQuery, audit::AuditAction,
+};
+
+/// How many pod logs one caller may follow at once.
+pub(crate) const MAX_FOLLOWS_PER_PRINCIPAL: usize = 8;
+
+impl ControlPlane {
+    /// A container's log of one of the cluster's pods, at most
+    /// [`MAX_LOG_BYTES`] of it (viewer).
+    pub async fn cluster_logs(&self, cx: &Context, cluster: &ClusterRef, query: PodLogQuery) -> Result<PodLog, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+            .await?;
+        let (pod, options) = self.log_target(cx, namespace, name, query).await?;
+        let text = self
+            .store
+            .pod_log(namespace, &pod, &options, &cx.meta.request_id)
+            .await?;
+        self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
+            .await;
+        Ok(PodLog {
+            pod,
+            container: options.container,
+            text,
+        })
+    }
+
+    /// The same log, then as it is written, until the container ends
+    /// (viewer); with the pod and container read. Within
+    /// [`MAX_FOLLOWS_PER_PRINCIPAL`] per caller; ended early, with an error
+    /// saying why, on revocation, expiry, idleness and shutdown.
+    pub async fn follow_cluster_logs(
+        &self,
+        cx: &Context,
+        cluster: &ClusterRef,
+        query: PodLogQuery,
+    ) -> Result<(String, String, LogStream), Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
+        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+            .await?;
+        let (pod, options) = self.log_target(cx, namespace, name, query).await?;
+        let Some(permit) = self
+            .open_log_follows
+            .take(&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL)
+        else {
+            let e = Error::RateLimited {
+                retry_after: std::time::Duration::from_secs(1),
+            };
+            self.record_refusal(cx, AuditAction::ClusterLogs, Some(namespace), Some(name), &e)
+                .await;
+            return Err(e);
+        };
+        let chunks = self
+            .store
+            .follow_pod_log(namespace, &pod, &options, &cx.meta.request_id)
+            .await?;
+        self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
+            .await;
+        let guard = self.stream_guard(
+            StreamKind::PodLog,
+            cx,
+            Some(namespace),
+            Some(name),
+            Some(Action::Read),
+            Some(self.settings.tunnels.idle_timeout),
+        );
+        // The permit goes with the stream.
+        let chunks = chunks.map(move |chunk| {
+            let _held = &permit;
+            chunk
+        });
+        Ok((
+            pod,
+            options.container,
+            Box::pin(guard.guard_items(self.clone(), chunks)),
+        ))
+    }
+
+    /// The pod and container `query` names among the cluster's own pods.
+    async fn log_target(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        query: PodLogQuery,
+    ) -> Result<(String, PodLogOptions), Error> {
+        let query = query.validated()?;
+        let rid = cx.meta.request_id.as_str();
+        let cluster = self
+            .store
+            .get(namespace, name, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
+        let pods = self.store.pods(namespace, Some(name), rid).await?;
+        let views: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
+        let (pod, container) = query.resolve(name, cluster.metadata.uid.as_deref(), &views)?;
+        let options = PodLogOptions {
+            container,
+            tail_lines: query.tail_lines,
+            since_seconds: query.since_seconds,
+            previous: query.previous,
+            limit_bytes: MAX_LOG_BYTES,
+        };
+        Ok((pod.metadata.name.to_string(), options))
+    }
+}
