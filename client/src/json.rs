@@ -33,6 +33,7 @@ named! {
     proto::Job => "krayne.v1.Job",
     proto::NamespaceQuota => "krayne.v1.NamespaceQuota",
     proto::ClusterLogs => "krayne.v1.ClusterLogs",
+    proto::RayLogFiles => "krayne.v1.RayLogFiles",
     prost_types::Struct => "google.protobuf.Struct",
 }
 

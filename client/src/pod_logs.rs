@@ -44,4 +44,25 @@ impl Client {
             text,
         })
     }
+
+    /// A Ray node's log files by component (viewer): the head node's
+    /// unless `request.node` names another (an id or IP).
+    pub async fn list_ray_logs(&self, request: proto::RayLogsRequest) -> Result<proto::RayLogFiles, ClientError> {
+        Ok(retrying!(self, clusters, list_ray_logs, request)?.into_inner())
+    }
+
+    /// The last lines of a Ray log file on a node (viewer).
+    pub async fn ray_log(&self, request: proto::RayLogRequest) -> Result<String, ClientError> {
+        Ok(retrying!(self, clusters, get_ray_log, request)?.into_inner().text)
+    }
+
+    /// The same, then what is written to the file, until the stream is
+    /// dropped (viewer).
+    pub async fn tail_ray_log(
+        &self,
+        request: proto::RayLogRequest,
+    ) -> Result<impl Stream<Item = Result<String, ClientError>> + Unpin + use<>, ClientError> {
+        let stream = self.clusters().tail_ray_log(self.request(request)).await?.into_inner();
+        Ok(stream.map(|chunk| chunk.map(|c| c.text).map_err(ClientError::from)))
+    }
 }

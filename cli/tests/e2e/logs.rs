@@ -164,3 +164,136 @@ async fn a_viewer_reads_logs_over_rest_and_a_followed_log_ends_with_its_pod() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Ray's own log files through the head's dashboard log API, as a real
+/// Ray 2.60 head answers it (the sandbox's stand-in): listed, read,
+/// a missing one a 404, a job's driver log among them, every file fetched
+/// into a directory.
+#[tokio::test]
+async fn rays_own_log_files_are_listed_read_and_downloaded() {
+    let env = Env::start().await;
+    env.ready_cluster("rayl").await;
+    let k = Krayne::new(&env, &env.alice());
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().join("wd");
+    std::fs::create_dir(&wd).unwrap();
+    let submitted = k
+        .run(&[
+            "submit",
+            "rayl",
+            "-n",
+            "ml-team",
+            "--working-dir",
+            wd.to_str().unwrap(),
+            "--submission-id",
+            "driver-1",
+            "--",
+            "echo",
+            "from-the-driver",
+        ])
+        .await
+        .code(0);
+    assert!(submitted.stdout().contains("from-the-driver"));
+
+    let listed = k
+        .run(&["logs", "rayl", "-n", "ml-team", "--ray", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(listed["node_id"].as_str().map(str::len), Some(56), "{listed}");
+    assert_eq!(listed["is_head_node"], true);
+    let group = |name: &str| -> Vec<String> {
+        listed["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["component"] == name)
+            .map(|g| {
+                g["files"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(group("raylet").contains(&"raylet.out".to_owned()), "{listed}");
+    assert_eq!(group("driver"), ["job-driver-driver-1.log"], "{listed}");
+
+    let last = k
+        .run(&[
+            "logs",
+            "rayl",
+            "-n",
+            "ml-team",
+            "--ray",
+            "--file",
+            "gcs_server.out",
+            "--tail",
+            "2",
+        ])
+        .await
+        .code(0)
+        .stdout();
+    assert_eq!(last.lines().count(), 2, "{last}");
+    assert!(last.ends_with("Exporter initialized.\n"), "{last}");
+    let driver = k
+        .run(&[
+            "logs",
+            "rayl",
+            "-n",
+            "ml-team",
+            "--ray",
+            "--file",
+            "job-driver-driver-1.log",
+        ])
+        .await
+        .code(0)
+        .stdout();
+    assert!(driver.contains("from-the-driver"), "{driver}");
+    let missing = k
+        .run(&["logs", "rayl", "-n", "ml-team", "--ray", "--file", "nope.log"])
+        .await
+        .code(3);
+    assert!(
+        missing.stderr().contains(r#"log file "nope.log" not found"#),
+        "{}",
+        missing.stderr()
+    );
+    k.run(&["logs", "rayl", "-n", "ml-team", "--ray", "--file", "../etc/passwd"])
+        .await
+        .code(2);
+
+    // Followed: the last lines come, and the stream stays open.
+    let mut follow = k.spawn(&["logs", "rayl", "-n", "ml-team", "--ray", "--file", "raylet.out", "-f"]);
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("a line within 20 s")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(first.contains("Setting cluster ID"), "{first}");
+    assert!(follow.try_wait().unwrap().is_none(), "still following");
+    follow.kill().await.unwrap();
+
+    let into = dir.path().join("logs");
+    let fetched = k
+        .run(&[
+            "logs",
+            "rayl",
+            "-n",
+            "ml-team",
+            "--ray",
+            "--download",
+            into.to_str().unwrap(),
+        ])
+        .await
+        .code(0);
+    assert!(fetched.stderr().contains("wrote"), "{}", fetched.stderr());
+    let node = std::fs::read_dir(&into).unwrap().next().unwrap().unwrap().path();
+    let raylet = std::fs::read_to_string(node.join("raylet.out")).unwrap();
+    assert!(raylet.contains("Raylet of id started"), "{raylet}");
+    let driver = std::fs::read_to_string(node.join("job-driver-driver-1.log")).unwrap();
+    assert!(driver.contains("from-the-driver"), "{driver}");
+    assert!(!node.join("events").exists(), "directories are not files");
+}

@@ -393,7 +393,7 @@ impl ControlPlane {
 
     /// The cluster's head as Ray's Jobs API server: the cluster must be
     /// ready and have a dashboard.
-    async fn ray_head(&self, cx: &Context, namespace: &str, name: &str) -> Result<Reachable, Error> {
+    pub(crate) async fn ray_head(&self, cx: &Context, namespace: &str, name: &str) -> Result<Reachable, Error> {
         let rid = cx.meta.request_id.as_str();
         let cluster = self
             .store

@@ -20,6 +20,7 @@ mod lifecycle;
 mod pod_logs;
 mod quotas;
 mod ray;
+mod ray_logs;
 mod sessions;
 mod streams;
 mod tunnels;

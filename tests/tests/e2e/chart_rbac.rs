@@ -105,6 +105,14 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     admin.get(&call("get", &format!("{one}/details"))).await.expect(200);
     admin.get(&call("get", &format!("{one}/services"))).await.expect(200);
     admin.get(&call("get", &format!("{one}/logs"))).await.expect(200);
+    admin.get(&call("get", &format!("{one}/ray-logs"))).await.expect(200);
+    admin
+        .get(&format!(
+            "{}?file=raylet.out",
+            call("get", &format!("{one}/ray-logs/file"))
+        ))
+        .await
+        .expect(200);
     open_tunnel(
         env,
         &call("get", &format!("{one}/services/{{service}}/tunnel")).replace("{service}", "ssh"),

@@ -19,12 +19,19 @@ use crate::{
 /// group), or a pod of the cluster by name; the Ray container unless
 /// `-c` names another (the autoscaler sidecar, an init container). With
 /// `--previous`, the crashed container's output: what a crash loop needs.
+///
+/// With `--ray`, Ray's own log files instead, from the head's dashboard
+/// (raylet, GCS, workers, drivers): listed, one read (`--file`), or every
+/// one fetched into a directory (`--download`), as `kubectl ray log` does.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   krayne logs demo                        # the head's Ray container
   krayne logs demo --previous --tail 50   # why the head crashed
   krayne logs demo --worker gpu -f        # a worker of group gpu, followed
-  krayne logs demo -c autoscaler --since 10m")]
+  krayne logs demo -c autoscaler --since 10m
+  krayne logs demo --ray                  # Ray's log files on the head node
+  krayne logs demo --ray --file raylet.out --tail 100
+  krayne logs demo --ray --download ./logs")]
 pub(crate) struct Args {
     /// Cluster name.
     name: String,
@@ -55,11 +62,37 @@ pub(crate) struct Args {
     /// Only what was written this long back (90s, 10m, 1h).
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     since: Option<Duration>,
+    /// Ray's own log files (from the head's dashboard), not a container's.
+    #[arg(long, conflicts_with_all = ["head", "worker", "pod", "container", "previous", "since"])]
+    ray: bool,
+    /// With --ray: a node id or IP [default: the head node].
+    #[arg(long, requires = "ray", value_name = "NODE")]
+    node: Option<String>,
+    /// With --ray: the file to read (as listed, e.g. raylet.out).
+    #[arg(long, requires = "ray", value_name = "FILE")]
+    file: Option<String>,
+    /// With --ray: fetch every file of the node into DIR/<node IP>/.
+    #[arg(long, requires = "ray", conflicts_with_all = ["file", "follow"], value_name = "DIR")]
+    download: Option<std::path::PathBuf>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
     let namespace = ctx.namespace(args.namespace.as_deref()).await?;
+    if args.ray {
+        return super::ray_logs::run(
+            ctx,
+            &client,
+            &namespace,
+            &args.name,
+            args.node,
+            args.file,
+            args.download,
+            args.tail,
+            args.follow,
+        )
+        .await;
+    }
     let since_seconds = args
         .since
         .map(|d| u32::try_from(d.as_secs().max(1)).unwrap_or(u32::MAX));

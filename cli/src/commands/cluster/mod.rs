@@ -5,6 +5,7 @@ pub(crate) mod delete;
 pub(crate) mod describe;
 pub(crate) mod get;
 pub(crate) mod logs;
+mod ray_logs;
 pub(crate) mod scale;
 pub(crate) mod wait;
 

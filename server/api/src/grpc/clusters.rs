@@ -237,6 +237,57 @@ impl cluster_service_server::ClusterService for Grpc {
         });
         Ok(Response::new(first.chain(rest).boxed()))
     }
+
+    async fn list_ray_logs(&self, req: Request<pb::RayLogsRequest>) -> Result<Response<pb::RayLogFiles>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let node = Some(r.node.as_str()).filter(|n| !n.is_empty());
+        let files = self
+            .plane
+            .ray_log_files(&cx, &ClusterRef::new(&r.namespace, &r.name), node)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::RayLogFiles {
+            node_id: files.node_id,
+            node_ip: files.node_ip,
+            is_head_node: files.is_head_node,
+            groups: files
+                .files
+                .into_iter()
+                .map(|(component, files)| pb::RayLogGroup { component, files })
+                .collect(),
+        }))
+    }
+
+    async fn get_ray_log(&self, req: Request<pb::RayLogRequest>) -> Result<Response<pb::RayLog>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let node = Some(r.node.as_str()).filter(|n| !n.is_empty());
+        let text = self
+            .plane
+            .ray_log_file(&cx, &ClusterRef::new(&r.namespace, &r.name), node, &r.file, r.lines)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::RayLog { text }))
+    }
+
+    type TailRayLogStream = BoxStream<'static, Result<pb::RayLog, Status>>;
+
+    async fn tail_ray_log(&self, req: Request<pb::RayLogRequest>) -> Result<Response<Self::TailRayLogStream>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let node = Some(r.node.as_str()).filter(|n| !n.is_empty());
+        let chunks = self
+            .plane
+            .follow_ray_log_file(&cx, &ClusterRef::new(&r.namespace, &r.name), node, &r.file, r.lines)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(
+            chunks
+                .map(|c| c.map(|text| pb::RayLog { text }).map_err(to_status))
+                .boxed(),
+        ))
+    }
 }
 
 /// The request's query, as the REST one is read.

@@ -189,6 +189,8 @@ fn streams() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(jobs::job_logs))
         .routes(routes!(pod_logs::cluster_logs))
+        .routes(routes!(pod_logs::ray_logs))
+        .routes(routes!(pod_logs::ray_log_file))
         .routes(routes!(jobs::has_package, jobs::upload_package))
 }
 

@@ -1,6 +1,7 @@
 //! A cluster's pod logs over REST.
 
 use axum::{
+    Json,
     extract::{Path, State},
     http::{HeaderMap, HeaderName, HeaderValue, header},
     response::{IntoResponse, Response},
@@ -14,7 +15,7 @@ use super::{
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
-use crate::domain::{ClusterRef, PodLogParts, PodLogQuery};
+use crate::domain::{ClusterRef, PodLogParts, PodLogQuery, RayLogFiles};
 
 /// Which of a cluster's pod logs, and how much of it.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -103,4 +104,98 @@ pub(super) async fn cluster_logs(
     }
     let (pod, container, lines) = s.plane.follow_cluster_logs(&cx, &cluster, query).await?;
     Ok(named(followed(lines, &headers), &pod, &container))
+}
+
+/// Which node's Ray logs.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct RayLogsQuery {
+    /// A node id or IP [default: the head node].
+    pub node: Option<String>,
+}
+
+/// List a Ray node's log files.
+///
+/// From the head's dashboard log API, by component (`raylet`,
+/// `gcs_server`, `worker`…; directories end with `/`): the head node's
+/// unless `node` names another. Needs the viewer role.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/ray-logs", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
+           RayLogsQuery),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 200, description = "The node's log files", body = RayLogFiles),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster or node", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn ray_logs(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    QueryOf(q): QueryOf<RayLogsQuery>,
+) -> Result<Json<RayLogFiles>, ApiError> {
+    let files = s
+        .plane
+        .ray_log_files(&cx, &ClusterRef::new(&namespace, &name), q.node.as_deref())
+        .await?;
+    Ok(Json(files))
+}
+
+/// Which Ray log file, and how much of it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct RayLogFileQuery {
+    /// A node id or IP [default: the head node].
+    pub node: Option<String>,
+    /// The file, as listed (`raylet.out`, `events/event_GCS.log`).
+    pub file: String,
+    /// The last lines [default: 1000, at most 100000].
+    pub lines: Option<u32>,
+    /// Then what is written to it, until the client goes: chunked
+    /// `text/plain`, or Server-Sent Events when the request accepts
+    /// `text/event-stream`.
+    #[serde(default)]
+    pub follow: bool,
+}
+
+/// Read a Ray log file.
+///
+/// The last lines of a file on a node (the head's unless `node` names
+/// another), from the head's dashboard log API, as `text/plain`; a file
+/// the node does not have is 404 (Ray's 500 "A file is not found"). With
+/// `follow=true`, then as it is written. Needs the viewer role.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/ray-logs/file", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
+           RayLogFileQuery),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 200, description = "The file's last lines", body = String, content_type = "text/plain"),
+        (status = 400, description = "Not a log file's name, or lines out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster, node or file", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn ray_log_file(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+    QueryOf(q): QueryOf<RayLogFileQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let cluster = ClusterRef::new(&namespace, &name);
+    if q.follow {
+        let lines = s
+            .plane
+            .follow_ray_log_file(&cx, &cluster, q.node.as_deref(), &q.file, q.lines)
+            .await?;
+        return Ok(followed(lines, &headers));
+    }
+    let text = s
+        .plane
+        .ray_log_file(&cx, &cluster, q.node.as_deref(), &q.file, q.lines)
+        .await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response())
 }

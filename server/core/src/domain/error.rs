@@ -95,6 +95,10 @@ pub enum ResourceKind {
     Job,
     /// A working-dir package on a cluster's head.
     Package,
+    /// A Ray node of a cluster.
+    RayNode,
+    /// A Ray log file on a node.
+    LogFile,
 }
 
 impl fmt::Display for ResourceKind {
@@ -106,6 +110,8 @@ impl fmt::Display for ResourceKind {
             Self::Service => "service",
             Self::Job => "job",
             Self::Package => "package",
+            Self::RayNode => "Ray node",
+            Self::LogFile => "log file",
         })
     }
 }

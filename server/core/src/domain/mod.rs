@@ -46,7 +46,10 @@ pub use job::{
 pub use names::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_label, check_dns1123_subdomain};
 pub use observed::{ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod};
 pub use paging::{Page, PageRequest, resume_points};
-pub use pod_log::{MAX_LOG_BYTES, MAX_TAIL_LINES, PodChoice, PodLog, PodLogOptions, PodLogParts, PodLogQuery};
+pub use pod_log::{
+    MAX_LOG_BYTES, MAX_TAIL_LINES, PodChoice, PodLog, PodLogOptions, PodLogParts, PodLogQuery, RayLogFiles,
+    check_log_file_name,
+};
 pub use ports::{
     AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange, PodsOf,
 };

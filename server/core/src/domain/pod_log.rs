@@ -215,8 +215,53 @@ pub struct PodLog {
     pub text: String,
 }
 
+/// A Ray node's log files, as its dashboard lists them: by component
+/// (`raylet`, `gcs_server`, `worker`…), directories ending with `/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct RayLogFiles {
+    /// The node's id (56 hex digits).
+    pub node_id: String,
+    /// The node's IP.
+    pub node_ip: String,
+    /// Whether it is the head node.
+    pub is_head_node: bool,
+    /// Files by component.
+    pub files: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Whether `name` can be a Ray log file's name: a plain path under the
+/// node's log directory (`raylet.out`, `events/event_GCS.log`).
+pub fn check_log_file_name(name: &str) -> Result<(), Error> {
+    let fine = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('/')
+        && !name
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:@+".contains(c));
+    if fine {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "file",
+            format!("{name:?} is not a Ray log file's name (a path under the node's log directory)"),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn log_file_names_stay_in_the_log_directory() {
+        for fine in ["raylet.out", "events/event_GCS.log", "job-driver-raysubmit_x1.log"] {
+            assert!(check_log_file_name(fine).is_ok(), "{fine}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../b", "a//b", "a b", "x?y"] {
+            assert!(check_log_file_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

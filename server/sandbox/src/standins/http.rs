@@ -32,6 +32,7 @@ pub(super) fn router(kind: Kind, head: &Head) -> Router {
             .route("/api/version", get(ray_version))
             .route("/ws", get(websocket_echo))
             .with_state(stopped)
+            .merge(super::ray_logs::router(head.jobs.clone()))
             .merge(jobs::router(head.jobs.clone())),
         Kind::Notebook => {
             let (base, kernels) = (head.notebook_base.clone(), head.kernels.clone());

@@ -29,6 +29,7 @@ mod daemons;
 mod http;
 mod ingress;
 mod jobs;
+mod ray_logs;
 mod ssh;
 
 pub use daemons::RealDaemons;

@@ -104,6 +104,66 @@ impl ControlPlane {
         Ok(Answer { status, body })
     }
 
+    /// A `GET` whose answer streams (a followed log file): its status and,
+    /// on 200, its body as text chunks; any other status's body read whole.
+    pub(crate) async fn ray_get_streamed(
+        &self,
+        cx: &Context,
+        head: &Reachable,
+        path: &str,
+    ) -> Result<Result<LogStream, Answer>, Error> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
+        };
+        let connection = self.connect(cx, head.clone()).await?.into_connection();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connection))
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let task = tokio::spawn(conn);
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header(hyper::header::HOST, "ray-head")
+            .header(hyper::header::USER_AGENT, USER_AGENT)
+            .body(http_body_util::Empty::<Bytes>::new())
+            .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
+        let response = match sender.send_request(request).await {
+            Ok(response) => response,
+            Err(e) => {
+                task.abort();
+                return Err(unavailable(&e));
+            }
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body = Limited::new(response.into_body(), MAX_ANSWER)
+                .collect()
+                .await
+                .map_err(|e| unavailable(&e))?
+                .to_bytes();
+            return Ok(Err(Answer { status, body }));
+        }
+        let chunks = http_body_util::BodyStream::new(response.into_body()).filter_map(|frame| async move {
+            match frame {
+                Ok(frame) => frame
+                    .into_data()
+                    .ok()
+                    .map(|data| Ok(String::from_utf8_lossy(&data).into_owned())),
+                Err(e) => Some(Err(Error::Unavailable(format!(
+                    "the log stream from the cluster's Ray head broke: {e}"
+                )))),
+            }
+        });
+        // The connection's task goes with the stream.
+        let guard = AbortOnDrop(task);
+        Ok(Ok(chunks
+            .map(move |chunk| {
+                let _held = &guard;
+                chunk
+            })
+            .boxed()))
+    }
+
     /// A job's log as Ray's `/logs/tail` WebSocket sends it, line chunks
     /// in order; an abnormal close or a broken socket is the stream's
     /// last item, an error.
@@ -129,6 +189,15 @@ impl ControlPlane {
             }
         });
         Ok(lines.boxed())
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

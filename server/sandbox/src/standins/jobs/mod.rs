@@ -104,6 +104,24 @@ impl Jobs {
             .ok_or_else(|| std::io::Error::other("no directory"))
     }
 
+    /// Changes (or closes) when the head stops serving.
+    pub(super) fn stopped(&self) -> watch::Receiver<()> {
+        self.stopped.clone()
+    }
+
+    /// The head's Ray node: its id and IP.
+    pub(super) fn node(&self) -> (&str, &str) {
+        (&self.node_id, &self.node_ip)
+    }
+
+    /// Each job's driver log: `job-driver-<id>.log` and where it is.
+    pub(super) fn driver_logs(&self) -> Vec<(String, PathBuf)> {
+        super::lock(&self.table)
+            .iter()
+            .map(|j| (format!("job-driver-{}.log", j.submission_id), j.log.clone()))
+            .collect()
+    }
+
     /// Runs `f` on job `id`, if there is one.
     fn with<T>(&self, id: &str, f: impl FnOnce(&mut Job) -> T) -> Option<T> {
         super::lock(&self.table)
