@@ -100,6 +100,10 @@ pub(super) fn router(state: Shared) -> Router {
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
             any(resource),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            axum::routing::post(crate::access_review::review),
+        )
         .merge(crate::crds::router())
         .fallback(|| async { ApiError::not_found_path() })
         .layer(middleware::from_fn_with_state(state.clone(), record))

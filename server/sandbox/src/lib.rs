@@ -21,6 +21,7 @@
 use krayne_core::domain;
 
 mod access;
+mod access_review;
 mod addresses;
 mod api;
 mod api_error;

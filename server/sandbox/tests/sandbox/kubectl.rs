@@ -50,6 +50,78 @@ async fn kubectl_gets_rayclusters_and_pods() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `kubectl logs` reads a pod's output (Ray's start lines) through the
+/// sandbox's `pods/log`.
+#[tokio::test]
+async fn kubectl_logs_reads_a_heads_output() {
+    let Ok(kubectl) = which_kubectl() else {
+        eprintln!("SKIPPED: kubectl is not installed, so `kubectl logs` against the sandbox was not tried");
+        return;
+    };
+    let (sb, client) = start().await;
+    rayclusters(&client, "ml")
+        .create(&PostParams::default(), &raycluster("name: kl\nnamespace: ml\n"))
+        .await
+        .unwrap();
+    let (pod, _) = crate::standins::head(&client, "kl", None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    sb.write_kubeconfig(&kubeconfig).unwrap();
+    let out = tokio::process::Command::new(&kubectl)
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "logs",
+            "-n",
+            "ml",
+            &pod,
+            "--tail",
+            "2",
+        ])
+        .env("HOME", dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.contains("will now block forever"), "{stdout}");
+}
+
+/// A SelfSubjectAccessReview (JSON) is answered: allowed, unless the
+/// sandbox forbids that verb on that resource.
+#[tokio::test]
+async fn access_reviews_answer_what_the_sandbox_allows() {
+    let (sb, _) = start().await;
+    sb.forbid("get", "pods/log");
+    let review = |resource: &str, sub: &str| {
+        serde_json::json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": "ml", "verb": "get", "resource": resource, "subresource": sub}}})
+    };
+    let url = format!("{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", sb.url());
+    let http = reqwest::Client::new();
+    let allowed: serde_json::Value = http
+        .post(&url)
+        .json(&review("pods", ""))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(allowed["status"]["allowed"], true, "{allowed}");
+    let refused: serde_json::Value = http
+        .post(&url)
+        .json(&review("pods", "log"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(refused["status"]["allowed"], false, "{refused}");
+}
+
 fn which_kubectl() -> Result<std::path::PathBuf, ()> {
     std::env::var_os("PATH")
         .into_iter()
