@@ -39,6 +39,8 @@ pub(crate) enum Effect {
     Describe(Key),
     /// List the cluster's services (their health) and jobs again.
     Poll(Key),
+    /// Read the head's last lines (a cluster that is not ready).
+    HeadLines(Key),
     FollowLogs(Key, String),
     /// Stop following a job's log.
     Unfollow,
@@ -74,6 +76,8 @@ pub(crate) enum Msg {
     Services(Key, Result<Vec<HeadService>, String>),
     Jobs(Key, Result<Vec<Job>, String>),
     Log(Key, String, String),
+    /// The head's last lines (`Ok((pod, text))`), or why there are none.
+    HeadLines(Key, Result<(String, String), String>),
     LogEnded(Key, String, Option<String>),
     Created(Result<ClusterInfo, ClientError>),
     Scaled(Key, Result<ClusterInfo, ClientError>),
@@ -176,6 +180,9 @@ pub(crate) struct Detail {
     pub(crate) jobs_error: Option<String>,
     pub(crate) job: usize,
     pub(crate) logs: Option<Logs>,
+    /// A cluster that is not ready: the head's last lines (pod, text), or
+    /// why there are none.
+    pub(crate) head_lines: Option<Result<(String, String), String>>,
 }
 
 /// A followed job's log.
@@ -748,8 +755,19 @@ impl App {
                 {
                     fill_scale(form, &details);
                 }
-                if self.screen == Screen::Detail(key) {
+                if self.screen == Screen::Detail(key.clone()) {
+                    let status = details.info.as_ref().map(|i| i.status.clone()).unwrap_or_default();
                     self.detail.details = Some(*details);
+                    // Why it is not ready is in the head's output.
+                    if !matches!(status.as_str(), "ready" | "suspended") {
+                        return vec![Effect::HeadLines(key)];
+                    }
+                    self.detail.head_lines = None;
+                }
+            }
+            Msg::HeadLines(key, lines) => {
+                if self.screen == Screen::Detail(key) {
+                    self.detail.head_lines = Some(lines);
                 }
             }
             Msg::Services(key, services) => {

@@ -254,6 +254,12 @@ impl Driver {
                     send(Msg::Jobs(key, jobs));
                 });
             }
+            Effect::HeadLines(key) => {
+                tokio::spawn(async move {
+                    let lines = head_lines(&client, &key).await;
+                    send(Msg::HeadLines(key, lines));
+                });
+            }
             Effect::FollowLogs(key, job) => {
                 if let Some(old) = self.logs.take() {
                     old.abort();
@@ -379,6 +385,29 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
         pause = (pause * 2).min(MAX_PAUSE);
     }
 }
+
+/// The head's last lines: the crashed container's when there is one (a
+/// crash loop), else the running one's; or why there are none.
+async fn head_lines(client: &Client, key: &Key) -> Result<(String, String), String> {
+    let ask = |previous| krayne_client::proto::ClusterLogsRequest {
+        namespace: key.0.clone(),
+        name: key.1.clone(),
+        tail_lines: Some(HEAD_LINES),
+        previous,
+        ..Default::default()
+    };
+    let log = match client.cluster_logs(ask(true)).await {
+        Ok(log) if !log.text.trim().is_empty() => log,
+        _ => client
+            .cluster_logs(ask(false))
+            .await
+            .map_err(|e| e.message().to_owned())?,
+    };
+    Ok((log.pod, log.text))
+}
+
+/// How many of the head's last lines the detail shows.
+const HEAD_LINES: u32 = 10;
 
 /// Whether the server refused the caller rather than failed.
 fn refused(e: &ClientError) -> bool {

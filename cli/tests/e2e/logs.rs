@@ -13,7 +13,7 @@ use crate::support::Krayne;
 
 /// Creates `name` in ml-team as another tool would, with the sandbox's
 /// fault annotation: its pods crash-loop (a head command that fails).
-async fn crash_looping(env: &Env, k: &Krayne, name: &str) {
+pub(crate) async fn crash_looping(env: &Env, k: &Krayne, name: &str) {
     let mut manifest = k
         .run(&["create", name, "-n", "ml-team", "--dry-run", "-o", "json"])
         .await

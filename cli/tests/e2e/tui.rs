@@ -145,3 +145,26 @@ async fn the_tui_opens_where_the_caller_may_work_and_offers_the_picker_when_refu
     .await
     .unwrap();
 }
+
+/// Issue 43: the detail of a crash-looping cluster ends with the head's
+/// last lines, which say why.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_detail_of_a_crashing_cluster_shows_the_heads_last_lines() {
+    let env = Env::start().await;
+    let k = crate::support::Krayne::new(&env, &env.alice());
+    crate::logs::crash_looping(&env, &k, "crashy").await;
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs, (40, 120));
+        term.wait_for(&["crashy", "● live"], &[]);
+        term.type_keys("\r");
+        term.wait_for(&["Head's last lines", "ModuleNotFoundError"], &[]);
+        term.type_keys("q");
+        term.type_keys("q");
+        assert!(term.wait(), "krayne tui exits with 0");
+    })
+    .await
+    .unwrap();
+}

@@ -439,3 +439,26 @@ fn a_link_to_copy_is_shown_until_any_key() {
     press(&mut app, KeyCode::Char('z'));
     assert!(app.overlay.is_none());
 }
+
+#[test]
+fn a_cluster_that_is_not_ready_asks_for_its_heads_last_lines() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    press(&mut app, KeyCode::Enter);
+    let key = app.target().unwrap();
+    let mut details = fixtures::details();
+    details.info.as_mut().unwrap().status = "crash-loop".into();
+    let effects = app.on_msg(Msg::Details(key.clone(), Box::new(details)));
+    assert_eq!(effects, [Effect::HeadLines(key.clone())]);
+    app.on_msg(Msg::HeadLines(
+        key,
+        Ok(("demo-head".into(), "ModuleNotFoundError\n".into())),
+    ));
+    assert!(matches!(&app.detail.head_lines, Some(Ok((_, text))) if text.contains("ModuleNotFoundError")));
+    let ready = fixtures::details();
+    let key = app.target().unwrap();
+    assert!(
+        app.on_msg(Msg::Details(key, Box::new(ready))).is_empty(),
+        "a ready cluster's are not read"
+    );
+    assert!(app.detail.head_lines.is_none());
+}

@@ -55,10 +55,16 @@ pub(super) fn draw(frame: &mut Frame, app: &App, key: &Key) {
     services_table(frame, app, key, services_area);
     jobs_table(frame, app, jobs_area);
     if bottom.height >= 3 {
-        if app.detail.logs.is_some() {
-            log(frame, app, bottom);
-        } else {
-            events(frame, app, bottom);
+        match (&app.detail.logs, &app.detail.head_lines) {
+            (Some(_), _) => log(frame, app, bottom),
+            (None, Some(lines)) if bottom.height >= 6 => {
+                let [events_area, head_area] =
+                    Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
+                events(frame, app, events_area);
+                head_lines(frame, lines, head_area);
+            }
+            (None, Some(lines)) => head_lines(frame, lines, bottom),
+            (None, None) => events(frame, app, bottom),
         }
     }
     frame.render_widget(Paragraph::new(status_line(app, HINTS, status.width)), status);
@@ -278,6 +284,29 @@ fn log(frame: &mut Frame, app: &App, area: Rect) {
     let skip = logs.lines.len().saturating_sub(inner_height);
     let lines: Vec<Line> = logs.lines.iter().skip(skip).map(|l| Line::from(l.clone())).collect();
     frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), area);
+}
+
+/// The head's last lines, for a cluster that is not ready: why, usually.
+fn head_lines(frame: &mut Frame, lines: &Result<(String, String), String>, area: Rect) {
+    match lines {
+        Ok((pod, text)) => {
+            let block = Block::bordered().title(format!(" Head's last lines ({pod}) "));
+            let shown = usize::from(area.height.saturating_sub(2));
+            let all: Vec<&str> = text.lines().collect();
+            let last: Vec<Line> = all[all.len().saturating_sub(shown)..]
+                .iter()
+                .map(|l| Line::from((*l).to_owned()))
+                .collect();
+            frame.render_widget(Paragraph::new(last).block(block), area);
+        }
+        Err(why) => frame.render_widget(
+            Paragraph::new(format!("No log from the head yet: {why}"))
+                .style(Style::new().fg(Color::DarkGray))
+                .wrap(Wrap { trim: true })
+                .block(Block::bordered().title(" Head's last lines ")),
+            area,
+        ),
+    }
 }
 
 fn events(frame: &mut Frame, app: &App, area: Rect) {

@@ -231,3 +231,24 @@ fn a_sign_in_link_is_shown_whole_at_80_columns() {
     assert!(flat.contains(&url), "{text}");
     insta::assert_snapshot!("sign_in_link_narrow", text);
 }
+
+/// Issue 43: a cluster that is not ready shows the head's last lines
+/// beside its events.
+#[test]
+fn detail_with_the_heads_last_lines() {
+    let mut app = detail();
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    app.on_msg(Msg::HeadLines(
+        key,
+        Ok((
+            "demo-head-x".into(),
+            "Traceback (most recent call last):\nModuleNotFoundError: No module named 'ray.scripts'\n".into(),
+        )),
+    ));
+    let text = screen(&app, 120, 36);
+    assert!(
+        text.contains("Head's last lines (demo-head-x)") && text.contains("ModuleNotFoundError"),
+        "{text}"
+    );
+    insta::assert_snapshot!("detail_head_lines", text);
+}
