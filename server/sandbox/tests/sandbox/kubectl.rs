@@ -51,7 +51,7 @@ async fn kubectl_gets_rayclusters_and_pods() {
 }
 
 /// `kubectl logs` reads a pod's output (Ray's start lines) through the
-/// sandbox's `pods/log`.
+/// sandbox's `pods/log`, and `kubectl auth can-i` is answered.
 #[tokio::test]
 async fn kubectl_logs_reads_a_heads_output() {
     let Ok(kubectl) = which_kubectl() else {
@@ -86,6 +86,34 @@ async fn kubectl_logs_reads_a_heads_output() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
     assert!(stdout.contains("will now block forever"), "{stdout}");
+
+    // `kubectl auth can-i` (a protobuf SelfSubjectAccessReview): yes,
+    // unless the sandbox forbids it.
+    sb.forbid("get", "pods/log");
+    let can_i = |args: &'static [&'static str]| {
+        let (kubectl, kubeconfig, home) = (kubectl.clone(), kubeconfig.clone(), dir.path().to_owned());
+        async move {
+            let mut all = vec!["--kubeconfig", kubeconfig.to_str().unwrap(), "auth", "can-i"];
+            all.extend_from_slice(args);
+            tokio::process::Command::new(&kubectl)
+                .args(&all)
+                .env("HOME", home)
+                .output()
+                .await
+                .unwrap()
+        }
+    };
+    let yes = can_i(&["get", "pods", "-n", "ml"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&yes.stdout).trim(),
+        "yes",
+        "{}",
+        String::from_utf8_lossy(&yes.stderr)
+    );
+    let no = can_i(&["get", "pods", "--subresource", "log", "-n", "ml"]).await;
+    let said = String::from_utf8_lossy(&no.stdout);
+    assert!(said.starts_with("no - the sandbox forbids it"), "{said}");
+    assert_eq!(no.status.code(), Some(1));
 }
 
 /// A SelfSubjectAccessReview (JSON) is answered: allowed, unless the
