@@ -146,6 +146,35 @@ async fn a_viewer_reads_logs_over_rest_and_a_followed_log_ends_with_its_pod() {
         .await
         .code(4);
 
+    // At most 8 followed logs per caller: the 9th is refused (429) until
+    // one ends.
+    let follow_url = format!(
+        "{}/v1/namespaces/shared-data/clusters/shared/logs?follow=true",
+        env.url()
+    );
+    let http = reqwest::Client::new();
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        let answer = http.get(&follow_url).bearer_auth(env.alice()).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        open.push(answer);
+    }
+    let ninth = http.get(&follow_url).bearer_auth(env.alice()).send().await.unwrap();
+    assert_eq!(ninth.status(), 429);
+    drop(open.pop());
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let answer = http.get(&follow_url).bearer_auth(env.alice()).send().await.unwrap();
+            if answer.status() == 200 {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a place again once one ended");
+    drop((open, again));
+
     let mut follow = alice.spawn(&["logs", "shared", "-n", "shared-data", "-f"]);
     let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())

@@ -5,12 +5,12 @@
 
 use futures::StreamExt as _;
 
-use super::{Context, ControlPlane, LogStream, streams::StreamKind};
+use super::{Context, ControlPlane, LogStream, streams::StreamKind, tunnels::Permit};
 use crate::domain::{
     Action, ClusterRef, Error, MAX_LOG_BYTES, ObservedPod, PodLog, PodLogOptions, PodLogQuery, audit::AuditAction,
 };
 
-/// How many pod logs one caller may follow at once.
+/// How many logs (pod or Ray) one caller may follow at once.
 pub(crate) const MAX_FOLLOWS_PER_PRINCIPAL: usize = 8;
 
 impl ControlPlane {
@@ -48,21 +48,42 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
             .await?;
         let (pod, options) = self.log_target(cx, namespace, name, query).await?;
-        let Some(permit) = self
-            .open_log_follows
-            .take(&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL)
-        else {
-            let e = Error::RateLimited {
-                retry_after: std::time::Duration::from_secs(1),
-            };
-            self.record_refusal(cx, AuditAction::ClusterLogs, Some(namespace), Some(name), &e)
-                .await;
-            return Err(e);
-        };
+        let permit = self.follow_permit(cx, namespace, name).await?;
         let chunks = self
             .store
             .follow_pod_log(namespace, &pod, &options, &cx.meta.request_id)
             .await?;
+        let followed = self.followed(cx, namespace, name, permit, chunks).await;
+        Ok((pod, options.container, followed))
+    }
+
+    /// A place for one more of the caller's followed logs (pod or Ray), or
+    /// `RateLimited` (recorded) past [`MAX_FOLLOWS_PER_PRINCIPAL`].
+    pub(crate) async fn follow_permit(&self, cx: &Context, namespace: &str, name: &str) -> Result<Permit, Error> {
+        if let Some(permit) = self
+            .open_log_follows
+            .take(&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL)
+        {
+            return Ok(permit);
+        }
+        let e = Error::RateLimited {
+            retry_after: std::time::Duration::from_secs(1),
+        };
+        self.record_refusal(cx, AuditAction::ClusterLogs, Some(namespace), Some(name), &e)
+            .await;
+        Err(e)
+    }
+
+    /// A followed log's chunks, recorded as a read, holding `permit`, and
+    /// ended as every long-lived stream is.
+    pub(crate) async fn followed(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        name: &str,
+        permit: Permit,
+        chunks: impl futures::Stream<Item = Result<String, Error>> + Send + 'static,
+    ) -> LogStream {
         self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
             .await;
         let guard = self.stream_guard(
@@ -73,16 +94,11 @@ impl ControlPlane {
             Some(Action::Read),
             Some(self.settings.tunnels.idle_timeout),
         );
-        // The permit goes with the stream.
         let chunks = chunks.map(move |chunk| {
             let _held = &permit;
             chunk
         });
-        Ok((
-            pod,
-            options.container,
-            Box::pin(guard.guard_items(self.clone(), chunks)),
-        ))
+        Box::pin(guard.guard_items(self.clone(), chunks))
     }
 
     /// The pod and container `query` names among the cluster's own pods.

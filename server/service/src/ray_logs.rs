@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use hyper::Method;
 use serde_json::Value;
 
-use super::{Context, ControlPlane, LogStream, Reachable, ray::wire::Answer, streams::StreamKind};
+use super::{Context, ControlPlane, LogStream, Reachable, ray::wire::Answer};
 use crate::domain::{Action, ClusterRef, Error, RayLogFiles, ResourceKind, audit::AuditAction, check_log_file_name};
 
 /// Lines of a file read when none are asked for (Ray's own default).
@@ -94,7 +94,8 @@ impl ControlPlane {
     }
 
     /// The last `lines` of a Ray log file, then what is written to it, as
-    /// long as the caller reads (viewer); ended as every stream is.
+    /// long as the caller reads (viewer); within the caller's limit of
+    /// followed logs, ended as every stream is.
     pub async fn follow_ray_log_file(
         &self,
         cx: &Context,
@@ -105,21 +106,12 @@ impl ControlPlane {
     ) -> Result<LogStream, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let (head, path) = self.ray_log_target(cx, cluster, node, file, lines, "stream").await?;
+        let permit = self.follow_permit(cx, namespace, name).await?;
         let chunks = match self.ray_get_streamed(cx, &head, &path).await? {
             Ok(chunks) => chunks,
             Err(answer) => return Err(log_error(&answer, file)),
         };
-        self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
-            .await;
-        let guard = self.stream_guard(
-            StreamKind::PodLog,
-            cx,
-            Some(namespace),
-            Some(name),
-            Some(Action::Read),
-            Some(self.settings.tunnels.idle_timeout),
-        );
-        Ok(guard.guard_items(self.clone(), chunks))
+        Ok(self.followed(cx, namespace, name, permit, chunks).await)
     }
 
     /// The head to ask, and the path of `/api/v0/logs/{what}` for `file`
