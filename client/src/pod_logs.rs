@@ -65,4 +65,26 @@ impl Client {
         let stream = self.clusters().tail_ray_log(self.request(request)).await?.into_inner();
         Ok(stream.map(|chunk| chunk.map(|c| c.text).map_err(ClientError::from)))
     }
+
+    /// The head's last `lines` of a cluster that is not ready, and whether
+    /// they are the crashed container's (a crash loop), which are read
+    /// first, else the running one's (viewer).
+    pub async fn head_last_lines(
+        &self,
+        namespace: &str,
+        name: &str,
+        lines: u32,
+    ) -> Result<(proto::ClusterLogs, bool), ClientError> {
+        let ask = |previous| proto::ClusterLogsRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            tail_lines: Some(lines),
+            previous,
+            ..Default::default()
+        };
+        match self.cluster_logs(ask(true)).await {
+            Ok(log) if !log.text.trim().is_empty() => Ok((log, true)),
+            _ => Ok((self.cluster_logs(ask(false)).await?, false)),
+        }
+    }
 }

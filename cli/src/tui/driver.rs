@@ -389,20 +389,10 @@ async fn watch(client: Client, namespace: Option<String>, generation: u64, tx: m
 /// The head's last lines: the crashed container's when there is one (a
 /// crash loop), else the running one's; or why there are none.
 async fn head_lines(client: &Client, key: &Key) -> Result<(String, String), String> {
-    let ask = |previous| krayne_client::proto::ClusterLogsRequest {
-        namespace: key.0.clone(),
-        name: key.1.clone(),
-        tail_lines: Some(HEAD_LINES),
-        previous,
-        ..Default::default()
-    };
-    let log = match client.cluster_logs(ask(true)).await {
-        Ok(log) if !log.text.trim().is_empty() => log,
-        _ => client
-            .cluster_logs(ask(false))
-            .await
-            .map_err(|e| e.message().to_owned())?,
-    };
+    let (log, _) = client
+        .head_last_lines(&key.0, &key.1, HEAD_LINES)
+        .await
+        .map_err(|e| e.message().to_owned())?;
     Ok((log.pod, log.text))
 }
 

@@ -42,16 +42,11 @@ const HEAD_LINES: u32 = 20;
 /// container's when there is one (a crash loop), else the running one's;
 /// or where to look when there is no log yet.
 async fn head_lines(client: &krayne_client::Client, namespace: &str, name: &str) -> Result<(), Failure> {
-    let ask = |previous| krayne_client::proto::ClusterLogsRequest {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        tail_lines: Some(HEAD_LINES),
-        previous,
-        ..Default::default()
-    };
-    let (log, which) = match client.cluster_logs(ask(true)).await {
-        Ok(log) if !log.text.trim().is_empty() => (Ok(log), "--previous"),
-        _ => (client.cluster_logs(ask(false)).await, ""),
+    let read = client.head_last_lines(namespace, name, HEAD_LINES).await;
+    let (log, which) = match read {
+        Ok((log, true)) => (Ok(log), "--previous"),
+        Ok((log, false)) => (Ok(log), ""),
+        Err(e) => (Err(e), ""),
     };
     match log {
         Ok(log) if !log.text.trim().is_empty() => {

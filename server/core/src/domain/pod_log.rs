@@ -264,6 +264,59 @@ mod tests {
 
     use super::*;
 
+    /// A pod as Kubernetes writes it: KubeRay's labels, its controller
+    /// (the RayCluster), Ray's container and an init container.
+    fn pod(name: &str, cluster: &str, node_type: &str, group: &str, owner: &str) -> ObservedPod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ml-team", "uid": format!("{name}-uid"),
+                "labels": {"ray.io/cluster": cluster, "ray.io/node-type": node_type, "ray.io/group": group},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster,
+                                     "uid": owner, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"initContainers": [{"name": "wait-gcs-ready", "image": "rayproject/ray:2.43.0"}],
+                     "containers": [{"name": format!("ray-{node_type}"), "image": "rayproject/ray:2.43.0"}]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_the_clusters_own_pods_and_containers_are_read() {
+        let pods = [
+            pod("demo-head-a", "demo", "head", "headgroup", "demo-uid"),
+            pod("demo-gpu-worker-b", "demo", "worker", "gpu", "demo-uid"),
+            pod("other-head-c", "other", "head", "headgroup", "other-uid"),
+            // Labelled as demo's, but another owner's: not demo's.
+            pod("impostor", "demo", "worker", "gpu", "someone-else"),
+        ];
+        let views: Vec<&ObservedPod> = pods.iter().collect();
+        let query = |pod, container: Option<&str>| PodLogQuery {
+            pod,
+            container: container.map(str::to_owned),
+            tail_lines: None,
+            since_seconds: None,
+            previous: false,
+        };
+        let resolve = |q: PodLogQuery| {
+            q.resolve("demo", Some("demo-uid"), &views)
+                .map(|(p, c)| (p.metadata.name.as_str().to_owned(), c))
+        };
+        assert_eq!(
+            resolve(query(PodChoice::Head, None)).unwrap(),
+            ("demo-head-a".into(), "ray-head".into())
+        );
+        assert_eq!(
+            resolve(query(PodChoice::Worker(Some("gpu".into())), Some("wait-gcs-ready"))).unwrap(),
+            ("demo-gpu-worker-b".into(), "wait-gcs-ready".into())
+        );
+        for refused in [
+            query(PodChoice::Named("other-head-c".into()), None),
+            query(PodChoice::Named("impostor".into()), None),
+            query(PodChoice::Worker(Some("cpu".into())), None),
+            query(PodChoice::Head, Some("sidecar")),
+        ] {
+            assert!(matches!(resolve(refused), Err(Error::InvalidArgument(_))));
+        }
+    }
+
     #[test]
     fn parts_name_a_pod_or_a_node_type_and_group() {
         let q = |parts: PodLogParts<'_>| PodLogQuery::from_parts(&parts).map(|q| q.pod);
