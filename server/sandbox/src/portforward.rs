@@ -14,11 +14,13 @@ use std::sync::Arc;
 
 use axum::{
     extract::{
-        Path, Query, State,
-        ws::{Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
+        FromRequestParts as _, Path, Query, Request, State,
+        ws::{Message, WebSocket, WebSocketUpgrade},
     },
+    http::{HeaderMap, HeaderName, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use bytes::Bytes;
 use futures::{SinkExt as _, StreamExt as _};
 use tokio::{
     io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, DuplexStream},
@@ -26,7 +28,7 @@ use tokio::{
     task::JoinSet,
 };
 
-use super::{ApiError, Resource, api::ApiState, standins::Standins, store::meta_str};
+use super::{ApiError, Resource, api::ApiState, portforward_spdy, standins::Standins, store::meta_str};
 
 /// The subprotocol it speaks (the kubelet's binary channel protocol).
 const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];
@@ -36,16 +38,23 @@ const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Ports one request may forward.
 const MAX_PORTS: usize = 16;
 
-/// `GET`/`POST /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=…`.
+/// `GET`/`POST /api/v1/namespaces/{ns}/pods/{name}/portforward`: the
+/// channel protocol (`?ports=…`), or kubectl's SPDY ([`portforward_spdy`]),
+/// upgraded to directly or tunnelled through a WebSocket.
 pub(super) async fn handle(
     State(s): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
     Query(query): Query<Vec<(String, String)>>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    request: Request,
 ) -> Response {
-    let ports = match ports(&query) {
-        Ok(p) => p,
-        Err(e) => return e.into_response(),
+    let spdy = Spdy::asked(request.headers());
+    let ports = match spdy {
+        // SPDY names each stream's port in its headers.
+        Some(_) => Vec::new(),
+        None => match ports(&query) {
+            Ok(p) => p,
+            Err(e) => return e.into_response(),
+        },
     };
     let pod = match s.store.get(Resource::Pod, &ns, &name) {
         Ok(p) => p,
@@ -58,18 +67,101 @@ pub(super) async fn handle(
         ))
         .into_response();
     }
-    let Ok(upgrade) = upgrade else {
-        return ApiError::bad_request("Upgrade request required").into_response();
-    };
     let target = Target {
         standins: s.standins.clone(),
         uid: meta_str(&pod, "uid").to_owned(),
         name,
         head: pod["metadata"]["labels"]["ray.io/node-type"] == "head",
     };
+    if spdy == Some(Spdy::Upgrade) {
+        return spdy_upgrade(request, target);
+    }
+    let (mut parts, _) = request.into_parts();
+    let Ok(upgrade) = WebSocketUpgrade::from_request_parts(&mut parts, &()).await else {
+        return ApiError::bad_request("Upgrade request required").into_response();
+    };
+    if spdy == Some(Spdy::Tunnel) {
+        return upgrade
+            .protocols([portforward_spdy::TUNNEL_PROTOCOL])
+            .on_upgrade(move |socket| {
+                let (sink, stream) = socket.split();
+                let input = stream
+                    .take_while(|m| {
+                        std::future::ready(matches!(
+                            m,
+                            Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
+                        ))
+                    })
+                    .filter_map(|m| {
+                        std::future::ready(match m {
+                            Ok(Message::Binary(bytes)) => Some(bytes),
+                            _ => None,
+                        })
+                    });
+                let output = sink.with(|bytes: Bytes| std::future::ready(Ok::<_, axum::Error>(Message::Binary(bytes))));
+                portforward_spdy::serve(input, Box::pin(output), target)
+            });
+    }
     upgrade
         .protocols(PROTOCOLS)
         .on_upgrade(move |socket| forward(socket, target, ports))
+}
+
+/// Which SPDY a request asks for, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spdy {
+    /// `Upgrade: SPDY/3.1`.
+    Upgrade,
+    /// A WebSocket offering `SPDY/3.1+portforward.k8s.io`.
+    Tunnel,
+}
+
+impl Spdy {
+    fn asked(headers: &HeaderMap) -> Option<Self> {
+        let listed = |name, wanted: &str| {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .any(|v| v.trim().eq_ignore_ascii_case(wanted))
+        };
+        if listed(header::UPGRADE, "SPDY/3.1") {
+            Some(Self::Upgrade)
+        } else if listed(header::SEC_WEBSOCKET_PROTOCOL, portforward_spdy::TUNNEL_PROTOCOL) {
+            Some(Self::Tunnel)
+        } else {
+            None
+        }
+    }
+}
+
+/// Answers `Upgrade: SPDY/3.1` with 101 and serves SPDY on the connection.
+fn spdy_upgrade(mut request: Request, target: Target) -> Response {
+    let upgraded = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        let Ok(upgraded) = upgraded.await else {
+            return;
+        };
+        let (read, write) = tokio::io::split(hyper_util::rt::TokioIo::new(upgraded));
+        let input = tokio_util::io::ReaderStream::new(read)
+            .take_while(|r| std::future::ready(r.is_ok()))
+            .filter_map(|r| std::future::ready(r.ok()));
+        let output = tokio_util::codec::FramedWrite::new(write, tokio_util::codec::BytesCodec::new());
+        portforward_spdy::serve(input, output, target).await;
+    });
+    (
+        StatusCode::SWITCHING_PROTOCOLS,
+        [
+            (header::CONNECTION, "Upgrade"),
+            (header::UPGRADE, "SPDY/3.1"),
+            (
+                HeaderName::from_static("x-stream-protocol-version"),
+                portforward_spdy::PROTOCOL,
+            ),
+        ],
+    )
+        .into_response()
 }
 
 /// The `ports` query: repeated and/or comma-separated, 1–16 of them.
@@ -98,10 +190,11 @@ fn frame(channel: u8, data: &[u8]) -> Message {
 }
 
 /// The pod a port-forward enters.
-struct Target {
+#[derive(Clone)]
+pub(super) struct Target {
     standins: Arc<Standins>,
-    uid: String,
-    name: String,
+    pub(super) uid: String,
+    pub(super) name: String,
     /// Only head pods serve; only they are worth waiting for.
     head: bool,
 }
@@ -180,7 +273,7 @@ async fn forward(socket: WebSocket, target: Target, ports: Vec<u16>) {
 }
 
 /// Enters the pod on `port`, waiting briefly for its stand-in.
-async fn connect(target: &Target, port: u16) -> Option<DuplexStream> {
+pub(super) async fn connect(target: &Target, port: u16) -> Option<DuplexStream> {
     let deadline = tokio::time::Instant::now() + CONNECT_RETRY;
     loop {
         if let Some(stream) = target.standins.open(&target.uid, port).await {

@@ -114,8 +114,8 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          API docs           {url}/docs\n\
          health/metrics     http://{ops}/readyz  http://{ops}/metrics\n\
          kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\
-                            (it serves get, list, watch, create, patch, delete, logs and auth can-i;\n\
-                            not port-forward: reach a cluster's services with krayne tunnel)\n\n\
+                            (it serves get, list, watch, create, patch, delete, logs, port-forward\n\
+                            and auth can-i; krayne tunnel names a cluster's services for you)\n\n\
          admin token (all namespaces):\n  export KRAYNE_ADMIN_TOKEN={admin}\n\
          team token (alice, ml-research: editor on ml-team with a quota, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
          Try it:\n\
