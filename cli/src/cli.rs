@@ -85,6 +85,10 @@ pub(crate) enum Command {
     Describe(commands::cluster::describe::Args),
     /// Resize a worker group.
     Scale(commands::cluster::scale::Args),
+    /// Suspend a cluster: delete its pods, keep the cluster (and free its quota).
+    Suspend(commands::cluster::suspend::Args),
+    /// Resume a suspended cluster (--wait until it is ready).
+    Resume(commands::cluster::resume::Args),
     /// Delete a cluster (asks first unless --yes).
     Delete(commands::cluster::delete::Args),
     /// Wait until a cluster is ready.

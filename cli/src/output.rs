@@ -120,7 +120,7 @@ impl Printer {
         let color = match status {
             "ready" => Color::Green,
             "creating" | "running" | "containers-creating" | "pods-pending" => Color::Yellow,
-            "suspended" => Color::DarkGrey,
+            "suspended" | "suspending" => Color::DarkGrey,
             _ => Color::Red,
         };
         let cell = Cell::new(status);

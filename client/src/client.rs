@@ -501,6 +501,37 @@ impl Client {
             .ok_or_else(|| ClientError::new(Code::Internal, "the server sent no cluster"))
     }
 
+    /// Suspends a cluster: KubeRay deletes its pods and keeps it, holding
+    /// none of the quota's CPUs, memory or GPUs. Idempotent, so retried
+    /// while the server is unavailable.
+    pub async fn suspend(&self, namespace: &str, name: &str) -> Result<ClusterInfo, ClientError> {
+        let message = proto::SuspendClusterRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let response = retrying!(self, clusters, suspend_cluster, message)?;
+        response
+            .into_inner()
+            .cluster
+            .ok_or_else(|| ClientError::new(Code::Internal, "the server sent no cluster"))
+    }
+
+    /// Resumes a suspended cluster (its pods are admitted through the
+    /// quota: `ResourceExhausted` with the numbers when they would not
+    /// fit); [`Self::wait`] for it to be ready. Idempotent, so retried
+    /// while the server is unavailable.
+    pub async fn resume(&self, namespace: &str, name: &str) -> Result<ClusterInfo, ClientError> {
+        let message = proto::ResumeClusterRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        let response = retrying!(self, clusters, resume_cluster, message)?;
+        response
+            .into_inner()
+            .cluster
+            .ok_or_else(|| ClientError::new(Code::Internal, "the server sent no cluster"))
+    }
+
     /// Deletes a cluster. Not retried: a retry after a delete that went
     /// through would report `NotFound`.
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), ClientError> {

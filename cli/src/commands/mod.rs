@@ -43,6 +43,8 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Get(args) => cluster::get::run(&ctx, args).await,
             Command::Describe(args) => cluster::describe::run(&ctx, args).await,
             Command::Scale(args) => cluster::scale::run(&ctx, args).await,
+            Command::Suspend(args) => cluster::suspend::run(&ctx, args).await,
+            Command::Resume(args) => cluster::resume::run(&ctx, args).await,
             Command::Delete(args) => cluster::delete::run(&ctx, args).await,
             Command::Wait(args) => cluster::wait::run(&ctx, args).await,
             Command::Logs(args) => cluster::logs::run(&ctx, args).await,

@@ -47,6 +47,8 @@ pub(crate) enum Effect {
     StopJob(Key, String),
     Create(ClusterSpec),
     Scale(Key, Scale),
+    /// Suspend (`true`) or resume the cluster.
+    Suspend(Key, bool),
     Delete(Key),
     /// Open the cluster's tunnels, or close them when open.
     Tunnels(Key),
@@ -411,6 +413,7 @@ impl App {
             KeyCode::Enter => self.run(Command::Detail),
             KeyCode::Char('c') => self.run(Command::Create),
             KeyCode::Char('s') => self.run(Command::Scale),
+            KeyCode::Char('z') => self.run(Command::Suspend),
             KeyCode::Char('d') => self.run(Command::Delete),
             KeyCode::Char('t') => self.run(Command::Tunnels),
             KeyCode::Char('o') => self.run(Command::Open),
@@ -480,6 +483,17 @@ impl App {
                 Vec::new()
             }
             Command::Scale => self.open_scale(),
+            Command::Suspend => {
+                let Some(key) = self.target() else {
+                    self.say("No cluster selected.");
+                    return Vec::new();
+                };
+                let suspended = self
+                    .clusters
+                    .get(&key)
+                    .is_some_and(|c| matches!(c.status.as_str(), "suspended" | "suspending"));
+                vec![Effect::Suspend(key, !suspended)]
+            }
             Command::Delete => {
                 match self.target() {
                     Some(key) => self.overlay = Some(Overlay::ConfirmDelete(key)),
@@ -759,7 +773,7 @@ impl App {
                     let status = details.info.as_ref().map(|i| i.status.clone()).unwrap_or_default();
                     self.detail.details = Some(*details);
                     // Why it is not ready is in the head's output.
-                    if !matches!(status.as_str(), "ready" | "suspended") {
+                    if !matches!(status.as_str(), "ready" | "suspended" | "suspending") {
                         return vec![Effect::HeadLines(key)];
                     }
                     self.detail.head_lines = None;

@@ -289,6 +289,22 @@ impl Driver {
                     send(Msg::Scaled(key, result));
                 });
             }
+            Effect::Suspend(key, suspend) => {
+                tokio::spawn(async move {
+                    let (ns, name) = (&key.0, &key.1);
+                    send(Msg::Done(if suspend {
+                        match client.suspend(ns, name).await {
+                            Ok(_) => Ok(format!("Suspending {ns}/{name}: its pods are going (z resumes it).")),
+                            Err(e) => Err(failed("suspending", &e)),
+                        }
+                    } else {
+                        match client.resume(ns, name).await {
+                            Ok(_) => Ok(format!("Resuming {ns}/{name}: its pods are starting.")),
+                            Err(e) => Err(failed("resuming", &e)),
+                        }
+                    }));
+                });
+            }
             Effect::Delete(key) => {
                 tokio::spawn(async move {
                     send(Msg::Done(match client.delete(&key.0, &key.1).await {

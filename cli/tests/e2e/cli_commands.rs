@@ -96,6 +96,27 @@ async fn the_cluster_lifecycle_in_tables_and_json() {
     let waited = k.run(&["wait", "demo", "-n", "ml-team", "-o", "json"]).await.json();
     assert_eq!(waited["ready_workers"], 3);
 
+    // Suspend, then resume and wait: the same cluster, ready again.
+    let suspended = k.run(&["suspend", "demo", "-n", "ml-team", "-o", "json"]).await;
+    assert!(
+        suspended.stderr().contains("krayne resume demo"),
+        "{}",
+        suspended.stderr()
+    );
+    let status = suspended.json()["status"].as_str().unwrap_or_default().to_owned();
+    assert!(["suspending", "suspended"].contains(&status.as_str()), "{status}");
+    let resumed = k
+        .run(&["resume", "demo", "-n", "ml-team", "--wait", "--timeout", "60"])
+        .await
+        .code(0);
+    assert!(resumed.stderr().contains("resumed"), "{}", resumed.stderr());
+    assert_eq!(words(resumed.stdout().lines().nth(1).unwrap())[2..4], ["ready", "3/3"]);
+    let refused = k
+        .run(&["resume", "demo", "-n", "ml-team", "--timeout", "60"])
+        .await
+        .code(2);
+    assert!(refused.stderr().contains("--wait"), "{}", refused.stderr());
+
     let deleted = k.run(&["delete", "demo", "-n", "ml-team", "--yes"]).await.code(0);
     assert!(deleted.stdout().is_empty());
     assert!(deleted.stderr().contains("deleted"));

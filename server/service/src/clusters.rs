@@ -40,7 +40,7 @@ pub struct Created {
 }
 
 /// Borrowed views of shared objects, as the manifest rules take them.
-fn views<T>(shared: &[Arc<T>]) -> Vec<&T> {
+pub(super) fn views<T>(shared: &[Arc<T>]) -> Vec<&T> {
     shared.iter().map(|s| &**s).collect()
 }
 

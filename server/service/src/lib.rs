@@ -23,6 +23,7 @@ mod ray;
 mod ray_logs;
 mod sessions;
 mod streams;
+mod suspend;
 mod tunnels;
 mod wait;
 mod watch;

@@ -36,6 +36,7 @@ mod sessions;
 mod shutdown;
 mod soak;
 mod stream_ends;
+mod suspend;
 mod tenancy;
 mod tunnels;
 mod watch;

@@ -29,7 +29,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     }
     print(ctx, &details)?;
     let status = details.info.as_ref().map(|i| i.status.as_str()).unwrap_or_default();
-    if !matches!(status, "ready" | "suspended") {
+    if !matches!(status, "ready" | "suspended" | "suspending") {
         head_lines(&client, &namespace, &args.name).await?;
     }
     Ok(())

@@ -6,7 +6,9 @@ pub(crate) mod describe;
 pub(crate) mod get;
 pub(crate) mod logs;
 mod ray_logs;
+pub(crate) mod resume;
 pub(crate) mod scale;
+pub(crate) mod suspend;
 pub(crate) mod wait;
 
 use std::{io::IsTerminal as _, time::Duration};

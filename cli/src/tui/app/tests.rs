@@ -287,6 +287,23 @@ fn d_asks_first() {
 }
 
 #[test]
+fn z_suspends_a_running_cluster_and_resumes_a_suspended_one() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    assert_eq!(
+        press(&mut app, KeyCode::Char('z')),
+        [Effect::Suspend(key("ml-team", "demo"), true)]
+    );
+    app.on_msg(Msg::Changed(
+        WatchEventType::Modified,
+        cluster("ml-team", "demo", "suspended", (0, 2), 60),
+    ));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('z')),
+        [Effect::Suspend(key("ml-team", "demo"), false)]
+    );
+}
+
+#[test]
 fn tab_cycles_the_sort_column() {
     let mut app = fixtures::app(None, clusters());
     press(&mut app, KeyCode::Tab);

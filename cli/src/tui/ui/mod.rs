@@ -34,7 +34,7 @@ pub(crate) fn status_style(status: &str) -> Style {
     let color = match status {
         "ready" | "running" | "available" | "succeeded" => Color::Green,
         "creating" | "containers-creating" | "pods-pending" | "pending" => Color::Yellow,
-        "suspended" | "stopped" => Color::DarkGray,
+        "suspended" | "suspending" | "stopped" => Color::DarkGray,
         _ => Color::Red,
     };
     Style::new().fg(color)

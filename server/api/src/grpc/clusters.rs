@@ -119,6 +119,38 @@ impl cluster_service_server::ClusterService for Grpc {
         }))
     }
 
+    async fn suspend_cluster(
+        &self,
+        req: Request<pb::SuspendClusterRequest>,
+    ) -> Result<Response<pb::SuspendClusterResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let info = self
+            .plane
+            .suspend(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::SuspendClusterResponse {
+            cluster: Some(convert::cluster_info(info)),
+        }))
+    }
+
+    async fn resume_cluster(
+        &self,
+        req: Request<pb::ResumeClusterRequest>,
+    ) -> Result<Response<pb::ResumeClusterResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let info = self
+            .plane
+            .resume(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ResumeClusterResponse {
+            cluster: Some(convert::cluster_info(info)),
+        }))
+    }
+
     async fn delete_cluster(
         &self,
         req: Request<pb::DeleteClusterRequest>,

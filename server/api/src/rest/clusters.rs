@@ -310,6 +310,54 @@ pub(super) async fn scale(
     ))
 }
 
+/// Suspend a cluster.
+///
+/// KubeRay deletes the cluster's pods and keeps the RayCluster (its state
+/// turns `suspended`); a suspended cluster holds no CPUs, memory or GPUs of
+/// the namespace's quota. Suspending a suspended cluster changes nothing.
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/suspend", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        Refusals,
+        (status = 200, description = "The cluster, suspending", body = ClusterInfo),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn suspend(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(cluster): ClusterPath,
+) -> Result<Json<ClusterInfo>, ApiError> {
+    Ok(Json(s.plane.suspend(&cx, &cluster).await?))
+}
+
+/// Resume a suspended cluster.
+///
+/// KubeRay creates the cluster's pods again; wait for `ready` with
+/// `…/wait`. Under a quota its pods are admitted as a create's are: 429
+/// with the numbers when they would not fit. Resuming a running cluster
+/// changes nothing.
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/resume", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        Refusals,
+        (status = 200, description = "The cluster, resuming", body = ClusterInfo),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Changed while being admitted; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Its pods would not fit the namespace's quota (`quota_violations` names the numbers), or over the caller's rate", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn resume(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(cluster): ClusterPath,
+) -> Result<Json<ClusterInfo>, ApiError> {
+    Ok(Json(s.plane.resume(&cx, &cluster).await?))
+}
+
 /// Wait until a cluster is ready (long poll).
 ///
 /// Answers 200 with the cluster once its status is `ready` and every desired

@@ -157,6 +157,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::get, clusters::delete))
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
+        .routes(routes!(clusters::suspend))
+        .routes(routes!(clusters::resume))
         .routes(routes!(services::list_services))
         .routes(routes!(sessions::create_session))
         .routes(routes!(sessions::sign_in))

@@ -59,6 +59,10 @@ pub enum AuditAction {
     ClusterScale,
     /// Delete a cluster.
     ClusterDelete,
+    /// Suspend a cluster (KubeRay deletes its pods, keeps the cluster).
+    ClusterSuspend,
+    /// Resume a suspended cluster.
+    ClusterResume,
     /// Wait for a cluster to be ready.
     ClusterWait,
     /// Watch clusters change, live.
@@ -94,13 +98,15 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 23] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
         Self::ClusterDescribe,
         Self::ClusterScale,
         Self::ClusterDelete,
+        Self::ClusterSuspend,
+        Self::ClusterResume,
         Self::ClusterWait,
         Self::ClusterWatch,
         Self::AuditList,
@@ -127,6 +133,8 @@ impl AuditAction {
             Self::ClusterDescribe => "cluster.describe",
             Self::ClusterScale => "cluster.scale",
             Self::ClusterDelete => "cluster.delete",
+            Self::ClusterSuspend => "cluster.suspend",
+            Self::ClusterResume => "cluster.resume",
             Self::ClusterWait => "cluster.wait",
             Self::ClusterWatch => "cluster.watch",
             Self::AuditList => "audit.list",

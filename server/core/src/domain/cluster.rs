@@ -18,6 +18,8 @@ pub enum ClusterStatus {
     Ready,
     /// Suspended: pods deleted, object kept.
     Suspended,
+    /// Asked to suspend; KubeRay is deleting its pods.
+    Suspending,
     /// The head pod does not fit on any node.
     Unschedulable,
     /// The head image cannot be pulled.
@@ -38,11 +40,12 @@ pub enum ClusterStatus {
 
 impl ClusterStatus {
     /// Every status krayne derives itself (all but `Other`).
-    pub const KNOWN: [Self; 11] = [
+    pub const KNOWN: [Self; 12] = [
         Self::Creating,
         Self::Running,
         Self::Ready,
         Self::Suspended,
+        Self::Suspending,
         Self::Unschedulable,
         Self::ImagePullError,
         Self::CrashLoop,
@@ -59,6 +62,7 @@ impl ClusterStatus {
             Self::Running => "running",
             Self::Ready => "ready",
             Self::Suspended => "suspended",
+            Self::Suspending => "suspending",
             Self::Unschedulable => "unschedulable",
             Self::ImagePullError => "image-pull-error",
             Self::CrashLoop => "crash-loop",
@@ -99,7 +103,7 @@ pub struct ClusterInfo {
     pub name: String,
     /// Namespace.
     pub namespace: String,
-    /// `creating`, `running`, `ready`, `suspended`, `unschedulable`,
+    /// `creating`, `running`, `ready`, `suspending`, `suspended`, `unschedulable`,
     /// `image-pull-error`, `crash-loop`, `containers-creating`,
     /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
     pub status: ClusterStatus,
@@ -352,6 +356,7 @@ mod tests {
             "running",
             "ready",
             "suspended",
+            "suspending",
             "unschedulable",
             "image-pull-error",
             "crash-loop",

@@ -132,8 +132,32 @@ fn pod_usage(template: &super::observed::PodTemplate, pods: u128) -> Usage {
 
 /// A cluster's charge: the most it may come to hold. The head, plus each
 /// worker group's pods × `max_replicas` when autoscaling is on, ×
-/// `replicas` when it is off.
+/// `replicas` when it is off. A suspended cluster holds no pods: it counts
+/// only toward `clusters`.
 pub fn charge(cluster: &ObservedCluster) -> Usage {
+    if cluster.spec.suspend == Some(true) {
+        return Usage {
+            clusters: 1,
+            ..Usage::default()
+        };
+    }
+    running_charge(cluster)
+}
+
+/// What resuming `cluster` adds to its namespace's usage: its pods' charge
+/// if it is suspended (its `clusters` count it already), else nothing.
+pub fn resume_growth(cluster: &ObservedCluster) -> Usage {
+    if cluster.spec.suspend == Some(true) {
+        Usage {
+            clusters: 0,
+            ..running_charge(cluster)
+        }
+    } else {
+        Usage::default()
+    }
+}
+
+fn running_charge(cluster: &ObservedCluster) -> Usage {
     let autoscaling = cluster.spec.enable_in_tree_autoscaling.unwrap_or(false);
     let head = pod_usage(&cluster.spec.head_group_spec.template, 1);
     let workers: Usage = cluster
@@ -353,6 +377,25 @@ mod tests {
         let off = charge(&cluster(false, head, workers));
         assert_eq!(display(QuotaResource::Cpus, off.cpu_nanos), "3.5", "2 + 1 × 1.5");
         assert_eq!(display(QuotaResource::Gpus, off.gpu_nanos), "1");
+    }
+
+    #[test]
+    fn a_suspended_cluster_holds_only_its_place_and_resuming_charges_its_pods() {
+        let workers = json!([group(2, 2, json!({"cpu": "1", "nvidia.com/gpu": 1}))]);
+        let mut c = cluster(false, json!({"cpu": "2"}), workers);
+        assert_eq!(resume_growth(&c), Usage::default(), "running: nothing to add");
+        c.spec.suspend = Some(true);
+        assert_eq!(
+            charge(&c),
+            Usage {
+                clusters: 1,
+                ..Usage::default()
+            }
+        );
+        let growth = resume_growth(&c);
+        assert_eq!(growth.clusters, 0, "its place is held already");
+        assert_eq!(display(QuotaResource::Cpus, growth.cpu_nanos), "4");
+        assert_eq!(display(QuotaResource::Gpus, growth.gpu_nanos), "2");
     }
 
     #[test]

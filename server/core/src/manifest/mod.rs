@@ -10,6 +10,7 @@ mod network_policy;
 mod scale;
 mod services;
 mod status;
+mod suspend;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
@@ -19,6 +20,7 @@ pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
+pub use suspend::suspend_patch;
 
 /// KubeRay's API group.
 pub const KUBERAY_GROUP: &str = "ray.io";

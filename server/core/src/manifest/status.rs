@@ -1,8 +1,10 @@
 //! Krayne 0.3.8's pod-aware status rules, plus KubeRay 1.x's conditions and
 //! `suspend`.
 //!
-//! In order: a problem of the head pod (or, without a labelled head, of any
-//! pod) beats everything; then KubeRay's `status.state`; then `suspend`;
+//! In order: `suspend` (suspending until KubeRay says `suspended` or the
+//! pods are gone: whatever the pods were doing no longer matters); a
+//! problem of the head pod (or, without a labelled head, of any pod); then
+//! KubeRay's `status.state`;
 //! then a true `Ready` condition, or `HeadPodReady` and
 //! `RayClusterProvisioned` both true; then the pods' phases.
 
@@ -11,15 +13,21 @@ use crate::domain::{Atom, ClusterStatus};
 
 /// The cluster's status. `pods` is `None` when they were not looked at.
 pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterStatus {
+    if cluster.spec.suspend == Some(true) {
+        let state = cluster.status.state.as_deref().unwrap_or("");
+        let pods_left = pods.map_or(!state.is_empty(), |p| !p.is_empty());
+        return if state.eq_ignore_ascii_case("suspended") || !pods_left {
+            ClusterStatus::Suspended
+        } else {
+            ClusterStatus::Suspending
+        };
+    }
     let from_pods = pods.map(status_from_pods);
     if let Some(status) = from_pods.as_ref().filter(|s| overrides_state(s)) {
         return status.clone();
     }
     if let Some(state) = cluster.status.state.as_deref().filter(|s| !s.is_empty()) {
         return ClusterStatus::parse(&state.to_lowercase());
-    }
-    if cluster.spec.suspend == Some(true) {
-        return ClusterStatus::Suspended;
     }
     let conditions = &cluster.status.conditions;
     let holds = |t: &str| conditions.iter().any(|c| c.is_true(t));
@@ -124,6 +132,11 @@ mod tests {
     fn suspend_and_kuberay_conditions_count() {
         let c = cluster(json!(null), json!({"suspend": true}));
         assert_eq!(derive_status(&c, Some(&[])), ClusterStatus::Suspended);
+        // Just asked: KubeRay still says ready and the pods are there.
+        let c = cluster(json!({"state": "ready"}), json!({"suspend": true}));
+        assert_eq!(derive_status(&c, None), ClusterStatus::Suspending);
+        let c = cluster(json!({"state": "suspended"}), json!({"suspend": true}));
+        assert_eq!(derive_status(&c, None), ClusterStatus::Suspended);
         let c = cluster(
             json!({"conditions": [
                 {"type": "HeadPodReady", "status": "True"},
