@@ -156,6 +156,14 @@ fn the_schema_rejects_bad_values() {
             "/teams/mapping/teams/0/namespaces",
         ),
         (json!({"teams": {"mapping": {"admins": {"group": ["x"]}}}}), "group"),
+        (
+            json!({"teams": {"mapping": {"lifecycle": {"ml": {"idle_after": "soon"}}}}}),
+            "/teams/mapping/lifecycle/ml/idle_after",
+        ),
+        (
+            json!({"teams": {"mapping": {"lifecycle": {"ml": {"warn_before": "5m"}}}}}),
+            "/teams/mapping/lifecycle/ml",
+        ),
         (json!({"rbac": {"namespaces": "ml-team"}}), "/rbac/namespaces"),
         (
             json!({"podDisruptionBudget": {"minAvailable": "half"}}),

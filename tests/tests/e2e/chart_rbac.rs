@@ -147,6 +147,12 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         .await
         .expect(200);
     drive_jobs(env, admin, &mut call).await;
+    for verb in ["suspend", "resume"] {
+        admin
+            .post(&call("post", &format!("{one}/{verb}")), &json!({}))
+            .await
+            .expect(200);
+    }
     admin.get(&call("get", "/v1/audit")).await.expect(200);
     admin.delete(&call("delete", one)).await.expect(204);
     let ops = Rest::new(&format!("http://{}", env.server.ops), None);

@@ -12,6 +12,7 @@ mod head_service;
 mod identity;
 mod job;
 mod lax;
+pub mod lifecycle;
 mod names;
 pub mod observed;
 mod paging;

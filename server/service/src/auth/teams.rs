@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 
-use crate::domain::{Grant, Role, check_dns1123_label, quota::Quota};
+use crate::domain::{Grant, Role, check_dns1123_label, lifecycle::LifecyclePolicy, quota::Quota};
 
 /// The mapping of the design documents (`docs/auth.md`): global admins by
 /// group, and one team with an editor namespace and a viewer pattern. The
@@ -68,6 +68,10 @@ pub struct TeamMapping {
     /// over a shorter one).
     #[serde(default)]
     pub quotas: BTreeMap<String, Quota>,
+    /// Namespace or trailing-`*` pattern → the lifecycle policy of each
+    /// namespace it names (matched as quotas are).
+    #[serde(default)]
+    pub lifecycle: BTreeMap<String, LifecyclePolicy>,
 }
 
 /// What the mapping gives one caller.
@@ -90,12 +94,20 @@ impl TeamMapping {
     }
 
     fn check(&self) -> Result<(), String> {
-        for pattern in self.quotas.keys() {
+        for (section, pattern) in self
+            .quotas
+            .keys()
+            .map(|p| ("quotas", p))
+            .chain(self.lifecycle.keys().map(|p| ("lifecycle", p)))
+        {
             if !is_namespace_pattern(pattern) {
                 return Err(format!(
-                    "quotas: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
+                    "{section}: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
                 ));
             }
+        }
+        for (pattern, policy) in &self.lifecycle {
+            policy.check().map_err(|why| format!("lifecycle.{pattern}: {why}"))?;
         }
         let mut names = HashSet::new();
         for (i, team) in self.teams.iter().enumerate() {
@@ -118,17 +130,12 @@ impl TeamMapping {
 
     /// The quota of `namespace`, if the mapping gives it one.
     pub fn quota(&self, namespace: &str) -> Option<&Quota> {
-        if let Some(own) = self.quotas.get(namespace) {
-            return Some(own);
-        }
-        self.quotas
-            .iter()
-            .filter_map(|(pattern, q)| {
-                let prefix = pattern.strip_suffix('*')?;
-                namespace.starts_with(prefix).then_some((prefix.len(), q))
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, q)| q)
+        for_namespace(&self.quotas, namespace)
+    }
+
+    /// The lifecycle policy of `namespace`, if the mapping gives it one.
+    pub fn lifecycle(&self, namespace: &str) -> Option<&LifecyclePolicy> {
+        for_namespace(&self.lifecycle, namespace)
     }
 
     /// The teams and grants of a caller.
@@ -150,6 +157,21 @@ impl TeamMapping {
 }
 
 /// A namespace name, or a prefix of one ending in `*`.
+/// `namespace`'s own entry, else the longest pattern naming it.
+fn for_namespace<'a, T>(entries: &'a BTreeMap<String, T>, namespace: &str) -> Option<&'a T> {
+    if let Some(own) = entries.get(namespace) {
+        return Some(own);
+    }
+    entries
+        .iter()
+        .filter_map(|(pattern, t)| {
+            let prefix = pattern.strip_suffix('*')?;
+            namespace.starts_with(prefix).then_some((prefix.len(), t))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, t)| t)
+}
+
 fn is_namespace_pattern(pattern: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => prefix
@@ -204,5 +226,25 @@ mod tests {
         assert_eq!(gpus("other"), None);
         let example = TeamMapping::parse(EXAMPLE_MAPPING).unwrap();
         assert_eq!(example.quota("ml-team").and_then(|q| q.clusters), Some(10));
+    }
+
+    #[test]
+    fn lifecycle_policies_are_checked_and_matched_as_quotas_are() {
+        let m = TeamMapping::parse(
+            "lifecycle:\n  \"team-*\": { idle_after: 2h }\n  team-ml: { max_lifetime: 7d, on_expiry: delete, keep_max: 1d }\n",
+        )
+        .unwrap();
+        assert!(m.lifecycle("team-b").is_some_and(|p| p.idle_after.is_some()));
+        assert!(m.lifecycle("team-ml").is_some_and(|p| p.idle_after.is_none()));
+        assert!(m.lifecycle("other").is_none());
+        let late = TeamMapping::parse("lifecycle:\n  ml: { idle_after: 10m, warn_before: 10m }\n").unwrap_err();
+        assert!(
+            late.contains("lifecycle.ml: warn_before (10m) must be shorter"),
+            "{late}"
+        );
+        let bad = TeamMapping::parse("lifecycle:\n  ml: { idle_after: later }\n").unwrap_err();
+        assert!(bad.contains("later"), "{bad}");
+        let place = TeamMapping::parse("lifecycle:\n  \"a*b\": { idle_after: 2h }\n").unwrap_err();
+        assert!(place.starts_with("lifecycle:"), "{place}");
     }
 }
