@@ -6,6 +6,7 @@ use krayne_core::{domain, manifest};
 
 mod cache;
 mod errors;
+mod leader;
 mod logs;
 mod metered;
 mod upstream;
@@ -13,6 +14,7 @@ mod upstream;
 pub use cache::{CacheOptions, CachedClusterStore};
 /// A Kubernetes client (kube-rs), for wiring adapters together.
 pub use kube::Client;
+pub use leader::LeaseLeadership;
 pub use upstream::{DirectUpstream, PortForwardUpstream};
 
 use std::{future::Future, sync::Arc, time::Duration};

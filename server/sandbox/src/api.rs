@@ -337,11 +337,26 @@ fn handle(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             let media = content_type.split(';').next().unwrap_or("").trim();
+            let manager = q.get("fieldManager").filter(|m| !m.is_empty()).cloned();
+            let merge = |patch: Value| match manager.clone() {
+                Some(manager) => Patch::MergeBy { patch, manager },
+                None => Patch::Merge(patch),
+            };
             let patch = match media {
-                "application/merge-patch+json" => Patch::Merge(parse_json(body)?),
+                "application/merge-patch+json" => merge(parse_json(body)?),
                 // Built-in types take strategic merge patches; for the fields
                 // the sandbox has, a merge patch does the same.
-                "application/strategic-merge-patch+json" if r.group().is_empty() => Patch::Merge(parse_json(body)?),
+                "application/strategic-merge-patch+json" if r != Resource::RayCluster => merge(parse_json(body)?),
+                // Server-side apply for what needs it: Leases (leader
+                // election). JSON is YAML: kube sends its applies as JSON.
+                "application/apply-patch+yaml" if r == Resource::Lease => Patch::Apply {
+                    patch: serde_saphyr::from_slice(body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+                    manager: manager.ok_or_else(|| {
+                        ApiError::bad_request("PATCH with apply requires a fieldManager query parameter")
+                    })?,
+                    force: q.get("force").is_some_and(|f| f == "true"),
+                },
                 "application/json-patch+json" => Patch::Json(
                     serde_json::from_slice(body)
                         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?,

@@ -83,6 +83,18 @@ impl ApiError {
         Self::new(409, "Conflict", message).with_details(resource, name)
     }
 
+    /// 409 for a server-side apply that would change other managers'
+    /// fields, naming each (`conflict with "m": .spec.holderIdentity`).
+    pub fn apply_conflicts(resource: Resource, name: &str, conflicts: &[String]) -> Self {
+        let message = format!(
+            "Apply failed with {} conflict{}: {}",
+            conflicts.len(),
+            if conflicts.len() == 1 { "" } else { "s" },
+            conflicts.join(", ")
+        );
+        Self::new(409, "Conflict", message).with_details(resource, name)
+    }
+
     /// 422 with one cause per `(field, message)`.
     pub fn invalid(resource: Resource, name: &str, causes: &[(String, String)]) -> Self {
         let summary: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();

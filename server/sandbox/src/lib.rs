@@ -28,6 +28,7 @@ mod api_error;
 mod crds;
 mod discovery;
 mod event_ttl;
+mod field_managers;
 mod kuberay_status;
 mod nodes;
 mod operator;

@@ -16,17 +16,21 @@ pub enum Resource {
     /// `networking.k8s.io/v1` networkpolicies: stored and served, not
     /// enforced (the sandbox has no network plugin).
     NetworkPolicy,
+    /// `coordination.k8s.io/v1` leases: leader election, with
+    /// server-side apply's field ownership (what lease managers rely on).
+    Lease,
 }
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Namespace,
         Self::Pod,
         Self::Service,
         Self::Event,
         Self::RayCluster,
         Self::NetworkPolicy,
+        Self::Lease,
     ];
 
     /// API group; empty for core.
@@ -34,6 +38,7 @@ impl Resource {
         match self {
             Self::RayCluster => "ray.io",
             Self::NetworkPolicy => "networking.k8s.io",
+            Self::Lease => "coordination.k8s.io",
             Self::Namespace | Self::Pod | Self::Service | Self::Event => "",
         }
     }
@@ -43,6 +48,7 @@ impl Resource {
         match self {
             Self::RayCluster => "ray.io/v1",
             Self::NetworkPolicy => "networking.k8s.io/v1",
+            Self::Lease => "coordination.k8s.io/v1",
             Self::Namespace | Self::Pod | Self::Service | Self::Event => "v1",
         }
     }
@@ -56,6 +62,7 @@ impl Resource {
             Self::Event => "events",
             Self::RayCluster => "rayclusters",
             Self::NetworkPolicy => "networkpolicies",
+            Self::Lease => "leases",
         }
     }
 
@@ -68,6 +75,7 @@ impl Resource {
             Self::Event => "Event",
             Self::RayCluster => "RayCluster",
             Self::NetworkPolicy => "NetworkPolicy",
+            Self::Lease => "Lease",
         }
     }
 
@@ -80,6 +88,7 @@ impl Resource {
             Self::Event => &["ev"],
             Self::RayCluster => &[],
             Self::NetworkPolicy => &["netpol"],
+            Self::Lease => &[],
         }
     }
 

@@ -299,6 +299,18 @@ impl Store {
             let mut doc = current.clone();
             match patch {
                 Patch::Merge(p) => json_patch::merge(&mut doc, p),
+                Patch::MergeBy { patch, manager } => {
+                    json_patch::merge(&mut doc, patch);
+                    super::field_managers::record(current, &mut doc, patch, manager, "Update");
+                }
+                Patch::Apply { patch, manager, force } => {
+                    let conflicts = super::field_managers::conflicts(current, patch, manager);
+                    if !conflicts.is_empty() && !force {
+                        return Err(ApiError::apply_conflicts(r, name, &conflicts));
+                    }
+                    json_patch::merge(&mut doc, patch);
+                    super::field_managers::record(current, &mut doc, patch, manager, "Apply");
+                }
                 Patch::Json(ops) => json_patch::patch(&mut doc, ops)
                     .map_err(|e| ApiError::invalid(r, name, &[(String::new(), e.to_string())]))?,
             }
@@ -488,13 +500,21 @@ pub(super) type WatchStart = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>
 pub(super) enum Patch {
     /// `application/merge-patch+json` (RFC 7386).
     Merge(Value),
+    /// A merge (or, for built-in types, strategic merge) patch naming its
+    /// `fieldManager`, who then owns what it sets.
+    MergeBy { patch: Value, manager: String },
+    /// `application/apply-patch+yaml` (server-side apply), refused with
+    /// 409 when it would change another manager's fields, unless forced.
+    Apply { patch: Value, manager: String, force: bool },
     /// `application/json-patch+json` (RFC 6902).
     Json(json_patch::Patch),
 }
 
 fn patch_sets_rv(patch: &Patch) -> bool {
     match patch {
-        Patch::Merge(p) => p["metadata"]["resourceVersion"].is_string(),
+        Patch::Merge(p) | Patch::MergeBy { patch: p, .. } | Patch::Apply { patch: p, .. } => {
+            p["metadata"]["resourceVersion"].is_string()
+        }
         Patch::Json(ops) => ops.0.iter().any(|op| {
             let path = match op {
                 json_patch::PatchOperation::Add(o) => o.path.to_string(),

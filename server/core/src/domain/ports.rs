@@ -288,6 +288,18 @@ pub trait AdmissionLock: Send + Sync + 'static {
     async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error>;
 }
 
+/// Whether this replica may act for all of them: one replica at a time
+/// runs the lifecycle reaper (leader election across replicas).
+#[async_trait::async_trait]
+pub trait Leadership: Send + Sync + 'static {
+    /// Waits until this replica leads.
+    async fn leading(&self);
+    /// Whether this replica holds the lease now, as Kubernetes has it (not
+    /// as remembered): the fence before each action, so that a replica cut
+    /// off from the API server, whose lease another has taken, acts no more.
+    async fn holds(&self) -> bool;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
