@@ -30,6 +30,9 @@ pub(super) const PROTOCOL: &str = "portforward.k8s.io";
 /// Forwarded connections one SPDY connection may hold at once (kubectl
 /// opens one per local connection); more are refused stream by stream.
 const MAX_PAIRS: usize = 128;
+/// How long a pair waits for its other stream, as the kubelet's
+/// `streamCreationTimeout`; checked whenever a new stream arrives.
+const STREAM_CREATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Data frames queued for one pod connection before the connection's
 /// reader waits for it (spdystream, too, hands data on one frame at a time).
 const INBOUND_QUEUE: usize = 16;
@@ -50,6 +53,8 @@ struct Pair {
     data: Option<u32>,
     /// The client's data for the pod, until the forwarding task takes it.
     inbound: Option<mpsc::Receiver<Bytes>>,
+    /// When its first stream came.
+    since: Option<tokio::time::Instant>,
 }
 
 /// Serves one SPDY connection: `input` is its bytes as they arrive,
@@ -93,6 +98,29 @@ where
                 };
                 match frame {
                     Frame::SynStream { stream, headers, .. } => {
+                        for (id, stale) in expired(&mut pairs) {
+                            tracing::debug!(request = %id, "port-forward: timed out waiting for streams");
+                            if let Some(s) = stale.data {
+                                inbound.remove(&s);
+                                let _ = out
+                                    .send(Out::Data {
+                                        stream: s,
+                                        fin: true,
+                                        data: Bytes::new(),
+                                    })
+                                    .await;
+                            }
+                            if let Some(s) = stale.error {
+                                let why = format!("timed out waiting for the other stream of request {id}");
+                                let _ = out
+                                    .send(Out::Data {
+                                        stream: s,
+                                        fin: true,
+                                        data: Bytes::from(why),
+                                    })
+                                    .await;
+                            }
+                        }
                         let pending = pairs.len() + forwarding.len();
                         match accept(&mut pairs, &mut inbound, stream, &headers, pending) {
                             Ok(Some(id)) => {
@@ -170,6 +198,7 @@ fn accept(
         return Err(format!("more than {MAX_PAIRS} forwarded connections at once"));
     }
     let pair = pairs.entry(id.clone()).or_default();
+    pair.since.get_or_insert_with(tokio::time::Instant::now);
     pair.port = port;
     match kind {
         "error" if pair.error.is_none() => pair.error = Some(stream),
@@ -183,6 +212,16 @@ fn accept(
         other => return Err(format!("invalid stream type {other:?}")),
     }
     Ok((pair.error.is_some() && pair.data.is_some()).then_some(id))
+}
+
+/// Takes out the pairs whose other stream has not come in time.
+fn expired(pairs: &mut HashMap<String, Pair>) -> Vec<(String, Pair)> {
+    let stale: Vec<String> = pairs
+        .iter()
+        .filter(|(_, p)| p.since.is_some_and(|t| t.elapsed() >= STREAM_CREATION_TIMEOUT))
+        .map(|(id, _)| id.clone())
+        .collect();
+    stale.into_iter().filter_map(|id| pairs.remove_entry(&id)).collect()
 }
 
 /// Forwards one connection: the pod's port to and from the data stream.
@@ -293,6 +332,20 @@ mod tests {
         assert_eq!(take(17, headers("error", "22", None)), Ok(None));
         assert_eq!(take(19, headers("data", "22", None)), Ok(Some("17".into())));
         assert!(inbound.contains_key(&3) && inbound.contains_key(&19));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pair_missing_its_other_stream_times_out() {
+        let (mut pairs, mut inbound) = (HashMap::new(), HashMap::new());
+        accept(&mut pairs, &mut inbound, 1, &headers("error", "22", Some("0")), 0).unwrap();
+        tokio::time::advance(STREAM_CREATION_TIMEOUT / 2).await;
+        accept(&mut pairs, &mut inbound, 5, &headers("data", "22", Some("1")), 0).unwrap();
+        assert!(expired(&mut pairs).is_empty());
+        tokio::time::advance(STREAM_CREATION_TIMEOUT / 2).await;
+        let gone = expired(&mut pairs);
+        assert_eq!(gone.len(), 1);
+        assert_eq!((gone[0].0.as_str(), gone[0].1.error), ("0", Some(1)));
+        assert!(pairs.contains_key("1"), "the younger one waits on");
     }
 
     #[test]
