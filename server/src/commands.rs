@@ -22,7 +22,9 @@ use crate::{
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{DenialSettings, RateLimit, ServiceSettings, SessionSettings, TunnelSettings, WatchSettings},
+    service::{
+        DenialSettings, LifecycleMode, RateLimit, ServiceSettings, SessionSettings, TunnelSettings, WatchSettings,
+    },
 };
 
 mod sandbox_cmd;
@@ -283,7 +285,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         UpstreamMode::PortForward
     });
     let upstream = upstream(mode, &client);
-    let api = k8s::KubeClusterStore::new(client).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
+    let api =
+        k8s::KubeClusterStore::new(client.clone()).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
     let upkeep = Upkeep {
         migrate: args.migrate_on_start,
         sweep_after: SWEEP_AFTER,
@@ -307,6 +310,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
     parts.upstream = Some(upstream);
+    parts.lifecycle = lifecycle(&args.lifecycle, &client).await?;
     let header = args
         .http
         .trusted_proxy_header
@@ -333,6 +337,46 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!(api = %running.api_addr, ops = %running.ops_addr, "krayne-server serving");
     running.wait().await;
     Ok(())
+}
+
+/// The lifecycle reaper's mode and leader election, when it is on.
+async fn lifecycle(
+    args: &crate::config::LifecycleArgs,
+    client: &k8s::Client,
+) -> Result<Option<(LifecycleMode, std::sync::Arc<dyn crate::domain::Leadership>, Duration)>, String> {
+    let mode = match args.lifecycle {
+        crate::config::LifecycleFlag::Off => return Ok(None),
+        crate::config::LifecycleFlag::Report => LifecycleMode::Report,
+        crate::config::LifecycleFlag::Act => LifecycleMode::Act,
+    };
+    let identity = match &args.lifecycle_identity {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => format!("{}-{}", host_name(), std::process::id()),
+    };
+    let leadership = k8s::LeaseLeadership::start(
+        client.clone(),
+        &args.lifecycle_lease_namespace,
+        &args.lifecycle_lease_name,
+        &identity,
+        Duration::from_secs(args.lifecycle_lease_seconds),
+    )
+    .await
+    .map_err(|e| format!("--lifecycle {}: {e}", mode.as_str()))?;
+    tracing::info!(mode = mode.as_str(), %identity, lease = %args.lifecycle_lease_name, "lifecycle reaper standing for the lease");
+    Ok(Some((
+        mode,
+        std::sync::Arc::new(leadership),
+        Duration::from_secs(args.lifecycle_interval_seconds),
+    )))
+}
+
+/// The host's name, for a replica's identity outside a pod.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "krayne".to_owned())
 }
 
 /// How long opening a connection to a head's service may take.

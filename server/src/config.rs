@@ -327,6 +327,48 @@ pub struct ServeArgs {
     /// Default: `direct` inside a cluster, `port-forward` outside.
     #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum)]
     pub service_upstream: Option<UpstreamMode>,
+    /// The lifecycle reaper.
+    #[command(flatten)]
+    pub lifecycle: LifecycleArgs,
+}
+
+/// The lifecycle reaper: carries out the team mapping's `lifecycle:`
+/// policies (docs/lifecycle.md), one replica at a time.
+#[derive(Debug, Args)]
+pub struct LifecycleArgs {
+    /// `off`; `report` logs and counts what it would do and changes
+    /// nothing; `act` warns and acts.
+    #[arg(long, env = "KRAYNE_LIFECYCLE", value_enum, default_value = "off")]
+    pub lifecycle: LifecycleFlag,
+    /// Seconds between passes over the clusters.
+    #[arg(long, env = "KRAYNE_LIFECYCLE_INTERVAL_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lifecycle_interval_seconds: u64,
+    /// Namespace of the Lease that elects the acting replica (the
+    /// server's own; in a pod, its namespace).
+    #[arg(long, env = "KRAYNE_LIFECYCLE_LEASE_NAMESPACE", default_value = "default")]
+    pub lifecycle_lease_namespace: String,
+    /// Name of that Lease.
+    #[arg(long, env = "KRAYNE_LIFECYCLE_LEASE_NAME", default_value = "krayne-lifecycle")]
+    pub lifecycle_lease_name: String,
+    /// Seconds the Lease holds without renewal: a dead leader is replaced
+    /// within about this long.
+    #[arg(long, env = "KRAYNE_LIFECYCLE_LEASE_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=600))]
+    pub lifecycle_lease_seconds: u64,
+    /// This replica's name in the Lease (default: the pod's name from
+    /// `POD_NAME`, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub lifecycle_identity: Option<String>,
+}
+
+/// `--lifecycle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LifecycleFlag {
+    /// Nothing.
+    Off,
+    /// Log and count what it would do.
+    Report,
+    /// Warn and act.
+    Act,
 }
 
 /// How clusters' pods are secured.

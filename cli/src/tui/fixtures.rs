@@ -32,6 +32,7 @@ pub(crate) fn cluster(namespace: &str, name: &str, status: &str, workers: (u32, 
         num_workers: workers.1,
         created_at: at(age),
         created_by: Some("alice".into()),
+        lifecycle: None,
         ..ClusterInfo::default()
     }
 }

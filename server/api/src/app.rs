@@ -44,6 +44,13 @@ pub struct Parts {
     /// Serializes quota admission across replicas (`None`: within this
     /// process only).
     pub quota_lock: Option<Arc<dyn crate::domain::AdmissionLock>>,
+    /// The lifecycle reaper: its mode, the leader election it acts under,
+    /// and its interval (`None`: off).
+    pub lifecycle: Option<(
+        crate::service::LifecycleMode,
+        Arc<dyn crate::domain::Leadership>,
+        Duration,
+    )>,
 }
 
 impl Parts {
@@ -63,6 +70,7 @@ impl Parts {
             grace: Duration::from_secs(20),
             upstream: None,
             quota_lock: None,
+            lifecycle: None,
         }
     }
 }
@@ -111,6 +119,9 @@ pub async fn start(
     service.keep_quota_gauges(Duration::from_secs(15));
     service.keep_dependency_gauges(Duration::from_secs(10));
     service.start_watch_hub();
+    if let Some((mode, leadership, every)) = parts.lifecycle {
+        service.spawn_reaper(mode, leadership, every);
+    }
     let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     let grpc_settings = GrpcSettings {
         max_message: parts.rest.body_limit,

@@ -188,6 +188,7 @@ mod tests {
             ready_workers: ready,
             suspended: false,
             created_by: None,
+            lifecycle: None,
             resource_version: None,
         }
     }

@@ -239,6 +239,16 @@ const DIRECT: &[&str] = &["--service-upstream", "direct"];
 /// `rbac.clusterWide` one ClusterRole holds every rule, which the union
 /// below covers.
 const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,other-team"];
+/// The lifecycle reaper on (`server.lifecycle.mode`), electing its leader
+/// through a Lease in the release's namespace, as the chart configures it.
+const LIFECYCLE: &[&str] = &[
+    "--lifecycle",
+    "act",
+    "--lifecycle-interval-seconds",
+    "1",
+    "--lifecycle-lease-namespace",
+    "default",
+];
 
 #[tokio::test]
 async fn chart_rbac_is_exactly_what_the_server_calls() {
@@ -247,8 +257,10 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     // Granted in both upstream modes: the notebook, code-server and sshd
     // listen on a head's loopback, which only a port-forward reaches.
     let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
+    let lifecycle = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"));
     let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
+    let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&lifecycle).cloned().collect();
 
     let mut used = BTreeSet::new();
     for (mode, args) in [
@@ -256,8 +268,13 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         ("read-through", &["--cache", "false"][..]),
         ("role mode", ROLE_MODE),
         ("direct upstream", DIRECT),
+        ("lifecycle", LIFECYCLE),
     ] {
-        let granted = &with_port_forward;
+        let granted = if args == LIFECYCLE {
+            &with_lifecycle
+        } else {
+            &with_port_forward
+        };
         let accesses = accesses_with(args).await;
         let here: BTreeSet<Permission> = accesses.iter().map(permission).collect();
         let missing: Vec<_> = here.difference(granted).collect();
@@ -268,7 +285,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
             for access in &accesses {
                 let p = permission(access);
                 let in_namespace = matches!(access, Access::Resource { namespace: Some(_), .. });
-                if namespaced.contains(&p) || port_forward.contains(&p) {
+                if namespaced.contains(&p) || port_forward.contains(&p) || lifecycle.contains(&p) {
                     assert!(in_namespace, "{p} is in a Role but was used cluster-wide: {access:?}");
                 } else {
                     assert!(
@@ -280,7 +297,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         }
         used.extend(here);
     }
-    let unused: Vec<_> = with_port_forward.difference(&used).collect();
+    let unused: Vec<_> = with_lifecycle.difference(&used).collect();
     assert!(unused.is_empty(), "granted but never used: {unused:?}");
 
     let rbac = chart::read("templates/rbac.yaml");
@@ -288,6 +305,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         "files/rbac/namespaced.yaml",
         "files/rbac/cluster.yaml",
         "files/rbac/portforward.yaml",
+        "files/rbac/lifecycle.yaml",
     ] {
         assert!(
             rbac.contains(&format!(".Files.Get \"{file}\"")),

@@ -21,6 +21,7 @@ mod hostile_input;
 mod isolation;
 mod jobs;
 mod keys;
+mod lifecycle;
 mod limits;
 mod network_policy;
 mod operations;

@@ -112,6 +112,10 @@ fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {
         ),
         ("Services", d.services.join(", ")),
     ];
+    // The lifecycle policy's warning: what will happen to it, when, why.
+    if let Some(plan) = &info.lifecycle {
+        fields.insert(3, ("Lifecycle", plan.clone()));
+    }
     // Through the server: the pod IPs below reach nothing from outside
     // the cluster.
     let server = ctx.server()?;

@@ -99,6 +99,7 @@ pub(crate) fn cluster_info(i: domain::ClusterInfo) -> pb::ClusterInfo {
         ready_workers: i.ready_workers,
         suspended: i.suspended,
         created_by: i.created_by,
+        lifecycle: i.lifecycle,
         resource_version: i.resource_version,
     }
 }

@@ -91,6 +91,8 @@ pub enum AuditAction {
     PackageUpload,
     /// Read a namespace's quota.
     QuotaGet,
+    /// The lifecycle reaper warned a cluster's owner of what it will do.
+    LifecycleWarn,
     /// The server ended a long-lived stream (tunnel, proxied WebSocket,
     /// followed log, watch) for its caller: revoked, expired or idle.
     StreamEnd,
@@ -98,7 +100,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 24] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -121,6 +123,7 @@ impl AuditAction {
         Self::JobDelete,
         Self::PackageUpload,
         Self::QuotaGet,
+        Self::LifecycleWarn,
         Self::StreamEnd,
     ];
 
@@ -149,6 +152,7 @@ impl AuditAction {
             Self::JobDelete => "job.delete",
             Self::PackageUpload => "package.upload",
             Self::QuotaGet => "quota.get",
+            Self::LifecycleWarn => "lifecycle.warn",
             Self::StreamEnd => "stream.end",
         }
     }
@@ -170,17 +174,20 @@ pub enum Transport {
     Rest,
     /// gRPC.
     Grpc,
+    /// No request: krayne acting on its own (the lifecycle reaper).
+    System,
 }
 
 impl Transport {
-    /// Both transports.
-    pub const ALL: [Self; 2] = [Self::Rest, Self::Grpc];
+    /// Every transport.
+    pub const ALL: [Self; 3] = [Self::Rest, Self::Grpc, Self::System];
 
-    /// `rest` or `grpc`.
+    /// `rest`, `grpc` or `system`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Rest => "rest",
             Self::Grpc => "grpc",
+            Self::System => "system",
         }
     }
 }
@@ -249,9 +256,9 @@ impl Outcome {
 }
 
 impl Transport {
-    /// Parses `rest` or `grpc`.
+    /// Parses `rest`, `grpc` or `system`.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Rest, Self::Grpc].into_iter().find(|t| t.as_str() == s)
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 

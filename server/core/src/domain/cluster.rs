@@ -135,6 +135,10 @@ pub struct ClusterInfo {
     pub created_by: Option<String>,
     /// Kubernetes resourceVersion this summary was read at.
     pub resource_version: Option<String>,
+    /// What the namespace's lifecycle policy will do to it, when and why,
+    /// once its owner has been warned (`suspend at 2026-11-27T09:00:00Z:
+    /// lifetime 7d reached`).
+    pub lifecycle: Option<String>,
 }
 
 /// A cluster's summary as reads share it: built once per change of the

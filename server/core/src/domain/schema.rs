@@ -115,7 +115,9 @@ pub fn free_form_object() -> ObjectBuilder {
 
 /// `rest` or `grpc`.
 pub(super) fn transport() -> ObjectBuilder {
-    words(Transport::ALL.map(Transport::as_str)).description(Some("`rest` or `grpc`."))
+    words(Transport::ALL.map(Transport::as_str)).description(Some(
+        "`rest`, `grpc`, or `system` for krayne's own actions (the lifecycle reaper).",
+    ))
 }
 
 /// The audit actions.

@@ -62,6 +62,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         suspended: spec.suspend.unwrap_or(false),
         created_by: owned(cluster.metadata.annotations.get(ANNOTATION_CREATED_BY)),
         resource_version: owned(cluster.metadata.resource_version.as_ref()),
+        lifecycle: owned(cluster.metadata.annotations.get(super::ANNOTATION_LIFECYCLE)),
     }
 }
 

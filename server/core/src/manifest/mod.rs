@@ -20,7 +20,7 @@ pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
-pub use suspend::suspend_patch;
+pub use suspend::{lifecycle_clear_patch, lifecycle_warning_patch, suspend_patch};
 
 /// KubeRay's API group.
 pub const KUBERAY_GROUP: &str = "ray.io";
@@ -41,5 +41,13 @@ pub const LABEL_NODE_TYPE: &str = "ray.io/node-type";
 pub const LABEL_GROUP: &str = "ray.io/group";
 /// Annotation krayne adds: the subject that created the cluster.
 pub const ANNOTATION_CREATED_BY: &str = "krayne.dev/created-by";
+/// Until when the owner keeps the cluster from its lifecycle policy
+/// (RFC 3339).
+pub const ANNOTATION_KEEP_UNTIL: &str = "krayne.dev/keep-until";
+/// When the lifecycle reaper warned the owner (RFC 3339).
+pub const ANNOTATION_WARNED_AT: &str = "krayne.dev/lifecycle-warned-at";
+/// What the lifecycle reaper will do, when and why, as it warned
+/// (`suspend at 2026-11-27T09:00:00Z: lifetime 7d reached`).
+pub const ANNOTATION_LIFECYCLE: &str = "krayne.dev/lifecycle";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";

@@ -10,7 +10,13 @@ use serde_json::{Map, Value};
 use crate::read_json;
 
 /// Fields krayne reports that Krayne does not.
-const INFO_ADDITIONS: &[&str] = &["ready_workers", "suspended", "created_by", "resource_version"];
+const INFO_ADDITIONS: &[&str] = &[
+    "ready_workers",
+    "suspended",
+    "created_by",
+    "resource_version",
+    "lifecycle",
+];
 const GROUP_ADDITIONS: &[&str] = &["image"];
 
 /// Asserts `ours` has every field of `krayne` with the same value, and no

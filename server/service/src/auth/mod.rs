@@ -67,6 +67,15 @@ impl Authenticator {
             .cloned()
     }
 
+    /// The lifecycle policy the mapping gives `namespace`, if any.
+    pub fn lifecycle(&self, namespace: &str) -> Option<crate::domain::lifecycle::LifecyclePolicy> {
+        self.mapping
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .lifecycle(namespace)
+            .cloned()
+    }
+
     /// `principal` as the current team mapping sees it (its token is not
     /// checked again): a long-lived tunnel re-asks this, so a revoked
     /// mapping ends it.

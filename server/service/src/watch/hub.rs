@@ -316,6 +316,7 @@ mod tests {
                 ready_workers: 0,
                 suspended: false,
                 created_by: None,
+                lifecycle: None,
                 resource_version: None,
             },
             BuiltFrom::default(),

@@ -1,0 +1,245 @@
+//! The lifecycle reaper (issue 44) with short policies: a cluster past its
+//! `max_lifetime` is warned (its summary says what will happen, when and
+//! why), then, `warn_before` later, suspended — or deleted with
+//! `on_expiry: delete` — each step audited as `system:krayne-lifecycle`;
+//! `report` mode changes nothing; of two replicas exactly one acts, and
+//! when it is killed the other carries on, nothing done twice.
+
+use std::time::{Duration, Instant};
+
+use krayne_tests::{Env, EnvOptions, TEAMS, test_database};
+use serde_json::{Value, json};
+
+const NS: &str = "/v1/namespaces/ml-team/clusters";
+
+fn options(mode: &str, policies: &str) -> EnvOptions {
+    EnvOptions {
+        teams: format!("{TEAMS}lifecycle:\n{policies}"),
+        server_args: [
+            "--lifecycle",
+            mode,
+            "--lifecycle-interval-seconds",
+            "1",
+            "--lifecycle-lease-seconds",
+            "3",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        ..EnvOptions::default()
+    }
+}
+
+/// Polls `path` (as `token`) until `done` holds of its answer, within `limit`.
+async fn until(env: &Env, token: &str, path: &str, limit: Duration, done: impl Fn(u16, &Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let r = env.rest(token).get(path).await;
+        if done(r.status, &r.body) {
+            return r.body;
+        }
+        assert!(started.elapsed() < limit, "{path}: {} {}", r.status, r.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The reaper's audit rows, oldest first.
+async fn reaper_rows(env: &Env) -> Vec<Value> {
+    let rows = env
+        .rest(&env.admin())
+        .get("/v1/audit?page_size=1000&actor=system:krayne-lifecycle")
+        .await
+        .expect(200)
+        .body;
+    let mut rows = rows["events"].as_array().unwrap().clone();
+    rows.reverse();
+    rows
+}
+
+#[tokio::test]
+async fn a_cluster_past_its_lifetime_is_warned_then_suspended_or_deleted() {
+    let env = Env::start_with(options(
+        "act",
+        "  ml-team: { max_lifetime: 8s, warn_before: 4s }\n  other-team: { max_lifetime: 8s, warn_before: 4s, on_expiry: delete }\n",
+    ))
+    .await;
+    let alice = env.alice();
+    env.rest(&alice).post(NS, &json!({"name": "short"})).await.expect(201);
+    let admin = env.admin();
+    env.rest(&admin)
+        .post("/v1/namespaces/other-team/clusters", &json!({"name": "gone"}))
+        .await
+        .expect(201);
+    let created = Instant::now();
+
+    // Warned first: the summary names what, when and why.
+    let warned = until(&env, &alice, &format!("{NS}/short"), Duration::from_secs(30), |_, b| {
+        b["lifecycle"].is_string()
+    })
+    .await;
+    let warned_after = created.elapsed();
+    let text = warned["lifecycle"].as_str().unwrap();
+    assert!(
+        text.starts_with("suspend at ") && text.ends_with(": lifetime 8s reached"),
+        "{text}"
+    );
+    assert_ne!(warned["status"], "suspended", "warned, not yet acted on");
+
+    // Then suspended, no sooner than warn_before after the warning.
+    let suspended = until(&env, &alice, &format!("{NS}/short"), Duration::from_secs(30), |_, b| {
+        b["suspended"] == true
+    })
+    .await;
+    assert!(
+        created.elapsed() >= warned_after + Duration::from_secs(3),
+        "acted too soon"
+    );
+    assert!(
+        suspended["lifecycle"].is_null(),
+        "the warning goes with the action: {suspended}"
+    );
+    until(
+        &env,
+        &admin,
+        "/v1/namespaces/other-team/clusters/gone",
+        Duration::from_secs(30),
+        |s, _| s == 404,
+    )
+    .await;
+
+    let rows = reaper_rows(&env).await;
+    let of = |cluster: &str| -> Vec<(String, String)> {
+        rows.iter()
+            .filter(|r| r["cluster"] == cluster)
+            .map(|r| {
+                (
+                    r["action"].as_str().unwrap().to_owned(),
+                    r["outcome"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let succeeded = |action: &str| (action.to_owned(), "succeeded".to_owned());
+    assert_eq!(
+        of("short"),
+        [succeeded("lifecycle.warn"), succeeded("cluster.suspend")],
+        "{rows:#?}"
+    );
+    assert_eq!(
+        of("gone"),
+        [succeeded("lifecycle.warn"), succeeded("cluster.delete")],
+        "{rows:#?}"
+    );
+    let suspend = rows.iter().find(|r| r["action"] == "cluster.suspend").unwrap();
+    assert_eq!(suspend["transport"], "system");
+    assert_eq!(suspend["request_summary"]["reason"], "lifetime 8s reached");
+    let acted = env
+        .metric(
+            "krayne_lifecycle_actions_total",
+            "action=\"suspend\",reason=\"lifetime\",mode=\"act\"",
+        )
+        .await;
+    assert!(acted >= 1.0, "{acted}");
+}
+
+#[tokio::test]
+async fn report_mode_counts_what_it_would_do_and_changes_nothing() {
+    let env = Env::start_with(options("report", "  ml-team: { max_lifetime: 3s, warn_before: 1s }\n")).await;
+    let alice = env.alice();
+    env.rest(&alice).post(NS, &json!({"name": "kept"})).await.expect(201);
+    let started = Instant::now();
+    while env
+        .metric(
+            "krayne_lifecycle_actions_total",
+            "action=\"suspend\",reason=\"lifetime\",mode=\"report\"",
+        )
+        .await
+        < 1.0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "report mode never counted a suspend"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cluster = env.rest(&alice).get(&format!("{NS}/kept")).await.expect(200).body;
+    assert_eq!(cluster["suspended"], false);
+    assert!(cluster["lifecycle"].is_null());
+    assert!(reaper_rows(&env).await.is_empty(), "nothing written");
+}
+
+#[tokio::test]
+async fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed() {
+    let db = test_database().await;
+    let mut opts = options("act", "  ml-team: { max_lifetime: 10s, warn_before: 5s }\n");
+    opts.database_url = Some(db.url.clone());
+    let env = Env::start_with(opts).await;
+    let second = env.spawn_server(&[]).await;
+    let alice = env.alice();
+    for name in ["one", "two"] {
+        env.rest(&alice).post(NS, &json!({"name": name})).await.expect(201);
+    }
+    // Once both are warned, kill whichever replica leads (mid-cycle:
+    // warned, not yet suspended).
+    for name in ["one", "two"] {
+        until(
+            &env,
+            &alice,
+            &format!("{NS}/{name}"),
+            Duration::from_secs(30),
+            |_, b| b["lifecycle"].is_string(),
+        )
+        .await;
+    }
+    let holder = lease_holder(&env).await;
+    let survivor_api = if holder.ends_with(&format!("-{}", env.server.pid())) {
+        env.server.signal("KILL");
+        second.api
+    } else {
+        assert!(holder.ends_with(&format!("-{}", second.pid())), "holder {holder}");
+        second.signal("KILL");
+        env.server.api
+    };
+    let survivor = krayne_tests::Rest::new(&format!("http://{survivor_api}"), Some(alice.clone()));
+    for name in ["one", "two"] {
+        let started = Instant::now();
+        loop {
+            let b = survivor.get(&format!("{NS}/{name}")).await.expect(200).body;
+            if b["suspended"] == true {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(40),
+                "{name} never suspended: {b}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let rows = {
+        let admin = krayne_tests::Rest::new(&format!("http://{survivor_api}"), Some(env.admin()));
+        let body = admin
+            .get("/v1/audit?page_size=1000&actor=system:krayne-lifecycle")
+            .await
+            .expect(200)
+            .body;
+        body["events"].as_array().unwrap().clone()
+    };
+    for name in ["one", "two"] {
+        for action in ["lifecycle.warn", "cluster.suspend"] {
+            let n = rows
+                .iter()
+                .filter(|r| r["cluster"] == name && r["action"] == action && r["outcome"] == "succeeded")
+                .count();
+            assert_eq!(n, 1, "{name} {action}: done once, not {n} times: {rows:#?}");
+        }
+    }
+}
+
+/// Who holds the reaper's Lease, as the sandbox has it.
+async fn lease_holder(env: &Env) -> String {
+    let url = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/default/leases/krayne-lifecycle",
+        env.sandbox.url()
+    );
+    let lease: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
+}
