@@ -310,7 +310,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
     parts.upstream = Some(upstream);
-    parts.lifecycle = lifecycle(&args.lifecycle, &client).await?;
+    parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
     let header = args
         .http
         .trusted_proxy_header
@@ -340,10 +340,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 /// The lifecycle reaper's mode and leader election, when it is on.
-async fn lifecycle(
-    args: &crate::config::LifecycleArgs,
-    client: &k8s::Client,
-) -> Result<Option<(LifecycleMode, std::sync::Arc<dyn crate::domain::Leadership>, Duration)>, String> {
+fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Result<Option<app::Lifecycle>, String> {
     let mode = match args.lifecycle {
         crate::config::LifecycleFlag::Off => return Ok(None),
         crate::config::LifecycleFlag::Report => LifecycleMode::Report,
@@ -353,21 +350,20 @@ async fn lifecycle(
         Some(id) if !id.is_empty() => id.clone(),
         _ => format!("{}-{}", host_name(), std::process::id()),
     };
-    let leadership = k8s::LeaseLeadership::start(
+    let leadership = k8s::LeaseLeadership::stand(
         client.clone(),
         &args.lifecycle_lease_namespace,
         &args.lifecycle_lease_name,
         &identity,
         Duration::from_secs(args.lifecycle_lease_seconds),
     )
-    .await
     .map_err(|e| format!("--lifecycle {}: {e}", mode.as_str()))?;
     tracing::info!(mode = mode.as_str(), %identity, lease = %args.lifecycle_lease_name, "lifecycle reaper standing for the lease");
-    Ok(Some((
+    Ok(Some(app::Lifecycle {
         mode,
-        std::sync::Arc::new(leadership),
-        Duration::from_secs(args.lifecycle_interval_seconds),
-    )))
+        leadership: std::sync::Arc::new(leadership),
+        every: Duration::from_secs(args.lifecycle_interval_seconds),
+    }))
 }
 
 /// The host's name, for a replica's identity outside a pod.

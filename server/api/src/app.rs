@@ -44,13 +44,18 @@ pub struct Parts {
     /// Serializes quota admission across replicas (`None`: within this
     /// process only).
     pub quota_lock: Option<Arc<dyn crate::domain::AdmissionLock>>,
-    /// The lifecycle reaper: its mode, the leader election it acts under,
-    /// and its interval (`None`: off).
-    pub lifecycle: Option<(
-        crate::service::LifecycleMode,
-        Arc<dyn crate::domain::Leadership>,
-        Duration,
-    )>,
+    /// The lifecycle reaper (`None`: off).
+    pub lifecycle: Option<Lifecycle>,
+}
+
+/// The lifecycle reaper's wiring.
+pub struct Lifecycle {
+    /// `report` or `act`.
+    pub mode: crate::service::LifecycleMode,
+    /// The leader election it acts under.
+    pub leadership: Arc<dyn crate::domain::Leadership>,
+    /// Time between passes.
+    pub every: Duration,
 }
 
 impl Parts {
@@ -119,8 +124,8 @@ pub async fn start(
     service.keep_quota_gauges(Duration::from_secs(15));
     service.keep_dependency_gauges(Duration::from_secs(10));
     service.start_watch_hub();
-    if let Some((mode, leadership, every)) = parts.lifecycle {
-        service.spawn_reaper(mode, leadership, every);
+    if let Some(l) = parts.lifecycle {
+        service.spawn_reaper(l.mode, l.leadership, l.every);
     }
     let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     let grpc_settings = GrpcSettings {

@@ -21,13 +21,16 @@ pub struct LeaseLeadership {
     name: String,
     identity: String,
     leader: watch::Receiver<bool>,
-    task: JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>,
+    task: JoinHandle<()>,
 }
 
 impl LeaseLeadership {
-    /// Stands for `name` in `namespace` as `identity` (the pod's name):
-    /// a lease of `duration` (at least 2 s), renewed well within it.
-    pub async fn start(
+    /// Stands for `name` in `namespace` as `identity` (the pod's name): a
+    /// lease of `duration` (at least 2 s), renewed well within it. The
+    /// candidacy goes on in the background, standing again (with back-off)
+    /// whenever the lease cannot be reached, so a replica serves whatever
+    /// the lease's state; it leads only while it holds it.
+    pub fn stand(
         client: Client,
         namespace: &str,
         name: &str,
@@ -38,30 +41,78 @@ impl LeaseLeadership {
         if seconds < 2 {
             return Err(Error::invalid("lease duration", "must be at least 2 seconds"));
         }
-        // Renewed a third of the way in, so two missed renewals still hold.
-        let grace = (seconds / 3).max(1);
-        let manager = LeaseManagerBuilder::new(client.clone(), name)
-            .with_namespace(namespace)
-            .with_identity(identity)
-            .with_duration(seconds)
-            .with_grace(grace)
-            .with_create_mode(LeaseCreateMode::AutoCreate)
-            .build()
-            .await
-            .map_err(|e| Error::Unavailable(format!("the leader lease {namespace}/{name}: {e}")))?;
-        let (leader, task) = manager.watch().await;
+        let (leading, leader) = watch::channel(false);
+        let candidate = Candidate {
+            client: client.clone(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            seconds,
+        };
         Ok(Self {
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
             identity: identity.to_owned(),
             leader,
-            task,
+            task: tokio::spawn(candidate.stand(leading)),
         })
+    }
+}
+
+/// What standing for the lease needs.
+struct Candidate {
+    client: Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    seconds: u64,
+}
+
+impl Candidate {
+    /// Stands until dropped: builds kube-lease-manager's manager, passes
+    /// on whether it leads, and stands again when it fails.
+    async fn stand(self, leading: watch::Sender<bool>) {
+        const FIRST_PAUSE: Duration = Duration::from_secs(1);
+        let mut pause = FIRST_PAUSE;
+        loop {
+            // Renewed a third of the way in, so two missed renewals still hold.
+            let built = LeaseManagerBuilder::new(self.client.clone(), self.name.as_str())
+                .with_namespace(self.namespace.as_str())
+                .with_identity(self.identity.as_str())
+                .with_duration(self.seconds)
+                .with_grace((self.seconds / 3).max(1))
+                .with_create_mode(LeaseCreateMode::AutoCreate)
+                .build()
+                .await;
+            match built {
+                Ok(manager) => {
+                    pause = FIRST_PAUSE;
+                    let (mut leads, task) = manager.watch().await;
+                    loop {
+                        let _ = leading.send(*leads.borrow_and_update());
+                        if leads.changed().await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = leading.send(false);
+                    if let Ok(Err(e)) = task.await {
+                        tracing::warn!(lease = %self.name, error = %e, "the leader lease's manager stopped; standing again");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    lease = %format!("{}/{}", self.namespace, self.name), error = %e, retry_in = ?pause,
+                    "cannot stand for the leader lease (is `get`, `create` and `patch` on leases granted?)"
+                ),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
     }
 }
 
 impl Drop for LeaseLeadership {
     fn drop(&mut self) {
+        // The manager sees its watchers gone and gives the lease back.
         self.task.abort();
     }
 }

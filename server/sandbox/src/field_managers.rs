@@ -132,7 +132,13 @@ pub(super) fn record(before: &Value, doc: &mut Value, patch: &Value, manager: &s
         .map(|(path, _)| path)
         .chain(removed.iter())
         .collect();
-    for (_, _, owned) in owners.iter_mut().filter(|(m, _, _)| m != manager) {
+    // A field changed or removed belongs to no other entry any more (the
+    // writer's own entry of the other operation included: a manager that
+    // applied a field and then patched it away owns it nowhere).
+    for (_, _, owned) in owners
+        .iter_mut()
+        .filter(|(m, op, _)| (m.as_str(), op.as_str()) != (manager, operation))
+    {
         owned.retain(|p| !changed.contains(&p));
     }
     let mine = match owners.iter().position(|(m, op, _)| m == manager && op == operation) {
@@ -191,6 +197,15 @@ mod tests {
         record(&held, &mut released, &release, "kube-lease-b", "Update");
         assert!(released["spec"].get("holderIdentity").is_none());
         assert!(apply(&released, &take("b"), "kube-lease-b").is_ok());
+        // The holder giving it back itself (a patch of nulls): its applied
+        // fields are nobody's, and another may take them.
+        let mut given_back = held.clone();
+        json_patch::merge(&mut given_back, &release);
+        record(&held, &mut given_back, &release, "kube-lease-a", "Update");
+        assert!(
+            conflicts(&given_back, &take("b"), "kube-lease-b").is_empty(),
+            "{given_back:#}"
+        );
     }
 
     #[test]

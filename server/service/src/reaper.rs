@@ -78,6 +78,10 @@ impl ControlPlane {
         };
         let mut done = Vec::new();
         for cluster in clusters {
+            // One on its way out is left to go.
+            if cluster.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             let Some(policy) = self.lifecycle_of(&cluster.metadata.namespace) else {
                 continue;
             };
@@ -164,7 +168,7 @@ impl ControlPlane {
             "warn" => {
                 let text = format!("{} at {}: {reason}", plan.action.as_str(), plan.at);
                 let Some(patch) = lifecycle_warning_patch(cluster, &now.to_string(), &text) else {
-                    tracing::info!(%namespace, cluster = %name, "lifecycle: a cluster without annotations is not warned, so not acted on");
+                    tracing::debug!(%namespace, cluster = %name, "lifecycle: a cluster without annotations is not warned, so not acted on");
                     return Ok(None);
                 };
                 self.audited(cx, AuditAction::LifecycleWarn, namespace, name, summary, || {
