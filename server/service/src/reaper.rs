@@ -68,8 +68,7 @@ impl ControlPlane {
     /// One pass over every cluster whose namespace has a lifecycle policy.
     /// Errors of one cluster are logged and do not stop the others.
     pub async fn reap(&self, mode: LifecycleMode, leadership: &dyn Leadership, now: Timestamp) -> Vec<Reaped> {
-        let cx = system_context();
-        let clusters = match self.store.list(None, &cx.meta.request_id).await {
+        let clusters = match self.store.list(None, &system_context().meta.request_id).await {
             Ok(clusters) => clusters,
             Err(e) => {
                 tracing::warn!(error = %e, "lifecycle: cannot list clusters; nothing done this pass");
@@ -85,6 +84,8 @@ impl ControlPlane {
             let Some(policy) = self.lifecycle_of(&cluster.metadata.namespace) else {
                 continue;
             };
+            // Each cluster's writes have a request id of their own.
+            let cx = system_context();
             match self.reap_one(&cx, mode, leadership, &policy, &cluster, now).await {
                 Ok(Some(reaped)) => done.push(reaped),
                 Ok(None) => {}
@@ -155,8 +156,6 @@ impl ControlPlane {
             tracing::info!(%namespace, cluster = %name, action = would, %reason, at = %plan.at, "lifecycle (report): would act");
             return Ok(Some(reaped(would, reason)));
         }
-        metrics::counter!("krayne_lifecycle_actions_total", "action" => action, "reason" => plan.reason.kind(), "mode" => mode.as_str())
-            .increment(1);
         // The fence: only while this replica holds the lease, as Kubernetes
         // has it now.
         if !leadership.holds().await {
@@ -190,6 +189,8 @@ impl ControlPlane {
                 .await?;
             }
         }
+        metrics::counter!("krayne_lifecycle_actions_total", "action" => action, "reason" => plan.reason.kind(), "mode" => mode.as_str())
+            .increment(1);
         tracing::info!(%namespace, cluster = %name, action, %reason, "lifecycle: done");
         Ok(Some(reaped(action, reason)))
     }

@@ -142,8 +142,9 @@ fn enums_list_the_models_words() {
         "{mode}"
     );
     let statuses = &schemas["ClusterStatus"]["anyOf"][0]["enum"];
-    assert_eq!(statuses.as_array().unwrap().len(), 11);
+    assert_eq!(statuses.as_array().unwrap().len(), 12);
     assert!(statuses.as_array().unwrap().contains(&json!("image-pull-error")));
+    assert!(statuses.as_array().unwrap().contains(&json!("suspending")));
 }
 
 #[test]
