@@ -48,6 +48,8 @@ async fn probe_rest(env: &Env, p: &Probe) {
             (Method::DELETE, format!("{base}/{name}"), None),
             (Method::GET, format!("{base}/{name}/details"), None),
             (Method::POST, format!("{base}/{name}/scale"), Some(scale.clone())),
+            (Method::POST, format!("{base}/{name}/suspend"), None),
+            (Method::POST, format!("{base}/{name}/resume"), None),
             (Method::GET, format!("{base}/{name}/wait?timeout_seconds=1"), None),
         ]);
     }
@@ -132,6 +134,16 @@ async fn probe_grpc(env: &Env, p: &Probe) {
             ..Default::default()
         };
         denied("ScaleCluster", g.clusters.scale_cluster(scale).await.unwrap_err());
+        let suspend = pb::SuspendClusterRequest {
+            namespace: ns.clone(),
+            name: name.into(),
+        };
+        denied("SuspendCluster", g.clusters.suspend_cluster(suspend).await.unwrap_err());
+        let resume = pb::ResumeClusterRequest {
+            namespace: ns.clone(),
+            name: name.into(),
+        };
+        denied("ResumeCluster", g.clusters.resume_cluster(resume).await.unwrap_err());
         let wait = pb::WaitClusterRequest {
             namespace: ns.clone(),
             name: name.into(),
