@@ -89,6 +89,8 @@ pub(crate) enum Command {
     Suspend(commands::cluster::suspend::Args),
     /// Resume a suspended cluster (--wait until it is ready).
     Resume(commands::cluster::resume::Args),
+    /// Keep a cluster from its lifecycle policy for a while (--for 4h, --until TIME).
+    Keep(commands::cluster::keep::Args),
     /// Delete a cluster (asks first unless --yes).
     Delete(commands::cluster::delete::Args),
     /// Wait until a cluster is ready.

@@ -162,6 +162,36 @@ pub(crate) fn age_at(t: Option<&prost_types::Timestamp>, now: jiff::Timestamp) -
     }
 }
 
+/// How long until `t`: `in 45s`, `in 12m`, `in 3h`, `in 2d`; `now` once
+/// it has come.
+pub(crate) fn countdown(t: &prost_types::Timestamp, now: jiff::Timestamp) -> String {
+    match t.seconds - now.as_second() {
+        s if s <= 0 => "now".into(),
+        s if s < 120 => format!("in {s}s"),
+        s if s < 2 * 3600 => format!("in {}m", s / 60),
+        s if s < 2 * 86_400 => format!("in {}h", s / 3600),
+        s => format!("in {}d", s / 86_400),
+    }
+}
+
+/// What the lifecycle policy will do to a cluster and when, counting down:
+/// `suspends in 12m (idle 2h)`, `deleted in 3d (lifetime 7d reached)`;
+/// `None` when nothing is planned.
+pub(crate) fn lifecycle_countdown(info: &krayne_client::proto::ClusterInfo, now: jiff::Timestamp) -> Option<String> {
+    let (what, at) = match (&info.suspends_at, &info.expires_at) {
+        (Some(at), _) => ("suspends", at),
+        (None, Some(at)) => ("deleted", at),
+        (None, None) => return None,
+    };
+    let why = info
+        .lifecycle
+        .as_deref()
+        .and_then(|text| text.split_once(": "))
+        .map(|(_, why)| format!(" ({why})"))
+        .unwrap_or_default();
+    Some(format!("{what} {}{why}", countdown(at, now)))
+}
+
 /// RFC 3339 text of a protobuf timestamp.
 pub(crate) fn time(t: Option<&prost_types::Timestamp>) -> String {
     t.and_then(|t| jiff::Timestamp::new(t.seconds, t.nanos).ok())
@@ -176,6 +206,35 @@ pub(crate) fn or_dash(value: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lifecycle_counts_down_to_what_it_will_do() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |s: i64| prost_types::Timestamp {
+            seconds: 1_800_000_000 + s,
+            nanos: 0,
+        };
+        assert_eq!(countdown(&at(45), now), "in 45s");
+        assert_eq!(countdown(&at(720), now), "in 12m");
+        assert_eq!(countdown(&at(-5), now), "now");
+        let mut info = krayne_client::proto::ClusterInfo {
+            suspends_at: Some(at(720)),
+            lifecycle: Some("suspend at 2027-01-15T08:12:00Z: idle 2h".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            lifecycle_countdown(&info, now).as_deref(),
+            Some("suspends in 12m (idle 2h)")
+        );
+        info.suspends_at = None;
+        assert_eq!(lifecycle_countdown(&info, now), None);
+        info.expires_at = Some(at(3 * 86_400));
+        info.lifecycle = Some("delete at 2027-01-18T08:00:00Z: lifetime 7d reached".into());
+        assert_eq!(
+            lifecycle_countdown(&info, now).as_deref(),
+            Some("deleted in 3d (lifetime 7d reached)")
+        );
+    }
 
     #[test]
     fn later_batches_line_up_under_the_first() {

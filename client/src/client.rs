@@ -225,6 +225,15 @@ pub struct Created {
     pub warnings: Vec<FieldViolation>,
 }
 
+/// How long [`Client::keep`] keeps a cluster from its lifecycle policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// For this long from now (whole seconds).
+    For(Duration),
+    /// Until this time (whole seconds).
+    Until(std::time::SystemTime),
+}
+
 /// A worker-group resize; unset fields keep their value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scale {
@@ -526,6 +535,37 @@ impl Client {
             name: name.to_owned(),
         };
         let response = retrying!(self, clusters, resume_cluster, message)?;
+        response
+            .into_inner()
+            .cluster
+            .ok_or_else(|| ClientError::new(Code::Internal, "the server sent no cluster"))
+    }
+
+    /// Keeps a cluster from its namespace's lifecycle policy (idle
+    /// suspension, lifetime) for a while, within the policy's `keep_max`:
+    /// `InvalidArgument` past it, `FailedPrecondition` when the namespace
+    /// has no policy or allows no keeping. The summary's `kept_until` says
+    /// until when. Retried while the server is unavailable (a retry asks
+    /// again from then).
+    pub async fn keep(&self, namespace: &str, name: &str, keep: Keep) -> Result<ClusterInfo, ClientError> {
+        let keep = match keep {
+            Keep::For(d) => proto::keep_cluster_request::Keep::For(format!("{}s", d.as_secs().max(1))),
+            Keep::Until(t) => {
+                let since_epoch = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_err(|_| ClientError::new(Code::InvalidArgument, "keep until a time before 1970"))?;
+                proto::keep_cluster_request::Keep::Until(prost_types::Timestamp {
+                    seconds: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+                    nanos: 0,
+                })
+            }
+        };
+        let message = proto::KeepClusterRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            keep: Some(keep),
+        };
+        let response = retrying!(self, clusters, keep_cluster, message)?;
         response
             .into_inner()
             .cluster

@@ -16,7 +16,7 @@ mod tunnel;
 mod watch;
 
 pub use auth::TokenProvider;
-pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, RetryPolicy, Scale};
+pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, Keep, RetryPolicy, Scale};
 pub use error::{ClientError, FieldViolation};
 pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal};
 /// Generated `krayne.v1` messages and stubs.

@@ -307,6 +307,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
+    parts.usage = Some((
+        std::sync::Arc::new(sink.usage_ledger()),
+        Duration::from_secs(args.lifecycle.usage_record_seconds),
+    ));
     (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
     parts.upstream = Some(upstream);

@@ -358,6 +358,12 @@ pub struct LifecycleArgs {
     /// `POD_NAME`, else the host name).
     #[arg(long, env = "POD_NAME")]
     pub lifecycle_identity: Option<String>,
+    /// Seconds between records of which clusters are in use through this
+    /// replica (tunnels, proxied connections, browser sessions, followed
+    /// logs), which the acting replica reads: every replica records,
+    /// whatever its `--lifecycle`.
+    #[arg(long, env = "KRAYNE_USAGE_RECORD_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub usage_record_seconds: u64,
 }
 
 /// `--lifecycle`.

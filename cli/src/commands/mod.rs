@@ -44,6 +44,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Describe(args) => cluster::describe::run(&ctx, args).await,
             Command::Scale(args) => cluster::scale::run(&ctx, args).await,
             Command::Suspend(args) => cluster::suspend::run(&ctx, args).await,
+            Command::Keep(args) => cluster::keep::run(&ctx, args).await,
             Command::Resume(args) => cluster::resume::run(&ctx, args).await,
             Command::Delete(args) => cluster::delete::run(&ctx, args).await,
             Command::Wait(args) => cluster::wait::run(&ctx, args).await,

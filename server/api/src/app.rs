@@ -46,6 +46,9 @@ pub struct Parts {
     pub quota_lock: Option<Arc<dyn crate::domain::AdmissionLock>>,
     /// The lifecycle reaper (`None`: off).
     pub lifecycle: Option<Lifecycle>,
+    /// Where uses of clusters are recorded for every replica's reaper, and
+    /// how often (`None`: nowhere, and no cluster is ever seen idle).
+    pub usage: Option<(Arc<dyn crate::domain::UsageLedger>, Duration)>,
 }
 
 /// The lifecycle reaper's wiring.
@@ -76,6 +79,7 @@ impl Parts {
             upstream: None,
             quota_lock: None,
             lifecycle: None,
+            usage: None,
         }
     }
 }
@@ -120,6 +124,9 @@ pub async fn start(
     }
     if let Some(lock) = parts.quota_lock {
         service = service.with_quota_lock(lock);
+    }
+    if let Some((ledger, every)) = parts.usage {
+        service = service.with_usage_ledger(ledger, every);
     }
     service.keep_quota_gauges(Duration::from_secs(15));
     service.keep_dependency_gauges(Duration::from_secs(10));

@@ -9,6 +9,7 @@ mod rows;
 mod sink;
 mod store;
 mod upkeep;
+mod uses;
 
 use std::{sync::Arc, time::Duration};
 
@@ -16,6 +17,7 @@ pub use lock::SqlAdmissionLock;
 pub use sink::{QueueOptions, SqlAuditSink};
 pub use store::{DatabaseOptions, Store, redact};
 pub use upkeep::{Upkeep, read_url};
+pub use uses::SqlUsageLedger;
 
 /// This process's name among the replicas sharing an audit database: the
 /// host (a pod's name) and a random suffix, so a restarted pod is a new

@@ -73,6 +73,11 @@ fn unavailable(e: &sqlx::Error, what: &str) -> Error {
 const NOT_WRITTEN: &str = "the audit log cannot be written";
 
 impl SqlAuditSink {
+    /// The usage ledger in this sink's database.
+    pub fn usage_ledger(&self) -> crate::SqlUsageLedger {
+        crate::SqlUsageLedger::new(self.store.clone())
+    }
+
     /// Quota admission serialized in this sink's database.
     pub fn admission_lock(&self) -> crate::SqlAdmissionLock {
         crate::SqlAdmissionLock::new(self.store.clone())

@@ -338,6 +338,13 @@ impl ClusterStore for KubeClusterStore {
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
+    async fn create_event(&self, namespace: &str, event: &Value, request_id: &str) -> Result<(), Error> {
+        let body = serde_json::to_vec(event).map_err(|e| Error::Internal(e.to_string()))?;
+        let request =
+            KubeRequest::new(format!("/api/v1/namespaces/{namespace}/events")).create(&PostParams::default(), body);
+        self.call::<Value>(request, request_id).await.map(|_| ())
+    }
+
     async fn watch(
         &self,
         namespace: &str,

@@ -14,7 +14,8 @@
 //! stay) until [`Sandbox::start_api`]; images containing `doesnotexist` or `:invalid` (see
 //! [`OperatorOptions::bad_image_patterns`]) fail with `ErrImagePull`, then
 //! `ImagePullBackOff`; the annotation `sandbox.krayne.dev/fault: crash-loop`
-//! on a RayCluster makes its pods crash-loop. Pods that fit on no simulated
+//! on a RayCluster makes its pods crash-loop, and `dashboard-hangs` makes
+//! its head's dashboard accept connections and never answer. Pods that fit on no simulated
 //! node stay `Pending`/`Unschedulable` until capacity frees up.
 #![forbid(unsafe_code)]
 
@@ -56,7 +57,7 @@ pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
 pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
-pub use standins::{ConnectionRecord, RealDaemons};
+pub use standins::{ConnectionRecord, DASHBOARD_HANGS, RealDaemons};
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
 

@@ -38,6 +38,8 @@ struct Stored {
     clusters: BTreeMap<(String, String), Value>,
     pods: BTreeMap<(String, String), Vec<Value>>,
     policies: Vec<Value>,
+    /// Events created (the lifecycle reaper's).
+    created_events: Vec<Value>,
     version: u64,
     writes: usize,
 }
@@ -238,6 +240,13 @@ impl ClusterStore for MemoryStore {
     async fn create_network_policy(&self, _: &str, policy: &Value, _: &str) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap();
         state.policies.push(policy.clone());
+        state.writes += 1;
+        Ok(())
+    }
+
+    async fn create_event(&self, _: &str, event: &Value, _: &str) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap();
+        state.created_events.push(event.clone());
         state.writes += 1;
         Ok(())
     }

@@ -15,7 +15,9 @@ mod denials;
 #[cfg(feature = "test-util")]
 pub mod fakes;
 mod identity;
+mod idleness;
 mod jobs;
+mod keep;
 mod lifecycle;
 mod pod_logs;
 mod quotas;
@@ -26,6 +28,7 @@ mod sessions;
 mod streams;
 mod suspend;
 mod tunnels;
+mod usage;
 mod wait;
 mod watch;
 
@@ -36,6 +39,7 @@ pub use clusters::{CreateInput, Created};
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
 pub use jobs::{LogStream, PackageBody, Stopped, Submitted, Uploaded};
+pub use keep::KeepInput;
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped};
@@ -157,6 +161,12 @@ pub struct ControlPlane {
     lifecycle: lifecycle::Shared,
     /// Serializes quota admission per namespace.
     quota_lock: Arc<dyn domain::AdmissionLock>,
+    /// Uses of clusters through this replica, until recorded.
+    uses: Arc<usage::UseBook>,
+    /// Every replica's recorded uses, and how often this one records
+    /// (`None`: none are recorded, and the reaper sees no cluster in use
+    /// through krayne).
+    usage_ledger: Option<(Arc<dyn domain::UsageLedger>, Duration)>,
 }
 
 impl ControlPlane {
@@ -178,6 +188,8 @@ impl ControlPlane {
             stopping: CancellationToken::new(),
             lifecycle: lifecycle::Shared::default(),
             quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),
+            uses: Arc::default(),
+            usage_ledger: None,
         };
         service.close_denial_windows();
         service
@@ -195,6 +207,16 @@ impl ControlPlane {
     #[must_use]
     pub fn with_quota_lock(mut self, lock: Arc<dyn domain::AdmissionLock>) -> Self {
         self.quota_lock = lock;
+        self
+    }
+
+    /// Records uses of clusters in `ledger` (shared by every replica) every
+    /// `every`, from now on (a task is started), and has the lifecycle
+    /// reaper read every replica's there.
+    #[must_use]
+    pub fn with_usage_ledger(mut self, ledger: Arc<dyn domain::UsageLedger>, every: Duration) -> Self {
+        self.keep_uses_recorded(ledger.clone(), every);
+        self.usage_ledger = Some((ledger, every));
         self
     }
 

@@ -6,26 +6,39 @@
 //! system principal `system:krayne-lifecycle`, with its reason, and
 //! counted in `krayne_lifecycle_actions_total{action, reason, mode}`.
 //!
-//! Idle detection is not in this version: no cluster is ever seen idle (the
-//! fail-safe reading of "its use cannot be told"), so `idle_after` waits
-//! for it; `max_lifetime` is carried out.
+//! What it plans, and since when a cluster is idle ([`crate::idleness`]),
+//! it records on the cluster as annotations (audited `lifecycle.plan`),
+//! so every replica's reads show them.
 
-use std::time::Duration;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use jiff::Timestamp;
+use futures::StreamExt as _;
+use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
-use super::{Context, ControlPlane};
+use super::{
+    Context, ControlPlane,
+    idleness::{HEAD_CONCURRENCY, LastUses},
+};
 use crate::{
     domain::{
         ClusterRef, Error, Leadership, ObservedCluster, Principal,
         audit::{AuditAction, RequestMeta, Transport},
         lifecycle::{LifecycleAction, LifecyclePolicy, Plan, Signals, Step, step},
+        quota,
     },
     manifest::{
-        ANNOTATION_KEEP_UNTIL, ANNOTATION_WARNED_AT, lifecycle_clear_patch, lifecycle_warning_patch, suspend_patch,
+        ANNOTATION_IDLE_SINCE, ANNOTATION_KEEP_UNTIL, ANNOTATION_LIFECYCLE, ANNOTATION_WARNED_AT, annotations_patch,
+        lifecycle_event, suspend_patch,
     },
 };
+
+/// How far a fresh idle time may stray from the one recorded before it is
+/// written again (a head's idle seconds are whole, and asked a moment
+/// apart).
+const IDLE_TOLERANCE: SignedDuration = SignedDuration::from_secs(3);
+/// Uses of clusters older than this are forgotten.
+const USES_KEPT: SignedDuration = SignedDuration::from_hours(24 * 30);
 
 /// The subject the reaper's audit rows name.
 pub const LIFECYCLE_SUBJECT: &str = "system:krayne-lifecycle";
@@ -75,18 +88,29 @@ impl ControlPlane {
                 return Vec::new();
             }
         };
+        // One on its way out is left to go.
+        let governed: Vec<(Arc<ObservedCluster>, LifecyclePolicy)> = clusters
+            .into_iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| {
+                let policy = self.lifecycle_of(&c.metadata.namespace)?;
+                Some((c, policy))
+            })
+            .collect();
+        let idle = self.idle_times(&governed, now).await;
         let mut done = Vec::new();
-        for cluster in clusters {
-            // One on its way out is left to go.
-            if cluster.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(policy) = self.lifecycle_of(&cluster.metadata.namespace) else {
-                continue;
-            };
+        for (cluster, policy) in &governed {
+            let key = (
+                cluster.metadata.namespace.to_string(),
+                cluster.metadata.name.to_string(),
+            );
+            let idle_since = idle.get(&key).copied().flatten();
             // Each cluster's writes have a request id of their own.
             let cx = system_context();
-            match self.reap_one(&cx, mode, leadership, &policy, &cluster, now).await {
+            match self
+                .reap_one(&cx, mode, leadership, policy, cluster, idle_since, now)
+                .await
+            {
                 Ok(Some(reaped)) => done.push(reaped),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(
@@ -95,13 +119,68 @@ impl ControlPlane {
                 ),
             }
         }
+        if mode == LifecycleMode::Act
+            && let Some((ledger, _)) = &self.usage_ledger
+            && let Ok(before) = now.checked_sub(USES_KEPT)
+            && let Err(e) = ledger.forget(before).await
+        {
+            tracing::debug!(error = %e, "lifecycle: old uses of clusters not forgotten");
+        }
         done
+    }
+
+    /// Since when each running cluster under an `idle_after` policy is idle
+    /// (`None`: in use, or cannot be told), its head asked by at most
+    /// [`HEAD_CONCURRENCY`] at once; and the gauge of idle clusters with GPUs.
+    async fn idle_times(
+        &self,
+        governed: &[(Arc<ObservedCluster>, LifecyclePolicy)],
+        now: Timestamp,
+    ) -> HashMap<(String, String), Option<Timestamp>> {
+        let watched: Vec<Arc<ObservedCluster>> = governed
+            .iter()
+            .filter(|(c, p)| p.idle_after.is_some() && c.spec.suspend != Some(true))
+            .map(|(c, _)| c.clone())
+            .collect();
+        if watched.is_empty() {
+            metrics::gauge!("krayne_lifecycle_idle_gpu_clusters").set(0.0);
+            return HashMap::new();
+        }
+        // Owned by each future: a borrowing closure makes the spawned
+        // reaper's future not `Send` for every lifetime.
+        let uses: Arc<Option<LastUses>> = Arc::new(self.last_uses().await);
+        let found: HashMap<_, _> = futures::stream::iter(watched)
+            .map(|cluster| {
+                let (plane, uses) = (self.clone(), uses.clone());
+                async move {
+                    let since = match uses.as_ref() {
+                        Some(uses) => plane.idle_since(&system_context(), &cluster, uses, now).await,
+                        None => None,
+                    };
+                    let key = (
+                        cluster.metadata.namespace.to_string(),
+                        cluster.metadata.name.to_string(),
+                    );
+                    (key, (since, quota::charge(&cluster).gpu_nanos > 0))
+                }
+            })
+            .buffer_unordered(HEAD_CONCURRENCY)
+            .collect()
+            .await;
+        let idle_gpu = found.values().filter(|(since, gpu)| since.is_some() && *gpu).count();
+        #[expect(clippy::cast_precision_loss, reason = "a gauge")]
+        metrics::gauge!("krayne_lifecycle_idle_gpu_clusters").set(idle_gpu as f64);
+        found.into_iter().map(|(k, (since, _))| (k, since)).collect()
     }
 
     fn lifecycle_of(&self, namespace: &str) -> Option<LifecyclePolicy> {
         self.authenticator.as_ref()?.lifecycle(namespace)
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one cluster's pass: what it is, what is known of it, and when"
+    )]
     async fn reap_one(
         &self,
         cx: &Context,
@@ -109,9 +188,11 @@ impl ControlPlane {
         leadership: &dyn Leadership,
         policy: &LifecyclePolicy,
         cluster: &ObservedCluster,
+        idle_since: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<Option<Reaped>, Error> {
-        let signals = signals(cluster)?;
+        let mut signals = signals(cluster)?;
+        signals.idle_since = settled(idle_since, annotated(cluster, ANNOTATION_IDLE_SINCE));
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
         let reaped = |action: &'static str, reason: String| Reaped {
             cluster: ClusterRef::new(namespace, name),
@@ -122,28 +203,17 @@ impl ControlPlane {
         let (action, plan) = match step(policy, &signals, now) {
             Step::Warn(plan) => ("warn", plan),
             Step::Act(plan) => (plan.action.as_str(), plan),
-            // A warning that no longer holds is taken back.
-            Step::Wait(plan) if warned_for(&plan) => return Ok(None),
-            Step::Wait(_) | Step::Nothing => {
-                if mode != LifecycleMode::Act {
-                    return Ok(None);
-                }
-                let Some(patch) = lifecycle_clear_patch(cluster) else {
-                    return Ok(None);
-                };
-                if !leadership.holds().await {
-                    return Ok(None);
-                }
-                self.audited(
-                    cx,
-                    AuditAction::LifecycleWarn,
-                    namespace,
-                    name,
-                    json!({"cleared": true}),
-                    || self.store.patch(namespace, name, &patch, &cx.meta.request_id),
-                )
-                .await?;
-                return Ok(Some(reaped("clear", "the warning no longer holds".into())));
+            Step::Wait(plan) => {
+                return self
+                    .record_plan(cx, mode, leadership, cluster, &signals, Some(plan), warned_for(&plan))
+                    .await
+                    .map(|r| r.map(|why| reaped("plan", why)));
+            }
+            Step::Nothing => {
+                return self
+                    .record_plan(cx, mode, leadership, cluster, &signals, None, false)
+                    .await
+                    .map(|r| r.map(|why| reaped("plan", why)));
             }
         };
         let reason = plan.reason.to_string();
@@ -156,25 +226,31 @@ impl ControlPlane {
             tracing::info!(%namespace, cluster = %name, action = would, %reason, at = %plan.at, "lifecycle (report): would act");
             return Ok(Some(reaped(would, reason)));
         }
-        // The fence: only while this replica holds the lease, as Kubernetes
-        // has it now.
-        if !leadership.holds().await {
-            return Ok(None);
-        }
         let summary = json!({"action": plan.action.as_str(), "at": plan.at.to_string(), "reason": reason});
         let rid = cx.meta.request_id.as_str();
         match action {
             "warn" => {
-                let text = format!("{} at {}: {reason}", plan.action.as_str(), plan.at);
-                let Some(patch) = lifecycle_warning_patch(cluster, &now.to_string(), &text) else {
+                let (idle, text, warned) = (signals.idle_since.map(|t| t.to_string()), plan.text(), now.to_string());
+                let wanted = [
+                    (ANNOTATION_IDLE_SINCE, idle.as_deref()),
+                    (ANNOTATION_LIFECYCLE, Some(text.as_str())),
+                    (ANNOTATION_WARNED_AT, Some(warned.as_str())),
+                ];
+                let Some(patch) = annotations_patch(cluster, &wanted) else {
                     tracing::debug!(%namespace, cluster = %name, "lifecycle: a cluster without annotations is not warned, so not acted on");
                     return Ok(None);
                 };
+                // The fence: only while this replica holds the lease, as
+                // Kubernetes has it now.
+                if !leadership.holds().await {
+                    return Ok(None);
+                }
                 self.audited(cx, AuditAction::LifecycleWarn, namespace, name, summary, || {
                     self.store.patch(namespace, name, &patch, rid)
                 })
                 .await?;
             }
+            _ if !leadership.holds().await => return Ok(None),
             _ if plan.action == LifecycleAction::Delete => {
                 self.audited(cx, AuditAction::ClusterDelete, namespace, name, summary, || {
                     self.store.delete(namespace, name, rid)
@@ -192,12 +268,104 @@ impl ControlPlane {
         metrics::counter!("krayne_lifecycle_actions_total", "action" => action, "reason" => plan.reason.kind(), "mode" => mode.as_str())
             .increment(1);
         tracing::info!(%namespace, cluster = %name, action, %reason, "lifecycle: done");
+        self.post_event(cx, cluster, action, &plan, now).await;
         Ok(Some(reaped(action, reason)))
+    }
+
+    /// Posts what was done as a Kubernetes Event on the RayCluster, for
+    /// `kubectl describe` and every tool reading events. Best effort: the
+    /// audit row is the record, and an action stands without its event.
+    async fn post_event(&self, cx: &Context, cluster: &ObservedCluster, action: &str, plan: &Plan, now: Timestamp) {
+        let name = cluster.metadata.name.as_str();
+        let (kind, reason, message) = match action {
+            "warn" => (
+                "Warning",
+                "LifecycleWarning",
+                format!(
+                    "krayne will {}; `krayne keep {name} --for 4h` postpones it",
+                    plan.text()
+                ),
+            ),
+            "delete" => (
+                "Normal",
+                "LifecycleDeleted",
+                format!("deleted by krayne: {}", plan.reason),
+            ),
+            _ => (
+                "Normal",
+                "LifecycleSuspended",
+                format!(
+                    "suspended by krayne: {}; `krayne resume {name}` brings it back",
+                    plan.reason
+                ),
+            ),
+        };
+        let event = lifecycle_event(cluster, kind, reason, &message, &now.to_string());
+        let namespace = cluster.metadata.namespace.as_str();
+        if let Err(e) = self.store.create_event(namespace, &event, &cx.meta.request_id).await {
+            tracing::warn!(%namespace, cluster = %name, error = %e, "lifecycle: its event not posted");
+        }
+    }
+
+    /// Records on the cluster what the reaper plans and since when it is
+    /// idle, when either changed; a warning that no longer holds (the
+    /// cluster was used again, kept, or the policy changed) is taken back.
+    /// Returns what changed.
+    #[expect(clippy::too_many_arguments, reason = "what the pass decided for one cluster")]
+    async fn record_plan(
+        &self,
+        cx: &Context,
+        mode: LifecycleMode,
+        leadership: &dyn Leadership,
+        cluster: &ObservedCluster,
+        signals: &Signals,
+        plan: Option<Plan>,
+        warning_holds: bool,
+    ) -> Result<Option<String>, Error> {
+        if mode != LifecycleMode::Act {
+            return Ok(None);
+        }
+        let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
+        let idle = signals.idle_since.map(|t| t.to_string());
+        let text = plan.map(|p| p.text());
+        let warned = if warning_holds {
+            cluster
+                .metadata
+                .annotations
+                .get(ANNOTATION_WARNED_AT)
+                .map(|w| w.as_str())
+        } else {
+            None
+        };
+        let wanted = [
+            (ANNOTATION_IDLE_SINCE, idle.as_deref()),
+            (ANNOTATION_LIFECYCLE, text.as_deref()),
+            (ANNOTATION_WARNED_AT, warned),
+        ];
+        let Some(patch) = annotations_patch(cluster, &wanted) else {
+            return Ok(None);
+        };
+        if !leadership.holds().await {
+            return Ok(None);
+        }
+        let cleared = warned.is_none() && signals.warned_at.is_some();
+        let summary = json!({"idle_since": idle, "plan": text, "warning_taken_back": cleared});
+        let rid = cx.meta.request_id.as_str();
+        self.audited(cx, AuditAction::LifecyclePlan, namespace, name, summary, || {
+            self.store.patch(namespace, name, &patch, rid)
+        })
+        .await?;
+        let why = match (&text, &idle) {
+            (Some(text), _) => text.clone(),
+            (None, Some(idle)) => format!("idle since {idle}"),
+            (None, None) => "nothing planned".into(),
+        };
+        Ok(Some(why))
     }
 
     /// Runs the reaper every `every` while this replica leads, until the
     /// service stops.
-    pub fn spawn_reaper(&self, mode: LifecycleMode, leadership: std::sync::Arc<dyn Leadership>, every: Duration) {
+    pub fn spawn_reaper(&self, mode: LifecycleMode, leadership: Arc<dyn Leadership>, every: Duration) {
         if mode == LifecycleMode::Off {
             return;
         }
@@ -236,15 +404,28 @@ fn system_context() -> Context {
     }
 }
 
+/// A time the cluster's annotation `key` holds.
+fn annotated(cluster: &ObservedCluster, key: &str) -> Option<Timestamp> {
+    cluster
+        .metadata
+        .annotations
+        .get(key)
+        .and_then(|t| t.as_str().parse::<Timestamp>().ok())
+}
+
+/// The idle time found now, or the one recorded when they differ by no
+/// more than [`IDLE_TOLERANCE`] (so the plan, and its annotation, hold
+/// still while nothing changes).
+fn settled(found: Option<Timestamp>, recorded: Option<Timestamp>) -> Option<Timestamp> {
+    match (found, recorded) {
+        (Some(found), Some(recorded)) if found.duration_since(recorded).abs() <= IDLE_TOLERANCE => Some(recorded),
+        (found, _) => found,
+    }
+}
+
 /// What the reaper knows of a cluster from the cluster itself.
 fn signals(cluster: &ObservedCluster) -> Result<Signals, Error> {
-    let time = |key: &str| {
-        cluster
-            .metadata
-            .annotations
-            .get(key)
-            .and_then(|t| t.as_str().parse::<Timestamp>().ok())
-    };
+    let time = |key: &str| annotated(cluster, key);
     let created_at = cluster
         .metadata
         .creation_timestamp

@@ -190,6 +190,8 @@ pub struct StreamGuard {
     stopping: CancellationToken,
     activity: Activity,
     started: Instant,
+    /// The stream's use of its cluster, for the lifecycle reaper.
+    _use: Option<Arc<crate::usage::UseHold>>,
 }
 
 impl StreamGuard {
@@ -353,6 +355,15 @@ impl ControlPlane {
             },
             activity: Activity::new(),
             started: Instant::now(),
+            // A watch uses no cluster; the reaper's own calls are not use.
+            _use: match (namespace, cluster) {
+                (Some(namespace), Some(cluster))
+                    if kind != StreamKind::Watch && cx.meta.transport != crate::domain::audit::Transport::System =>
+                {
+                    Some(Arc::new(self.uses.hold(namespace, cluster)))
+                }
+                _ => None,
+            },
         }
     }
 

@@ -189,6 +189,11 @@ mod tests {
             suspended: false,
             created_by: None,
             lifecycle: None,
+            lifecycle_warned_at: None,
+            idle_since: None,
+            suspends_at: None,
+            expires_at: None,
+            kept_until: None,
             resource_version: None,
         }
     }

@@ -82,6 +82,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
+    parts.usage = Some((std::sync::Arc::new(sink.usage_ledger()), Duration::from_secs(10)));
     parts.grace = Duration::from_secs(5);
     // Sessions live as long as this sandbox; its notebooks serve under
     // their proxy path.

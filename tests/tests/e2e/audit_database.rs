@@ -162,7 +162,7 @@ async fn a_schema_older_than_the_binary_is_reported_until_migrate_runs() {
     let ops = env.ops();
     let reported = problems(&ops).await;
     assert!(
-        reported.contains("lacks migrations [3, 4]") && reported.contains("krayne-server migrate"),
+        reported.contains("lacks migrations [3, 4, 5]") && reported.contains("krayne-server migrate"),
         "{reported}"
     );
     let alice = env.rest(&env.alice());
@@ -243,6 +243,37 @@ async fn the_serving_role_appends_to_the_log_but_cannot_erase_it() {
         assert_eq!(sqlstate(&mut serving, erase).await, "42501", "{erase} must be refused");
     }
     serving.close().await.unwrap();
+    // The uses of clusters it records for the lifecycle reaper it may
+    // write, read and forget.
+    use krayne_server::{
+        audit::{DatabaseOptions, SqlUsageLedger, Store},
+        domain::{ClusterUse, UsageLedger as _},
+    };
+    let ledger = SqlUsageLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
+    let now = jiff::Timestamp::now();
+    let used = |at: jiff::Timestamp| ClusterUse {
+        namespace: "ml-team".into(),
+        name: "appended".into(),
+        at,
+    };
+    ledger.record(&[used(now)]).await.unwrap();
+    let earlier = now.checked_sub(jiff::SignedDuration::from_secs(60)).unwrap();
+    ledger.record(&[used(earlier)]).await.unwrap();
+    let last = ledger.last_uses().await.unwrap();
+    assert_eq!(last.len(), 1, "{last:?}");
+    // Postgres keeps microseconds, rounded.
+    let off = last[0].at.duration_since(now).abs();
+    assert!(
+        off < jiff::SignedDuration::from_millis(1),
+        "the later use is kept: {last:?}"
+    );
+    assert_eq!(
+        ledger
+            .forget(now.checked_add(jiff::SignedDuration::from_secs(1)).unwrap())
+            .await
+            .unwrap(),
+        1
+    );
     drop(env);
     owner
         .execute(sqlx::AssertSqlSafe(format!("DROP OWNED BY {role}; DROP ROLE {role}")))

@@ -3,10 +3,10 @@
 //! Kubernetes request's RBAC attributes, and those must equal the rules in
 //! `charts/krayne/files/rbac/` — nothing missing, nothing extra.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::Duration};
 
 use krayne_server::sandbox::Access;
-use krayne_tests::{Env, EnvOptions, Rest, chart};
+use krayne_tests::{Env, EnvOptions, Rest, TEAMS, chart};
 use serde_json::{Value, json};
 
 /// `group/resource[/subresource]:verb` (`core` for the core group), or
@@ -153,6 +153,11 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
             .await
             .expect(200);
     }
+    // Kept where the namespace's policy allows it; else refused (409).
+    let kept = admin
+        .post(&call("post", &format!("{one}/keep")), &json!({"for": "10m"}))
+        .await;
+    assert!([200, 409].contains(&kept.status), "{}", kept.text);
     admin.get(&call("get", "/v1/audit")).await.expect(200);
     admin.delete(&call("delete", one)).await.expect(204);
     let ops = Rest::new(&format!("http://{}", env.server.ops), None);
@@ -190,7 +195,7 @@ async fn drive_jobs(env: &Env, admin: &Rest, call: &mut impl FnMut(&str, &str) -
         if admin.get(&job).await.expect(200).body["status"] == "SUCCEEDED" {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     admin
         .get(&call("get", &format!("{one}/jobs/{{id}}/logs")).replace("{id}", "rbac-job"))
@@ -212,13 +217,51 @@ async fn drive_jobs(env: &Env, admin: &Rest, call: &mut impl FnMut(&str, &str) -
 /// The RBAC attributes of every Kubernetes request a server with
 /// `server_args` makes while every REST operation is called once.
 async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
+    let reaping = server_args == LIFECYCLE;
     let env = Env::start_with(EnvOptions {
         server_args: server_args.iter().map(|a| (*a).to_owned()).collect(),
+        // With the reaper on, a policy that warns 5 s after a create and
+        // acts only an hour later, so the drive's clusters stay.
+        teams: if reaping {
+            format!("{TEAMS}lifecycle:\n  ml-team: {{ max_lifetime: 1h, warn_before: 59m55s, keep_max: 1h }}\n")
+        } else {
+            TEAMS.to_owned()
+        },
         ..EnvOptions::default()
     })
     .await;
     let admin = env.rest(&env.admin());
     let called = drive_every_operation(&env, &admin).await;
+    if reaping {
+        // A warning, with its Event on the RayCluster.
+        admin
+            .post("/v1/namespaces/ml-team/clusters", &json!({"name": "warned"}))
+            .await
+            .expect(201);
+        let started = std::time::Instant::now();
+        while admin
+            .get("/v1/namespaces/ml-team/clusters/warned")
+            .await
+            .expect(200)
+            .body["lifecycle_warned_at"]
+            .is_null()
+        {
+            assert!(started.elapsed() < Duration::from_secs(30), "never warned");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let events = reqwest::get(format!("{}/api/v1/namespaces/ml-team/events", env.sandbox.url()))
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap();
+        let posted = events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "LifecycleWarning" && e["involvedObject"]["name"] == "warned");
+        assert!(posted, "{events}");
+    }
     let spec = env.anonymous().get("/openapi.json").await.expect(200).body;
     let mut operations = BTreeSet::new();
     for (path, item) in spec["paths"].as_object().expect("paths") {
@@ -257,7 +300,10 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     // Granted in both upstream modes: the notebook, code-server and sshd
     // listen on a head's loopback, which only a port-forward reaches.
     let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
-    let lifecycle = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"));
+    let lifecycle: BTreeSet<Permission> = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"))
+        .union(&permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml")))
+        .cloned()
+        .collect();
     let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
     let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&lifecycle).cloned().collect();
@@ -306,6 +352,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         "files/rbac/cluster.yaml",
         "files/rbac/portforward.yaml",
         "files/rbac/lifecycle.yaml",
+        "files/rbac/lifecycle-events.yaml",
     ] {
         assert!(
             rbac.contains(&format!(".Files.Get \"{file}\"")),

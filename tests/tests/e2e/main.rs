@@ -18,6 +18,7 @@ mod grpc_lifecycle;
 mod hardening;
 mod hardening_grpc;
 mod hostile_input;
+mod idle;
 mod isolation;
 mod jobs;
 mod keys;

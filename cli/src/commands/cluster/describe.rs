@@ -7,7 +7,7 @@ use crate::{
     commands::service::access,
     context::Context,
     failure::Failure,
-    output::{age, or_dash, out, time},
+    output::{age, age_at, lifecycle_countdown, or_dash, out, time},
 };
 
 /// Show a cluster's summary, shape, pods, conditions and recent events.
@@ -112,9 +112,28 @@ fn print(ctx: &Context, d: &ClusterDetails) -> Result<(), Failure> {
         ),
         ("Services", d.services.join(", ")),
     ];
-    // The lifecycle policy's warning: what will happen to it, when, why.
+    // The lifecycle policy: what will happen to it, when, why; since when
+    // it is idle; until when it is kept.
+    let now = jiff::Timestamp::now();
+    let mut lifecycle = Vec::new();
     if let Some(plan) = &info.lifecycle {
-        fields.insert(3, ("Lifecycle", plan.clone()));
+        let mut line = lifecycle_countdown(&info, now).map_or_else(|| plan.clone(), |c| format!("{c}: {plan}"));
+        if info.lifecycle_warned_at.is_some() {
+            line.push_str(&format!(" (warned {})", time(info.lifecycle_warned_at.as_ref())));
+        }
+        lifecycle.push(("Lifecycle", line));
+    }
+    if let Some(since) = &info.idle_since {
+        lifecycle.push((
+            "Idle since",
+            format!("{} ({})", time(Some(since)), age_at(Some(since), now)),
+        ));
+    }
+    if let Some(until) = &info.kept_until {
+        lifecycle.push(("Kept until", time(Some(until))));
+    }
+    for (i, field) in lifecycle.into_iter().enumerate() {
+        fields.insert(3 + i, field);
     }
     // Through the server: the pod IPs below reach nothing from outside
     // the cluster.

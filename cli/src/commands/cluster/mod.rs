@@ -4,6 +4,7 @@ pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod describe;
 pub(crate) mod get;
+pub(crate) mod keep;
 pub(crate) mod logs;
 mod ray_logs;
 pub(crate) mod resume;

@@ -13,7 +13,7 @@ use ratatui::{
 use super::{HIGHLIGHT, MEDIUM, connection, header_style, highlight_style, status_line, status_style};
 use crate::{
     commands::job::status,
-    output::{age_at, or_dash},
+    output::{age_at, lifecycle_countdown, or_dash},
     tui::app::{App, Key},
 };
 
@@ -101,6 +101,17 @@ fn title(app: &App, key: &Key) -> Line<'static> {
                 age_at(c.created_at.as_ref(), app.now),
                 or_dash(c.created_by.as_deref()),
             )));
+            // What the lifecycle policy will do, counting down: loud once
+            // the owner has been warned.
+            if let Some(countdown) = lifecycle_countdown(c, app.now) {
+                let style = if c.lifecycle_warned_at.is_some() {
+                    Style::new().fg(Color::Black).bg(Color::Yellow)
+                } else {
+                    Style::new().fg(Color::Yellow)
+                };
+                spans.push(Span::styled(format!(" {countdown} "), style));
+                spans.push(Span::raw("  "));
+            }
         }
         None => spans.push(Span::styled("deleted  ", Style::new().fg(Color::Red))),
     }

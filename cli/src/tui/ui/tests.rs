@@ -252,3 +252,22 @@ fn detail_with_the_heads_last_lines() {
     );
     insta::assert_snapshot!("detail_head_lines", text);
 }
+
+#[test]
+fn a_warned_cluster_counts_down_in_its_detail() {
+    let mut warned = cluster("ml-team", "demo", "ready", (2, 2), 300);
+    warned.lifecycle = Some("suspend at 2026-11-24T12:12:00Z: idle 2h".into());
+    warned.suspends_at = Some(prost_types::Timestamp {
+        seconds: fixtures::NOW + 12 * 60,
+        nanos: 0,
+    });
+    warned.lifecycle_warned_at = Some(prost_types::Timestamp {
+        seconds: fixtures::NOW - 180,
+        nanos: 0,
+    });
+    let mut app = fixtures::app(Some("ml-team"), vec![warned]);
+    press(&mut app, KeyCode::Enter);
+    let drawn = screen(&app, 120, 24);
+    let title = drawn.lines().next().unwrap_or_default();
+    assert!(title.contains("suspends in 12m (idle 2h)"), "{drawn}");
+}

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     domain::{ClusterRef, Error, PodLogParts, PodLogQuery, WatchFrom, parse_yaml, watch_timeout},
-    service::{CreateInput, ScaleInput},
+    service::{CreateInput, KeepInput, ScaleInput},
 };
 
 #[tonic::async_trait]
@@ -147,6 +147,36 @@ impl cluster_service_server::ClusterService for Grpc {
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ResumeClusterResponse {
+            cluster: Some(convert::cluster_info(info)),
+        }))
+    }
+
+    async fn keep_cluster(
+        &self,
+        req: Request<pb::KeepClusterRequest>,
+    ) -> Result<Response<pb::KeepClusterResponse>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let input = match r.keep {
+            Some(pb::keep_cluster_request::Keep::For(d)) => KeepInput {
+                for_: Some(d),
+                until: None,
+            },
+            Some(pb::keep_cluster_request::Keep::Until(t)) => KeepInput {
+                for_: None,
+                until: Some(
+                    jiff::Timestamp::new(t.seconds, t.nanos)
+                        .map_or_else(|_| format!("{}s", t.seconds), |t| t.to_string()),
+                ),
+            },
+            None => KeepInput::default(),
+        };
+        let info = self
+            .plane
+            .keep(&cx, &ClusterRef::new(&r.namespace, &r.name), &input)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::KeepClusterResponse {
             cluster: Some(convert::cluster_info(info)),
         }))
     }

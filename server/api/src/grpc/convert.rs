@@ -85,6 +85,11 @@ pub(crate) fn watch_event(e: &domain::WatchEvent) -> pb::WatchClustersResponse {
 pub(crate) fn cluster_info(i: domain::ClusterInfo) -> pb::ClusterInfo {
     pb::ClusterInfo {
         created_at: timestamp(i.created_at.as_deref()),
+        lifecycle_warned_at: timestamp(i.lifecycle_warned_at.as_deref()),
+        idle_since: timestamp(i.idle_since.as_deref()),
+        suspends_at: timestamp(i.suspends_at.as_deref()),
+        expires_at: timestamp(i.expires_at.as_deref()),
+        kept_until: timestamp(i.kept_until.as_deref()),
         name: i.name,
         namespace: i.namespace,
         status: i.status.as_str().to_owned(),

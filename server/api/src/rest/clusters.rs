@@ -13,8 +13,8 @@ use futures::StreamExt as _;
 use super::{
     AppState,
     dto::{
-        ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, ListQuery, ScaleRequest,
-        WaitQuery,
+        ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, KeepRequest, ListQuery,
+        ScaleRequest, WaitQuery,
     },
     extract::{Caller, ClusterPath, ConfigBody, JsonBody, ListCaller, QueryOf},
     problem::{ApiError, Problem},
@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::{
     domain::{ClusterRef, ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
-    service::{Context, CreateInput, ScaleInput},
+    service::{Context, CreateInput, KeepInput, ScaleInput},
 };
 
 /// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and
@@ -331,6 +331,63 @@ pub(super) async fn suspend(
     ClusterPath(cluster): ClusterPath,
 ) -> Result<Json<ClusterInfo>, ApiError> {
     Ok(Json(s.plane.suspend(&cx, &cluster).await?))
+}
+
+/// Keep a cluster from its lifecycle policy.
+///
+/// Postpones what the namespace's lifecycle policy (`idle_after`,
+/// `max_lifetime`) would do to the cluster until the time asked, at most
+/// the policy's `keep_max` from now; its warning goes, and `kept_until`
+/// says until when. Body: `{"for": "4h"}` or `{"until": "<RFC 3339>"}`.
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/keep", tag = "clusters",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    request_body = KeepRequest,
+    responses(
+        Refusals,
+        (status = 200, description = "The cluster, kept", body = ClusterInfo),
+        (status = 400, description = "Neither or both of `for` and `until`, a bad duration or time, one in the past, or past the policy's `keep_max`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The namespace has no lifecycle policy, or its policy lets no one keep clusters (no `keep_max`)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn keep(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(cluster): ClusterPath,
+    JsonBody(body): JsonBody<Value>,
+) -> Result<Json<ClusterInfo>, ApiError> {
+    let body = keep_request(&body)?;
+    let input = KeepInput {
+        for_: body.for_,
+        until: body.until,
+    };
+    Ok(Json(s.plane.keep(&cx, &cluster, &input).await?))
+}
+
+/// The keep body, each field checked.
+fn keep_request(body: &Value) -> Result<KeepRequest, Error> {
+    let Some(map) = body.as_object() else {
+        return Err(Error::invalid("", "the body must be a JSON object"));
+    };
+    let mut v = Violations::new();
+    for key in map.keys().filter(|k| !matches!(k.as_str(), "for" | "until")) {
+        v.push(key.as_str(), "unknown field; expected one of: for, until");
+    }
+    let mut text = |field: &str| match map.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            v.push(field, "must be a string");
+            None
+        }
+    };
+    let keep = KeepRequest {
+        for_: text("for"),
+        until: text("until"),
+    };
+    v.into_result(keep)
 }
 
 /// Resume a suspended cluster.

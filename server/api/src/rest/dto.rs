@@ -64,6 +64,20 @@ pub(super) struct ScaleRequest {
     pub max_replicas: Option<u32>,
 }
 
+/// How long to keep a cluster from its lifecycle policy: give `for` or
+/// `until`, one of them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct KeepRequest {
+    /// For this long from now: `30s`, `90m`, `4h`, `1d`, `1h30m`.
+    #[serde(rename = "for")]
+    #[schema(example = "4h")]
+    pub for_: Option<String>,
+    /// Until this time (RFC 3339).
+    #[schema(format = DateTime)]
+    pub until: Option<String>,
+}
+
 /// One page of namespaces.
 #[derive(Debug, Serialize, ToSchema)]
 pub(super) struct NamespaceList {

@@ -158,6 +158,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::describe))
         .routes(routes!(clusters::scale))
         .routes(routes!(clusters::suspend))
+        .routes(routes!(clusters::keep))
         .routes(routes!(clusters::resume))
         .routes(routes!(services::list_services))
         .routes(routes!(sessions::create_session))

@@ -93,6 +93,12 @@ pub enum AuditAction {
     QuotaGet,
     /// The lifecycle reaper warned a cluster's owner of what it will do.
     LifecycleWarn,
+    /// The lifecycle reaper recorded on a cluster what it plans and since
+    /// when the cluster is idle (or took back a warning that no longer
+    /// holds).
+    LifecyclePlan,
+    /// An owner kept a cluster from its lifecycle policy for a while.
+    ClusterKeep,
     /// The server ended a long-lived stream (tunnel, proxied WebSocket,
     /// followed log, watch) for its caller: revoked, expired or idle.
     StreamEnd,
@@ -100,7 +106,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 26] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -124,6 +130,8 @@ impl AuditAction {
         Self::PackageUpload,
         Self::QuotaGet,
         Self::LifecycleWarn,
+        Self::LifecyclePlan,
+        Self::ClusterKeep,
         Self::StreamEnd,
     ];
 
@@ -153,6 +161,8 @@ impl AuditAction {
             Self::PackageUpload => "package.upload",
             Self::QuotaGet => "quota.get",
             Self::LifecycleWarn => "lifecycle.warn",
+            Self::LifecyclePlan => "lifecycle.plan",
+            Self::ClusterKeep => "cluster.keep",
             Self::StreamEnd => "stream.end",
         }
     }

@@ -135,10 +135,29 @@ pub struct ClusterInfo {
     pub created_by: Option<String>,
     /// Kubernetes resourceVersion this summary was read at.
     pub resource_version: Option<String>,
-    /// What the namespace's lifecycle policy will do to it, when and why,
-    /// once its owner has been warned (`suspend at 2026-11-27T09:00:00Z:
-    /// lifetime 7d reached`).
+    /// What the namespace's lifecycle policy will do to it next, when and
+    /// why, as the reaper last planned (`suspend at 2026-11-27T09:00:00Z:
+    /// idle 2h`); docs/lifecycle.md.
     pub lifecycle: Option<String>,
+    /// When its owner was warned of `lifecycle` (RFC 3339): the action
+    /// comes no sooner than the policy's `warn_before` after it.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub lifecycle_warned_at: Option<String>,
+    /// Since when nothing has used it (RFC 3339): no job, tunnel, proxied
+    /// connection, browser session or followed log, and no Ray resource
+    /// in use. Null while in use, or when its use cannot be told.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub idle_since: Option<String>,
+    /// When the lifecycle policy will suspend it (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub suspends_at: Option<String>,
+    /// When the lifecycle policy will delete it (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub expires_at: Option<String>,
+    /// Until when its owner keeps it from the lifecycle policy (`krayne
+    /// keep`; RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub kept_until: Option<String>,
 }
 
 /// A cluster's summary as reads share it: built once per change of the

@@ -199,6 +199,25 @@ pub struct Plan {
     pub reason: LifecycleReason,
 }
 
+impl Plan {
+    /// The plan as the cluster's annotation records it and reads show it:
+    /// `suspend at 2026-11-27T09:00:00Z: lifetime 7d reached`.
+    pub fn text(&self) -> String {
+        format!("{} at {}: {}", self.action.as_str(), self.at, self.reason)
+    }
+}
+
+/// A plan read back from its [`Plan::text`]: what, when, why.
+pub fn parse_plan_text(text: &str) -> Option<(LifecycleAction, Timestamp, &str)> {
+    let (action, rest) = if let Some(rest) = text.strip_prefix("suspend at ") {
+        (LifecycleAction::Suspend, rest)
+    } else {
+        (LifecycleAction::Delete, text.strip_prefix("delete at ")?)
+    };
+    let (at, reason) = rest.split_once(": ")?;
+    Some((action, at.parse().ok()?, reason))
+}
+
 /// What the reaper does for one cluster now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -395,6 +414,24 @@ mod tests {
         assert_eq!(plan.action, LifecycleAction::Delete);
         assert_eq!(keep_limit(&p, at(100)), Some(at(340)));
         assert_eq!(keep_limit(&policy("idle_after: 1h"), at(100)), None);
+    }
+
+    #[test]
+    fn a_plan_reads_back_from_its_text() {
+        let p = policy("idle_after: 2h\nwarn_before: 10m");
+        let s = Signals {
+            idle_since: Some(at(0)),
+            ..signals()
+        };
+        let plan = plan(&p, &s).unwrap();
+        let text = plan.text();
+        assert_eq!(text, format!("suspend at {}: idle 2h", at(120)));
+        assert_eq!(
+            parse_plan_text(&text),
+            Some((LifecycleAction::Suspend, at(120), "idle 2h"))
+        );
+        assert_eq!(parse_plan_text("archive at never: why"), None);
+        assert_eq!(parse_plan_text("delete at 2026-11-27T09:00:00Z"), None);
     }
 
     #[test]

@@ -52,7 +52,8 @@ pub use pod_log::{
     check_log_file_name,
 };
 pub use ports::{
-    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, FeedChange, Leadership, PodsOf,
+    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, FeedChange,
+    Leadership, PodsOf, UsageLedger,
 };
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;

@@ -26,7 +26,7 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
 
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
-const KEPT_KEYS: [&str; 7] = [
+const KEPT_KEYS: [&str; 8] = [
     crate::manifest::LABEL_CLUSTER,
     crate::manifest::LABEL_NODE_TYPE,
     crate::manifest::LABEL_GROUP,
@@ -34,6 +34,7 @@ const KEPT_KEYS: [&str; 7] = [
     crate::manifest::ANNOTATION_KEEP_UNTIL,
     crate::manifest::ANNOTATION_WARNED_AT,
     crate::manifest::ANNOTATION_LIFECYCLE,
+    crate::manifest::ANNOTATION_IDLE_SINCE,
 ];
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'

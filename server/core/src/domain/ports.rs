@@ -215,6 +215,8 @@ pub trait ClusterStore: Send + Sync + 'static {
         policy: &serde_json::Value,
         request_id: &str,
     ) -> Result<(), Error>;
+    /// Creates a core/v1 Event (the object the core built) in `namespace`.
+    async fn create_event(&self, namespace: &str, event: &serde_json::Value, request_id: &str) -> Result<(), Error>;
     /// Every change to the cluster and its pods from now on, starting with
     /// their current state.
     async fn watch(
@@ -298,6 +300,31 @@ pub trait Leadership: Send + Sync + 'static {
     /// as remembered): the fence before each action, so that a replica cut
     /// off from the API server, whose lease another has taken, acts no more.
     async fn holds(&self) -> bool;
+}
+
+/// When something last used a cluster through krayne.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterUse {
+    /// The cluster's namespace.
+    pub namespace: String,
+    /// The cluster.
+    pub name: String,
+    /// When.
+    pub at: jiff::Timestamp,
+}
+
+/// Uses of clusters (tunnels, proxied connections, browser sessions,
+/// followed logs) that every replica records and the lifecycle reaper
+/// reads: replicas share no memory, so a cluster used through one is seen
+/// in use by the leader wherever it runs.
+#[async_trait::async_trait]
+pub trait UsageLedger: Send + Sync + 'static {
+    /// Records `uses`; of two uses of a cluster the later is kept.
+    async fn record(&self, uses: &[ClusterUse]) -> Result<(), Error>;
+    /// Each cluster's last recorded use.
+    async fn last_uses(&self) -> Result<Vec<ClusterUse>, Error>;
+    /// Forgets uses before `before` (clusters long gone).
+    async fn forget(&self, before: jiff::Timestamp) -> Result<u64, Error>;
 }
 
 #[cfg(test)]

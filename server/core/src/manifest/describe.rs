@@ -5,7 +5,7 @@ use super::{
     head_ports::SERVICE_PORTS, status::derive_status,
 };
 use crate::domain::observed::{Container, ObservedCondition, PodTemplate};
-use crate::domain::{Atom, atom::owned};
+use crate::domain::{Atom, atom::owned, lifecycle::LifecycleAction};
 use crate::domain::{ClusterDetails, ClusterInfo, Condition, EventInfo, HeadDetails, PodInfo, WorkerGroupDetails};
 
 /// How many events `describe` returns at most (the newest).
@@ -40,6 +40,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
             .then(|| format!("{scheme}://{ip}:{port}"))
     };
     let spec = &cluster.spec;
+    let lifecycle = lifecycle_of(cluster);
     let num_workers = spec
         .worker_group_specs
         .iter()
@@ -62,7 +63,43 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         suspended: spec.suspend.unwrap_or(false),
         created_by: owned(cluster.metadata.annotations.get(ANNOTATION_CREATED_BY)),
         resource_version: owned(cluster.metadata.resource_version.as_ref()),
-        lifecycle: owned(cluster.metadata.annotations.get(super::ANNOTATION_LIFECYCLE)),
+        lifecycle: lifecycle.text,
+        lifecycle_warned_at: lifecycle.warned_at,
+        idle_since: lifecycle.idle_since,
+        suspends_at: lifecycle.suspends_at,
+        expires_at: lifecycle.expires_at,
+        kept_until: lifecycle.kept_until,
+    }
+}
+
+/// A summary's lifecycle fields.
+struct LifecycleFields {
+    text: Option<String>,
+    warned_at: Option<String>,
+    idle_since: Option<String>,
+    suspends_at: Option<String>,
+    expires_at: Option<String>,
+    kept_until: Option<String>,
+}
+
+/// The lifecycle fields of a summary, from the annotations the reaper
+/// (and `krayne keep`) wrote.
+fn lifecycle_of(cluster: &ObservedCluster) -> LifecycleFields {
+    let annotation = |key: &str| owned(cluster.metadata.annotations.get(key));
+    let lifecycle = annotation(super::ANNOTATION_LIFECYCLE);
+    let planned = lifecycle.as_deref().and_then(crate::domain::lifecycle::parse_plan_text);
+    let at = |wanted: LifecycleAction| {
+        planned
+            .filter(|(action, _, _)| *action == wanted)
+            .map(|(_, at, _)| at.to_string())
+    };
+    LifecycleFields {
+        suspends_at: at(LifecycleAction::Suspend),
+        expires_at: at(LifecycleAction::Delete),
+        text: lifecycle,
+        warned_at: annotation(super::ANNOTATION_WARNED_AT),
+        idle_since: annotation(super::ANNOTATION_IDLE_SINCE),
+        kept_until: annotation(super::ANNOTATION_KEEP_UNTIL),
     }
 }
 

@@ -6,6 +6,7 @@ mod bootstrap;
 mod build;
 mod describe;
 pub mod head_ports;
+mod lifecycle_event;
 mod network_policy;
 mod scale;
 mod services;
@@ -16,11 +17,12 @@ pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
 pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance, build_manifest, render};
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
+pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
 pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
-pub use suspend::{lifecycle_clear_patch, lifecycle_warning_patch, suspend_patch};
+pub use suspend::{annotations_patch, keep_patch, suspend_patch};
 
 /// KubeRay's API group.
 pub const KUBERAY_GROUP: &str = "ray.io";
@@ -46,8 +48,11 @@ pub const ANNOTATION_CREATED_BY: &str = "krayne.dev/created-by";
 pub const ANNOTATION_KEEP_UNTIL: &str = "krayne.dev/keep-until";
 /// When the lifecycle reaper warned the owner (RFC 3339).
 pub const ANNOTATION_WARNED_AT: &str = "krayne.dev/lifecycle-warned-at";
-/// What the lifecycle reaper will do, when and why, as it warned
-/// (`suspend at 2026-11-27T09:00:00Z: lifetime 7d reached`).
+/// What the lifecycle reaper will do next, when and why, as it last
+/// decided (`suspend at 2026-11-27T09:00:00Z: lifetime 7d reached`).
 pub const ANNOTATION_LIFECYCLE: &str = "krayne.dev/lifecycle";
+/// Since when nothing has used the cluster, as the lifecycle reaper last
+/// found (RFC 3339; absent while it is in use or its use cannot be told).
+pub const ANNOTATION_IDLE_SINCE: &str = "krayne.dev/idle-since";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ANNOTATION_LIFECYCLE, ANNOTATION_WARNED_AT};
+use super::{ANNOTATION_IDLE_SINCE, ANNOTATION_KEEP_UNTIL, ANNOTATION_LIFECYCLE, ANNOTATION_WARNED_AT};
 use crate::domain::{ClusterPatch, ObservedCluster};
 
 /// The JSON patch that sets `spec.suspend`, conditional on the version of
@@ -21,25 +21,24 @@ pub fn suspend_patch(cluster: &ObservedCluster, suspend: bool) -> ClusterPatch {
     ClusterPatch::new(Value::Array(ops))
 }
 
-/// The patch recording a lifecycle warning on the cluster: when its owner
-/// was warned, and of what. `None` for a cluster without annotations (one
-/// krayne did not create): adding the whole map could drop others' keys,
-/// so such a cluster is not warned, and so never acted on.
-pub fn lifecycle_warning_patch(cluster: &ObservedCluster, warned_at: &str, plan: &str) -> Option<ClusterPatch> {
-    if cluster.metadata.annotations.is_empty() {
+/// The patch setting (`Some`) or removing (`None`) each of `wanted`'s
+/// annotations, only those that differ; `None` when nothing differs, and
+/// for a cluster without annotations (one krayne did not create): adding
+/// the whole map could drop others' keys, so such a cluster is not
+/// annotated, so never warned, so never acted on.
+pub fn annotations_patch(cluster: &ObservedCluster, wanted: &[(&str, Option<&str>)]) -> Option<ClusterPatch> {
+    let annotations = &cluster.metadata.annotations;
+    if annotations.is_empty() {
         return None;
     }
-    Some(ClusterPatch::new(Value::Array(vec![
-        precondition(cluster),
-        json!({"op": "add", "path": annotation(ANNOTATION_WARNED_AT), "value": warned_at}),
-        json!({"op": "add", "path": annotation(ANNOTATION_LIFECYCLE), "value": plan}),
-    ])))
-}
-
-/// The patch taking back a warning that no longer holds (the cluster was
-/// used again, kept, or the policy changed); `None` when there is none.
-pub fn lifecycle_clear_patch(cluster: &ObservedCluster) -> Option<ClusterPatch> {
-    let ops = clear_ops(cluster);
+    let ops: Vec<Value> = wanted
+        .iter()
+        .filter(|(key, value)| annotations.get(key).map(|v| v.as_str()) != *value)
+        .map(|(key, value)| match value {
+            Some(value) => json!({"op": "add", "path": annotation(key), "value": value}),
+            None => json!({"op": "remove", "path": annotation(key)}),
+        })
+        .collect();
     (!ops.is_empty()).then(|| {
         let mut all = vec![precondition(cluster)];
         all.extend(ops);
@@ -47,13 +46,29 @@ pub fn lifecycle_clear_patch(cluster: &ObservedCluster) -> Option<ClusterPatch> 
     })
 }
 
+/// The patch keeping the cluster from its lifecycle policy until `until`
+/// (RFC 3339): the warning and the plan go with it (the reaper plans
+/// again). `None` for a cluster without annotations.
+pub fn keep_patch(cluster: &ObservedCluster, until: &str) -> Option<ClusterPatch> {
+    annotations_patch(
+        cluster,
+        &[
+            (ANNOTATION_KEEP_UNTIL, Some(until)),
+            (ANNOTATION_WARNED_AT, None),
+            (ANNOTATION_LIFECYCLE, None),
+        ],
+    )
+}
+
 fn precondition(cluster: &ObservedCluster) -> Value {
     let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
     json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
 }
 
+/// Suspended or resumed, a cluster starts its lifecycle over: the
+/// warning, the plan and its idle time go.
 fn clear_ops(cluster: &ObservedCluster) -> Vec<Value> {
-    [ANNOTATION_WARNED_AT, ANNOTATION_LIFECYCLE]
+    [ANNOTATION_WARNED_AT, ANNOTATION_LIFECYCLE, ANNOTATION_IDLE_SINCE]
         .into_iter()
         .filter(|key| cluster.metadata.annotations.get(key).is_some())
         .map(|key| json!({"op": "remove", "path": annotation(key)}))
@@ -81,6 +96,44 @@ mod tests {
         assert_eq!(
             patch.as_json()[1],
             json!({"op": "add", "path": "/spec/suspend", "value": true})
+        );
+    }
+
+    #[test]
+    fn annotations_are_patched_only_where_they_differ() {
+        let cluster: ObservedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ml", "resourceVersion": "7", "annotations": {
+                "krayne.dev/created-by": "alice", "krayne.dev/idle-since": "2026-11-26T10:00:00Z"
+            }},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}
+        }))
+        .unwrap();
+        let same = [
+            (ANNOTATION_IDLE_SINCE, Some("2026-11-26T10:00:00Z")),
+            (ANNOTATION_WARNED_AT, None),
+        ];
+        assert!(annotations_patch(&cluster, &same).is_none());
+        let patch = annotations_patch(
+            &cluster,
+            &[(ANNOTATION_IDLE_SINCE, None), (ANNOTATION_LIFECYCLE, Some("x"))],
+        )
+        .unwrap();
+        assert_eq!(
+            patch.as_json(),
+            &json!([
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "remove", "path": "/metadata/annotations/krayne.dev~1idle-since"},
+                {"op": "add", "path": "/metadata/annotations/krayne.dev~1lifecycle", "value": "x"},
+            ])
+        );
+        let foreign: ObservedCluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ml", "annotations": {"someone.else/key": "v"}},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}
+        }))
+        .unwrap();
+        assert!(
+            keep_patch(&foreign, "2026-11-27T00:00:00Z").is_none(),
+            "not krayne's: not annotated"
         );
     }
 }

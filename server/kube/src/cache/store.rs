@@ -307,6 +307,10 @@ impl ClusterStore for CachedClusterStore {
         self.api.create_network_policy(namespace, policy, request_id).await
     }
 
+    async fn create_event(&self, namespace: &str, event: &serde_json::Value, request_id: &str) -> Result<(), Error> {
+        self.api.create_event(namespace, event, request_id).await
+    }
+
     async fn watch(
         &self,
         namespace: &str,

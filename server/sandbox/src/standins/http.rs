@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::{Head, Kind, jobs};
+use crate::operator::FAULT_ANNOTATION;
 
 /// Ray's version the dashboard stand-in reports (Krayne's default image's).
 pub(super) const RAY_VERSION: &str = "2.43.0";
@@ -27,12 +28,19 @@ const JUPYTER_SERVER_VERSION: &str = "2.14.2";
 pub(super) fn router(kind: Kind, head: &Head) -> Router {
     let stopped = head.stopped.clone();
     match kind {
+        Kind::Dashboard if head.object["metadata"]["annotations"][FAULT_ANNOTATION] == DASHBOARD_HANGS => {
+            Router::new().fallback(hang).with_state(stopped)
+        }
         Kind::Dashboard => Router::new()
             .route("/", get(dashboard_page))
             .route("/api/version", get(ray_version))
             .route("/ws", get(websocket_echo))
             .with_state(stopped)
             .merge(super::ray_logs::router(head.jobs.clone()))
+            .merge(super::cluster_status::router(
+                head.jobs.clone(),
+                super::cluster_status::NodeTotals::of(&head.object),
+            ))
             .merge(jobs::router(head.jobs.clone())),
         Kind::Notebook => {
             let (base, kernels) = (head.notebook_base.clone(), head.kernels.clone());
@@ -45,6 +53,16 @@ pub(super) fn router(kind: Kind, head: &Head) -> Router {
             .fallback(get(code_server))
             .with_state(stopped),
     }
+}
+
+/// The fault (`sandbox.krayne.dev/fault` on the RayCluster) whose head's
+/// dashboard accepts connections and never answers: a hung head.
+pub const DASHBOARD_HANGS: &str = "dashboard-hangs";
+
+/// Answers nothing until the head stops serving.
+async fn hang(State(mut stopped): State<watch::Receiver<()>>) -> Response {
+    let _ = stopped.changed().await;
+    StatusCode::SERVICE_UNAVAILABLE.into_response()
 }
 
 /// A base URL as Jupyter normalizes `base_url`: `/` around it.

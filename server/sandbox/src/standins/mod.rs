@@ -25,6 +25,7 @@
 //! recorded ([`ConnectionRecord`]).
 
 mod binding;
+mod cluster_status;
 mod daemons;
 mod http;
 mod ingress;
@@ -33,6 +34,7 @@ mod ray_logs;
 mod ssh;
 
 pub use daemons::RealDaemons;
+pub use http::DASHBOARD_HANGS;
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet, VecDeque},

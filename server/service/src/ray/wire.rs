@@ -147,10 +147,74 @@ pub(crate) fn job(value: &Value) -> Result<Job, Error> {
     })
 }
 
+/// What a head's `GET /api/cluster_status` says of its use
+/// (`shared/reference/ray/cluster-status.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadUse {
+    /// A resource is in use (a task, an actor, a job's entrypoint holds it).
+    InUse,
+    /// Nothing in use; its least idle node has been idle this many seconds
+    /// (`NodeIdleSeconds: Min=`).
+    IdleFor(u64),
+    /// The answer does not say.
+    Unknown,
+}
+
+/// Reads `loadMetricsReport.usage` (resource → [used, total]) and the
+/// `NodeIdleSeconds` line of `autoscalingStatus`. Object-store memory and
+/// the `node:*` markers are not use: objects stay stored when nothing runs.
+pub(crate) fn head_use(answer: &Value) -> HeadUse {
+    let data = &answer["data"];
+    let Some(usage) = data["clusterStatus"]["loadMetricsReport"]["usage"].as_object() else {
+        return HeadUse::Unknown;
+    };
+    let counts =
+        |name: &str| !name.starts_with("node:") && !matches!(name, "objectStoreMemory" | "object_store_memory");
+    let used = |v: &Value| v.get(0).and_then(Value::as_f64).is_some_and(|used| used > 0.0);
+    if usage.iter().any(|(name, v)| counts(name) && used(v)) {
+        return HeadUse::InUse;
+    }
+    let idle = data["autoscalingStatus"].as_str().and_then(|text| {
+        let (_, rest) = text.split_once("NodeIdleSeconds: Min=")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    idle.map_or(HeadUse::Unknown, HeadUse::IdleFor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::RuntimeEnv;
+
+    /// `autoscalingStatus` and the usage as a Ray 2.60 head answered
+    /// (cluster-status.md).
+    fn status(idle_min: u64, cpu_used: f64) -> Value {
+        json!({"result": true, "data": {
+            "autoscalingStatus": format!("Cluster status: 0 nodes\n - MostDelayedHeartbeats: {{'3054': 0.0014}}\n - NodeIdleSeconds: Min={idle_min} Mean={idle_min} Max={idle_min}\n - ResourceUsage: {cpu_used}/1.0 CPU\n"),
+            "clusterStatus": {"loadMetricsReport": {"usage": {
+                "memory": [0.0, 14596204135.0], "node:192.0.2.2": [0.0, 1.0], "CPU": [cpu_used, 1.0],
+                "node:InternalHead": [0.0, 1.0], "objectStoreMemory": [1024.0, 6255516057.0]
+            }}}
+        }})
+    }
+
+    #[test]
+    fn a_heads_use_reads_as_ray_reports_it() {
+        assert_eq!(head_use(&status(4, 0.0)), HeadUse::IdleFor(4));
+        assert_eq!(head_use(&status(0, 1.0)), HeadUse::InUse);
+        let mut gpu = status(30, 0.0);
+        gpu["data"]["clusterStatus"]["loadMetricsReport"]["usage"]["GPU"] = json!([1.0, 8.0]);
+        assert_eq!(head_use(&gpu), HeadUse::InUse);
+        let mut silent = status(30, 0.0);
+        silent["data"]["autoscalingStatus"] = json!("Cluster status: 0 nodes");
+        assert_eq!(
+            head_use(&silent),
+            HeadUse::Unknown,
+            "idle since when? not said: not idle"
+        );
+        assert_eq!(head_use(&json!({"result": false})), HeadUse::Unknown);
+    }
 
     fn answer(status: u16, body: &str) -> Answer {
         Answer {

@@ -75,6 +75,8 @@ pub(super) struct Jobs {
     /// the head.
     root: Mutex<Option<tempfile::TempDir>>,
     seq: AtomicU64,
+    /// When the head started (Ray counts a node idle from its start).
+    started_ms: i64,
 }
 
 impl Jobs {
@@ -91,6 +93,7 @@ impl Jobs {
             packages: Mutex::default(),
             root: Mutex::default(),
             seq: AtomicU64::new(0),
+            started_ms: now_ms(),
         })
     }
 
@@ -112,6 +115,27 @@ impl Jobs {
     /// The head's Ray node: its id and IP.
     pub(super) fn node(&self) -> (&str, &str) {
         (&self.node_id, &self.node_ip)
+    }
+
+    /// CPUs and GPUs in use now (running jobs' entrypoint resources), and
+    /// since when (milliseconds since the epoch) none has been: Ray's
+    /// `NodeIdleSeconds` counts from the node's start or the last moment
+    /// a resource was held.
+    pub(super) fn usage(&self) -> (f64, f64, Option<i64>) {
+        let table = super::lock(&self.table);
+        let (mut cpus, mut gpus, mut last_held) = (0.0, 0.0, self.started_ms);
+        for job in table.iter().filter(|j| j.entrypoint_resources != (0.0, 0.0)) {
+            match job.end_time {
+                None if job.status == Status::Running => {
+                    cpus += job.entrypoint_resources.0;
+                    gpus += job.entrypoint_resources.1;
+                }
+                Some(end) => last_held = last_held.max(end),
+                None => {}
+            }
+        }
+        let idle_since = (cpus == 0.0 && gpus == 0.0).then_some(last_held);
+        (cpus, gpus, idle_since)
     }
 
     /// Each job's driver log: `job-driver-<id>.log` and where it is.
@@ -202,6 +226,8 @@ type JobsState = State<Arc<Jobs>>;
 /// A submission, as Ray's `JobSubmitRequest` takes it.
 struct Submission {
     entrypoint: String,
+    /// The entrypoint's CPUs and GPUs, reserved while it runs.
+    entrypoint_resources: (f64, f64),
     submission_id: Option<String>,
     runtime_env: Value,
     metadata: Value,
@@ -317,7 +343,9 @@ fn submission(body: &Value) -> Result<Submission, String> {
         },
         other => return Err(format!("TypeError: runtime_env must be a dict, got {}", py_type(other))),
     }
+    let amount = |key: &str| fields.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     Ok(Submission {
+        entrypoint_resources: (amount("entrypoint_num_cpus"), amount("entrypoint_num_gpus")),
         entrypoint,
         submission_id: submission_id.filter(|id| !id.is_empty()),
         runtime_env,
@@ -387,6 +415,7 @@ async fn submit(State(jobs): JobsState, body: Body) -> Response {
             submission_id: id.clone(),
             status: Status::Pending,
             entrypoint: request.entrypoint,
+            entrypoint_resources: request.entrypoint_resources,
             message: "Job has not started yet.".to_owned(),
             error_type: None,
             start_time: now_ms(),

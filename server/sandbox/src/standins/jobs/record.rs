@@ -54,6 +54,8 @@ pub(super) struct Job {
     pub submission_id: String,
     pub status: Status,
     pub entrypoint: String,
+    /// `entrypoint_num_cpus`, `entrypoint_num_gpus`: held while it runs.
+    pub entrypoint_resources: (f64, f64),
     pub message: String,
     pub error_type: Option<&'static str>,
     /// Milliseconds since the epoch.
@@ -162,6 +164,7 @@ mod tests {
             submission_id: "s".into(),
             status: Status::Pending,
             entrypoint: "exit 3".into(),
+            entrypoint_resources: (0.0, 0.0),
             message: "Job has not started yet.".into(),
             error_type: None,
             start_time: 1,

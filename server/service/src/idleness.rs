@@ -1,0 +1,125 @@
+//! Whether a cluster is idle, for the lifecycle reaper: nothing uses it
+//! through krayne on any replica (the usage ledger), its head reports no
+//! resource in use (`GET /api/cluster_status`), and no job is pending or
+//! running (`GET /api/jobs/`). Since when: the latest of its last use
+//! through krayne, its head's `NodeIdleSeconds` and its last job's end.
+//!
+//! Fail safe: a cluster whose use cannot be told — not ready, no
+//! dashboard, a head that does not answer (within [`HEAD_TIMEOUT`]) or
+//! answers something unexpected, a ledger that cannot be read — is not
+//! idle.
+
+use std::{collections::HashMap, time::Duration};
+
+use hyper::Method;
+use jiff::{SignedDuration, Timestamp};
+
+use super::{
+    Context, ControlPlane,
+    ray::wire::{self, HeadUse},
+};
+use crate::domain::{Error, JobStatus, ObservedCluster};
+
+/// Longest the reaper waits for one answer of a head.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Heads asked at once.
+pub(crate) const HEAD_CONCURRENCY: usize = 8;
+
+/// Each cluster's last use through krayne, as every replica recorded it.
+pub(crate) type LastUses = HashMap<(String, String), Timestamp>;
+
+impl ControlPlane {
+    /// Every replica's last uses of clusters; `None` when they cannot be
+    /// read (then no cluster is idle).
+    pub(crate) async fn last_uses(&self) -> Option<LastUses> {
+        let (ledger, _) = self.usage_ledger.as_ref()?;
+        match ledger.last_uses().await {
+            Ok(uses) => Some(uses.into_iter().map(|u| ((u.namespace, u.name), u.at)).collect()),
+            Err(e) => {
+                tracing::warn!(error = %e, "lifecycle: uses of clusters cannot be read; no cluster is idle this pass");
+                None
+            }
+        }
+    }
+
+    /// Since when nothing has used `cluster`; `None` while something does,
+    /// or when that cannot be told.
+    pub(crate) async fn idle_since(
+        &self,
+        cx: &Context,
+        cluster: &ObservedCluster,
+        uses: &LastUses,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
+        let (_, every) = self.usage_ledger.as_ref()?;
+        let last_use = uses.get(&(namespace.to_owned(), name.to_owned())).copied();
+        // A use open now is recorded at least every `every`.
+        let in_use_window = SignedDuration::try_from(*every * 2 + Duration::from_secs(1)).ok()?;
+        if last_use.is_some_and(|at| now.duration_since(at) < in_use_window) {
+            return None;
+        }
+        let asked = async {
+            let head = self.ray_head(cx, namespace, name).await?;
+            let status = self.ask_head(cx, &head, "/api/cluster_status").await?;
+            let idle_for = match wire::head_use(&status) {
+                HeadUse::IdleFor(seconds) => seconds,
+                HeadUse::InUse => return Ok(None),
+                HeadUse::Unknown => {
+                    return Err(Error::Unavailable(
+                        "its cluster status says nothing of idle time".into(),
+                    ));
+                }
+            };
+            let jobs = self.ask_head(cx, &head, "/api/jobs/").await?;
+            let mut last_end = None;
+            for job in jobs.as_array().map(Vec::as_slice).unwrap_or_default() {
+                let job = wire::job(job)?;
+                if matches!(job.status, JobStatus::Pending | JobStatus::Running) {
+                    return Ok(None);
+                }
+                let ended = job.end_time.and_then(|t| t.parse::<Timestamp>().ok());
+                last_end = last_end.max(ended);
+            }
+            let head_idle = now.checked_sub(SignedDuration::from_secs(i64::try_from(idle_for).unwrap_or(i64::MAX)));
+            Ok::<_, Error>([head_idle.ok(), last_end, last_use].into_iter().flatten().max())
+        };
+        match asked.await {
+            Ok(since) => since.map(whole_seconds),
+            Err(e) => {
+                tracing::debug!(%namespace, cluster = %name, error = %e, "lifecycle: its use cannot be told; not idle");
+                None
+            }
+        }
+    }
+
+    /// One `GET` of the head's, within [`HEAD_TIMEOUT`], as JSON.
+    async fn ask_head(&self, cx: &Context, head: &super::Reachable, path: &str) -> Result<serde_json::Value, Error> {
+        let answer = tokio::time::timeout(HEAD_TIMEOUT, self.ray(cx, head, Method::GET, path, None)).await;
+        let outcome = match &answer {
+            Ok(Ok(a)) if a.status == 200 => "answered",
+            Ok(Ok(_)) => "refused",
+            Ok(Err(_)) => "unreachable",
+            Err(_) => "timeout",
+        };
+        metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
+        let answer = answer.map_err(|_| {
+            Error::Unavailable(format!(
+                "the head did not answer {path} within {} s",
+                HEAD_TIMEOUT.as_secs()
+            ))
+        })??;
+        if answer.status != 200 {
+            return Err(Error::Unavailable(format!(
+                "the head answered {path} with {}",
+                answer.status
+            )));
+        }
+        answer.json()
+    }
+}
+
+/// `t` to the second below: annotations and plans read in whole seconds.
+fn whole_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
