@@ -105,6 +105,11 @@ impl MemoryStore {
         state.clusters.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
 
+    /// The Events created (the lifecycle reaper's).
+    pub fn created_events(&self) -> Vec<Value> {
+        self.state.lock().unwrap().created_events.clone()
+    }
+
     /// The NetworkPolicies created.
     pub fn policies(&self) -> Vec<Value> {
         self.state.lock().unwrap().policies.clone()
@@ -350,13 +355,17 @@ pub struct FakeHeads {
     rays: Arc<Mutex<BTreeMap<String, Ray>>>,
 }
 
-/// One head's Ray, as its Jobs API shows it.
+/// One head's Ray, as its Jobs API and cluster status show it.
 #[derive(Debug, Default, Clone)]
 pub struct Ray {
     /// Jobs by submission id, as Ray's JSON.
     pub jobs: BTreeMap<String, Value>,
     /// Packages kept, with their sizes.
     pub packages: BTreeMap<String, usize>,
+    /// CPUs a task holds now (`loadMetricsReport.usage`).
+    pub cpus_used: f64,
+    /// `NodeIdleSeconds: Min=` of its cluster status.
+    pub idle_seconds: u64,
 }
 
 impl FakeHeads {
@@ -373,6 +382,14 @@ impl FakeHeads {
     /// The Ray of head pod `pod`, as it is now.
     pub fn ray(&self, pod: &str) -> Ray {
         self.rays.lock().unwrap().get(pod).cloned().unwrap_or_default()
+    }
+
+    /// Sets what head pod `pod`'s cluster status says: CPUs in use, and
+    /// for how long its node has been idle.
+    pub fn set_use(&self, pod: &str, cpus_used: f64, idle_seconds: u64) {
+        let mut rays = self.rays.lock().unwrap();
+        let ray = rays.entry(pod.to_owned()).or_default();
+        (ray.cpus_used, ray.idle_seconds) = (cpus_used, idle_seconds);
     }
 
     /// Ends job `id` on head pod `pod` with Ray's `status` (`SUCCEEDED`…).
@@ -453,6 +470,16 @@ async fn ray_answers(
             _ => answer(404, format!("Package {package} does not exist")),
         };
     }
+    if path == "/api/cluster_status" {
+        let (used, idle) = (ray.cpus_used, ray.idle_seconds);
+        let status = json!({"result": true, "msg": "Got cluster status.", "data": {
+            "autoscalingStatus": format!("Cluster status: 0 nodes\n - NodeIdleSeconds: Min={idle} Mean={idle} Max={idle}\n - ResourceUsage: {used}/1.0 CPU\n"),
+            "clusterStatus": {"loadMetricsReport": {"usage": {
+                "CPU": [used, 1.0], "memory": [0.0, 2_147_483_648.0], "objectStoreMemory": [0.0, 536_870_912.0]
+            }}}
+        }});
+        return answer(200, status.to_string());
+    }
     let Some(rest) = path.strip_prefix("/api/jobs/") else {
         return answer(404, "404: Not Found".to_owned());
     };
@@ -503,6 +530,70 @@ async fn ray_answers(
         },
         ("GET", [id, "logs"]) if ray.jobs.contains_key(*id) => answer(200, json!({"logs": ""}).to_string()),
         _ => answer(404, "404: Not Found".to_owned()),
+    }
+}
+
+/// Uses of clusters, in memory, as every replica would record them.
+#[derive(Debug, Default)]
+pub struct MemoryLedger {
+    uses: Mutex<BTreeMap<(String, String), jiff::Timestamp>>,
+}
+
+impl MemoryLedger {
+    /// No use recorded yet.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::domain::UsageLedger for MemoryLedger {
+    async fn record(&self, uses: &[crate::domain::ClusterUse]) -> Result<(), Error> {
+        let mut kept = self.uses.lock().unwrap();
+        for u in uses {
+            let at = kept.entry((u.namespace.clone(), u.name.clone())).or_insert(u.at);
+            *at = (*at).max(u.at);
+        }
+        Ok(())
+    }
+
+    async fn last_uses(&self) -> Result<Vec<crate::domain::ClusterUse>, Error> {
+        Ok(self
+            .uses
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((namespace, name), at)| crate::domain::ClusterUse {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                at: *at,
+            })
+            .collect())
+    }
+
+    async fn forget(&self, before: jiff::Timestamp) -> Result<u64, Error> {
+        let mut kept = self.uses.lock().unwrap();
+        let was = kept.len();
+        kept.retain(|_, at| *at >= before);
+        Ok((was - kept.len()) as u64)
+    }
+}
+
+/// A leader election with a fixed outcome: this replica holds the lease,
+/// or never does.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedLeadership(pub bool);
+
+#[async_trait::async_trait]
+impl crate::domain::Leadership for FixedLeadership {
+    async fn leading(&self) {
+        if !self.0 {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    async fn holds(&self) -> bool {
+        self.0
     }
 }
 

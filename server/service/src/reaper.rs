@@ -24,7 +24,7 @@ use crate::{
     domain::{
         ClusterRef, Error, Leadership, ObservedCluster, Principal,
         audit::{AuditAction, RequestMeta, Transport},
-        lifecycle::{LifecycleAction, LifecyclePolicy, Plan, Signals, Step, step},
+        lifecycle::{LifecycleAction, LifecyclePolicy, LifecycleReason, Plan, Signals, Step, step},
         quota,
     },
     manifest::{
@@ -216,7 +216,13 @@ impl ControlPlane {
                     .map(|r| r.map(|why| reaped("plan", why)));
             }
         };
-        let reason = plan.reason.to_string();
+        // An action says how long the cluster has really sat idle
+        // (`idle 2h04m`); a warning, what the policy allows (`idle 2h`).
+        let reason = match (action, plan.reason, signals.idle_since) {
+            ("warn", why, _) | (_, why @ LifecycleReason::Lifetime(_), _) | (_, why, None) => why,
+            (_, LifecycleReason::Idle(_), Some(since)) => LifecycleReason::Idle(now.duration_since(since)),
+        }
+        .to_string();
         if mode != LifecycleMode::Act {
             // Nothing is written, so no warning is ever on record: report
             // the action itself once it is due.
@@ -268,14 +274,22 @@ impl ControlPlane {
         metrics::counter!("krayne_lifecycle_actions_total", "action" => action, "reason" => plan.reason.kind(), "mode" => mode.as_str())
             .increment(1);
         tracing::info!(%namespace, cluster = %name, action, %reason, "lifecycle: done");
-        self.post_event(cx, cluster, action, &plan, now).await;
+        self.post_event(cx, cluster, action, &plan, &reason, now).await;
         Ok(Some(reaped(action, reason)))
     }
 
     /// Posts what was done as a Kubernetes Event on the RayCluster, for
     /// `kubectl describe` and every tool reading events. Best effort: the
     /// audit row is the record, and an action stands without its event.
-    async fn post_event(&self, cx: &Context, cluster: &ObservedCluster, action: &str, plan: &Plan, now: Timestamp) {
+    async fn post_event(
+        &self,
+        cx: &Context,
+        cluster: &ObservedCluster,
+        action: &str,
+        plan: &Plan,
+        why: &str,
+        now: Timestamp,
+    ) {
         let name = cluster.metadata.name.as_str();
         let (kind, reason, message) = match action {
             "warn" => (
@@ -286,18 +300,11 @@ impl ControlPlane {
                     plan.text()
                 ),
             ),
-            "delete" => (
-                "Normal",
-                "LifecycleDeleted",
-                format!("deleted by krayne: {}", plan.reason),
-            ),
+            "delete" => ("Normal", "LifecycleDeleted", format!("deleted by krayne: {why}")),
             _ => (
                 "Normal",
                 "LifecycleSuspended",
-                format!(
-                    "suspended by krayne: {}; `krayne resume {name}` brings it back",
-                    plan.reason
-                ),
+                format!("suspended by krayne: {why}; `krayne resume {name}` brings it back"),
             ),
         };
         let event = lifecycle_event(cluster, kind, reason, &message, &now.to_string());

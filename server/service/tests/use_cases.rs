@@ -669,3 +669,165 @@ mod lifecycle {
         world.plane.close_tunnels();
     }
 }
+
+/// Cost control (issue 44): suspend and resume, the reaper over idle
+/// clusters with a fixed clock, and keep.
+mod cost_control {
+    use std::time::Duration;
+
+    use krayne_service::{
+        KeepInput, LifecycleMode,
+        fakes::{FixedLeadership, MemoryLedger},
+    };
+
+    use super::*;
+
+    const POLICY: &str = "lifecycle:\n  ml-team: { idle_after: 1h, warn_before: 10m, keep_max: 1d }\n";
+
+    /// A world whose uses are recorded in memory, with `names` ready.
+    async fn world(names: &[&str]) -> (World, Arc<MemoryLedger>) {
+        let mut w = World::new(POLICY);
+        let ledger = MemoryLedger::new();
+        w.plane = w
+            .plane
+            .clone()
+            .with_usage_ledger(ledger.clone(), Duration::from_secs(10));
+        let alice = w.alice().await;
+        for name in names {
+            w.plane.create(&alice, create(json!({"name": name}))).await.unwrap();
+            w.store.make_ready("ml-team", name);
+        }
+        (w, ledger)
+    }
+
+    fn minutes(t: jiff::Timestamp, m: i64) -> jiff::Timestamp {
+        t.checked_add(jiff::SignedDuration::from_mins(m)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn suspend_and_resume_are_for_editors_and_audited() {
+        let (w, _) = world(&["parked"]).await;
+        let (alice, bob) = (w.alice().await, w.bob().await);
+        let parked = ClusterRef::new("ml-team", "parked");
+        assert!(w.plane.suspend(&bob, &parked).await.is_err(), "another team's");
+        let suspended = w.plane.suspend(&alice, &parked).await.unwrap();
+        assert!(suspended.suspended);
+        assert_eq!(w.store.object("ml-team", "parked").unwrap()["spec"]["suspend"], true);
+        let resumed = w.plane.resume(&alice, &parked).await.unwrap();
+        assert!(!resumed.suspended);
+        let outcomes = |action: &str| -> Vec<Outcome> { w.audit.of(action).iter().map(|r| r.outcome).collect() };
+        assert_eq!(outcomes("cluster.suspend"), [Outcome::Denied, Outcome::Succeeded]);
+        assert_eq!(outcomes("cluster.resume"), [Outcome::Succeeded]);
+    }
+
+    #[tokio::test]
+    async fn an_idle_cluster_is_warned_then_suspended_and_one_in_use_is_not() {
+        let (w, ledger) = world(&["idle", "busy", "tunnelled"]).await;
+        w.upstream.set_use("idle-head-x1", 0.0, 7200);
+        w.upstream.set_use("busy-head-x1", 1.0, 0);
+        w.upstream.set_use("tunnelled-head-x1", 0.0, 7200);
+        let t0 = jiff::Timestamp::now();
+        use krayne_core::domain::UsageLedger as _;
+        ledger
+            .record(&[krayne_core::domain::ClusterUse {
+                namespace: "ml-team".into(),
+                name: "tunnelled".into(),
+                at: t0,
+            }])
+            .await
+            .unwrap();
+
+        // Not the leader: nothing is written.
+        let writes = w.store.writes();
+        let done = w.plane.reap(LifecycleMode::Act, &FixedLeadership(false), t0).await;
+        assert!(done.is_empty() && w.store.writes() == writes, "{done:?}");
+
+        let leader = FixedLeadership(true);
+        let done = w.plane.reap(LifecycleMode::Act, &leader, t0).await;
+        let actions: Vec<(&str, &str)> = done.iter().map(|r| (r.cluster.name(), r.action)).collect();
+        assert_eq!(actions, [("idle", "warn")], "{done:?}");
+        let warned = w.store.object("ml-team", "idle").unwrap();
+        let annotations = &warned["metadata"]["annotations"];
+        assert!(annotations["krayne.dev/idle-since"].is_string(), "{warned}");
+        assert!(
+            annotations["krayne.dev/lifecycle"]
+                .as_str()
+                .unwrap()
+                .ends_with(": idle 1h"),
+            "{warned}"
+        );
+
+        // Within warn_before of the warning: nothing more (the tunnel's
+        // cluster, closed since t0, is planned for: idle since then).
+        w.upstream.set_use("idle-head-x1", 0.0, 7200 + 300);
+        let done = w.plane.reap(LifecycleMode::Act, &leader, minutes(t0, 5)).await;
+        let actions: Vec<(&str, &str)> = done.iter().map(|r| (r.cluster.name(), r.action)).collect();
+        assert_eq!(actions, [("tunnelled", "plan")], "{done:?}");
+        // Then suspended, once; the others never.
+        w.upstream.set_use("idle-head-x1", 0.0, 7200 + 660);
+        let done = w.plane.reap(LifecycleMode::Act, &leader, minutes(t0, 11)).await;
+        let actions: Vec<(&str, &str)> = done.iter().map(|r| (r.cluster.name(), r.action)).collect();
+        assert_eq!(actions, [("idle", "suspend")], "{done:?}");
+        assert_eq!(w.store.object("ml-team", "idle").unwrap()["spec"]["suspend"], true);
+        for name in ["busy", "tunnelled"] {
+            let object = w.store.object("ml-team", name).unwrap();
+            assert!(object["spec"]["suspend"].is_null(), "{name}: {object}");
+        }
+        let suspend = w.audit.of("cluster.suspend");
+        assert_eq!(suspend.len(), 1);
+        assert_eq!(suspend[0].subject, "system:krayne-lifecycle");
+        assert!(
+            suspend[0].summary["reason"].as_str().unwrap().starts_with("idle 2h"),
+            "{:?}",
+            suspend[0].summary
+        );
+        let events: Vec<String> = w
+            .store
+            .created_events()
+            .iter()
+            .map(|e| format!("{} {}", e["involvedObject"]["name"], e["reason"]))
+            .collect();
+        assert_eq!(
+            events,
+            ["\"idle\" \"LifecycleWarning\"", "\"idle\" \"LifecycleSuspended\""]
+        );
+    }
+
+    #[tokio::test]
+    async fn keep_postpones_within_keep_max_and_is_audited() {
+        let (w, _) = world(&["kept"]).await;
+        w.upstream.set_use("kept-head-x1", 0.0, 7200);
+        let alice = w.alice().await;
+        let kept = ClusterRef::new("ml-team", "kept");
+        let too_long = KeepInput {
+            for_: Some("2d".into()),
+            until: None,
+        };
+        let refused = w.plane.keep(&alice, &kept, &too_long).await.unwrap_err();
+        assert!(refused.to_string().contains("longest keep"), "{refused}");
+        let four_hours = KeepInput {
+            for_: Some("4h".into()),
+            until: None,
+        };
+        let info = w.plane.keep(&alice, &kept, &four_hours).await.unwrap();
+        let until: jiff::Timestamp = info.kept_until.unwrap().parse().unwrap();
+        let t0 = jiff::Timestamp::now();
+        let leader = FixedLeadership(true);
+        // Idle for 2 h, yet nothing is warned or done while it is kept.
+        for m in [0, 30, 200] {
+            let done = w.plane.reap(LifecycleMode::Act, &leader, minutes(t0, m)).await;
+            assert!(done.iter().all(|r| r.action == "plan"), "{m} min: {done:?}");
+        }
+        let object = w.store.object("ml-team", "kept").unwrap();
+        assert!(object["spec"]["suspend"].is_null());
+        let planned = object["metadata"]["annotations"]["krayne.dev/lifecycle"]
+            .as_str()
+            .unwrap();
+        assert!(
+            planned.contains(&until.to_string()),
+            "the plan waits for the keep: {planned}"
+        );
+        let keeps: Vec<Outcome> = w.audit.of("cluster.keep").iter().map(|r| r.outcome).collect();
+        assert_eq!(keeps, [Outcome::Invalid, Outcome::Succeeded]);
+    }
+}

@@ -50,6 +50,7 @@ async fn probe_rest(env: &Env, p: &Probe) {
             (Method::POST, format!("{base}/{name}/scale"), Some(scale.clone())),
             (Method::POST, format!("{base}/{name}/suspend"), None),
             (Method::POST, format!("{base}/{name}/resume"), None),
+            (Method::POST, format!("{base}/{name}/keep"), Some(json!({"for": "1h"}))),
             (Method::GET, format!("{base}/{name}/wait?timeout_seconds=1"), None),
         ]);
     }
@@ -144,6 +145,12 @@ async fn probe_grpc(env: &Env, p: &Probe) {
             name: name.into(),
         };
         denied("ResumeCluster", g.clusters.resume_cluster(resume).await.unwrap_err());
+        let keep = pb::KeepClusterRequest {
+            namespace: ns.clone(),
+            name: name.into(),
+            keep: Some(pb::keep_cluster_request::Keep::For("1h".into())),
+        };
+        denied("KeepCluster", g.clusters.keep_cluster(keep).await.unwrap_err());
         let wait = pb::WaitClusterRequest {
             namespace: ns.clone(),
             name: name.into(),

@@ -251,3 +251,54 @@ async fn lease_holder(env: &Env) -> String {
     let lease: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
     lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
 }
+
+#[tokio::test]
+async fn with_the_audit_database_down_the_reaper_does_nothing_until_it_is_back() {
+    let db = test_database().await;
+    let target = db
+        .url
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = krayne_tests::Proxy::start(target).await;
+    let mut opts = options("act", "  ml-team: { max_lifetime: 8s, warn_before: 3s }\n");
+    opts.database_url = Some(db.url.replacen(&target.to_string(), &proxy.addr.to_string(), 1));
+    let env = Env::start_with(opts).await;
+    let alice = env.alice();
+    env.rest(&alice).post(NS, &json!({"name": "audited"})).await.expect(201);
+    let path = format!("{NS}/audited");
+    // Planned (an audited write) while the database is up…
+    until(&env, &alice, &path, Duration::from_secs(30), |_, b| {
+        b["lifecycle"].is_string()
+    })
+    .await;
+    proxy.down();
+    // …then, past its warning time and its lifetime, with no way to write
+    // the audit row: neither warned nor suspended.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let during = env.rest(&alice).get(&path).await.expect(200).body;
+    assert!(
+        during["lifecycle_warned_at"].is_null() && during["suspended"] == false,
+        "acted without its audit row: {during}"
+    );
+    // Back: warned, then suspended warn_before later, each audited.
+    proxy.up();
+    let suspended = until(&env, &alice, &path, Duration::from_secs(60), |_, b| {
+        b["suspended"] == true
+    })
+    .await;
+    assert!(suspended["lifecycle_warned_at"].is_null(), "{suspended}");
+    let rows = reaper_rows(&env).await;
+    for action in ["lifecycle.warn", "cluster.suspend"] {
+        let n = rows
+            .iter()
+            .filter(|r| r["cluster"] == "audited" && r["action"] == action && r["outcome"] == "succeeded")
+            .count();
+        assert_eq!(n, 1, "{action}: {rows:#?}");
+    }
+}
