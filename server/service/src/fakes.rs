@@ -185,7 +185,15 @@ impl ClusterStore for MemoryStore {
     async fn pods(&self, namespace: &str, cluster: Option<&str>, _: &str) -> Result<Vec<Arc<ObservedPod>>, Error> {
         let state = self.state.lock().unwrap();
         let mut pods = Vec::new();
-        for ((ns, name), of) in &state.pods {
+        let of_one;
+        let chosen: Box<dyn Iterator<Item = (&(String, String), &Vec<Value>)>> = match cluster {
+            Some(c) => {
+                of_one = (namespace.to_owned(), c.to_owned());
+                Box::new(state.pods.get_key_value(&of_one).into_iter())
+            }
+            None => Box::new(state.pods.iter()),
+        };
+        for ((ns, name), of) in chosen {
             if ns == namespace && cluster.is_none_or(|c| c == name) {
                 for pod in of {
                     let pod = serde_json::from_value(pod.clone())
@@ -316,7 +324,8 @@ impl AuditSink for MemoryAudit {
 
     async fn finish(&self, entry: &AuditEntry) {
         let mut rows = self.rows.lock().unwrap();
-        match rows.iter_mut().find(|r| r.id == entry.id) {
+        // The row begun last is nearest the end.
+        match rows.iter_mut().rev().find(|r| r.id == entry.id) {
             Some(row) => *row = entry.clone(),
             None => rows.push(entry.clone()),
         }
@@ -364,8 +373,8 @@ pub struct Ray {
     pub packages: BTreeMap<String, usize>,
     /// CPUs a task holds now (`loadMetricsReport.usage`).
     pub cpus_used: f64,
-    /// `NodeIdleSeconds: Min=` of its cluster status.
-    pub idle_seconds: u64,
+    /// Since when its node is idle (`NodeIdleSeconds` grows from it).
+    pub idle_from: Option<std::time::Instant>,
 }
 
 impl FakeHeads {
@@ -385,11 +394,13 @@ impl FakeHeads {
     }
 
     /// Sets what head pod `pod`'s cluster status says: CPUs in use, and
-    /// for how long its node has been idle.
+    /// that its node has been idle for `idle_seconds` now (and counting,
+    /// as Ray's `NodeIdleSeconds` does).
     pub fn set_use(&self, pod: &str, cpus_used: f64, idle_seconds: u64) {
         let mut rays = self.rays.lock().unwrap();
         let ray = rays.entry(pod.to_owned()).or_default();
-        (ray.cpus_used, ray.idle_seconds) = (cpus_used, idle_seconds);
+        ray.cpus_used = cpus_used;
+        ray.idle_from = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(idle_seconds));
     }
 
     /// Ends job `id` on head pod `pod` with Ray's `status` (`SUCCEEDED`…).
@@ -471,7 +482,8 @@ async fn ray_answers(
         };
     }
     if path == "/api/cluster_status" {
-        let (used, idle) = (ray.cpus_used, ray.idle_seconds);
+        let used = ray.cpus_used;
+        let idle = ray.idle_from.map_or(0, |from| from.elapsed().as_secs());
         let status = json!({"result": true, "msg": "Got cluster status.", "data": {
             "autoscalingStatus": format!("Cluster status: 0 nodes\n - NodeIdleSeconds: Min={idle} Mean={idle} Max={idle}\n - ResourceUsage: {used}/1.0 CPU\n"),
             "clusterStatus": {"loadMetricsReport": {"usage": {

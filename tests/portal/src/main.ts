@@ -165,6 +165,21 @@ async function main(): Promise<void> {
   check((tooMany.error.violations ?? []).some((v) => v.field.endsWith("min_replicas")), problem(tooMany.error));
   ok("scale refused", problem(tooMany.error));
 
+  // Cost control: park the cluster and bring it back; keeping it needs a
+  // lifecycle policy, which this namespace has none of (409, said why).
+  const suspended = await api.POST("/v1/namespaces/{namespace}/clusters/{name}/suspend", { params: { path: cluster } });
+  check(suspended.data !== undefined, `suspend answered ${suspended.response.status}`);
+  check(suspended.data.suspended && ["suspending", "suspended"].includes(suspended.data.status), `suspend: ${suspended.data.status}`);
+  const resumed = await api.POST("/v1/namespaces/{namespace}/clusters/{name}/resume", { params: { path: cluster } });
+  check(resumed.data !== undefined && !resumed.data.suspended, `resume answered ${resumed.response.status}`);
+  ok("suspend and resume", `${suspended.data.status}, then running again`);
+  const kept = await api.POST("/v1/namespaces/{namespace}/clusters/{name}/keep", {
+    params: { path: cluster },
+    body: { for: "4h" },
+  });
+  check(kept.error !== undefined && kept.error.code === "failed_precondition", `keep answered ${kept.response.status}`);
+  ok("keep without a policy", problem(kept.error));
+
   for (const name of ["portal-train", "portal-a", "portal-b"]) {
     const deleted = await api.DELETE("/v1/namespaces/{namespace}/clusters/{name}", {
       params: { path: { namespace, name } },

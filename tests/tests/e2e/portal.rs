@@ -161,6 +161,8 @@ async fn the_typescript_portal_client_compiles_strictly_and_walks_every_flow() {
         "ok wait: portal-train is ready",
         "ok describe: head 2 CPU/8Gi",
         "ok scale: cpu group to 2",
+        "ok suspend and resume",
+        "ok keep without a policy: 409 failed_precondition",
         "ok delete",
         "ok not found: 404 not_found",
         "portal flows: all ok",
