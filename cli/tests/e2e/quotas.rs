@@ -47,3 +47,51 @@ async fn krayne_quota_shows_limits_usage_and_bars() {
     let refused = client.quota("other-team").await.unwrap_err();
     assert_eq!(refused.code(), krayne_client::Code::PermissionDenied);
 }
+
+/// `krayne keep` (issue 44): within the policy's keep_max it keeps, and
+/// `describe` says until when; past it, exit 2 naming the limit; in a
+/// namespace without a policy, exit 1 saying so; a bad duration never
+/// reaches the server.
+#[tokio::test]
+async fn krayne_keep_keeps_within_the_policy_and_says_why_not() {
+    let env = Env::start_with(EnvOptions {
+        teams: format!("{TEAMS}lifecycle:\n  ml-team: {{ max_lifetime: 7d, keep_max: 1d }}\n"),
+        ..EnvOptions::default()
+    })
+    .await;
+    let admin = Krayne::new(&env, &env.admin());
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "kept", "-n", "ml-team", "--no-wait"]).await.code(0);
+    let kept = k
+        .run(&["keep", "kept", "-n", "ml-team", "--for", "4h", "-o", "json"])
+        .await
+        .code(0);
+    assert!(kept.stderr().contains("kept until"), "{}", kept.stderr());
+    let until = kept.json()["kept_until"].as_str().unwrap_or_default().to_owned();
+    assert!(until.ends_with('Z'), "{until}");
+    let described = k.run(&["describe", "kept", "-n", "ml-team"]).await.code(0);
+    assert!(
+        described.stdout().contains("Kept until") && described.stdout().contains(&until),
+        "{}",
+        described.stdout()
+    );
+    let too_long = k.run(&["keep", "kept", "-n", "ml-team", "--for", "3d"]).await.code(2);
+    assert!(too_long.stderr().contains("longest keep"), "{}", too_long.stderr());
+    let bad = k.run(&["keep", "kept", "-n", "ml-team", "--for", "soon"]).await.code(2);
+    assert!(bad.stderr().contains("try 30m"), "{}", bad.stderr());
+    let neither = k.run(&["keep", "kept", "-n", "ml-team"]).await.code(2);
+    assert!(neither.stderr().contains("--for"), "{}", neither.stderr());
+    admin
+        .run(&["create", "elsewhere", "-n", "other-team", "--no-wait"])
+        .await
+        .code(0);
+    let no_policy = admin
+        .run(&["keep", "elsewhere", "-n", "other-team", "--for", "1h"])
+        .await
+        .code(1);
+    assert!(
+        no_policy.stderr().contains("no lifecycle policy"),
+        "{}",
+        no_policy.stderr()
+    );
+}
