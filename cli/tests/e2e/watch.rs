@@ -18,6 +18,11 @@ async fn krayne_get_watch_prints_the_clusters_then_each_change() {
     let env = Env::start().await;
     let rest = env.rest(&env.alice());
     rest.post(NS, &json!({"name": "before"})).await.expect(201);
+    // Settled before the watch starts: its own changes (creating, then
+    // containers-creating, …) would interleave with those of `during`.
+    rest.get(&format!("{NS}/before/wait?timeout_seconds=60"))
+        .await
+        .expect(200);
     let krayne = Krayne::new(&env, &env.alice());
     let mut child = krayne.spawn(&["get", "-w", "-n", "ml-team"]);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

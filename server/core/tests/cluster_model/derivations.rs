@@ -16,6 +16,11 @@ const INFO_ADDITIONS: &[&str] = &[
     "created_by",
     "resource_version",
     "lifecycle",
+    "lifecycle_warned_at",
+    "idle_since",
+    "suspends_at",
+    "expires_at",
+    "kept_until",
 ];
 const GROUP_ADDITIONS: &[&str] = &["image"];
 
