@@ -15,6 +15,26 @@ pub struct TestDb {
     name: String,
 }
 
+impl TestDb {
+    /// A proxy in front of this database that a test can cut and restore,
+    /// and the database's URL through it.
+    ///
+    /// # Panics
+    /// When the URL names no `host:port`.
+    pub async fn behind_proxy(&self) -> (crate::Proxy, String) {
+        let target: std::net::SocketAddr = self
+            .url
+            .split('@')
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|addr| addr.parse().ok())
+            .expect("a database URL with host:port");
+        let proxy = crate::Proxy::start(target).await;
+        let url = self.url.replacen(&target.to_string(), &proxy.addr.to_string(), 1);
+        (proxy, url)
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let (admin, name) = (self.admin.clone(), self.name.clone());

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use krayne_proto::v1 as pb;
-use krayne_tests::{Env, EnvOptions, Proxy, test_database};
+use krayne_tests::{Env, EnvOptions, test_database};
 use serde_json::{Value, json};
 use tonic::Code;
 
@@ -230,18 +230,7 @@ async fn namespace_admins_read_only_their_namespaces() {
 #[tokio::test]
 async fn mutations_fail_closed_when_the_database_is_gone() {
     let db = test_database().await;
-    let target = db
-        .url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(target).await;
-    let url = db.url.replacen(&target.to_string(), &proxy.addr.to_string(), 1);
+    let (proxy, url) = db.behind_proxy().await;
     let env = Env::start_with(EnvOptions {
         database_url: Some(url),
         ..EnvOptions::default()

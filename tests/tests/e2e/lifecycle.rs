@@ -255,19 +255,9 @@ async fn lease_holder(env: &Env) -> String {
 #[tokio::test]
 async fn with_the_audit_database_down_the_reaper_does_nothing_until_it_is_back() {
     let db = test_database().await;
-    let target = db
-        .url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = krayne_tests::Proxy::start(target).await;
+    let (proxy, url) = db.behind_proxy().await;
     let mut opts = options("act", "  ml-team: { max_lifetime: 8s, warn_before: 3s }\n");
-    opts.database_url = Some(db.url.replacen(&target.to_string(), &proxy.addr.to_string(), 1));
+    opts.database_url = Some(url);
     let env = Env::start_with(opts).await;
     let alice = env.alice();
     env.rest(&alice).post(NS, &json!({"name": "audited"})).await.expect(201);
