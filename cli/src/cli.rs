@@ -47,6 +47,10 @@ pub(crate) struct Global {
     /// Bearer token (JWT) [env: KRAYNE_TOKEN].
     #[arg(long, global = true, value_name = "JWT")]
     pub(crate) token: Option<String>,
+    /// A file holding the token, re-read when it changes, e.g. a projected
+    /// ServiceAccount token [env: KRAYNE_TOKEN_FILE].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
     /// Config file [env: KRAYNE_CONFIG] [default: $XDG_CONFIG_HOME/krayne/config.yaml].
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
@@ -69,6 +73,7 @@ impl Global {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         self.server = self.server.or_else(|| var("KRAYNE_SERVER"));
         self.token = self.token.or_else(|| var("KRAYNE_TOKEN"));
+        self.token_file = self.token_file.or_else(|| var("KRAYNE_TOKEN_FILE").map(PathBuf::from));
         self.config = self.config.or_else(|| var("KRAYNE_CONFIG").map(PathBuf::from));
         self
     }
@@ -126,8 +131,11 @@ pub(crate) enum Command {
     Quota(commands::identity::quota::Args),
     /// Query the audit log.
     Audit(commands::audit::list::Args),
-    /// Save the server URL and token to the config file (mode 0600).
+    /// Sign in: through your identity provider (browser or device code),
+    /// or save a token you were given.
     Login(commands::config::login::Args),
+    /// Forget your sign-in to the server.
+    Logout(commands::config::logout::Args),
     /// Print a shell completion script.
     Completions(commands::config::completions::Args),
     /// Print the client's version, and the server's when one is configured.

@@ -5,6 +5,7 @@ use std::{path::PathBuf, time::Duration};
 
 use krayne_client::{
     Client, ClientError, Code, RetryPolicy,
+    auth::{SignedIn, TokenFile},
     proto::{NamespaceAccess, Role},
 };
 
@@ -49,9 +50,16 @@ impl Context {
             })
     }
 
-    /// The token: `--token`/`KRAYNE_TOKEN`, else the config file's.
+    /// The token: `--token`/`KRAYNE_TOKEN`, else the config file's unless
+    /// `--token-file`/`KRAYNE_TOKEN_FILE` names one (it wins over the file).
     pub(crate) fn token(&self) -> Option<String> {
-        self.global.token.clone().or_else(|| self.settings.token.clone())
+        self.global.token.clone().or_else(|| {
+            self.global
+                .token_file
+                .is_none()
+                .then(|| self.settings.token.clone())
+                .flatten()
+        })
     }
 
     /// `-n`, else `KRAYNE_NAMESPACE`, else the config file's namespace,
@@ -101,9 +109,19 @@ impl Context {
             min_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(1),
         };
-        let mut builder = Client::builder(self.server()?).retry(retry);
+        let server = self.server()?;
+        let mut builder = Client::builder(&server).retry(retry);
         if let Some(token) = self.token() {
             builder = builder.token(token);
+        } else if let Some(file) = &self.global.token_file {
+            builder = builder.token_provider(TokenFile::new(file));
+        } else if crate::commands::config::login::credential_store(self)
+            .get(&server)
+            .map_err(Failure::Other)?
+            .is_some()
+        {
+            let store = crate::commands::config::login::credential_store(self);
+            builder = builder.token_provider(SignedIn::new(server, store));
         }
         Ok(builder.connect_lazy()?)
     }
@@ -134,6 +152,36 @@ mod tests {
             role: role.into(),
             ..NamespaceAccess::default()
         }
+    }
+
+    fn context(token: Option<&str>, token_file: Option<&str>, saved: Option<&str>) -> Context {
+        Context {
+            global: Global {
+                server: Some("http://127.0.0.1:1".into()),
+                token: token.map(str::to_owned),
+                token_file: token_file.map(PathBuf::from),
+                config: None,
+                output: crate::output::Format::Table,
+                debug: false,
+                kubeconfig: None,
+            },
+            settings_path: PathBuf::from("/nonexistent/krayne/config.yaml"),
+            settings: Settings {
+                token: saved.map(str::to_owned),
+                ..Settings::default()
+            },
+            printer: Printer::new(crate::output::Format::Table),
+        }
+    }
+
+    #[test]
+    fn a_given_token_beats_a_token_file_which_beats_the_saved_token() {
+        assert_eq!(
+            context(Some("flag"), Some("/f"), Some("saved")).token().as_deref(),
+            Some("flag")
+        );
+        assert_eq!(context(None, Some("/f"), Some("saved")).token(), None);
+        assert_eq!(context(None, None, Some("saved")).token().as_deref(), Some("saved"));
     }
 
     #[test]

@@ -1,9 +1,6 @@
 //! The config file `krayne login` writes: server, token, default namespace.
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,30 +50,9 @@ pub(crate) fn load(path: &Path) -> Result<Settings, Failure> {
 /// Writes `settings` to `path`, readable only by the user (0600; the
 /// directory 0700), replacing the old file in one step.
 pub(crate) fn save(path: &Path, settings: &Settings) -> Result<(), Failure> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| Failure::Other(format!("cannot {what} {}: {e}", path.display()));
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    create_private_dir(dir).map_err(|e| fail("create the directory of", &e))?;
-    let text = serde_saphyr::to_string(settings).map_err(|e| fail("encode", &e))?;
-    // NamedTempFile is created with mode 0600, so the token is never
-    // readable by others, not even for a moment.
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail("write", &e))?;
-    file.write_all(text.as_bytes()).map_err(|e| fail("write", &e))?;
-    file.persist(path).map_err(|e| fail("write", &e.error))?;
-    Ok(())
-}
-
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
+    let text = serde_saphyr::to_string(settings)
+        .map_err(|e| Failure::Other(format!("cannot encode {}: {e}", path.display())))?;
+    krayne_client::auth::write_private(path, &text).map_err(Failure::Other)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
-mod auth;
+pub mod auth;
 #[macro_use]
 mod client;
 mod error;
@@ -32,6 +32,8 @@ pub use tunnel::{Counts, Forwarder, TunnelStream, proxy_url};
 /// (issue 41: one had stopped compiling unseen).
 #[cfg(doctest)]
 mod docs {
+    #[doc = include_str!("../../docs/auth.md")]
+    struct Auth;
     #[doc = include_str!("../../docs/jobs.md")]
     struct Jobs;
     #[doc = include_str!("../../docs/services.md")]

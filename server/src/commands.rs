@@ -8,14 +8,14 @@ use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
-        Authenticator, JwksOptions, JwksSource, MintRequest, SessionKeys, TokenRules, Verifier, VerifyingKey,
-        load_mapping, mint, watch_mapping,
+        Authenticator, Issuer, IssuerKind, JwksOptions, JwksSource, KeyRefresh, MintRequest, SessionKeys, TokenRules,
+        Verifier, VerifyingKey, asymmetric_algorithms, load_mapping, mint, parse_issuers, watch_mapping,
     },
     config::{
         AuditCommand, CacheArgs, Cli, ClusterPodSecurity, Command, DatabaseArgs, HttpArgs, JwtArgs, MigrateArgs,
         MintArgs, PruneArgs, SandboxArgs, ServeArgs, TokenCommand, UpstreamMode,
     },
-    domain::{AppsDomain, PublicUrl, VersionInfo},
+    domain::{AppsDomain, LoginSettings, PublicUrl, VersionInfo},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
     manifest::{ManifestSettings, PodSecurity, PolicyPeers},
@@ -95,7 +95,9 @@ fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 
     .delimited(" ")
 }
 
-/// Reads the JWT flags into a verifier.
+/// Reads the JWT flags into a verifier: the flags' issuer and those of
+/// `--issuers-file`. Kubernetes' service-account issuer, which needs the
+/// Kubernetes connection, is added by [`with_service_accounts`].
 pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
     let mut keys = Vec::new();
     for spec in &jwt.jwt_public_keys {
@@ -121,52 +123,146 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
         (None, Some(issuer)) => Some((issuer.clone(), true)),
         (None, None) => None,
     };
-    if jwt.jwt_hs256_secret_file.is_some() && jwks.is_some() && !jwt.allow_hs256_with_jwks {
-        return Err(
-            "--jwt-hs256-secret-file beside --jwks-url or --oidc-issuer-url: the development secret \
-                    would let whoever holds it sign in as anyone; drop it, or give \
-                    --allow-hs256-with-jwks if this is meant"
-                .into(),
-        );
-    }
-    if keys.is_empty() && jwks.is_none() {
-        return Err(
-            "no token keys: give --jwks-url, --oidc-issuer-url or --jwt-public-key ALG:PATH \
-                    (or, for development, --jwt-hs256-secret-file)"
-                .into(),
-        );
-    }
-    let rules = TokenRules {
-        issuer: jwt.jwt_issuer.clone(),
-        audience: jwt.jwt_audience.clone(),
-        leeway_seconds: jwt.jwt_leeway_seconds.min(60),
-        subject_claim: jwt.jwt_subject_claim.clone(),
-        email_claim: jwt.jwt_email_claim.clone(),
-        groups_claim: jwt.jwt_groups_claim.clone(),
-    };
-    let verifier = Verifier::new(keys, rules);
-    let Some((url, discover)) = jwks else {
-        return Ok(verifier);
-    };
-    let mut algorithms = Vec::new();
-    for name in &jwt.jwt_algorithms {
-        let alg: Algorithm = name
-            .parse()
-            .map_err(|_| format!("--jwt-algorithms: unknown algorithm {name:?}"))?;
-        if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
-            return Err("--jwt-algorithms: shared-secret (HS*) algorithms cannot come from a JWKS".into());
+    let more = match &jwt.issuers_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--issuers-file {}: {e}", path.display()))?;
+            parse_issuers(&text).map_err(|e| format!("--issuers-file {}: {e}", path.display()))?
         }
-        algorithms.push(alg);
+        None => Vec::new(),
+    };
+    let others = jwks.is_some() || !more.is_empty() || jwt.service_account_tokens;
+    if jwt.jwt_hs256_secret_file.is_some() && others && !jwt.allow_hs256_with_jwks {
+        return Err(
+            "--jwt-hs256-secret-file beside another issuer (--jwks-url, --oidc-issuer-url, --issuers-file or \
+                    --service-account-tokens): the development secret would let whoever holds it sign in as \
+                    anyone; drop it, or give --allow-hs256-with-jwks if this is meant"
+                .into(),
+        );
     }
-    let source = JwksSource::new(JwksOptions {
-        url,
-        discover,
-        algorithms,
+    let flags_issuer = !keys.is_empty() || jwks.is_some();
+    if !flags_issuer && more.is_empty() && !jwt.service_account_tokens {
+        return Err(
+            "no token keys: give --jwks-url, --oidc-issuer-url, --jwt-public-key ALG:PATH, --issuers-file or \
+                    --service-account-tokens (or, for development, --jwt-hs256-secret-file)"
+                .into(),
+        );
+    }
+    let refresh = KeyRefresh {
         ttl: Duration::from_secs(jwt.jwks_ttl_seconds),
         cooldown: Duration::from_secs(jwt.jwks_cooldown_seconds),
         timeout: Duration::from_secs(5),
-    })?;
-    Ok(verifier.with_jwks(source))
+    };
+    let algorithms = asymmetric_algorithms(&jwt.jwt_algorithms).map_err(|e| format!("--jwt-algorithms: {e}"))?;
+    let mut issuers = Vec::new();
+    if flags_issuer {
+        let rules = TokenRules {
+            issuer: jwt.jwt_issuer.clone(),
+            audience: jwt.jwt_audience.clone(),
+            leeway_seconds: jwt.jwt_leeway_seconds.min(60),
+            subject_claim: jwt.jwt_subject_claim.clone(),
+            email_claim: jwt.jwt_email_claim.clone(),
+            groups_claim: jwt.jwt_groups_claim.clone(),
+        };
+        let mut issuer = Issuer::new(IssuerKind::Accounts, keys, rules);
+        if let Some((url, discover)) = jwks {
+            issuer = issuer.with_jwks(JwksSource::new(JwksOptions {
+                url,
+                discover,
+                algorithms: algorithms.clone(),
+                ttl: refresh.ttl,
+                cooldown: refresh.cooldown,
+                timeout: refresh.timeout,
+            })?);
+        }
+        issuers.push(issuer);
+    }
+    for spec in &more {
+        issuers.push(spec.build(refresh).map_err(|e| format!("--issuers-file: {e}"))?);
+    }
+    let mut names = std::collections::HashSet::new();
+    for name in issuers.iter().filter_map(Issuer::named) {
+        if !names.insert(name.to_owned()) {
+            return Err(format!("the issuer {name} is configured twice"));
+        }
+    }
+    Ok(Verifier::with_issuers(issuers))
+}
+
+/// `verifier`, also trusting Kubernetes' service-account issuer (through
+/// `kube`) when `--service-account-tokens` is set.
+pub(crate) fn with_service_accounts(verifier: Verifier, jwt: &JwtArgs, kube: &k8s::Client) -> Result<Verifier, String> {
+    if !jwt.service_account_tokens {
+        return Ok(verifier);
+    }
+    let refresh = KeyRefresh {
+        ttl: Duration::from_secs(jwt.jwks_ttl_seconds),
+        cooldown: Duration::from_secs(jwt.jwks_cooldown_seconds),
+        timeout: Duration::from_secs(5),
+    };
+    let algorithms = asymmetric_algorithms(&jwt.jwt_algorithms).map_err(|e| format!("--jwt-algorithms: {e}"))?;
+    let issuer = service_account_issuer(
+        jwt.service_account_issuer.clone(),
+        &jwt.service_account_audience,
+        kube,
+        refresh,
+        algorithms,
+    );
+    Ok(verifier.and(issuer))
+}
+
+/// The cluster's service-account issuer, its documents read through the
+/// Kubernetes connection.
+pub(crate) fn service_account_issuer(
+    pinned: Option<String>,
+    audience: &str,
+    kube: &k8s::Client,
+    refresh: KeyRefresh,
+    algorithms: Vec<Algorithm>,
+) -> Issuer {
+    let documents = std::sync::Arc::new(k8s::ClusterIssuerDocuments::new(kube.clone(), refresh.timeout));
+    let source = JwksSource::with_documents(
+        JwksOptions {
+            url: String::new(),
+            discover: true,
+            algorithms,
+            ttl: refresh.ttl,
+            cooldown: refresh.cooldown,
+            timeout: refresh.timeout,
+        },
+        documents,
+    );
+    let rules = TokenRules {
+        issuer: pinned.unwrap_or_default(),
+        audience: audience.to_owned(),
+        ..TokenRules::default()
+    };
+    tracing::info!(audience = %rules.audience, "trusting Kubernetes ServiceAccount tokens");
+    Issuer::new(IssuerKind::ServiceAccounts, Vec::new(), rules).with_jwks(source)
+}
+
+/// What `/.well-known/krayne` tells `krayne login`: where people sign in.
+pub(crate) fn login_settings(jwt: &JwtArgs, verifier: &Verifier) -> Result<Option<LoginSettings>, String> {
+    let Some(client_id) = jwt.login_client_id.clone().filter(|c| !c.is_empty()) else {
+        if jwt.login_issuer.is_some() {
+            return Err("--login-issuer needs --login-client-id".into());
+        }
+        return Ok(None);
+    };
+    let issuer = jwt
+        .login_issuer
+        .clone()
+        .or_else(|| jwt.oidc_issuer_url.clone())
+        .ok_or("--login-client-id needs --login-issuer (or --oidc-issuer-url)")?;
+    if !verifier.issuers().iter().any(|i| i.named() == Some(issuer.as_str())) {
+        return Err(format!(
+            "--login-issuer {issuer} is not a trusted issuer (--jwt-issuer or --issuers-file): its tokens would be refused"
+        ));
+    }
+    Ok(Some(LoginSettings {
+        issuer,
+        client_id,
+        scopes: jwt.login_scopes.clone(),
+    }))
 }
 
 /// Krayne's own pods for the clusters' NetworkPolicies: `namespace`, and
@@ -275,9 +371,12 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let (mapping, hash) = load_mapping(&args.teams_file).map_err(|e| format!("--teams-file {e}"))?;
     tracing::info!(file = %args.teams_file.display(), sha256 = %hash, "team mapping loaded");
-    let auth = Authenticator::new(verifier(&args.jwt)?, mapping);
-    let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
+    let verifier = verifier(&args.jwt)?;
+    let login = login_settings(&args.jwt, &verifier)?;
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
+    let verifier = with_service_accounts(verifier, &args.jwt, &client)?;
+    let auth = Authenticator::new(verifier, mapping);
+    let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let in_cluster = args.kubeconfig.is_none() && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = args.service_upstream.unwrap_or(if in_cluster {
         UpstreamMode::Direct
@@ -313,6 +412,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     ));
     (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
     parts.service.audit_reads = args.audit_reads;
+    parts.service.login = login;
     parts.upstream = Some(upstream);
     parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
     let header = args
@@ -329,6 +429,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ("audit-reads", args.audit_reads),
         ("trusted-proxies", !args.http.trusted_proxies.is_empty()),
         ("reflection-needs-token", args.http.grpc_reflection_requires_token),
+        ("service-account-tokens", args.jwt.service_account_tokens),
+        ("login", parts.service.login.is_some()),
         ("service-tunnels", true),
         ("browser-sessions", parts.service.sessions.keys.is_some()),
         ("apps-domain", parts.service.apps_domain.is_some()),

@@ -464,6 +464,41 @@ pub struct JwtArgs {
     /// Claim holding the groups (a string or a list).
     #[arg(long, env = "KRAYNE_JWT_GROUPS_CLAIM", default_value = "groups")]
     pub jwt_groups_claim: String,
+    /// More issuers to trust beside the one above: a YAML list, each with
+    /// its `issuer`, `audience`, keys (OIDC discovery of the issuer, or
+    /// `jwks_url`), `algorithms` and claim mapping (docs/auth.md).
+    #[arg(long, env = "KRAYNE_ISSUERS_FILE", value_name = "FILE")]
+    pub issuers_file: Option<PathBuf>,
+    /// Trust Kubernetes ServiceAccount tokens: the API server's
+    /// service-account issuer, found by OIDC discovery through the
+    /// Kubernetes connection. Their subject is
+    /// `system:serviceaccount:<namespace>:<name>`.
+    #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_TOKENS")]
+    pub service_account_tokens: bool,
+    /// The audience a ServiceAccount token must be requested for.
+    #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_AUDIENCE", default_value = "krayne")]
+    pub service_account_audience: String,
+    /// The service-account issuer's `iss`, pinned (default: as the API
+    /// server's discovery document names it).
+    #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_ISSUER")]
+    pub service_account_issuer: Option<String>,
+    /// Where people sign in, advertised to `krayne login` at
+    /// `/.well-known/krayne`: one of the trusted issuers (default: the
+    /// `--oidc-issuer-url`, when a client id is given).
+    #[arg(long, env = "KRAYNE_LOGIN_ISSUER")]
+    pub login_issuer: Option<String>,
+    /// The OAuth client id `krayne login` uses (a public client: no secret,
+    /// PKCE, loopback redirect, device grant).
+    #[arg(long, env = "KRAYNE_LOGIN_CLIENT_ID")]
+    pub login_client_id: Option<String>,
+    /// Scopes `krayne login` asks for.
+    #[arg(
+        long,
+        env = "KRAYNE_LOGIN_SCOPES",
+        value_delimiter = ',',
+        default_value = "openid,email,profile,offline_access"
+    )]
+    pub login_scopes: Vec<String>,
 }
 
 /// `krayne-server sandbox`.

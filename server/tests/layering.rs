@@ -212,8 +212,9 @@ fn the_client_speaks_only_the_contract() {
 }
 
 /// What only the `krayne` CLI and its terminal UI use: a pipeline that
-/// adds the SDK gets none of it.
-const CLI_ONLY: [&str; 9] = [
+/// adds the SDK gets none of it. (etcetera, the config directory, is not
+/// here: the SDK finds the sign-in `krayne login` keeps, as the CLI does.)
+const CLI_ONLY: [&str; 8] = [
     "clap",
     "ratatui",
     "crossterm",
@@ -221,7 +222,6 @@ const CLI_ONLY: [&str; 9] = [
     "indicatif",
     "comfy-table",
     "nucleo-matcher",
-    "etcetera",
     "open",
 ];
 

@@ -217,8 +217,11 @@ Values the schema cannot express; rendering stops with a clear message.
 */}}
 {{- define "krayne.validate" -}}
 {{- $a := .Values.auth }}
-{{- if not (or $a.oidcIssuerUrl $a.jwksUrl $a.publicKeys.keys $a.hs256.existingSecret) }}
-{{- fail "krayne: set how tokens are verified: auth.oidcIssuerUrl, auth.jwksUrl or auth.publicKeys.keys (auth.hs256.existingSecret for development)" }}
+{{- if not (or $a.oidcIssuerUrl $a.jwksUrl $a.publicKeys.keys $a.hs256.existingSecret $a.issuers $a.serviceAccountTokens.enabled) }}
+{{- fail "krayne: set how tokens are verified: auth.oidcIssuerUrl, auth.jwksUrl, auth.publicKeys.keys, auth.issuers or auth.serviceAccountTokens (auth.hs256.existingSecret for development)" }}
+{{- end }}
+{{- if and $a.login.clientId (not (or $a.login.issuer $a.oidcIssuerUrl)) }}
+{{- fail "krayne: auth.login.clientId needs auth.login.issuer (or auth.oidcIssuerUrl): where people sign in" }}
 {{- end }}
 {{- if and $a.oidcIssuerUrl $a.jwksUrl }}
 {{- fail "krayne: set auth.oidcIssuerUrl or auth.jwksUrl, not both" }}
@@ -236,7 +239,7 @@ Values the schema cannot express; rendering stops with a clear message.
 {{- if not (or .Values.database.existingSecret .Values.database.url) }}
 {{- fail "krayne: set the audit database: database.existingSecret (recommended) or database.url" }}
 {{- end }}
-{{- if and $a.hs256.existingSecret (or $a.oidcIssuerUrl $a.jwksUrl) (not $a.hs256.allowWithJwks) }}
+{{- if and $a.hs256.existingSecret (or $a.oidcIssuerUrl $a.jwksUrl $a.issuers $a.serviceAccountTokens.enabled) (not $a.hs256.allowWithJwks) }}
 {{- fail "krayne: auth.hs256.existingSecret (development tokens) together with an OIDC or JWKS issuer lets whoever holds the shared secret mint any identity; remove it, or set auth.hs256.allowWithJwks: true" }}
 {{- end }}
 {{- if and .Values.database.tls.caSecret.name .Values.database.tls.caConfigMap.name }}

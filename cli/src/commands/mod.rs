@@ -54,6 +54,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Quota(args) => identity::quota::run(&ctx, args).await,
             Command::Audit(args) => audit::list::run(&ctx, args).await,
             Command::Login(args) => config::login::run(&ctx, args).await,
+            Command::Logout(args) => config::logout::run(&ctx, args).await,
             Command::Version(args) => config::version::run(&ctx, args).await,
             Command::Services(args) => service::list::run(&ctx, args).await,
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,

@@ -6,12 +6,14 @@ use krayne_core::{domain, manifest};
 
 mod cache;
 mod errors;
+mod issuer;
 mod leader;
 mod logs;
 mod metered;
 mod upstream;
 
 pub use cache::{CacheOptions, CachedClusterStore};
+pub use issuer::ClusterIssuerDocuments;
 /// A Kubernetes client (kube-rs), for wiring adapters together.
 pub use kube::Client;
 pub use leader::LeaseLeadership;

@@ -96,11 +96,16 @@ struct ResourceAttributes {
     name: Option<String>,
 }
 
+/// The object inside a protobuf body's `k8s\0` envelope.
+pub(crate) fn unwrap_envelope(body: &[u8]) -> Option<Vec<u8>> {
+    use prost::Message as _;
+    Unknown::decode(body.strip_prefix(MAGIC)?).ok()?.raw
+}
+
 /// A protobuf review as the JSON one it stands for.
 fn from_protobuf(body: &[u8]) -> Option<Value> {
     use prost::Message as _;
-    let unknown = Unknown::decode(body.strip_prefix(MAGIC)?).ok()?;
-    let review = Review::decode(unknown.raw?.as_slice()).ok()?;
+    let review = Review::decode(unwrap_envelope(body)?.as_slice()).ok()?;
     let a = review.spec?.resource_attributes?;
     Some(json!({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",

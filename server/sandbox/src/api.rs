@@ -60,6 +60,8 @@ pub(super) struct ApiState {
     pub standins: Arc<super::standins::Standins>,
     /// Containers' output (`pods/log`).
     pub pod_logs: Arc<super::pod_logs::PodLogs>,
+    /// The service-account issuer's key.
+    pub signer: super::service_account_tokens::TokenSigner,
 }
 
 /// The identity the sandbox's RBAC names in a refusal: the ServiceAccount
@@ -88,6 +90,15 @@ pub(super) fn router(state: Shared) -> Router {
         .route("/api/v1/namespaces/{ns}/{plural}", any(resource))
         .route("/api/v1/namespaces/{ns}/{plural}/{name}", any(resource))
         .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(crate::pod_logs::handle))
+        .route(
+            "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+            axum::routing::post(crate::service_account_tokens::token_request),
+        )
+        .route(
+            "/.well-known/openid-configuration",
+            get(crate::service_account_tokens::discovery),
+        )
+        .route("/openid/v1/jwks", get(crate::service_account_tokens::jwks))
         .route(
             "/api/v1/namespaces/{ns}/pods/{name}/portforward",
             get(crate::portforward::handle).post(crate::portforward::handle),

@@ -56,6 +56,12 @@ pub(super) fn resources(group: &str) -> Value {
             "kind": r.kind(), "shortNames": r.short_names(),
             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
         }));
+        if r == Resource::ServiceAccount {
+            list.push(json!({
+                "name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"],
+            }));
+        }
         if r.has_status_subresource() {
             list.push(json!({
                 "name": format!("{}/status", r.plural()), "singularName": "", "namespaced": true,

@@ -38,6 +38,7 @@ mod portforward;
 mod portforward_spdy;
 mod resources;
 mod selector;
+mod service_account_tokens;
 mod spdy;
 mod standins;
 mod store;
@@ -57,6 +58,7 @@ pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
 pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
+pub use service_account_tokens::SERVICE_ACCOUNT_ISSUER;
 pub use standins::{ConnectionRecord, DASHBOARD_HANGS, RealDaemons};
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
@@ -174,6 +176,7 @@ impl Sandbox {
             forbidden: Mutex::new(Vec::new()),
             standins: standins.clone(),
             pod_logs: pod_logs.clone(),
+            signer: service_account_tokens::TokenSigner::generate().map_err(std::io::Error::other)?,
         });
         let (stop, stopped) = watch::channel(false);
         let server = Some(ApiServer::spawn(listener, api.clone()));

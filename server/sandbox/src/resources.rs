@@ -11,6 +11,8 @@ pub enum Resource {
     Service,
     /// `core/v1` events.
     Event,
+    /// `core/v1` serviceaccounts (tokens through `serviceaccounts/token`).
+    ServiceAccount,
     /// `ray.io/v1` rayclusters.
     RayCluster,
     /// `networking.k8s.io/v1` networkpolicies: stored and served, not
@@ -23,11 +25,12 @@ pub enum Resource {
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Namespace,
         Self::Pod,
         Self::Service,
         Self::Event,
+        Self::ServiceAccount,
         Self::RayCluster,
         Self::NetworkPolicy,
         Self::Lease,
@@ -39,7 +42,7 @@ impl Resource {
             Self::RayCluster => "ray.io",
             Self::NetworkPolicy => "networking.k8s.io",
             Self::Lease => "coordination.k8s.io",
-            Self::Namespace | Self::Pod | Self::Service | Self::Event => "",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount => "",
         }
     }
 
@@ -49,7 +52,7 @@ impl Resource {
             Self::RayCluster => "ray.io/v1",
             Self::NetworkPolicy => "networking.k8s.io/v1",
             Self::Lease => "coordination.k8s.io/v1",
-            Self::Namespace | Self::Pod | Self::Service | Self::Event => "v1",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount => "v1",
         }
     }
 
@@ -60,6 +63,7 @@ impl Resource {
             Self::Pod => "pods",
             Self::Service => "services",
             Self::Event => "events",
+            Self::ServiceAccount => "serviceaccounts",
             Self::RayCluster => "rayclusters",
             Self::NetworkPolicy => "networkpolicies",
             Self::Lease => "leases",
@@ -73,6 +77,7 @@ impl Resource {
             Self::Pod => "Pod",
             Self::Service => "Service",
             Self::Event => "Event",
+            Self::ServiceAccount => "ServiceAccount",
             Self::RayCluster => "RayCluster",
             Self::NetworkPolicy => "NetworkPolicy",
             Self::Lease => "Lease",
@@ -86,6 +91,7 @@ impl Resource {
             Self::Pod => &["po"],
             Self::Service => &["svc"],
             Self::Event => &["ev"],
+            Self::ServiceAccount => &["sa"],
             Self::RayCluster => &[],
             Self::NetworkPolicy => &["netpol"],
             Self::Lease => &[],

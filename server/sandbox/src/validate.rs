@@ -99,9 +99,12 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             Resource::Namespace => check_dns1123_label(name),
             // KubeRay derives pod and service names from it.
             Resource::RayCluster => check_dns1035_label(name, MAX_CLUSTER_NAME_LEN),
-            Resource::Pod | Resource::Service | Resource::Event | Resource::NetworkPolicy | Resource::Lease => {
-                check_dns1123_subdomain(name)
-            }
+            Resource::Pod
+            | Resource::Service
+            | Resource::Event
+            | Resource::ServiceAccount
+            | Resource::NetworkPolicy
+            | Resource::Lease => check_dns1123_subdomain(name),
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));

@@ -58,6 +58,7 @@ fn admin_context() -> Context {
             global_admin: true,
             grants: Vec::new(),
             expires_at: None,
+            issuer: None,
         },
         meta: RequestMeta {
             request_id: uuid::Uuid::now_v7().to_string(),

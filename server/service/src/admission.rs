@@ -100,6 +100,7 @@ mod tests {
             global_admin: false,
             grants: Vec::new(),
             expires_at: None,
+            issuer: None,
         }
     }
 

@@ -80,6 +80,7 @@ impl ControlPlane {
                 global_admin: false,
                 grants: Vec::new(),
                 expires_at: None,
+                issuer: None,
             },
             meta: meta.clone(),
         };

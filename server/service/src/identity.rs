@@ -15,6 +15,11 @@ impl ControlPlane {
             global_admin: p.global_admin,
             namespaces: self.accessible(cx).await?,
             grants: p.grants.clone(),
+            issuer: p.issuer.clone(),
+            expires_at: p
+                .expires_at
+                .and_then(|t| jiff::Timestamp::from_second(t).ok())
+                .map(|t| t.to_string()),
         })
     }
 

@@ -104,6 +104,8 @@ pub struct ServiceSettings {
     pub network_policy: Option<manifest::PolicyPeers>,
     /// Largest working-dir package uploaded to a head, in bytes.
     pub package_limit: u64,
+    /// Where people sign in, as `/.well-known/krayne` advertises it.
+    pub login: Option<domain::LoginSettings>,
 }
 
 impl Default for ServiceSettings {
@@ -129,6 +131,7 @@ impl Default for ServiceSettings {
             apps_domain: None,
             network_policy: None,
             package_limit: 100 * 1024 * 1024,
+            login: None,
         }
     }
 }
@@ -271,6 +274,13 @@ impl ControlPlane {
     /// needed: clients ask before they authenticate).
     pub fn version(&self) -> VersionInfo {
         self.settings.version.clone()
+    }
+
+    /// What a client needs before it signs in (no caller needed).
+    pub fn client_settings(&self) -> domain::ClientSettings {
+        domain::ClientSettings {
+            login: self.settings.login.clone(),
+        }
     }
 
     /// Refuses (and audits) a namespace that cannot exist, and `action` on

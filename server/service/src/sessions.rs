@@ -283,6 +283,7 @@ impl ControlPlane {
             global_admin: false,
             grants: Vec::new(),
             expires_at: Some(t.exp),
+            issuer: None,
         });
         Ok(Context {
             principal,

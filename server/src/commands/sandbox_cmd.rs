@@ -9,8 +9,8 @@ use crate::{
     app::{self, Parts},
     audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
-        Authenticator, EXAMPLE_MAPPING, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier, VerifyingKey,
-        load_mapping, mint, watch_mapping,
+        Authenticator, EXAMPLE_MAPPING, KeyRefresh, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier,
+        VerifyingKey, load_mapping, mint, watch_mapping,
     },
     config::SandboxArgs,
     k8s,
@@ -56,7 +56,15 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     };
     // A fresh signing secret per run: tokens printed below die with it.
     let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()).into_bytes();
-    let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default());
+    // Pipelines sign in as Kubernetes ServiceAccounts, as in a real
+    // cluster: the sandbox issues their tokens (TokenRequest).
+    let refresh = KeyRefresh {
+        ttl: Duration::from_secs(300),
+        cooldown: Duration::from_secs(10),
+        timeout: Duration::from_secs(5),
+    };
+    let accounts = super::service_account_issuer(None, "krayne", &client, refresh, vec![Algorithm::ES256]);
+    let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default()).and(accounts);
     let (mapping, hash) = match &args.teams {
         Some(file) => load_mapping(file).map_err(|e| format!("--teams {e}"))?,
         None => (TeamMapping::parse(EXAMPLE_MAPPING)?, String::new()),
@@ -102,6 +110,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         ("watch-cache", args.cache.cache),
         ("service-tunnels", true),
         ("browser-sessions", true),
+        ("service-account-tokens", true),
     ]);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
@@ -135,7 +144,11 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
          krayne open demo-cli        # the Ray dashboard in your browser, signed in\n\
          krayne tunnel demo-cli      # local ports for the dashboard, notebook, SSH, …\n\
-         krayne ssh demo-cli -- hostname\n",
+         krayne ssh demo-cli -- hostname\n\n\
+         A pipeline signs in as its Kubernetes ServiceAccount (the ml-team namespace's default one\n\
+         is on the ml-research team here):\n\
+         kubectl --kubeconfig {kc} create token default -n ml-team --audience krayne > /tmp/krayne-token\n\
+         env -u KRAYNE_TOKEN KRAYNE_TOKEN_FILE=/tmp/krayne-token krayne whoami\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),
     );

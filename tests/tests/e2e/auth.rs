@@ -12,7 +12,7 @@ const ISSUER: &str = "https://issuer.test";
 
 /// Expects `token` to pass (`ok`) or be refused with 401 / UNAUTHENTICATED
 /// on both transports.
-async fn check(env: &Env, case: &str, token: Option<&str>, header: Option<&str>, ok: bool) {
+pub(crate) async fn check(env: &Env, case: &str, token: Option<&str>, header: Option<&str>, ok: bool) {
     let http = reqwest::Client::new();
     let mut req = http.get(format!("{}/v1/whoami", env.url()));
     let value = header

@@ -84,6 +84,7 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         concrete(template)
     };
     admin.get(&call("get", "/v1/version")).await.expect(200);
+    admin.get(&call("get", "/.well-known/krayne")).await.expect(200);
     admin.get(&call("get", "/v1/whoami")).await.expect(200);
     admin.get(&call("get", "/v1/namespaces")).await.expect(200);
     admin

@@ -47,13 +47,13 @@ async fn the_openapi_document_is_stable_and_valid() {
                 "{method} {path}: duplicate operationId"
             );
             assert!(op["summary"].is_string(), "{method} {path} has no summary");
-            // Only the version and a sign-in link (its ticket is the
-            // credential) need no token (`security: [{}]`); every other
-            // operation documents its 401.
+            // Only the version, where to sign in, and a sign-in link (its
+            // ticket is the credential) need no token (`security: [{}]`);
+            // every other operation documents its 401.
             let open = op["security"] == serde_json::json!([{}]);
             assert_eq!(
                 open,
-                path == "/v1/version" || path.ends_with("/sessions/sign-in"),
+                path == "/v1/version" || path == "/.well-known/krayne" || path.ends_with("/sessions/sign-in"),
                 "{method} {path}: security {}",
                 op["security"]
             );

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use krayne_tests::{Env, which};
 
-fn project() -> PathBuf {
+pub(crate) fn project() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("portal")
 }
 
@@ -58,7 +58,7 @@ async fn generate_and_build(env: &Env) {
 /// Debian's Chromium; `None` (skipped, saying `what` was not done) where
 /// it is missing outside CI.
 #[expect(clippy::print_stderr, reason = "a skipped test says so")]
-fn chromium(what: &str) -> Option<PathBuf> {
+pub(crate) fn chromium(what: &str) -> Option<PathBuf> {
     let found = which("chromium");
     if found.is_none() {
         assert!(
@@ -77,7 +77,7 @@ static PROJECT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Node and npm, with the project's pinned packages installed; `None`
 /// (skipped) where Node is missing outside CI.
 #[expect(clippy::print_stderr, reason = "a skipped test says so")]
-async fn node_project(what: &str) -> Option<PathBuf> {
+pub(crate) async fn node_project(what: &str) -> Option<PathBuf> {
     let (Some(node), Some(npm)) = (which("node"), which("npm")) else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -87,7 +87,10 @@ async fn node_project(what: &str) -> Option<PathBuf> {
         return None;
     };
     let modules = project().join("node_modules");
-    if !modules.join(".bin/tsc").is_file() || !modules.join("playwright-core/package.json").is_file() {
+    if !modules.join(".bin/tsc").is_file()
+        || !modules.join("playwright-core/package.json").is_file()
+        || !modules.join("oidc-provider/package.json").is_file()
+    {
         // The pinned versions of package-lock.json, nothing else.
         run(&npm, &["ci", "--no-audit", "--no-fund"], &[]).await;
     }

@@ -3,4 +3,5 @@
 pub(crate) mod completions;
 pub(crate) mod krayne_only;
 pub(crate) mod login;
+pub(crate) mod logout;
 pub(crate) mod version;

@@ -9,8 +9,8 @@ use crate::{
     output::{or_dash, out},
 };
 
-/// Show who the server thinks you are, your teams, and your role in each
-/// namespace.
+/// Show who the server thinks you are (and which issuer vouched for you,
+/// until when), your teams, and your role in each namespace.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {}
 
@@ -26,6 +26,8 @@ pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
         ("Groups", or_dash(Some(&me.groups.join(", ")))),
         ("Teams", or_dash(Some(&me.teams.join(", ")))),
         ("Global admin", if me.global_admin { "yes" } else { "no" }.to_owned()),
+        ("Issuer", or_dash(me.issuer.as_deref())),
+        ("Expires", expires(me.expires_at.as_ref())),
     ])?;
     if !me.grants.is_empty() {
         out("\nGrants:\n")?;
@@ -47,4 +49,17 @@ pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
         super::print_access(ctx, &me.namespaces)?;
     }
     Ok(())
+}
+
+/// When the credential expires, and in how long.
+fn expires(at: Option<&prost_types::Timestamp>) -> String {
+    let Some(t) = at else {
+        return "-".to_owned();
+    };
+    let now = jiff::Timestamp::now();
+    let shown = jiff::Timestamp::new(t.seconds, 0).map_or_else(|_| t.seconds.to_string(), |a| a.to_string());
+    if t.seconds <= now.as_second() {
+        return format!("{shown} (expired)");
+    }
+    format!("{shown} ({})", crate::output::countdown(t, now))
 }

@@ -65,6 +65,8 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     if let Some(token) = ctx.token() {
         ssh.env("KRAYNE_TOKEN", token);
     }
+    // A sign-in is read (and renewed) from the same config directory.
+    ssh.env("KRAYNE_CONFIG", &ctx.settings_path);
     // ssh owns the terminal until it ends; nothing else runs meanwhile.
     let status = ssh
         .status()

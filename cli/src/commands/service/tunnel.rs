@@ -293,6 +293,8 @@ async fn detach(ctx: &Context, args: &Args, namespace: &str, cluster: &str) -> R
     if let Some(token) = ctx.token() {
         command.env("KRAYNE_TOKEN", token);
     }
+    // A sign-in is read (and renewed) from the same config directory.
+    command.env("KRAYNE_CONFIG", &ctx.settings_path);
     let err = log_file
         .try_clone()
         .map_err(|e| Failure::Other(format!("cannot write {}: {e}", log.display())))?;

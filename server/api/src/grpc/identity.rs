@@ -43,6 +43,8 @@ impl identity_service_server::IdentityService for Grpc {
                     role: convert::role(g.role),
                 })
                 .collect(),
+            issuer: id.issuer,
+            expires_at: convert::timestamp(id.expires_at.as_deref()),
         }))
     }
 

@@ -9,7 +9,7 @@ use super::{
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
-use crate::domain::{PageRequest, VersionInfo};
+use crate::domain::{ClientSettings, PageRequest, VersionInfo};
 
 /// Who the caller is.
 ///
@@ -54,4 +54,17 @@ pub(super) async fn namespaces(
     ))]
 pub(super) async fn version(State(s): State<AppState>) -> Json<VersionInfo> {
     Json(s.plane.version())
+}
+
+/// What a client needs before it signs in: where people sign in.
+///
+/// Needs no token: `krayne login --server URL` reads the identity
+/// provider's issuer, the client id and the scopes from here, so nobody
+/// has to be told them.
+#[utoipa::path(get, path = "/.well-known/krayne", tag = "identity", security(()),
+    responses(
+        (status = 200, description = "Where to sign in", body = ClientSettings),
+    ))]
+pub(super) async fn client_settings(State(s): State<AppState>) -> Json<ClientSettings> {
+    Json(s.plane.client_settings())
 }

@@ -151,6 +151,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::whoami))
         .routes(routes!(identity::namespaces))
         .routes(routes!(identity::version))
+        .routes(routes!(identity::client_settings))
         .routes(routes!(quotas::get_quota))
         .routes(routes!(clusters::list_all))
         .routes(routes!(clusters::list, clusters::create))

@@ -35,6 +35,11 @@ pub struct Identity {
     pub namespaces: Vec<NamespaceAccess>,
     /// Every grant that applies, including patterns matching nothing yet.
     pub grants: Vec<Grant>,
+    /// The issuer that vouched for the caller (the token's `iss`); none
+    /// for a browser session.
+    pub issuer: Option<String>,
+    /// When the caller's credential expires (RFC 3339).
+    pub expires_at: Option<String>,
 }
 
 /// The server's version, as `GET /v1/version` and `GetVersion` answer it.
@@ -49,4 +54,26 @@ pub struct VersionInfo {
     pub api_version: String,
     /// Features switched on, e.g. `watch-cache`, `audit-reads`, `trusted-proxies`.
     pub features: Vec<String>,
+}
+
+/// Where people sign in, as `/.well-known/krayne` tells `krayne login`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct LoginSettings {
+    /// The OpenID provider's issuer URL (its discovery document is under
+    /// `/.well-known/openid-configuration`).
+    pub issuer: String,
+    /// The public OAuth client `krayne login` signs in as.
+    pub client_id: String,
+    /// Scopes to ask for.
+    pub scopes: Vec<String>,
+}
+
+/// What a client needs to know before it signs in (`/.well-known/krayne`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct ClientSettings {
+    /// Where people sign in; null when this server names no identity
+    /// provider (tokens are then handed out some other way).
+    pub login: Option<LoginSettings>,
 }

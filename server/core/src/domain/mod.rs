@@ -39,7 +39,7 @@ pub use cluster_ref::ClusterRef;
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
-pub use identity::{Identity, NamespaceAccess, VersionInfo};
+pub use identity::{ClientSettings, Identity, LoginSettings, NamespaceAccess, VersionInfo};
 pub use job::{
     Job, JobStatus, JobSubmission, MAX_ENTRYPOINT_LEN, MAX_SUBMISSION_ID_LEN, PACKAGE_SCHEME, RuntimeEnv, check_job_id,
     check_package_name, package_uri,
@@ -53,7 +53,7 @@ pub use pod_log::{
 };
 pub use ports::{
     AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, FeedChange,
-    Leadership, PodsOf, UsageLedger,
+    IssuerDocuments, Leadership, PodsOf, UsageLedger,
 };
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;

@@ -327,6 +327,16 @@ pub trait UsageLedger: Send + Sync + 'static {
     async fn forget(&self, before: jiff::Timestamp) -> Result<u64, Error>;
 }
 
+/// The documents a token issuer publishes: its OpenID discovery document
+/// and its key set. Fetched over plain HTTPS for an identity provider, or
+/// through the Kubernetes connection for the cluster's service-account
+/// issuer (whose documents sit behind the API server's authentication).
+#[async_trait::async_trait]
+pub trait IssuerDocuments: Send + Sync + 'static {
+    /// The JSON document at `url` (absolute, or a path on the API server).
+    async fn get_json(&self, url: &str) -> Result<serde_json::Value, String>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,8 @@ pub struct Principal {
     /// When the caller's credential (token or browser session) expires,
     /// in Unix seconds: a long-lived stream ends then.
     pub expires_at: Option<i64>,
+    /// The issuer that vouched for the caller (the token's `iss`).
+    pub issuer: Option<String>,
 }
 
 impl Principal {
@@ -156,6 +158,7 @@ mod tests {
                 },
             ],
             expires_at: None,
+            issuer: None,
         }
     }
 

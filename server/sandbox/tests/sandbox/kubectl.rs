@@ -257,7 +257,7 @@ async fn access_reviews_answer_what_the_sandbox_allows() {
     assert_eq!(refused["status"]["allowed"], false, "{refused}");
 }
 
-fn which_kubectl() -> Result<std::path::PathBuf, ()> {
+pub(crate) fn which_kubectl() -> Result<std::path::PathBuf, ()> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())

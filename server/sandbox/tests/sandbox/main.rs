@@ -10,6 +10,7 @@ mod load;
 mod portforward;
 mod python_client;
 mod rayjobs;
+mod service_account_tokens;
 mod standins;
 mod typed;
 mod verbs;

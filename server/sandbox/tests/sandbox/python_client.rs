@@ -13,7 +13,7 @@ use crate::{eventually, raycluster, rayclusters, start};
 /// A Python with the `kubernetes` package (`$PYTHON`, else `python3`);
 /// `None` (the test skips) only outside CI.
 #[allow(clippy::print_stderr, reason = "a skipped test says so")]
-fn python_with_client() -> Option<String> {
+pub(crate) fn python_with_client() -> Option<String> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let has_client = std::process::Command::new(&python)
         .args(["-c", "import kubernetes"])

@@ -4,7 +4,7 @@
 //! down, so a brief outage does not lock everyone out.
 
 use std::{
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -14,6 +14,7 @@ use jsonwebtoken::{
 };
 
 use super::VerifyingKey;
+use crate::domain::IssuerDocuments;
 
 /// Where keys come from and how often to look.
 #[derive(Debug, Clone)]
@@ -35,29 +36,74 @@ pub struct JwksOptions {
 #[derive(Default)]
 struct Cache {
     keys: Vec<VerifyingKey>,
+    /// The `issuer` of the discovery document, once read.
+    issuer: Option<String>,
     fetched: Option<Instant>,
     attempted: Option<Instant>,
+}
+
+/// Documents fetched over HTTP(S) with a timeout.
+pub struct HttpDocuments {
+    http: reqwest::Client,
+}
+
+impl HttpDocuments {
+    /// A fetcher giving up on a document after `timeout`.
+    pub fn new(timeout: Duration) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("JWKS client: {e}"))?;
+        Ok(Self { http })
+    }
+}
+
+#[async_trait::async_trait]
+impl IssuerDocuments for HttpDocuments {
+    async fn get_json(&self, url: &str) -> Result<serde_json::Value, String> {
+        let res = self.http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
+        if !res.status().is_success() {
+            return Err(format!("{url}: HTTP {}", res.status()));
+        }
+        res.json().await.map_err(|e| format!("{url}: {e}"))
+    }
 }
 
 /// A JWKS endpoint and its cached keys.
 pub struct JwksSource {
     options: JwksOptions,
-    http: reqwest::Client,
+    documents: Arc<dyn IssuerDocuments>,
     cache: Mutex<Cache>,
 }
 
 impl JwksSource {
-    /// A source that fetches on first use.
+    /// A source that fetches over HTTP(S) on first use.
     pub fn new(options: JwksOptions) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .timeout(options.timeout)
-            .build()
-            .map_err(|e| format!("JWKS client: {e}"))?;
-        Ok(Self {
+        let documents = Arc::new(HttpDocuments::new(options.timeout)?);
+        Ok(Self::with_documents(options, documents))
+    }
+
+    /// A source that fetches through `documents` on first use.
+    pub fn with_documents(options: JwksOptions, documents: Arc<dyn IssuerDocuments>) -> Self {
+        Self {
             options,
-            http,
+            documents,
             cache: Mutex::new(Cache::default()),
-        })
+        }
+    }
+
+    /// The `issuer` its discovery document names (fetched when not yet
+    /// known, within the cooldown); `None` without discovery or while the
+    /// issuer cannot be reached.
+    pub async fn discovered_issuer(&self) -> Option<String> {
+        if !self.options.discover {
+            return None;
+        }
+        if let Some(issuer) = self.cache().issuer.clone() {
+            return Some(issuer);
+        }
+        self.keys(None).await;
+        self.cache().issuer.clone()
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -77,11 +123,12 @@ impl JwksSource {
         if refresh {
             self.cache().attempted = Some(Instant::now());
             match self.fetch().await {
-                Ok(keys) => {
+                Ok((keys, issuer)) => {
                     tracing::info!(url = %self.options.url, keys = keys.len(), "fetched signing keys");
                     metrics::counter!("krayne_jwks_fetches_total", "outcome" => "ok").increment(1);
                     let mut c = self.cache();
                     c.keys = keys;
+                    c.issuer = issuer.or(c.issuer.take());
                     c.fetched = Some(Instant::now());
                 }
                 Err(e) => {
@@ -93,31 +140,31 @@ impl JwksSource {
         self.cache().keys.clone()
     }
 
-    async fn fetch(&self) -> Result<Vec<VerifyingKey>, String> {
-        let url = if self.options.discover {
+    /// The usable keys, and the discovery document's `issuer` when one
+    /// was read.
+    async fn fetch(&self) -> Result<(Vec<VerifyingKey>, Option<String>), String> {
+        let (url, issuer) = if self.options.discover {
             let doc = format!(
                 "{}/.well-known/openid-configuration",
                 self.options.url.trim_end_matches('/')
             );
-            let discovery: serde_json::Value = self.get_json(&doc).await?;
-            discovery["jwks_uri"]
+            let discovery = self.documents.get_json(&doc).await?;
+            let jwks_uri = discovery["jwks_uri"]
                 .as_str()
                 .ok_or("the discovery document has no jwks_uri")?
-                .to_owned()
+                .to_owned();
+            let issuer = discovery["issuer"]
+                .as_str()
+                .filter(|i| !i.is_empty())
+                .ok_or("the discovery document has no issuer")?
+                .to_owned();
+            (jwks_uri, Some(issuer))
         } else {
-            self.options.url.clone()
+            (self.options.url.clone(), None)
         };
         let set: JwkSet =
-            serde_json::from_value(self.get_json(&url).await?).map_err(|e| format!("not a JWK set: {e}"))?;
-        Ok(set.keys.iter().flat_map(|jwk| self.usable(jwk)).collect())
-    }
-
-    async fn get_json(&self, url: &str) -> Result<serde_json::Value, String> {
-        let res = self.http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
-        if !res.status().is_success() {
-            return Err(format!("{url}: HTTP {}", res.status()));
-        }
-        res.json().await.map_err(|e| format!("{url}: {e}"))
+            serde_json::from_value(self.documents.get_json(&url).await?).map_err(|e| format!("not a JWK set: {e}"))?;
+        Ok((set.keys.iter().flat_map(|jwk| self.usable(jwk)).collect(), issuer))
     }
 
     /// The (key, algorithm) pairs a JWK may be used as: its own `alg` when

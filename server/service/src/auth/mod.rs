@@ -2,6 +2,8 @@
 //! [`Principal`]. Transport-neutral: the REST extractor and the gRPC
 //! services both call [`Authenticator::authenticate`].
 
+mod issuer_file;
+mod issuers;
 mod jwks;
 mod reload;
 mod sessions;
@@ -10,7 +12,9 @@ mod tokens;
 
 use std::sync::{Arc, RwLock};
 
-pub use jwks::{JwksOptions, JwksSource};
+pub use issuer_file::{ClaimNames, IssuerSpec, KeyRefresh, asymmetric_algorithms, parse_issuers};
+pub use issuers::{Issuer, IssuerKind};
+pub use jwks::{HttpDocuments, JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
 pub use sessions::{MIN_SECRET_BYTES, SessionKeys, Ticket, TicketError, TicketUse};
 pub use teams::{EXAMPLE_MAPPING, Members, Membership, Team, TeamMapping};
@@ -117,6 +121,7 @@ impl Authenticator {
             global_admin: m.global_admin,
             grants: m.grants,
             expires_at: id.expires_at,
+            issuer: Some(id.issuer),
         })
     }
 }

@@ -14,7 +14,7 @@ pub const EXAMPLE_MAPPING: &str = r#"
 admins: { groups: [platform-admins], subjects: [] }
 teams:
   - name: ml-research
-    members: { groups: [ml-research], subjects: [alice@example.com] }
+    members: { groups: [ml-research], subjects: [alice@example.com, "system:serviceaccount:ml-team:default"] }
     namespaces: { ml-team: editor, "shared-*": viewer }
 quotas:
   ml-team: { clusters: 10, cpus: 64, memory: 256Gi, gpus: 8 }

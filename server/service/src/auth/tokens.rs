@@ -1,12 +1,10 @@
 //! JWT verification with keys and algorithms from configuration only.
 
-use std::{collections::HashSet, sync::Arc};
-
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, decode_header, encode};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::jwks::JwksSource;
+use super::issuers::{Issuer, IssuerKind};
 use crate::domain::AuthFailure;
 
 /// Tokens larger than this are refused before any parsing. 8 KiB is what
@@ -60,7 +58,7 @@ impl VerifyingKey {
 /// What the verifier checks besides the signature.
 #[derive(Debug, Clone)]
 pub struct TokenRules {
-    /// Required `iss`.
+    /// Required `iss` (empty: learned from the issuer's discovery document).
     pub issuer: String,
     /// `aud` must contain this.
     pub audience: String,
@@ -98,6 +96,8 @@ pub struct TokenIdentity {
     pub groups: Vec<String>,
     /// When the token expires (Unix seconds, its `exp`).
     pub expires_at: Option<i64>,
+    /// The issuer that signed it (its `iss`).
+    pub issuer: String,
 }
 
 /// Why a token was refused; the client only ever sees `public()`.
@@ -125,28 +125,33 @@ impl TokenError {
     }
 }
 
-/// Checks tokens against configured keys, static and from a JWKS URL.
+/// Checks tokens against the trusted issuers: the token's `iss` picks the
+/// issuer, and only that issuer's keys, audience and claim mapping apply.
 #[derive(Clone)]
 pub struct Verifier {
-    keys: Vec<VerifyingKey>,
-    jwks: Option<Arc<JwksSource>>,
-    rules: TokenRules,
+    issuers: Vec<Issuer>,
 }
 
 impl Verifier {
-    /// A verifier accepting `keys` under `rules`.
+    /// A verifier trusting one issuer of accounts: `keys` under `rules`.
     pub fn new(keys: Vec<VerifyingKey>, rules: TokenRules) -> Self {
-        Self {
-            keys,
-            jwks: None,
-            rules,
-        }
+        Self::with_issuers(vec![Issuer::new(IssuerKind::Accounts, keys, rules)])
     }
 
-    /// Also accepts keys from `jwks`.
-    pub fn with_jwks(mut self, jwks: JwksSource) -> Self {
-        self.jwks = Some(Arc::new(jwks));
+    /// A verifier trusting each of `issuers`.
+    pub fn with_issuers(issuers: Vec<Issuer>) -> Self {
+        Self { issuers }
+    }
+
+    /// Also trusts `issuer`.
+    pub fn and(mut self, issuer: Issuer) -> Self {
+        self.issuers.push(issuer);
         self
+    }
+
+    /// The trusted issuers.
+    pub fn issuers(&self) -> &[Issuer] {
+        &self.issuers
     }
 
     /// Verifies `Authorization` header text (`Bearer <jwt>`). The scheme
@@ -172,77 +177,33 @@ impl Verifier {
             )));
         }
         let header = decode_header(token).map_err(|e| TokenError::Invalid(format!("header: {}", why(&e))))?;
-        let mut keys = self.keys.clone();
-        if let Some(jwks) = &self.jwks {
-            keys.extend(jwks.keys(header.kid.as_deref()).await);
-        }
-        // The token's `alg` only selects among configured keys; it never
-        // chooses how a key is used.
-        let candidates: Vec<&VerifyingKey> = keys
-            .iter()
-            .filter(|k| k.algorithm == header.alg)
-            .filter(|k| match (&k.kid, &header.kid) {
-                (Some(want), Some(got)) => want == got,
-                _ => true,
-            })
-            .collect();
-        if candidates.is_empty() {
-            // The kid is the token's text: never echoed (finding 3).
-            return Err(TokenError::Invalid(format!(
-                "no configured key for alg {:?} and the token's kid",
-                header.alg
-            )));
-        }
-        let mut last = TokenError::Invalid("no key verified the token".into());
-        for key in candidates {
-            let mut v = Validation::new(key.algorithm);
-            v.leeway = self.rules.leeway_seconds.min(60);
-            v.validate_nbf = true;
-            v.set_issuer(&[&self.rules.issuer]);
-            v.set_audience(&[&self.rules.audience]);
-            v.set_required_spec_claims(&["exp", "iss", "aud"]);
-            match decode::<Value>(token, &key.key, &v) {
-                Ok(data) => return self.identity(&data.claims),
-                Err(e) if matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ExpiredSignature) => {
-                    return Err(TokenError::Expired);
-                }
-                Err(e) => last = TokenError::Invalid(why(&e).to_owned()),
-            }
-        }
-        Err(last)
+        // Only to pick the issuer: the chosen issuer's keys check it all.
+        let claims: Value = jsonwebtoken::dangerous::insecure_decode_claims(token)
+            .map_err(|e| TokenError::Invalid(format!("claims: {}", why(&e))))?;
+        let iss = claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .ok_or_else(|| TokenError::Invalid("a required claim (exp, iss, aud) is missing".into()))?;
+        let issuer = self
+            .issuer(iss)
+            .await
+            .ok_or_else(|| TokenError::Invalid("not from a trusted issuer".into()))?;
+        issuer.verify(token, iss, &header).await
     }
 
-    fn identity(&self, claims: &Value) -> Result<TokenIdentity, TokenError> {
-        if let Some(iat) = claims.get("iat").and_then(Value::as_i64) {
-            let now = jiff::Timestamp::now().as_second();
-            if iat > now + i64::try_from(self.rules.leeway_seconds.min(60)).unwrap_or(60) {
-                return Err(TokenError::Invalid("issued in the future".into()));
+    /// The issuer whose `iss` is `iss`: a configured name first, then a
+    /// name learned by discovery (asked only when no configured one fits,
+    /// so an unreachable issuer never delays another's tokens).
+    async fn issuer(&self, iss: &str) -> Option<&Issuer> {
+        if let Some(found) = self.issuers.iter().find(|i| i.named() == Some(iss)) {
+            return Some(found);
+        }
+        for issuer in self.issuers.iter().filter(|i| i.named().is_none()) {
+            if issuer.name().await.as_deref() == Some(iss) {
+                return Some(issuer);
             }
         }
-        let subject = claims
-            .get(&self.rules.subject_claim)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| TokenError::Invalid(format!("no {:?} claim", self.rules.subject_claim)))?
-            .to_owned();
-        let email = claims
-            .get(&self.rules.email_claim)
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let groups = match claims.get(&self.rules.groups_claim) {
-            Some(Value::String(g)) => vec![g.clone()],
-            Some(Value::Array(gs)) => gs.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
-            _ => Vec::new(),
-        };
-        let mut seen = HashSet::new();
-        let groups = groups.into_iter().filter(|g| seen.insert(g.clone())).collect();
-        let expires_at = claims.get("exp").and_then(Value::as_i64);
-        Ok(TokenIdentity {
-            subject,
-            email,
-            groups,
-            expires_at,
-        })
+        None
     }
 }
 
@@ -260,7 +221,7 @@ fn bearer_token(value: &str) -> Option<&str> {
 /// Why jsonwebtoken refused a token, in words of our own: its messages
 /// quote the token (an unknown `alg` value, a JSON error's input), and a
 /// token's text must never reach a log line or an audit row.
-fn why(e: &jsonwebtoken::errors::Error) -> &'static str {
+pub(super) fn why(e: &jsonwebtoken::errors::Error) -> &'static str {
     use jsonwebtoken::errors::ErrorKind as K;
     match e.kind() {
         K::InvalidToken => "not three base64url parts",

@@ -38,7 +38,7 @@ impl Interceptor for Bearer {
         if let Some(provider) = &self.provider {
             let token = provider
                 .token()
-                .map_err(|why| Status::unauthenticated(format!("no token: {why}")))?;
+                .map_err(|why| Status::unauthenticated(format!("cannot get a token: {why}")))?;
             let value = MetadataValue::try_from(format!("Bearer {}", token.trim()))
                 .map_err(|_| Status::unauthenticated("the token contains characters a header cannot carry"))?;
             request.metadata_mut().insert("authorization", value);
