@@ -59,7 +59,9 @@ fn compare(path: &str, rest: &Value, grpc: &Value, problems: &mut Vec<String>) {
 #[tokio::test]
 async fn rest_and_grpc_answers_carry_the_same_fields() {
     let env = Env::start().await;
-    let alice = env.rest(&env.alice());
+    // One token both ways: whoami carries its expiry.
+    let token = env.alice();
+    let alice = env.rest(&token);
     let ns = "/v1/namespaces/ml-team/clusters";
     let body = json!({"name": "shapes", "worker_groups": [{"name": "cpu", "replicas": 1, "max_replicas": 2}]});
     alice.post(ns, &body).await.expect(201);
@@ -70,7 +72,7 @@ async fn rest_and_grpc_answers_carry_the_same_fields() {
     // Let the cache settle on the ready state before reading both ways.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());
+    let client = Client::connect(env.url()).await.unwrap().with_token(token.clone());
     let mut problems = Vec::new();
     let details = to_json(&client.describe("ml-team", "shapes").await.unwrap()).unwrap();
     let rest = alice.get(&format!("{ns}/shapes/details")).await.expect(200).body;

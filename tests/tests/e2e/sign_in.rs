@@ -193,6 +193,10 @@ async fn people_sign_in_through_a_certified_openid_provider() {
     assert_eq!(advertised["login"]["issuer"], idp.issuer.as_str());
     assert_eq!(advertised["login"]["client_id"], "krayne-cli");
 
+    // A pasted token and a provider's sign-in at once is a mistake.
+    let (code, _, err) = cli.run(&["login", "--token", "t", "--device"]).await;
+    assert!(code == 2 && err.contains("give one or the other"), "{err}");
+
     // Authorization code + PKCE, the redirect to krayne's loopback listener.
     let printed = cli.login(&node, &browser, &["--no-browser"], &mut log).await;
     assert!(printed.contains("authenticated as alice@example.com"), "{printed}");

@@ -72,6 +72,14 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         .clone()
         .or_else(|| ctx.settings.server.clone())
         .ok_or_else(|| Failure::Usage("login needs --server URL (or KRAYNE_SERVER)".into()))?;
+    let provider_flags = args.device || args.no_browser || args.issuer.is_some() || args.client_id.is_some();
+    if ctx.global.token.is_some() && provider_flags {
+        return Err(Failure::Usage(
+            "--token (or KRAYNE_TOKEN) saves a token you were given; --device, --no-browser, --issuer and \
+             --client-id sign in through your identity provider: give one or the other (unset KRAYNE_TOKEN)"
+                .into(),
+        ));
+    }
     let (subject, issuer) = match ctx.global.token.clone() {
         Some(token) => (save_token(ctx, &args, &server, token).await?, None),
         None => {

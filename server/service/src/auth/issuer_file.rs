@@ -34,6 +34,21 @@ pub struct IssuerSpec {
     /// Clock skew allowed, in seconds (at most 60).
     #[serde(default = "default_leeway")]
     pub leeway_seconds: u64,
+    /// Whose identities it vouches for.
+    #[serde(default)]
+    pub kind: SpecKind,
+}
+
+/// Whose identities an issuer of the file vouches for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpecKind {
+    /// People and other accounts of an identity provider.
+    #[default]
+    Accounts,
+    /// A Kubernetes cluster's ServiceAccounts, by an issuer reachable on
+    /// its own (a managed cluster's public one, or another cluster's).
+    ServiceAccounts,
 }
 
 /// The claims holding the subject, e-mail and groups.
@@ -127,7 +142,11 @@ impl IssuerSpec {
             email_claim: self.claims.email.clone(),
             groups_claim: self.claims.groups.clone(),
         };
-        Ok(Issuer::new(IssuerKind::Accounts, Vec::new(), rules).with_jwks(source))
+        let kind = match self.kind {
+            SpecKind::Accounts => IssuerKind::Accounts,
+            SpecKind::ServiceAccounts => IssuerKind::ServiceAccounts,
+        };
+        Ok(Issuer::new(kind, Vec::new(), rules).with_jwks(source))
     }
 }
 
@@ -148,6 +167,13 @@ mod tests {
         assert_eq!(specs[0].claims, ClaimNames::default());
         assert_eq!(specs[1].claims.subject, "email");
         assert_eq!(specs[1].claims.email, "email");
+        assert_eq!(specs[0].kind, SpecKind::Accounts);
+        let cluster = parse_issuers(
+            "- issuer: https://oidc.eks.example.com/id/1\n  audience: krayne\n  kind: service-accounts\n",
+        )
+        .unwrap();
+        assert_eq!(cluster[0].kind, SpecKind::ServiceAccounts);
+        assert!(parse_issuers("- issuer: x\n  audience: y\n  kind: robots\n").is_err());
         assert!(parse_issuers("- issuer: x\n  audience: y\n  audiense: z\n").is_err());
         assert!(parse_issuers("- issuer: ''\n  audience: y\n").is_err());
         assert!(asymmetric_algorithms(&["HS256".into()]).is_err());

@@ -12,7 +12,7 @@ mod tokens;
 
 use std::sync::{Arc, RwLock};
 
-pub use issuer_file::{ClaimNames, IssuerSpec, KeyRefresh, asymmetric_algorithms, parse_issuers};
+pub use issuer_file::{ClaimNames, IssuerSpec, KeyRefresh, SpecKind, asymmetric_algorithms, parse_issuers};
 pub use issuers::{Issuer, IssuerKind};
 pub use jwks::{HttpDocuments, JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
