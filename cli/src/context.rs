@@ -115,13 +115,11 @@ impl Context {
             builder = builder.token(token);
         } else if let Some(file) = &self.global.token_file {
             builder = builder.token_provider(TokenFile::new(file));
-        } else if crate::commands::config::login::credential_store(self)
-            .get(&server)
-            .map_err(Failure::Other)?
-            .is_some()
-        {
+        } else {
             let store = crate::commands::config::login::credential_store(self);
-            builder = builder.token_provider(SignedIn::new(server, store));
+            if store.get(&server).map_err(Failure::Other)?.is_some() {
+                builder = builder.token_provider(SignedIn::new(server, store));
+            }
         }
         Ok(builder.connect_lazy()?)
     }

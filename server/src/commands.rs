@@ -147,12 +147,7 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
                 .into(),
         );
     }
-    let refresh = KeyRefresh {
-        ttl: Duration::from_secs(jwt.jwks_ttl_seconds),
-        cooldown: Duration::from_secs(jwt.jwks_cooldown_seconds),
-        timeout: Duration::from_secs(5),
-    };
-    let algorithms = asymmetric_algorithms(&jwt.jwt_algorithms).map_err(|e| format!("--jwt-algorithms: {e}"))?;
+    let (refresh, algorithms) = key_sources(jwt)?;
     let mut issuers = Vec::new();
     if flags_issuer {
         let rules = TokenRules {
@@ -188,18 +183,24 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
     Ok(Verifier::with_issuers(issuers))
 }
 
-/// `verifier`, also trusting Kubernetes' service-account issuer (through
-/// `kube`) when `--service-account-tokens` is set.
-pub(crate) fn with_service_accounts(verifier: Verifier, jwt: &JwtArgs, kube: &k8s::Client) -> Result<Verifier, String> {
-    if !jwt.service_account_tokens {
-        return Ok(verifier);
-    }
+/// How often key sets are fetched, and the algorithms taken from them.
+fn key_sources(jwt: &JwtArgs) -> Result<(KeyRefresh, Vec<Algorithm>), String> {
     let refresh = KeyRefresh {
         ttl: Duration::from_secs(jwt.jwks_ttl_seconds),
         cooldown: Duration::from_secs(jwt.jwks_cooldown_seconds),
         timeout: Duration::from_secs(5),
     };
     let algorithms = asymmetric_algorithms(&jwt.jwt_algorithms).map_err(|e| format!("--jwt-algorithms: {e}"))?;
+    Ok((refresh, algorithms))
+}
+
+/// `verifier`, also trusting Kubernetes' service-account issuer (through
+/// `kube`) when `--service-account-tokens` is set.
+pub(crate) fn with_service_accounts(verifier: Verifier, jwt: &JwtArgs, kube: &k8s::Client) -> Result<Verifier, String> {
+    if !jwt.service_account_tokens {
+        return Ok(verifier);
+    }
+    let (refresh, algorithms) = key_sources(jwt)?;
     let issuer = service_account_issuer(
         jwt.service_account_issuer.clone(),
         &jwt.service_account_audience,

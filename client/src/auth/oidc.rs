@@ -22,7 +22,7 @@ use openidconnect::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{Credential, now};
+use super::Credential;
 
 /// How long a person has to finish signing in.
 const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -377,7 +377,7 @@ impl Provider {
                 .map(|t| t.secret().clone())
                 .or_else(|| previous.and_then(|p| p.refresh_token.clone())),
             issued_at: claims.issue_time().timestamp(),
-            expires_at: claims.expiration().timestamp().max(now()),
+            expires_at: claims.expiration().timestamp(),
             subject: claims.subject().to_string(),
             email: claims.email().map(|e| e.to_string()),
         })
