@@ -143,7 +143,7 @@ pub(crate) fn report(result: Result<(), Failure>, debug: bool) -> ExitCode {
             let mut stderr = std::io::stderr().lock();
             for line in failure.lines(debug) {
                 // Nothing sensible is left to do when stderr is gone.
-                let _ = writeln!(stderr, "{line}");
+                let _ = writeln!(stderr, "{}", crate::output::printable(&line, true));
             }
             ExitCode::from(failure.exit_code())
         }

@@ -91,7 +91,10 @@ impl Printer {
         } else {
             table.force_no_tty();
         }
-        table.add_rows(rows);
+        table.add_rows(
+            rows.into_iter()
+                .map(|row| row.into_iter().map(printable_cell).collect::<Vec<_>>()),
+        );
         let content = table.column_max_content_widths();
         widths.resize(content.len().max(widths.len()), 0);
         for (width, content) in widths.iter_mut().zip(content) {
@@ -110,7 +113,7 @@ impl Printer {
         let width = fields.iter().map(|(label, _)| label.len()).max().unwrap_or(0) + 1;
         let text: String = fields
             .iter()
-            .map(|(label, value)| format!("{:width$}  {value}\n", format!("{label}:")))
+            .map(|(label, value)| format!("{:width$}  {}\n", format!("{label}:"), printable(value, true)))
             .collect();
         out(&text)
     }
@@ -128,6 +131,36 @@ impl Printer {
     }
 }
 
+/// `text` for a terminal: each control character (a terminal's escape, a
+/// bell, a carriage return; newlines too unless `lines`) shown as
+/// `\u{1b}`. What the server or a head sends is printed through this —
+/// never a log stream's text, which stays raw as `kubectl logs` keeps it.
+pub(crate) fn printable(text: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| c.is_control() && !(lines && (c == '\n' || c == '\t'));
+    if !text.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A table cell holding text from the server or a head: its control
+/// characters escaped (the cell loses its colour only then).
+fn printable_cell(cell: Cell) -> Cell {
+    let content = cell.content();
+    match printable(&content, false) {
+        std::borrow::Cow::Borrowed(_) => cell,
+        std::borrow::Cow::Owned(clean) => Cell::new(clean),
+    }
+}
+
 /// Writes data to stdout. A closed pipe (`krayne get | head -1`) ends the
 /// output quietly.
 pub(crate) fn out(text: &str) -> Result<(), Failure> {
@@ -142,7 +175,7 @@ pub(crate) fn out(text: &str) -> Result<(), Failure> {
 
 /// A message for the person at the terminal, on stderr.
 pub(crate) fn note(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", printable(text, true));
 }
 
 /// How long ago `t` was, kubectl style: `45s`, `12m`, `3h`, `5d`.
@@ -206,6 +239,28 @@ pub(crate) fn or_dash(value: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reliability 29g (issue 53, item 7): a job's entrypoint as a head
+    /// may send it reaches the terminal escaped.
+    #[test]
+    fn text_from_the_server_reaches_a_terminal_without_its_escapes() {
+        let hostile = "python x.py\u{1b}]0;owned\u{7}\u{1b}[2J\rgone";
+        let printer = Printer {
+            format: Format::Table,
+            color: false,
+        };
+        let text = printer.render(
+            Some(&["ID", "ENTRYPOINT"]),
+            vec![vec![Cell::new("raysubmit_1"), Cell::new(hostile)]],
+            &mut Vec::new(),
+        );
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert!(text.contains("\\u{1b}]0;owned"), "{text:?}");
+        let yaml = serde_saphyr::to_string(&serde_json::json!({"entrypoint": hostile})).unwrap();
+        assert!(!yaml.contains('\u{1b}'), "-o yaml escapes them too: {yaml:?}");
+        assert_eq!(printable("two\nlines", true), "two\nlines");
+        assert_eq!(printable("one\nline", false), "one\\u{a}line");
+    }
 
     #[test]
     fn the_lifecycle_counts_down_to_what_it_will_do() {

@@ -115,6 +115,17 @@ pub struct SubmittedJob {
     pub uploaded: bool,
 }
 
+/// Packs `dir` as Ray does (off the async runtime): what a caller may show
+/// before uploading it — its files, their size, the paths left out. A dir
+/// over [`MAX_PACKAGE`] is refused; an error names the path it met.
+pub async fn pack_working_dir(dir: &std::path::Path, options: &PackOptions) -> Result<package::Package, ClientError> {
+    let (dir, options) = (dir.to_owned(), options.clone());
+    tokio::task::spawn_blocking(move || package::pack(&dir, &options, MAX_PACKAGE))
+        .await
+        .map_err(|e| ClientError::new(Code::Internal, format!("packing the working dir: {e}")))?
+        .map_err(|e| ClientError::new(Code::InvalidArgument, e.to_string()))
+}
+
 /// Whether a job has ended.
 pub fn is_terminal(job: &proto::Job) -> bool {
     matches!(
@@ -145,11 +156,20 @@ impl Client {
         options: &PackOptions,
         progress: impl Fn(u64, u64) + Send + 'static,
     ) -> Result<(String, bool), ClientError> {
-        let (dir_owned, options) = (dir.to_owned(), options.clone());
-        let packed = tokio::task::spawn_blocking(move || package::pack(&dir_owned, &options, MAX_PACKAGE))
-            .await
-            .map_err(|e| ClientError::new(Code::Internal, format!("packing the working dir: {e}")))?
-            .map_err(|e| ClientError::new(Code::InvalidArgument, e.to_string()))?;
+        let packed = pack_working_dir(dir, options).await?;
+        self.upload_packed(namespace, name, packed, progress).await
+    }
+
+    /// Uploads a packed working dir to cluster `name`'s head unless it is
+    /// there already (editor); returns its name and whether it was
+    /// uploaded.
+    pub async fn upload_packed(
+        &self,
+        namespace: &str,
+        name: &str,
+        packed: package::Package,
+        progress: impl Fn(u64, u64) + Send + 'static,
+    ) -> Result<(String, bool), ClientError> {
         let reference = proto::PackageRef {
             namespace: namespace.to_owned(),
             name: name.to_owned(),

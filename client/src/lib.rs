@@ -18,7 +18,7 @@ mod watch;
 pub use auth::TokenProvider;
 pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, Keep, RetryPolicy, Scale};
 pub use error::{ClientError, FieldViolation};
-pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal};
+pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal, pack_working_dir};
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
 pub use live::{WatchFrom, event_type_name};

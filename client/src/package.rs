@@ -68,6 +68,16 @@ pub struct Package {
     pub zip: Vec<u8>,
     /// Files in it.
     pub files: usize,
+    /// Their bytes, all together.
+    pub bytes: u64,
+    /// Paths left out that are neither a file nor a folder: a link to
+    /// nothing (an editor's lock file), a socket, a pipe; each with why.
+    pub skipped: Vec<String>,
+}
+
+/// `e` naming the path it happened at.
+fn at(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// One kept path: relative (`/`-separated; the root is `.`).
@@ -142,8 +152,9 @@ fn travel(
     relative: &str,
     excludes: &mut Vec<Excludes>,
     options: &PackOptions,
-    kept: &mut Vec<Entry>,
+    walked: &mut Walked,
 ) -> io::Result<()> {
+    // Links are followed, as Ray's client follows them.
     let is_dir = absolute.is_dir();
     let before = excludes.len();
     if is_dir {
@@ -154,9 +165,11 @@ fn travel(
     }
     if !excludes.iter().any(|e| e.excludes(relative)) {
         if is_dir {
-            let mut children: Vec<_> = std::fs::read_dir(absolute)?.collect::<Result<_, _>>()?;
+            let mut children: Vec<_> = std::fs::read_dir(absolute)
+                .and_then(|entries| entries.collect::<Result<_, _>>())
+                .map_err(|e| at(absolute, e))?;
             children.sort_by_key(std::fs::DirEntry::file_name);
-            kept.push(Entry {
+            walked.kept.push(Entry {
                 relative: relative.to_owned(),
                 absolute: absolute.to_owned(),
                 kind: Kind::Dir {
@@ -165,21 +178,36 @@ fn travel(
             });
             for child in children {
                 let name = child.file_name().to_string_lossy().into_owned();
-                travel(&child.path(), &join(relative, &name), excludes, options, kept)?;
+                travel(&child.path(), &join(relative, &name), excludes, options, walked)?;
             }
         } else {
-            kept.push(Entry {
-                relative: relative.to_owned(),
-                absolute: absolute.to_owned(),
-                kind: Kind::File,
-            });
+            match std::fs::metadata(absolute) {
+                Ok(meta) if meta.is_file() => walked.kept.push(Entry {
+                    relative: relative.to_owned(),
+                    absolute: absolute.to_owned(),
+                    kind: Kind::File,
+                }),
+                Ok(_) => walked
+                    .skipped
+                    .push(format!("{relative} (not a file: a socket, pipe or device)")),
+                Err(e) if absolute.is_symlink() => walked.skipped.push(format!("{relative} (a link to nothing: {e})")),
+                Err(e) => return Err(at(absolute, e)),
+            }
         }
     }
     excludes.truncate(before);
     Ok(())
 }
 
-fn kept_paths(dir: &Path, options: &PackOptions) -> io::Result<Vec<Entry>> {
+/// What a walk of a working dir kept, and what it left out besides the
+/// excludes.
+#[derive(Default)]
+struct Walked {
+    kept: Vec<Entry>,
+    skipped: Vec<String>,
+}
+
+fn kept_paths(dir: &Path, options: &PackOptions) -> io::Result<Walked> {
     if !dir.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -197,15 +225,14 @@ fn kept_paths(dir: &Path, options: &PackOptions) -> io::Result<Vec<Entry>> {
         base: ".".into(),
         patterns: defaults,
     }];
-    let mut kept = Vec::new();
-    travel(dir, ".", &mut excludes, options, &mut kept)?;
-    Ok(kept)
+    let mut walked = Walked::default();
+    travel(dir, ".", &mut excludes, options, &mut walked)?;
+    Ok(walked)
 }
 
 /// The package name Ray gives `dir`: `_ray_pkg_<16 hex>.zip`.
 pub fn package_name(dir: &Path, options: &PackOptions) -> io::Result<String> {
-    let kept = kept_paths(dir, options)?;
-    name_of(&kept)
+    name_of(&kept_paths(dir, options)?.kept)
 }
 
 fn name_of(kept: &[Entry]) -> io::Result<String> {
@@ -214,8 +241,8 @@ fn name_of(kept: &[Entry]) -> io::Result<String> {
         let mut sha1 = Sha1::new();
         sha1.update(entry.relative.as_bytes());
         if matches!(entry.kind, Kind::File) {
-            let mut file = std::fs::File::open(&entry.absolute)?;
-            io::copy(&mut file, &mut DigestWriter(&mut sha1))?;
+            let mut file = std::fs::File::open(&entry.absolute).map_err(|e| at(&entry.absolute, e))?;
+            io::copy(&mut file, &mut DigestWriter(&mut sha1)).map_err(|e| at(&entry.absolute, e))?;
         }
         let digest = sha1.finalize();
         for (h, d) in hash.iter_mut().zip(digest.iter()) {
@@ -243,11 +270,13 @@ impl io::Write for DigestWriter<'_> {
 /// and empty directories. Refuses (before reading a byte of content) a
 /// working dir whose files add up to more than `limit` bytes.
 pub fn pack(dir: &Path, options: &PackOptions, limit: u64) -> io::Result<Package> {
-    let kept = kept_paths(dir, options)?;
+    let Walked { kept, skipped } = kept_paths(dir, options)?;
     let mut total = 0u64;
     for entry in &kept {
         if matches!(entry.kind, Kind::File) {
-            total += std::fs::metadata(&entry.absolute)?.len();
+            total += std::fs::metadata(&entry.absolute)
+                .map_err(|e| at(&entry.absolute, e))?
+                .len();
         }
     }
     if total > limit {
@@ -270,8 +299,8 @@ pub fn pack(dir: &Path, options: &PackOptions, limit: u64) -> io::Result<Package
             Kind::File => {
                 zip.start_file(entry.relative.as_str(), stored)
                     .map_err(io::Error::other)?;
-                let mut file = std::fs::File::open(&entry.absolute)?;
-                io::copy(&mut file, &mut zip)?;
+                let mut file = std::fs::File::open(&entry.absolute).map_err(|e| at(&entry.absolute, e))?;
+                io::copy(&mut file, &mut zip).map_err(|e| at(&entry.absolute, e))?;
                 files += 1;
             }
             Kind::Dir { empty: true } => {
@@ -283,7 +312,13 @@ pub fn pack(dir: &Path, options: &PackOptions, limit: u64) -> io::Result<Package
     }
     zip.flush()?;
     let zip = zip.finish().map_err(io::Error::other)?.into_inner();
-    Ok(Package { name, zip, files })
+    Ok(Package {
+        name,
+        zip,
+        files,
+        bytes: total,
+        skipped,
+    })
 }
 
 #[cfg(test)]
@@ -410,6 +445,35 @@ mod tests {
         assert_eq!(name(&one), name(&two));
         std::fs::write(two.path().join("a.txt"), "changed").unwrap();
         assert_ne!(name(&one), name(&two));
+    }
+
+    /// Reliability 29l (issue 53, item 12; issue 56, item 1).
+    #[test]
+    fn a_link_to_nothing_is_left_out_and_named_and_ignored_secrets_stay_home() {
+        let dir = tree(&[
+            ("train.py", Some("print(1)")),
+            ("idp.key", Some("-----BEGIN PRIVATE KEY-----")),
+            (".rayignore", Some("*.key\n")),
+        ]);
+        std::os::unix::fs::symlink("/no/such/target", dir.path().join(".#train.py")).unwrap();
+        let packed = pack(dir.path(), &PackOptions::default(), 1024 * 1024).unwrap();
+        assert_eq!(zipped_names(&packed), [".rayignore", "train.py"]);
+        assert_eq!(packed.skipped.len(), 1, "{:?}", packed.skipped);
+        assert!(
+            packed.skipped[0].starts_with(".#train.py (a link to nothing"),
+            "{:?}",
+            packed.skipped
+        );
+        assert_eq!(packed.bytes, 8 + 6);
+        let unreadable = tree(&[("sub/a.txt", Some("a"))]);
+        let sub = unreadable.path().join("sub");
+        std::fs::set_permissions(&sub, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+        let e = pack(unreadable.path(), &PackOptions::default(), 1024 * 1024);
+        std::fs::set_permissions(&sub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        // Root reads any folder; elsewhere the error names it.
+        if let Err(e) = e {
+            assert!(e.to_string().contains(&sub.display().to_string()), "{e}");
+        }
     }
 
     #[test]

@@ -157,6 +157,8 @@ pub(crate) fn verifier(jwt: &JwtArgs) -> Result<Verifier, String> {
             subject_claim: jwt.jwt_subject_claim.clone(),
             email_claim: jwt.jwt_email_claim.clone(),
             groups_claim: jwt.jwt_groups_claim.clone(),
+            assume_email_verified: jwt.jwt_assume_email_verified,
+            max_lifetime_seconds: None,
         };
         let mut issuer = Issuer::new(IssuerKind::Accounts, keys, rules);
         if let Some((url, discover)) = jwks {
@@ -201,13 +203,17 @@ pub(crate) fn with_service_accounts(verifier: Verifier, jwt: &JwtArgs, kube: &k8
         return Ok(verifier);
     }
     let (refresh, algorithms) = key_sources(jwt)?;
-    let issuer = service_account_issuer(
+    let mut issuer = service_account_issuer(
         jwt.service_account_issuer.clone(),
         &jwt.service_account_audience,
         kube,
         refresh,
         algorithms,
+        jwt.service_account_max_token_seconds,
     );
+    if jwt.service_account_token_review {
+        issuer = issuer.with_reviewer(token_reviewer(kube, refresh));
+    }
     Ok(verifier.and(issuer))
 }
 
@@ -219,6 +225,7 @@ pub(crate) fn service_account_issuer(
     kube: &k8s::Client,
     refresh: KeyRefresh,
     algorithms: Vec<Algorithm>,
+    max_token_seconds: u64,
 ) -> Issuer {
     let documents = std::sync::Arc::new(k8s::ClusterIssuerDocuments::new(kube.clone(), refresh.timeout));
     let source = JwksSource::with_documents(
@@ -235,10 +242,19 @@ pub(crate) fn service_account_issuer(
     let rules = TokenRules {
         issuer: pinned.unwrap_or_default(),
         audience: audience.to_owned(),
+        max_lifetime_seconds: Some(max_token_seconds),
         ..TokenRules::default()
     };
     tracing::info!(audience = %rules.audience, "trusting Kubernetes ServiceAccount tokens");
     Issuer::new(IssuerKind::ServiceAccounts, Vec::new(), rules).with_jwks(source)
+}
+
+/// Kubernetes' word on ServiceAccount tokens, through `kube`.
+pub(crate) fn token_reviewer(kube: &k8s::Client, refresh: KeyRefresh) -> crate::auth::Reviewer {
+    crate::auth::Reviewer::new(std::sync::Arc::new(k8s::ClusterTokenReviews::new(
+        kube.clone(),
+        refresh.timeout,
+    )))
 }
 
 /// What `/.well-known/krayne` tells `krayne login`: where people sign in.
@@ -320,6 +336,8 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
     };
     let service = ServiceSettings {
         package_limit: http.max_package_mib.max(1) * 1024 * 1024,
+        head_answer_budget: usize::try_from(http.head_answer_budget_mib.max(24).saturating_mul(1024 * 1024))
+            .unwrap_or(usize::MAX),
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
             notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
@@ -343,12 +361,14 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         },
         tunnels: TunnelSettings {
             max_per_principal: http.max_tunnels_per_caller.max(1),
+            max_per_namespace: http.max_tunnels_per_namespace.max(1),
             idle_timeout: Duration::from_secs(http.tunnel_idle_timeout_seconds.max(1)),
             reauthorize_every: Duration::from_secs(http.tunnel_reauthorize_seconds.max(1)),
             ..TunnelSettings::default()
         },
         watches: WatchSettings {
             max_per_principal: http.max_watches_per_caller.max(1),
+            max_per_namespace: http.max_watches_per_namespace.max(1),
             history: http.watch_history.max(1),
             queue: http.watch_queue.max(1),
             stall: Duration::from_secs(http.watch_stall_seconds.max(1)),

@@ -184,10 +184,21 @@ pub struct HttpArgs {
     /// in MiB (Ray's dashboard takes at most 100).
     #[arg(long, env = "KRAYNE_MAX_PACKAGE_MIB", default_value_t = 100)]
     pub max_package_mib: u64,
+    /// Memory this replica gives to the answers of clusters' Ray heads
+    /// being read at once, in MiB (one namespace's heads a quarter of it):
+    /// a head is its tenant's, and what it sends is capped per endpoint
+    /// (64 KiB to 4 MiB) and, all heads together, by this. A read that
+    /// would pass it is refused (503; 429 past the namespace's quarter).
+    #[arg(long, env = "KRAYNE_HEAD_ANSWER_BUDGET_MIB", default_value_t = 24)]
+    pub head_answer_budget_mib: u64,
     /// Live watches (`?watch=true`, `WatchClusters`) one caller may hold
     /// open at once.
     #[arg(long, env = "KRAYNE_MAX_WATCHES_PER_CALLER", default_value_t = 16)]
     pub max_watches_per_caller: usize,
+    /// Live watches of one namespace all callers together may hold open
+    /// (a team that makes ServiceAccounts shares it).
+    #[arg(long, env = "KRAYNE_MAX_WATCHES_PER_NAMESPACE", default_value_t = 64)]
+    pub max_watches_per_namespace: usize,
     /// Cluster changes kept so that watches can resume; a watch resuming
     /// from an older version is told to list again (410).
     #[arg(long, env = "KRAYNE_WATCH_HISTORY", default_value_t = 4096)]
@@ -205,6 +216,10 @@ pub struct HttpArgs {
     /// Tunnels (to clusters' services) one caller may hold open at once.
     #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_CALLER", default_value_t = 32)]
     pub max_tunnels_per_caller: usize,
+    /// Tunnels all callers together may hold open into one namespace (a
+    /// team that makes ServiceAccounts shares it).
+    #[arg(long, env = "KRAYNE_MAX_TUNNELS_PER_NAMESPACE", default_value_t = 128)]
+    pub max_tunnels_per_namespace: usize,
     /// Close a tunnel, a proxied WebSocket or a followed job log after this
     /// many seconds with nothing flowing either way.
     #[arg(long, env = "KRAYNE_TUNNEL_IDLE_TIMEOUT_SECONDS", default_value_t = 3600)]
@@ -461,6 +476,11 @@ pub struct JwtArgs {
     /// Claim holding the e-mail.
     #[arg(long, env = "KRAYNE_JWT_EMAIL_CLAIM", default_value = "email")]
     pub jwt_email_claim: String,
+    /// Take the e-mail as verified without `email_verified: true` in the
+    /// token: only for a provider that verifies every address it issues.
+    /// An unverified e-mail is never used to match the team mapping.
+    #[arg(long, env = "KRAYNE_JWT_ASSUME_EMAIL_VERIFIED", default_value_t = false)]
+    pub jwt_assume_email_verified: bool,
     /// Claim holding the groups (a string or a list).
     #[arg(long, env = "KRAYNE_JWT_GROUPS_CLAIM", default_value = "groups")]
     pub jwt_groups_claim: String,
@@ -482,6 +502,18 @@ pub struct JwtArgs {
     /// server's discovery document names it).
     #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_ISSUER")]
     pub service_account_issuer: Option<String>,
+    /// The longest a ServiceAccount token may live, in seconds (`exp −
+    /// iat`; for a projected token the API server extends, until it should
+    /// have been rotated): `kubectl create token --duration 48h` is
+    /// refused by default.
+    #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_MAX_TOKEN_SECONDS", default_value_t = 24 * 3600)]
+    pub service_account_max_token_seconds: u64,
+    /// Ask the API server whether it still takes each ServiceAccount token
+    /// (a TokenReview, kept 30 s; RBAC `create` on `tokenreviews`), so a
+    /// deleted ServiceAccount's tokens stop working at once. `false` only
+    /// where that grant cannot be had.
+    #[arg(long, env = "KRAYNE_SERVICE_ACCOUNT_TOKEN_REVIEW", default_value_t = true, action = clap::ArgAction::Set)]
+    pub service_account_token_review: bool,
     /// Where people sign in, advertised to `krayne login` at
     /// `/.well-known/krayne`: one of the trusted issuers (default: the
     /// `--oidc-issuer-url`, when a client id is given).

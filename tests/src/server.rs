@@ -400,6 +400,88 @@ impl Env {
         mint(&request, Algorithm::HS256, &self.secret).expect("mint")
     }
 
+    /// A ready cluster of alice's in ml-team whose head's dashboard answers
+    /// as the sandbox's hostile head `behaviour` does (`oversized`,
+    /// `nested`, `paths`, `names`, `escapes`, `slow`, `endless`,
+    /// `redirect`), made as another tool would (the create API takes no
+    /// sandbox faults), with krayne's creator annotation so that policies
+    /// apply to it.
+    pub async fn hostile_cluster(&self, name: &str, behaviour: &str) {
+        self.hostile_cluster_in("ml-team", name, behaviour).await;
+    }
+
+    /// [`Env::hostile_cluster`] in `namespace` (any of the sandbox's).
+    pub async fn hostile_cluster_in(&self, namespace: &str, name: &str, behaviour: &str) {
+        use std::time::{Duration, Instant};
+        let ns = "/v1/namespaces/ml-team/clusters";
+        let mut manifest = self
+            .rest(&self.alice())
+            .post(&format!("{ns}?dry_run=true"), &serde_json::json!({"name": name}))
+            .await
+            .expect(200)
+            .body["manifest"]
+            .clone();
+        if !manifest["metadata"]["annotations"].is_object() {
+            manifest["metadata"]["annotations"] = serde_json::json!({});
+        }
+        let annotations = &mut manifest["metadata"]["annotations"];
+        annotations["krayne.dev/created-by"] = serde_json::json!("alice@example.com");
+        annotations["sandbox.krayne.dev/fault"] =
+            serde_json::json!(format!("{}{behaviour}", krayne_server::sandbox::HOSTILE_HEAD));
+        manifest["metadata"]["namespace"] = serde_json::json!(namespace);
+        let created = reqwest::Client::new()
+            .post(format!(
+                "{}/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
+                self.sandbox.url()
+            ))
+            .json(&manifest)
+            .send()
+            .await
+            .expect("the sandbox");
+        assert_eq!(created.status(), 201, "{}", created.text().await.unwrap_or_default());
+        // Until the server's watch cache has it.
+        let started = Instant::now();
+        loop {
+            let waited = self
+                .rest(&self.admin())
+                .get(&format!(
+                    "/v1/namespaces/{namespace}/clusters/{name}/wait?timeout_seconds=60"
+                ))
+                .await;
+            if waited.status == 200 {
+                return;
+            }
+            assert!(
+                waited.status == 404 && started.elapsed() < Duration::from_secs(10),
+                "{}",
+                waited.text
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A token of this server's development issuer carrying `claims`
+    /// besides its `iss`, `aud`, `iat` and a 10-minute `exp`: an identity
+    /// provider's token as it might be shaped.
+    pub fn signed(&self, claims: &serde_json::Value) -> String {
+        let now = jiff::Timestamp::now().as_second();
+        let mut claims = claims.clone();
+        for (k, v) in [
+            ("iss", serde_json::json!("krayne")),
+            ("aud", serde_json::json!("krayne")),
+            ("iat", serde_json::json!(now)),
+            ("exp", serde_json::json!(now + 600)),
+        ] {
+            claims[k] = v;
+        }
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(&self.secret),
+        )
+        .expect("a token")
+    }
+
     /// Token of alice (ml-research: editor on ml-team, viewer on shared-*).
     pub fn alice(&self) -> String {
         self.token("alice@example.com", &["ml-research"])

@@ -333,3 +333,75 @@ async fn rays_own_log_files_are_listed_read_and_downloaded() {
     assert!(driver.contains("from-the-driver"), "{driver}");
     assert!(!node.join("events").exists(), "directories are not files");
 }
+
+/// Reliability 29a and 29g (issue 53, items 1 and 7): what a hostile head
+/// sends neither writes outside `--download`'s folder nor reaches the
+/// terminal as escapes.
+#[tokio::test]
+async fn a_hostile_heads_names_and_escapes_stay_harmless() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+
+    // A node named by a path: refused by the server, nothing written.
+    env.hostile_cluster("paths", "paths").await;
+    let into = dir.path().join("into");
+    let download = |cluster: &'static str| {
+        let into = into.to_str().unwrap().to_owned();
+        let k = &k;
+        async move {
+            k.run(&["logs", cluster, "-n", "ml-team", "--ray", "--download", &into])
+                .await
+        }
+    };
+    let refused = download("paths").await;
+    assert_ne!(refused.0.status.code(), Some(0), "{}", refused.stderr());
+    assert!(refused.stderr().contains("not a node id"), "{}", refused.stderr());
+
+    // A real node listing files named to escape: only its own file lands,
+    // under a folder named here.
+    env.hostile_cluster("names", "names").await;
+    let fetched = download("names").await.code(0);
+    let mut written: Vec<String> = walk(dir.path())
+        .into_iter()
+        .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "into/node-10.244.0.9/authorized_keys",
+            "into/node-10.244.0.9/raylet.out"
+        ],
+        "{}",
+        fetched.stderr()
+    );
+    assert!(std::fs::read_dir(&victim).unwrap().next().is_none());
+    // Again into the same folder: refused, nothing overwritten.
+    download("names").await.code(1);
+
+    // Escapes in jobs and in a head's error text reach the terminal shown,
+    // never acted on.
+    env.hostile_cluster("escapes", "escapes").await;
+    let listed = k.run(&["jobs", "list", "escapes", "-n", "ml-team"]).await.code(0);
+    assert!(!listed.stdout().contains('\u{1b}'), "{:?}", listed.stdout());
+    assert!(listed.stdout().contains("\\u{1b}]0;owned"), "{}", listed.stdout());
+    let failed = k.run(&["logs", "escapes", "-n", "ml-team", "--ray"]).await;
+    assert!(!failed.stderr().contains('\u{1b}'), "{:?}", failed.stderr());
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -514,14 +514,8 @@ fn answer(uri: &http::Uri, state: &str) -> (StatusCode, String, Outcome) {
         openidconnect::url::form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
-    if let Some(error) = params.get("error") {
-        let why = match params.get("error_description") {
-            Some(d) => format!("{error}: {d}"),
-            None => error.clone(),
-        };
-        let body = page("Sign-in failed", &format!("The identity provider said: {why}"));
-        return (StatusCode::BAD_REQUEST, body, Some(Err(SignInError::Denied(why))));
-    }
+    // The state first: an answer without this sign-in's state is not the
+    // provider's (anything on this machine can send one), error or not.
     if params.get("state").map(String::as_str) != Some(state) {
         // Not ours (a stale tab, or a forged link): keep waiting.
         return (
@@ -529,6 +523,26 @@ fn answer(uri: &http::Uri, state: &str) -> (StatusCode, String, Outcome) {
             page("Sign-in failed", "This link is not for this sign-in."),
             None,
         );
+    }
+    if let Some(error) = params.get("error") {
+        let why = match params.get("error_description") {
+            Some(d) => format!("{error}: {d}"),
+            None => error.clone(),
+        };
+        // The provider's words reach a terminal: no control characters.
+        let why: String = why
+            .chars()
+            .take(500)
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        let body = page("Sign-in failed", &format!("The identity provider said: {why}"));
+        return (StatusCode::BAD_REQUEST, body, Some(Err(SignInError::Denied(why))));
     }
     match params.get("code") {
         Some(code) => (
@@ -582,6 +596,21 @@ mod tests {
             Some(Err(SignInError::Denied("access_denied: <b>no</b>".into())))
         );
         assert!(body.contains("&lt;b&gt;no") && !body.contains("<b>no"), "{body}");
+        // Reliability 29g (issue 53, item 7): one GET without the state
+        // neither ends the sign-in nor carries a terminal's escapes.
+        let (status, _, result) = answer(
+            &uri("/callback?error=access_denied&error_description=%1B%5D0%3Bpwned%07%1B%5B2J"),
+            "s1",
+        );
+        assert_eq!((status, result), (StatusCode::BAD_REQUEST, None));
+        let (_, _, result) = answer(
+            &uri("/callback?error=access_denied&error_description=%1B%5B2Jx&state=s1"),
+            "s1",
+        );
+        let Some(Err(SignInError::Denied(why))) = result else {
+            panic!("{result:?}")
+        };
+        assert!(!why.chars().any(char::is_control), "{why:?}");
         assert_eq!(answer(&uri("/favicon.ico"), "s1").0, StatusCode::NOT_FOUND);
     }
 

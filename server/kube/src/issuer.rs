@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::Request;
 
-use crate::domain::IssuerDocuments;
+use crate::domain::{IssuerDocuments, TokenReviews};
 
 /// [`IssuerDocuments`] from the API server krayne talks to.
 #[derive(Clone)]
@@ -46,6 +46,43 @@ impl IssuerDocuments for ClusterIssuerDocuments {
             .map_err(|_| format!("{path}: no answer from Kubernetes within {:?}", self.timeout))?
             .map_err(|e| format!("{path}: {e}"))?;
         serde_json::from_str(&text).map_err(|e| format!("{path}: not JSON: {e}"))
+    }
+}
+
+/// [`TokenReviews`] by the API server krayne talks to: a `TokenReview`
+/// (`authentication.k8s.io/v1`; RBAC `create` on `tokenreviews`).
+#[derive(Clone)]
+pub struct ClusterTokenReviews {
+    client: kube::Client,
+    timeout: Duration,
+}
+
+impl ClusterTokenReviews {
+    /// Reviews asked through `client`, each given up after `timeout`.
+    pub fn new(client: kube::Client, timeout: Duration) -> Self {
+        Self { client, timeout }
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenReviews for ClusterTokenReviews {
+    async fn review(&self, token: &str, audience: &str) -> Result<bool, String> {
+        use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+        let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: Some(vec![audience.to_owned()]),
+            },
+            ..TokenReview::default()
+        };
+        let reviewed = tokio::time::timeout(self.timeout, api.create(&kube::api::PostParams::default(), &review))
+            .await
+            .map_err(|_| format!("no answer from Kubernetes within {:?}", self.timeout))?
+            // The token is never in the error: kube's errors carry the
+            // API server's status, not the request.
+            .map_err(|e| format!("a TokenReview: {e}"))?;
+        Ok(reviewed.status.and_then(|s| s.authenticated).unwrap_or(false))
     }
 }
 

@@ -13,7 +13,7 @@ mod metered;
 mod upstream;
 
 pub use cache::{CacheOptions, CachedClusterStore};
-pub use issuer::ClusterIssuerDocuments;
+pub use issuer::{ClusterIssuerDocuments, ClusterTokenReviews};
 /// A Kubernetes client (kube-rs), for wiring adapters together.
 pub use kube::Client;
 pub use leader::LeaseLeadership;
@@ -34,7 +34,7 @@ use serde_json::Value;
 use crate::{
     domain::{
         ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions,
-        RenderedCluster,
+        Preconditions, RenderedCluster,
     },
     manifest::{KUBERAY_API_VERSION, RAYCLUSTERS},
 };
@@ -326,8 +326,19 @@ impl ClusterStore for KubeClusterStore {
         self.call(Ok(request), request_id).await
     }
 
-    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error> {
-        let request = rayclusters(Some(namespace)).delete(name, &DeleteParams::background());
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        only_if: Option<&Preconditions>,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        let mut params = DeleteParams::background();
+        params.preconditions = only_if.map(|p| kube::api::Preconditions {
+            uid: Some(p.uid.clone()),
+            resource_version: Some(p.resource_version.clone()),
+        });
+        let request = rayclusters(Some(namespace)).delete(name, &params);
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 

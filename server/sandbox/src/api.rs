@@ -112,6 +112,10 @@ pub(super) fn router(state: Shared) -> Router {
             any(resource),
         )
         .route(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            axum::routing::post(crate::service_account_tokens::token_review),
+        )
+        .route(
             "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
             axum::routing::post(crate::access_review::review),
         )
@@ -376,7 +380,14 @@ fn handle(
             };
             ok(&*store.patch(r, &ns_key, name, &patch, t.status)?)
         }
-        (Some(name), &Method::DELETE) if !t.status => ok(&*store.delete(r, &ns_key, name)?),
+        (Some(name), &Method::DELETE) if !t.status => {
+            let options = if body.is_empty() {
+                Value::Null
+            } else {
+                parse_json(body)?
+            };
+            ok(&*store.delete_if(r, &ns_key, name, &options)?)
+        }
         _ => Err(ApiError::method_not_allowed(format!("{method} is not supported here"))),
     }
 }

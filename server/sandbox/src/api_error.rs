@@ -83,6 +83,14 @@ impl ApiError {
         Self::new(409, "Conflict", message).with_details(resource, name)
     }
 
+    /// 409 for a delete whose precondition (`UID`, `ResourceVersion`) the
+    /// object no longer meets, in the API server's words.
+    pub fn precondition_failed(resource: Resource, name: &str, field: &str, wanted: &str, actual: &str) -> Self {
+        let message =
+            format!("Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}");
+        Self::new(409, "Conflict", message).with_details(resource, name)
+    }
+
     /// 409 for a server-side apply that would change other managers'
     /// fields, naming each (`conflict with "m": .spec.holderIdentity`).
     pub fn apply_conflicts(resource: Resource, name: &str, conflicts: &[String]) -> Self {

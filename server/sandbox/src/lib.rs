@@ -59,7 +59,14 @@ pub use operator::{FAULT_ANNOTATION, OperatorOptions};
 pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
 pub use service_account_tokens::SERVICE_ACCOUNT_ISSUER;
-pub use standins::{ConnectionRecord, DASHBOARD_HANGS, RealDaemons};
+pub use standins::{ConnectionRecord, DASHBOARD_HANGS, HOSTILE_HEAD, RealDaemons};
+
+/// The user this sandbox runs as (its effective uid): the one whose
+/// sockets are krayne's pod's, and, when root, the one that runs tenants'
+/// jobs and SSH sessions as `nobody`.
+pub fn local_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
 use tokio::{sync::watch, task::JoinHandle};
 pub use validate::raycluster_schema;
 
@@ -226,8 +233,12 @@ impl Sandbox {
         }
         let labels: serde_json::Map<String, serde_json::Value> =
             labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+        // Its address is every local program's: only its user's sockets
+        // are this pod's (see `standins::ingress`).
+        let uid = nix::unistd::geteuid().as_raw().to_string();
         let pod = serde_json::json!({
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": {standins::RUNS_AS_UID: uid}},
             "spec": {"containers": [{"name": "main", "image": "krayne"}]},
         });
         store

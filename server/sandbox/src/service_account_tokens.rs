@@ -2,7 +2,12 @@
 //! (`POST …/serviceaccounts/{name}/token`), signed by the cluster's
 //! service-account issuer, whose OpenID discovery document and key set the
 //! API server serves (`/.well-known/openid-configuration`,
-//! `/openid/v1/jwks`). The key is made per sandbox.
+//! `/openid/v1/jwks`). The key is made per sandbox. A `TokenReview`
+//! (`POST /apis/authentication.k8s.io/v1/tokenreviews`) says whether the
+//! API server still takes a token: signed here, not expired, for one of
+//! the audiences asked, and its ServiceAccount still the one it was issued
+//! for (a deleted account's tokens, and those of an account deleted and
+//! made again under its name, are refused), as kube-apiserver checks.
 
 use aws_lc_rs::{
     rand::SystemRandom,
@@ -58,6 +63,18 @@ impl TokenSigner {
         let (x, y) = self.public_point[1..].split_at(32);
         json!({"use": "sig", "kty": "EC", "kid": self.kid, "crv": "P-256", "alg": "ES256",
                "x": URL_SAFE_NO_PAD.encode(x), "y": URL_SAFE_NO_PAD.encode(y)})
+    }
+
+    fn verify(&self, token: &str) -> Result<Value, String> {
+        let (x, y) = self.public_point[1..].split_at(32);
+        let key = jsonwebtoken::DecodingKey::from_ec_components(&URL_SAFE_NO_PAD.encode(x), &URL_SAFE_NO_PAD.encode(y))
+            .map_err(|e| e.to_string())?;
+        let mut validation = jsonwebtoken::Validation::new(Algorithm::ES256);
+        validation.validate_aud = false;
+        validation.set_issuer(&[SERVICE_ACCOUNT_ISSUER]);
+        jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| e.to_string())
     }
 
     fn sign(&self, claims: &Value) -> Result<String, ApiError> {
@@ -123,6 +140,88 @@ pub(super) async fn token_request(
     }
 }
 
+/// `POST /apis/authentication.k8s.io/v1/tokenreviews`: JSON in and out.
+pub(super) async fn token_review(State(s): State<Shared>, body: axum::body::Bytes) -> Response {
+    let mut review: Value = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(e) => return ApiError::bad_request(format!("not a TokenReview: {e}")).into_response(),
+    };
+    let token = review["spec"]["token"].as_str().unwrap_or_default().to_owned();
+    let asked: Vec<String> = review["spec"]["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    review["apiVersion"] = json!("authentication.k8s.io/v1");
+    review["kind"] = json!("TokenReview");
+    review["status"] = match reviewed(&s, &token, &asked) {
+        Ok((user, audiences)) => json!({"authenticated": true, "user": user, "audiences": audiences}),
+        Err(why) => json!({"authenticated": false, "error": why}),
+    };
+    (StatusCode::CREATED, Json(review)).into_response()
+}
+
+/// The user a token authenticates, and the audiences it was asked for
+/// and holds; or why it does not.
+fn reviewed(s: &Shared, token: &str, asked: &[String]) -> Result<(Value, Vec<String>), String> {
+    let claims = s
+        .signer
+        .verify(token)
+        .map_err(|e| format!("invalid bearer token: {e}"))?;
+    let held: Vec<String> = match &claims["aud"] {
+        Value::String(one) => vec![one.clone()],
+        Value::Array(many) => many.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    let audiences: Vec<String> = if asked.is_empty() {
+        held.clone()
+    } else {
+        asked.iter().filter(|a| held.contains(a)).cloned().collect()
+    };
+    if audiences.is_empty() {
+        return Err("token audiences do not match the ones asked".into());
+    }
+    let ns = claims["kubernetes.io"]["namespace"].as_str().unwrap_or_default();
+    let name = claims["kubernetes.io"]["serviceaccount"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    let uid = claims["kubernetes.io"]["serviceaccount"]["uid"]
+        .as_str()
+        .unwrap_or_default();
+    let current = account_uid(s, ns, name).map_err(|_| format!("serviceaccounts \"{name}\" not found"))?;
+    if current != uid {
+        return Err(format!(
+            "the ServiceAccount {name} has UID {current}, not the token's {uid} (it was deleted and made again)"
+        ));
+    }
+    let user = json!({
+        "username": format!("system:serviceaccount:{ns}:{name}"),
+        "uid": uid,
+        "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+    });
+    Ok((user, audiences))
+}
+
+/// The uid of ServiceAccount `name` in `ns` (every namespace has its
+/// `default` one).
+fn account_uid(s: &Shared, ns: &str, name: &str) -> Result<String, ApiError> {
+    match s.store.get(Resource::ServiceAccount, ns, name) {
+        Ok(account) => Ok(account["metadata"]["uid"].as_str().unwrap_or_default().to_owned()),
+        Err(_) if name == "default" => {
+            s.store.get(Resource::Namespace, "", ns)?;
+            let digest = Sha256::digest(format!("{ns}/default").as_bytes());
+            Ok(
+                uuid::Builder::from_random_bytes(digest[..16].try_into().unwrap_or_default())
+                    .into_uuid()
+                    .to_string(),
+            )
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn from_json(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("not a TokenRequest: {e}")))
 }
@@ -146,18 +245,7 @@ fn issue(s: &Shared, ns: &str, name: &str, mut request: Value) -> Result<Value, 
     if request["kind"].as_str().is_some_and(|k| k != "TokenRequest") {
         return Err(ApiError::bad_request("the body must be a TokenRequest"));
     }
-    // Every namespace has its `default` ServiceAccount.
-    let account = match s.store.get(Resource::ServiceAccount, ns, name) {
-        Ok(account) => account["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-        Err(_) if name == "default" => {
-            s.store.get(Resource::Namespace, "", ns)?;
-            let digest = Sha256::digest(format!("{ns}/default").as_bytes());
-            uuid::Builder::from_random_bytes(digest[..16].try_into().unwrap_or_default())
-                .into_uuid()
-                .to_string()
-        }
-        Err(e) => return Err(e),
-    };
+    let account = account_uid(s, ns, name)?;
     let seconds = match request["spec"]["expirationSeconds"].as_i64() {
         None => DEFAULT_SECONDS,
         Some(n) if n < MIN_SECONDS => {

@@ -400,6 +400,13 @@ impl Store {
     /// Deletes an object and, as the garbage collector would, everything it
     /// owns (and, for a namespace, everything in it).
     pub(super) fn delete(&self, r: Resource, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.delete_if(r, ns, name, &Value::Null)
+    }
+
+    /// [`Store::delete`] only if the object still is the one `options`'
+    /// `preconditions` name (`uid`, `resourceVersion`: a `DeleteOptions`
+    /// body), else 409 as the API server answers.
+    pub(super) fn delete_if(&self, r: Resource, ns: &str, name: &str, options: &Value) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.lock();
         let key = (r, ns.to_owned(), name.to_owned());
         let object = inner
@@ -407,6 +414,16 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| ApiError::not_found(r, name))?;
+        for (field, wanted) in [
+            ("UID", &options["preconditions"]["uid"]),
+            ("ResourceVersion", &options["preconditions"]["resourceVersion"]),
+        ] {
+            let Some(wanted) = wanted.as_str() else { continue };
+            let actual = meta_str(&object, if field == "UID" { "uid" } else { "resourceVersion" });
+            if wanted != actual {
+                return Err(ApiError::precondition_failed(r, name, field, wanted, actual));
+            }
+        }
         let mut doomed = vec![key];
         let mut i = 0;
         while let Some(k) = doomed.get(i).cloned() {

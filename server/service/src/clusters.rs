@@ -145,7 +145,7 @@ impl ControlPlane {
         };
         tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %why, "a cluster's NetworkPolicy could not be created; deleting the cluster");
         metrics::counter!("krayne_network_policy_failures_total").increment(1);
-        if let Err(e) = self.store.delete(namespace, name, rid).await {
+        if let Err(e) = self.store.delete(namespace, name, None, rid).await {
             tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %e, "the unprotected cluster could not be deleted");
         }
         Err(Error::Unavailable(format!(
@@ -352,7 +352,7 @@ impl ControlPlane {
             Value::Null,
             || async move {
                 self.store
-                    .delete(namespace, name, rid)
+                    .delete(namespace, name, None, rid)
                     .await
                     .map_err(|e| e.in_namespace(namespace))
             },

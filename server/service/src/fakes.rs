@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 
 use crate::domain::{
     AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster,
-    ObservedEvent, ObservedPod, RenderedCluster, ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream,
+    ObservedEvent, ObservedPod, Preconditions, RenderedCluster, ResourceKind, ServiceStream, ServiceTarget,
+    ServiceUpstream,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -71,6 +72,7 @@ impl MemoryStore {
             "readyWorkerReplicas": 0,
         });
         object["metadata"]["resourceVersion"] = json!(version.to_string());
+        let uid = object["metadata"]["uid"].clone();
         let template = object["spec"]["headGroupSpec"]["template"]["spec"].clone();
         let containers = template["containers"].clone();
         let statuses: Vec<Value> = containers
@@ -86,12 +88,33 @@ impl MemoryStore {
                 "uid": format!("pod-{version}"),
                 "resourceVersion": version.to_string(),
                 "labels": {"ray.io/cluster": name, "ray.io/node-type": "head", "ray.io/group": "headgroup"},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": name, "uid": uid,
+                                     "controller": true, "blockOwnerDeletion": true}],
             },
             "spec": {"containers": containers},
             "status": {"phase": "Running", "podIP": ip, "containerStatuses": statuses,
                        "conditions": [{"type": "Ready", "status": "True"}]},
         });
         state.pods.insert(key, vec![head]);
+    }
+
+    /// The cluster deleted and created again under its name, as another
+    /// caller might between a reader's look and its write: a new uid and
+    /// version, the same spec and creator.
+    pub fn recreate(&self, namespace: &str, name: &str) {
+        let mut state = self.state.lock().unwrap();
+        state.version += 1;
+        let version = state.version;
+        let key = (namespace.to_owned(), name.to_owned());
+        let object = state.clusters.get_mut(&key).expect("a stored cluster");
+        object["metadata"]["uid"] = json!(format!("uid-{version}"));
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        for key in ["krayne.dev/lifecycle", "krayne.dev/warned-at", "krayne.dev/idle-since"] {
+            if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
+                annotations.remove(key);
+            }
+        }
+        state.writes += 1;
     }
 
     /// Writes that reached the store (creates, patches, deletes, policies).
@@ -241,9 +264,18 @@ impl ClusterStore for MemoryStore {
         Ok(observed)
     }
 
-    async fn delete(&self, namespace: &str, name: &str, _: &str) -> Result<(), Error> {
+    async fn delete(&self, namespace: &str, name: &str, only_if: Option<&Preconditions>, _: &str) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap();
         let key = (namespace.to_owned(), name.to_owned());
+        let current = state.clusters.get(&key).ok_or_else(|| Self::missing(name))?;
+        if let Some(wanted) = only_if
+            && (current["metadata"]["uid"] != wanted.uid.as_str()
+                || current["metadata"]["resourceVersion"] != wanted.resource_version.as_str())
+        {
+            return Err(Error::Conflict(format!(
+                "cluster {name:?} is no longer the one to delete"
+            )));
+        }
         state.clusters.remove(&key).ok_or_else(|| Self::missing(name))?;
         state.pods.remove(&key);
         state.writes += 1;

@@ -16,7 +16,10 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::{
     Context, ControlPlane,
-    ray::wire::{self, HeadUse},
+    ray::{
+        HeadRead,
+        wire::{self, HeadUse},
+    },
 };
 use crate::domain::{Error, JobStatus, ObservedCluster};
 
@@ -61,7 +64,9 @@ impl ControlPlane {
         }
         let asked = async {
             let head = self.ray_head(cx, namespace, name).await?;
-            let status = self.ask_head(cx, &head, "/api/cluster_status").await?;
+            let status: wire::WireClusterStatus = self
+                .ask_head(cx, &head, "/api/cluster_status", HeadRead::ClusterStatus)
+                .await?;
             let idle_for = match wire::head_use(&status) {
                 HeadUse::IdleFor(seconds) => seconds,
                 HeadUse::InUse => return Ok(None),
@@ -71,9 +76,12 @@ impl ControlPlane {
                     ));
                 }
             };
-            let jobs = self.ask_head(cx, &head, "/api/jobs/").await?;
+            let jobs: wire::WireJobs = self.ask_head(cx, &head, "/api/jobs/", HeadRead::Jobs).await?;
+            if jobs.truncated {
+                return Err(Error::BadGateway(format!("it lists more than {} jobs", wire::MAX_JOBS)));
+            }
             let mut last_end = None;
-            for job in jobs.as_array().map(Vec::as_slice).unwrap_or_default() {
+            for job in jobs.items {
                 let job = wire::job(job)?;
                 if matches!(job.status, JobStatus::Pending | JobStatus::Running) {
                     return Ok(None);
@@ -93,29 +101,40 @@ impl ControlPlane {
         }
     }
 
-    /// One `GET` of the head's, within [`HEAD_TIMEOUT`], as JSON.
-    async fn ask_head(&self, cx: &Context, head: &super::Reachable, path: &str) -> Result<serde_json::Value, Error> {
-        let answer = tokio::time::timeout(HEAD_TIMEOUT, self.ray(cx, head, Method::GET, path, None)).await;
-        let outcome = match &answer {
-            Ok(Ok(a)) if a.status == 200 => "answered",
-            Ok(Ok(_)) => "refused",
-            Ok(Err(_)) => "unreachable",
-            Err(_) => "timeout",
+    /// One `GET` of the head's, within [`HEAD_TIMEOUT`], read as `read`
+    /// into `T`.
+    async fn ask_head<T: serde::de::DeserializeOwned>(
+        &self,
+        cx: &Context,
+        head: &super::Reachable,
+        path: &str,
+        read: HeadRead,
+    ) -> Result<T, Error> {
+        let asked = tokio::time::timeout(HEAD_TIMEOUT, self.ray(cx, head, Method::GET, path, None, read)).await;
+        let (outcome, result) = match asked {
+            Err(_) => (
+                "timeout",
+                Err(Error::Unavailable(format!(
+                    "the head did not answer {path} within {} s",
+                    HEAD_TIMEOUT.as_secs()
+                ))),
+            ),
+            Ok(Err(e @ Error::BadGateway(_))) => ("invalid", Err(e)),
+            Ok(Err(e)) => ("unreachable", Err(e)),
+            Ok(Ok(answer)) if answer.status != 200 => (
+                "refused",
+                Err(Error::Unavailable(format!(
+                    "the head answered {path} with {}",
+                    answer.status
+                ))),
+            ),
+            Ok(Ok(answer)) => match answer.parse() {
+                Ok(parsed) => ("answered", Ok(parsed)),
+                Err(e) => ("invalid", Err(e)),
+            },
         };
         metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
-        let answer = answer.map_err(|_| {
-            Error::Unavailable(format!(
-                "the head did not answer {path} within {} s",
-                HEAD_TIMEOUT.as_secs()
-            ))
-        })??;
-        if answer.status != 200 {
-            return Err(Error::Unavailable(format!(
-                "the head answered {path} with {}",
-                answer.status
-            )));
-        }
-        answer.json()
+        result
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::{
     Context, ControlPlane, Reachable, TunnelVia,
-    ray::{job_path, wire as ray_wire},
+    ray::{HeadRead, job_path, wire as ray_wire},
     streams::StreamKind,
     tunnels::find_service,
 };
@@ -116,13 +116,15 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Read, AuditAction::JobList, namespace, name)
             .await?;
         let head = self.ray_head(cx, namespace, name).await?;
-        let answer = self.ray(cx, &head, Method::GET, "/api/jobs/", None).await?;
+        let answer = self
+            .ray(cx, &head, Method::GET, "/api/jobs/", None, HeadRead::Jobs)
+            .await?;
         if answer.status != 200 {
             return Err(answer.error(ResourceKind::Job, ""));
         }
-        let listed = answer.json()?;
-        let jobs = listed.as_array().map(Vec::as_slice).unwrap_or_default();
-        let jobs = jobs.iter().map(ray_wire::job).collect::<Result<_, _>>()?;
+        let listed: ray_wire::WireJobs = answer.parse()?;
+        drop(answer);
+        let jobs = listed.items.into_iter().map(ray_wire::job).collect::<Result<_, _>>()?;
         self.record_read(cx, AuditAction::JobList, Some(namespace), Some(name))
             .await;
         Ok(jobs)
@@ -149,12 +151,19 @@ impl ControlPlane {
         check_id(id)?;
         let head = self.ray_head(cx, namespace, name).await?;
         let answer = self
-            .ray(cx, &head, Method::GET, &format!("{}/logs", job_path(id)), None)
+            .ray(
+                cx,
+                &head,
+                Method::GET,
+                &format!("{}/logs", job_path(id)),
+                None,
+                HeadRead::JobLog,
+            )
             .await?;
         if answer.status != 200 {
             return Err(answer.error(ResourceKind::Job, id));
         }
-        let logs = answer.json()?["logs"].as_str().unwrap_or_default().to_owned();
+        let logs = answer.parse::<ray_wire::WireJobLog>()?.logs.unwrap_or_default();
         self.record_read(cx, AuditAction::JobLogs, Some(namespace), Some(name))
             .await;
         Ok(logs)
@@ -231,9 +240,23 @@ impl ControlPlane {
                 }
             }
             let body = ray_wire::submit_body(&submission);
-            let answer = self.ray(cx, &head, Method::POST, "/api/jobs/", Some(body)).await?;
+            let answer = self
+                .ray(cx, &head, Method::POST, "/api/jobs/", Some(body), HeadRead::Reply)
+                .await?;
             let id = match answer.status {
-                200 => answer.json()?["submission_id"].as_str().unwrap_or_default().to_owned(),
+                200 => {
+                    let id = answer
+                        .parse::<ray_wire::WireSubmitted>()?
+                        .submission_id
+                        .unwrap_or_default();
+                    check_id(&id).map_err(|_| {
+                        Error::BadGateway(format!(
+                            "the cluster's Ray head named the submitted job {:?}, which is no job id",
+                            ray_wire::printable(&id, 64)
+                        ))
+                    })?;
+                    id
+                }
                 // The same id submitted at the same moment elsewhere.
                 _ if ray_wire::is_duplicate(&answer) => {
                     let id = submission.submission_id.clone().unwrap_or_default();
@@ -263,12 +286,19 @@ impl ControlPlane {
             json!({"job": id}),
             || async {
                 let answer = self
-                    .ray(cx, &head, Method::POST, &format!("{}/stop", job_path(id)), None)
+                    .ray(
+                        cx,
+                        &head,
+                        Method::POST,
+                        &format!("{}/stop", job_path(id)),
+                        None,
+                        HeadRead::Reply,
+                    )
                     .await?;
                 if answer.status != 200 {
                     return Err(answer.error(ResourceKind::Job, id));
                 }
-                let stopped = answer.json()?["stopped"].as_bool().unwrap_or(false);
+                let stopped = answer.parse::<ray_wire::WireStopped>()?.stopped.unwrap_or(false);
                 let job = self.ray_job(cx, &head, id).await?;
                 Ok(Stopped { stopped, job })
             },
@@ -302,7 +332,9 @@ impl ControlPlane {
                         tokio::time::sleep(wait.min(SETTLE_AFTER_END)).await;
                     }
                 }
-                let answer = self.ray(cx, &head, Method::DELETE, &job_path(id), None).await?;
+                let answer = self
+                    .ray(cx, &head, Method::DELETE, &job_path(id), None, HeadRead::Reply)
+                    .await?;
                 match answer.status {
                     200 => Ok(()),
                     _ if ray_wire::is_not_terminal(&answer) => Err(still_running(&job)),
@@ -322,7 +354,14 @@ impl ControlPlane {
         check_package_name(package).map_err(|why| Error::invalid("package", why))?;
         let head = self.ray_head(cx, namespace, name).await?;
         let answer = self
-            .ray(cx, &head, Method::GET, &format!("/api/packages/gcs/{package}"), None)
+            .ray(
+                cx,
+                &head,
+                Method::GET,
+                &format!("/api/packages/gcs/{package}"),
+                None,
+                HeadRead::Reply,
+            )
             .await?;
         match answer.status {
             200 => Ok(true),
@@ -373,7 +412,9 @@ impl ControlPlane {
         let summary = json!({"package": package, "bytes": size});
         self.audited(cx, AuditAction::PackageUpload, namespace, name, summary, || async {
             let path = format!("/api/packages/gcs/{package}");
-            let answer = self.ray_streamed(cx, &head, Method::PUT, &path, size, body).await;
+            let answer = self
+                .ray_streamed(cx, &head, Method::PUT, &path, size, body, HeadRead::Reply)
+                .await;
             if carried.over_limit() {
                 return Err(too_large());
             }

@@ -104,6 +104,10 @@ pub struct ServiceSettings {
     pub network_policy: Option<manifest::PolicyPeers>,
     /// Largest working-dir package uploaded to a head, in bytes.
     pub package_limit: u64,
+    /// Bytes of clusters' heads' answers this replica holds at once, all
+    /// heads together (each read is also capped by its endpoint: see
+    /// `ray::HeadRead`).
+    pub head_answer_budget: usize,
     /// Where people sign in, as `/.well-known/krayne` advertises it.
     pub login: Option<domain::LoginSettings>,
 }
@@ -131,6 +135,7 @@ impl Default for ServiceSettings {
             apps_domain: None,
             network_policy: None,
             package_limit: 100 * 1024 * 1024,
+            head_answer_budget: 24 * 1024 * 1024,
             login: None,
         }
     }
@@ -170,6 +175,8 @@ pub struct ControlPlane {
     /// (`None`: none are recorded, and the reaper sees no cluster in use
     /// through krayne).
     usage_ledger: Option<(Arc<dyn domain::UsageLedger>, Duration)>,
+    /// What remains of [`ServiceSettings::head_answer_budget`].
+    head_answers: Arc<ray::HeadBudget>,
 }
 
 impl ControlPlane {
@@ -177,6 +184,7 @@ impl ControlPlane {
     pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));
         let denials = Arc::new(denials::Denials::new(settings.denials));
+        let head_answers = Arc::new(ray::HeadBudget::new(settings.head_answer_budget));
         let service = Self {
             store,
             audit,
@@ -193,6 +201,7 @@ impl ControlPlane {
             quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),
             uses: Arc::default(),
             usage_ledger: None,
+            head_answers,
         };
         service.close_denial_windows();
         service

@@ -12,6 +12,9 @@ use crate::domain::{
 
 /// How many logs (pod or Ray) one caller may follow at once.
 pub(crate) const MAX_FOLLOWS_PER_PRINCIPAL: usize = 8;
+/// Logs (pod and Ray) all callers together may follow in one namespace at
+/// once: a team's ServiceAccounts share it.
+pub(crate) const MAX_FOLLOWS_PER_NAMESPACE: usize = 32;
 
 impl ControlPlane {
     /// A container's log of one of the cluster's pods, at most
@@ -60,10 +63,11 @@ impl ControlPlane {
     /// A place for one more of the caller's followed logs (pod or Ray), or
     /// `RateLimited` (recorded) past [`MAX_FOLLOWS_PER_PRINCIPAL`].
     pub(crate) async fn follow_permit(&self, cx: &Context, namespace: &str, name: &str) -> Result<Permit, Error> {
-        if let Some(permit) = self
-            .open_log_follows
-            .take(&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL)
-        {
+        let holders = super::tunnels::Holders {
+            subject: (&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL),
+            namespace: Some((namespace, MAX_FOLLOWS_PER_NAMESPACE)),
+        };
+        if let Ok(permit) = self.open_log_follows.take_for(holders) {
             return Ok(permit);
         }
         let e = Error::RateLimited {

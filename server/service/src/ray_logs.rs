@@ -2,25 +2,21 @@
 //! API (`/api/v0/nodes`, `/api/v0/logs`, `/api/v0/logs/file`,
 //! `/api/v0/logs/stream`): what `kubectl ray log` collects, without exec.
 
-use std::collections::BTreeMap;
-
 use hyper::Method;
-use serde_json::Value;
 
-use super::{Context, ControlPlane, LogStream, Reachable, ray::wire::Answer};
+use super::{
+    Context, ControlPlane, LogStream, Reachable,
+    ray::{
+        HeadRead,
+        wire::{self, Answer, RayNode},
+    },
+};
 use crate::domain::{Action, ClusterRef, Error, RayLogFiles, ResourceKind, audit::AuditAction, check_log_file_name};
 
 /// Lines of a file read when none are asked for (Ray's own default).
 const DEFAULT_LINES: u32 = 1000;
 /// The most lines one read asks Ray for.
 const MAX_LINES: u32 = 100_000;
-
-/// A node as the dashboard lists it.
-struct RayNode {
-    id: String,
-    ip: String,
-    head: bool,
-}
 
 impl ControlPlane {
     /// A Ray node's log files (the head's by default; `node` is a node id
@@ -43,31 +39,21 @@ impl ControlPlane {
                 Method::GET,
                 &format!("/api/v0/logs?node_id={}", node.id),
                 None,
+                HeadRead::LogFiles,
             )
             .await?;
         if answer.status != 200 {
             return Err(log_error(&answer, &node.id));
         }
-        let files = answer.json()?["data"]["result"]
-            .as_object()
-            .map(|groups| {
-                groups
-                    .iter()
-                    .map(|(group, names)| {
-                        let names = names.as_array().into_iter().flatten();
-                        (
-                            group.clone(),
-                            names.filter_map(|n| n.as_str().map(str::to_owned)).collect(),
-                        )
-                    })
-                    .collect::<BTreeMap<String, Vec<String>>>()
-            })
-            .unwrap_or_default();
+        let (files, left_out) = wire::log_files(answer.parse()?);
+        if left_out > 0 {
+            tracing::info!(%namespace, cluster = %name, left_out, "a head listed log files no read would take; left out");
+        }
         self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
             .await;
         Ok(RayLogFiles {
             node_id: node.id,
-            node_ip: node.ip,
+            node_ip: node.ip.to_string(),
             is_head_node: node.head,
             files,
         })
@@ -84,7 +70,7 @@ impl ControlPlane {
     ) -> Result<String, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let (head, path) = self.ray_log_target(cx, cluster, node, file, lines, "file").await?;
-        let answer = self.ray(cx, &head, Method::GET, &path, None).await?;
+        let answer = self.ray(cx, &head, Method::GET, &path, None, HeadRead::LogFile).await?;
         if answer.status != 200 {
             return Err(log_error(&answer, file));
         }
@@ -138,25 +124,24 @@ impl ControlPlane {
     /// The node `wanted` names (an id or an IP), else the head node.
     async fn ray_node(&self, cx: &Context, head: &Reachable, wanted: Option<&str>) -> Result<RayNode, Error> {
         let answer = self
-            .ray(cx, head, Method::GET, "/api/v0/nodes?limit=1000", None)
+            .ray(
+                cx,
+                head,
+                Method::GET,
+                &format!("/api/v0/nodes?limit={}", wire::MAX_NODES),
+                None,
+                HeadRead::Nodes,
+            )
             .await?;
         if answer.status != 200 {
             return Err(answer.error(ResourceKind::RayNode, wanted.unwrap_or("head")));
         }
-        let json = answer.json()?;
-        let nodes: Vec<RayNode> = json["data"]["result"]["result"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["state"] == "ALIVE")
-            .map(|n: &Value| RayNode {
-                id: n["node_id"].as_str().unwrap_or_default().to_owned(),
-                ip: n["node_ip"].as_str().unwrap_or_default().to_owned(),
-                head: n["is_head_node"] == true,
-            })
-            .collect();
+        let nodes = wire::alive_nodes(answer.parse()?)?;
+        let wanted_ip = wanted.and_then(|w| w.parse::<std::net::IpAddr>().ok());
         let found = match wanted {
-            Some(w) => nodes.into_iter().find(|n| n.id == w || n.ip == w),
+            Some(w) => nodes
+                .into_iter()
+                .find(|n| n.id.eq_ignore_ascii_case(w) || Some(n.ip) == wanted_ip),
             None => nodes.into_iter().find(|n| n.head),
         };
         found.ok_or_else(|| Error::NotFound {
@@ -201,10 +186,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_a_404_and_other_failures_say_what_ray_said() {
-        let answer = |status, body: &str| Answer {
-            status,
-            body: bytes::Bytes::from(body.to_owned()),
-        };
+        let answer = Answer::new;
         let missing = log_error(
             &answer(500, "A file is not found at: /tmp/ray/session_x/logs/nope.log"),
             "nope.log",

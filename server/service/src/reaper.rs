@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{
     domain::{
-        ClusterRef, Error, Leadership, ObservedCluster, Principal,
+        ClusterRef, Error, Leadership, ObservedCluster, Preconditions, Principal,
         audit::{AuditAction, RequestMeta, Transport},
         lifecycle::{LifecycleAction, LifecyclePolicy, LifecycleReason, Plan, Signals, Step, step},
         quota,
@@ -258,8 +258,13 @@ impl ControlPlane {
             }
             _ if !leadership.holds().await => return Ok(None),
             _ if plan.action == LifecycleAction::Delete => {
+                // Only the very cluster the plan was made on: not one
+                // deleted and created again under its name since.
+                let Some(only_if) = Preconditions::of(cluster) else {
+                    return Ok(None);
+                };
                 self.audited(cx, AuditAction::ClusterDelete, namespace, name, summary, || {
-                    self.store.delete(namespace, name, rid)
+                    self.store.delete(namespace, name, Some(&only_if), rid)
                 })
                 .await?;
             }

@@ -355,10 +355,14 @@ impl ControlPlane {
             },
             activity: Activity::new(),
             started: Instant::now(),
-            // A watch uses no cluster; the reaper's own calls are not use.
+            // A watch uses no cluster; the reaper's own calls are not use,
+            // nor is a viewer's (or another team's viewer's) reading: only
+            // those who may edit a cluster keep it from being culled.
             _use: match (namespace, cluster) {
                 (Some(namespace), Some(cluster))
-                    if kind != StreamKind::Watch && cx.meta.transport != crate::domain::audit::Transport::System =>
+                    if kind != StreamKind::Watch
+                        && cx.meta.transport != crate::domain::audit::Transport::System
+                        && cx.principal.may(Action::Mutate, namespace) =>
                 {
                     Some(Arc::new(self.uses.hold(namespace, cluster)))
                 }

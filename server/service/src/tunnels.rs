@@ -38,6 +38,8 @@ use crate::{
 pub struct TunnelSettings {
     /// Tunnels one principal may hold open at once.
     pub max_per_principal: usize,
+    /// Tunnels all callers together may hold open into one namespace.
+    pub max_per_namespace: usize,
     /// A tunnel with no byte either way for this long is closed.
     pub idle_timeout: Duration,
     /// How long the services list waits for each service to answer.
@@ -53,6 +55,7 @@ impl Default for TunnelSettings {
     fn default() -> Self {
         Self {
             max_per_principal: 32,
+            max_per_namespace: 128,
             idle_timeout: Duration::from_secs(3600),
             probe_timeout: Duration::from_secs(1),
             buffer: 64 * 1024,
@@ -108,7 +111,8 @@ pub struct Flowed {
 /// Open long-lived streams of one kind (tunnels, watches): per principal,
 /// and in all (which shutdown waits on).
 pub(super) struct OpenStreams {
-    by_subject: Mutex<HashMap<String, usize>>,
+    /// Open streams per holder: a subject (`s:…`) or a namespace (`n:…`).
+    by_holder: Mutex<HashMap<String, usize>>,
     total: tokio::sync::watch::Sender<usize>,
     /// The gauge counting them.
     gauge: &'static str,
@@ -118,7 +122,7 @@ impl OpenStreams {
     /// None open yet; `gauge` counts them.
     pub(super) fn counted_by(gauge: &'static str) -> Self {
         Self {
-            by_subject: Mutex::default(),
+            by_holder: Mutex::default(),
             total: tokio::sync::watch::Sender::new(0),
             gauge,
         }
@@ -128,34 +132,65 @@ impl OpenStreams {
 /// One open stream's place in [`OpenStreams`], given back when dropped.
 pub(super) struct Permit {
     open: Arc<OpenStreams>,
-    subject: String,
+    holders: Vec<String>,
+}
+
+/// Who a stream counts against, each with its most: the caller, and the
+/// namespace (team) it opens into — so a team that makes ServiceAccounts
+/// does not multiply its share.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Holders<'a> {
+    /// The caller's subject, and the most it may hold.
+    pub(super) subject: (&'a str, usize),
+    /// The namespace, and the most all its callers together may hold.
+    pub(super) namespace: Option<(&'a str, usize)>,
+}
+
+/// Which of a stream's holders is at its most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Full {
+    /// The caller.
+    Subject,
+    /// The namespace.
+    Namespace,
 }
 
 impl OpenStreams {
-    /// A place for one more of `subject`'s streams, unless it has `max`.
-    pub(super) fn take(self: &Arc<Self>, subject: &str, max: usize) -> Option<Permit> {
-        let mut open = self.by_subject.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(subject.to_owned()).or_default();
-        if *n >= max {
-            return None;
+    /// A place for one more stream of every holder's, unless one of them
+    /// has its most.
+    pub(super) fn take_for(self: &Arc<Self>, holders: Holders<'_>) -> Result<Permit, Full> {
+        let (subject, most) = holders.subject;
+        let mut wanted = vec![(format!("s:{subject}"), most, Full::Subject)];
+        if let Some((namespace, most)) = holders.namespace {
+            wanted.push((format!("n:{namespace}"), most, Full::Namespace));
         }
-        *n += 1;
+        let mut open = self.by_holder.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, most, full) in &wanted {
+            if open.get(key).copied().unwrap_or(0) >= *most {
+                return Err(*full);
+            }
+        }
+        for (key, _, _) in &wanted {
+            *open.entry(key.clone()).or_default() += 1;
+        }
         self.total.send_modify(|t| *t += 1);
         metrics::gauge!(self.gauge).increment(1.0);
-        Some(Permit {
+        Ok(Permit {
             open: self.clone(),
-            subject: subject.to_owned(),
+            holders: wanted.into_iter().map(|(key, _, _)| key).collect(),
         })
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut open = self.open.by_subject.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.subject) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.remove(&self.subject);
+        let mut open = self.open.by_holder.lock().unwrap_or_else(|p| p.into_inner());
+        for holder in &self.holders {
+            if let Some(n) = open.get_mut(holder) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    open.remove(holder);
+                }
             }
         }
         self.open.total.send_modify(|t| *t = t.saturating_sub(1));
@@ -256,6 +291,11 @@ impl Reachable {
     /// The service's name.
     pub fn service(&self) -> &str {
         self.service.name
+    }
+
+    /// The cluster's namespace.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
     }
 }
 
@@ -371,11 +411,16 @@ impl ControlPlane {
         } = reachable;
         let (namespace, name) = (namespace.as_str(), name.as_str());
         let tunnels = &self.settings.tunnels;
-        let Some(permit) = self.open_tunnels.take(&cx.principal.subject, tunnels.max_per_principal) else {
+        let holders = Holders {
+            subject: (&cx.principal.subject, tunnels.max_per_principal),
+            namespace: Some((namespace, tunnels.max_per_namespace)),
+        };
+        let permit = self.open_tunnels.take_for(holders);
+        let Ok(permit) = permit else {
             let e = Error::RateLimited {
                 retry_after: Duration::from_secs(1),
             };
-            tracing::info!(subject = %cx.principal.subject, max = tunnels.max_per_principal, "tunnel refused: too many open");
+            tracing::info!(subject = %cx.principal.subject, %namespace, full = ?permit.err(), "tunnel refused: too many open");
             self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
                 .await;
             return Err(e);
@@ -662,5 +707,38 @@ impl Tunnel {
         audit.finish(&entry).await;
         control.stream_ended(&guard, &ended).await;
         Finished { ended, flowed, _permit }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reliability 29i (issue 53, item 9): a team's ServiceAccounts share
+    /// its namespace's limit.
+    #[test]
+    fn many_subjects_of_one_team_share_its_namespaces_limit() {
+        let open = Arc::new(OpenStreams::counted_by("krayne_test_streams_open"));
+        let holders = |subject: &'static str, namespace: &'static str| Holders {
+            subject: (subject, 2),
+            namespace: Some((namespace, 3)),
+        };
+        let mut held = Vec::new();
+        for subject in ["sa-1", "sa-2", "sa-3"] {
+            held.push(open.take_for(holders(subject, "ml-team")).unwrap());
+        }
+        assert_eq!(open.take_for(holders("sa-4", "ml-team")).err(), Some(Full::Namespace));
+        assert!(
+            open.take_for(holders("sa-4", "other-team")).is_ok(),
+            "another team's share"
+        );
+        let first = open.take_for(holders("sa-1", "other-team")).unwrap();
+        assert_eq!(open.take_for(holders("sa-1", "third-team")).err(), Some(Full::Subject));
+        drop(first);
+        drop(held.pop());
+        assert!(
+            open.take_for(holders("sa-4", "ml-team")).is_ok(),
+            "a place again once one ends"
+        );
     }
 }

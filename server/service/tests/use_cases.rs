@@ -793,6 +793,51 @@ mod cost_control {
         );
     }
 
+    /// Leads, and has the cluster deleted and created again under its name
+    /// just before the reaper's first action is fenced: the race between a
+    /// reaper's look and its write.
+    struct RecreatedMeanwhile {
+        store: Arc<MemoryStore>,
+        done: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl krayne_core::domain::Leadership for RecreatedMeanwhile {
+        async fn leading(&self) {}
+
+        async fn holds(&self) -> bool {
+            if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.store.recreate("ml-team", "doomed");
+            }
+            true
+        }
+    }
+
+    /// Reliability 29e (issue 53, item 5): the reaper deletes only the
+    /// very cluster it decided on.
+    #[tokio::test]
+    async fn a_cluster_created_again_since_the_reapers_look_is_not_deleted() {
+        let w = World::new("lifecycle:\n  ml-team: { max_lifetime: 1h, on_expiry: delete, warn_before: 10m }\n");
+        let alice = w.alice().await;
+        w.plane.create(&alice, create(json!({"name": "doomed"}))).await.unwrap();
+        w.store.make_ready("ml-team", "doomed");
+        let created: jiff::Timestamp = "2026-11-25T12:00:00Z".parse().unwrap();
+        let t0 = minutes(created, 120);
+        let done = w.plane.reap(LifecycleMode::Act, &FixedLeadership(true), t0).await;
+        assert_eq!(done.iter().map(|r| r.action).collect::<Vec<_>>(), ["warn"], "{done:?}");
+
+        let racing = RecreatedMeanwhile {
+            store: w.store.clone(),
+            done: false.into(),
+        };
+        let done = w.plane.reap(LifecycleMode::Act, &racing, minutes(t0, 11)).await;
+        assert!(done.is_empty(), "nothing deleted: {done:?}");
+        let survivor = w.store.object("ml-team", "doomed").expect("the new cluster stands");
+        assert_ne!(survivor["metadata"]["uid"], "uid-1", "{survivor}");
+        let deletes: Vec<Outcome> = w.audit.of("cluster.delete").iter().map(|r| r.outcome).collect();
+        assert_eq!(deletes, [Outcome::Failed], "the refused delete is on record");
+    }
+
     #[tokio::test]
     async fn keep_postpones_within_keep_max_and_is_audited() {
         let (w, _) = world(&["kept"]).await;

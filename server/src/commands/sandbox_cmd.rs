@@ -63,7 +63,8 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         cooldown: Duration::from_secs(10),
         timeout: Duration::from_secs(5),
     };
-    let accounts = super::service_account_issuer(None, "krayne", &client, refresh, vec![Algorithm::ES256]);
+    let accounts = super::service_account_issuer(None, "krayne", &client, refresh, vec![Algorithm::ES256], 24 * 3600)
+        .with_reviewer(super::token_reviewer(&client, refresh));
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default()).and(accounts);
     let (mapping, hash) = match &args.teams {
         Some(file) => load_mapping(file).map_err(|e| format!("--teams {e}"))?,
@@ -148,9 +149,21 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          A pipeline signs in as its Kubernetes ServiceAccount (the ml-team namespace's default one\n\
          is on the ml-research team here):\n\
          kubectl --kubeconfig {kc} create token default -n ml-team --audience krayne > /tmp/krayne-token\n\
-         env -u KRAYNE_TOKEN KRAYNE_TOKEN_FILE=/tmp/krayne-token krayne whoami\n",
+         env -u KRAYNE_TOKEN KRAYNE_TOKEN_FILE=/tmp/krayne-token krayne whoami\n\n\
+         What this exposes on this machine (every local user can connect to 127.0.0.0/8):\n\
+         - the API above: nothing without a token; health and metrics (namespaces' quota use) to anyone;\n\
+         - the simulated Kubernetes: to whoever holds its kubeconfig's token ({kc});\n\
+         - heads' ports at their pod IPs (127.x.y.z): each cluster's NetworkPolicy admits only its own pods\n\
+           and this server, recognised as your user's sockets ({uid}); another user's connection is refused;\n\
+         - jobs and SSH sessions run {runs_as}.\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),
+        uid = crate::sandbox::local_uid(),
+        runs_as = if crate::sandbox::local_uid() == 0 {
+            "as nobody, never as root"
+        } else {
+            "as you: run the sandbox as root to run them as nobody"
+        },
     );
     tracing::info!(file = %audit_file.display(), "audit log (SQLite)");
     running.wait().await;

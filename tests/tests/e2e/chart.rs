@@ -84,6 +84,22 @@ fn int(values: &Value, path: &str) -> i64 {
         .unwrap_or_else(|| panic!("{path} is not an integer"))
 }
 
+/// Reliability 29j (issue 53, item 10): tenants' pods cannot read the
+/// ops port's unauthenticated metrics (which name namespaces) by default.
+#[test]
+fn by_default_the_ops_port_admits_only_prometheus() {
+    let values = defaults();
+    assert_eq!(values["networkPolicy"]["enabled"], true);
+    let ops_from = values["networkPolicy"]["opsFrom"].as_array().expect("opsFrom");
+    assert!(!ops_from.is_empty(), "empty admits everyone");
+    for peer in ops_from {
+        assert!(
+            peer["namespaceSelector"]["matchLabels"].is_object() && peer["podSelector"]["matchLabels"].is_object(),
+            "each peer names a namespace and pods: {peer}"
+        );
+    }
+}
+
 #[test]
 fn default_and_all_features_values_pass_the_schema() {
     assert_eq!(schema_errors(&defaults()), Vec::<String>::new());

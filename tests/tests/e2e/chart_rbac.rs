@@ -263,6 +263,25 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
             .any(|e| e["reason"] == "LifecycleWarning" && e["involvedObject"]["name"] == "warned");
         assert!(posted, "{events}");
     }
+    if server_args == SERVICE_ACCOUNT_TOKENS {
+        // A pipeline's call, as its ServiceAccount.
+        let token = reqwest::Client::new()
+            .post(format!(
+                "{}/api/v1/namespaces/ml-team/serviceaccounts/default/token",
+                env.sandbox.url()
+            ))
+            .json(&json!({"spec": {"audiences": ["krayne"]}}))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["status"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        env.rest(&token).get("/v1/whoami").await.expect(200);
+    }
     let spec = env.anonymous().get("/openapi.json").await.expect(200).body;
     let mut operations = BTreeSet::new();
     for (path, item) in spec["paths"].as_object().expect("paths") {
@@ -271,8 +290,18 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
         }
     }
     assert_eq!(called, operations, "the drive covers every REST operation");
-    env.sandbox.requests().iter().flat_map(|r| r.accesses()).collect()
+    env.sandbox
+        .requests()
+        .iter()
+        // The pipeline's own TokenRequest above is not the server's.
+        .filter(|r| !r.uri.ends_with("/serviceaccounts/default/token"))
+        .flat_map(|r| r.accesses())
+        .collect()
 }
+
+/// ServiceAccount tokens trusted (`auth.serviceAccountTokens`), each
+/// reviewed by the API server.
+const SERVICE_ACCOUNT_TOKENS: &[&str] = &["--service-account-tokens", "--allow-hs256-with-jwks"];
 
 /// The chart's default upstream, which still reaches the daemons on a
 /// head's loopback through `pods/portforward`.
@@ -305,9 +334,23 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         .union(&permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml")))
         .cloned()
         .collect();
+    let token_review = permissions_of(&chart::yaml("files/rbac/token-review.yaml"));
+    // Kubernetes binds its issuer's discovery documents to every
+    // ServiceAccount (`system:service-account-issuer-discovery`).
+    let issuer_discovery: BTreeSet<Permission> = [
+        "nonResource:/.well-known/openid-configuration:get",
+        "nonResource:/openid/v1/jwks:get",
+    ]
+    .map(str::to_owned)
+    .into();
     let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
     let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&lifecycle).cloned().collect();
+    let with_token_review: BTreeSet<Permission> = with_port_forward
+        .union(&token_review)
+        .chain(&issuer_discovery)
+        .cloned()
+        .collect();
 
     let mut used = BTreeSet::new();
     for (mode, args) in [
@@ -316,9 +359,12 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         ("role mode", ROLE_MODE),
         ("direct upstream", DIRECT),
         ("lifecycle", LIFECYCLE),
+        ("service-account tokens", SERVICE_ACCOUNT_TOKENS),
     ] {
         let granted = if args == LIFECYCLE {
             &with_lifecycle
+        } else if args == SERVICE_ACCOUNT_TOKENS {
+            &with_token_review
         } else {
             &with_port_forward
         };
@@ -344,7 +390,8 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         }
         used.extend(here);
     }
-    let unused: Vec<_> = with_lifecycle.difference(&used).collect();
+    let every_grant: BTreeSet<Permission> = with_lifecycle.union(&token_review).cloned().collect();
+    let unused: Vec<_> = every_grant.difference(&used).collect();
     assert!(unused.is_empty(), "granted but never used: {unused:?}");
 
     let rbac = chart::read("templates/rbac.yaml");
@@ -354,6 +401,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         "files/rbac/portforward.yaml",
         "files/rbac/lifecycle.yaml",
         "files/rbac/lifecycle-events.yaml",
+        "files/rbac/token-review.yaml",
     ] {
         assert!(
             rbac.contains(&format!(".Files.Get \"{file}\"")),

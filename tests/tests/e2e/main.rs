@@ -17,6 +17,7 @@ mod field_validation;
 mod grpc_lifecycle;
 mod hardening;
 mod hardening_grpc;
+mod hostile_heads;
 mod hostile_input;
 mod idle;
 mod isolation;

@@ -101,9 +101,17 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             }
         }
     };
-    let (package, uploaded) = client
-        .upload_working_dir(&namespace, &name, &args.working_dir, &PackOptions::from_env(), progress)
-        .await?;
+    let packed = krayne_client::pack_working_dir(&args.working_dir, &PackOptions::from_env()).await?;
+    for skipped in &packed.skipped {
+        note(&format!("Warning: left out {skipped}"));
+    }
+    note(&format!(
+        "packing {}: {} files, {} (.gitignore and .rayignore honoured)",
+        args.working_dir.display(),
+        packed.files,
+        indicatif::HumanBytes(packed.bytes)
+    ));
+    let (package, uploaded) = client.upload_packed(&namespace, &name, packed, progress).await?;
     bar.finish_and_clear();
     note(&if uploaded {
         format!("uploaded {} as {package}", args.working_dir.display())

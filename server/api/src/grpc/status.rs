@@ -46,6 +46,7 @@ pub(crate) fn to_status(e: Error) -> Status {
         | Error::Conflict(_)
         | Error::FailedPrecondition(_)
         | Error::Unavailable(_)
+        | Error::BadGateway(_)
         | Error::Gone(_)
         | Error::DeadlineExceeded(_)
         | Error::PayloadTooLarge { .. } => Status::new(code, message),

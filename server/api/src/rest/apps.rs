@@ -35,7 +35,14 @@ fn router(state: AppState) -> Router {
         .fallback(proxy)
         .route_layer(middleware::from_fn(crate::ops::track_http))
         .layer(middleware::from_fn(render_own_problems))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                // A 5xx is logged where krayne knows why (an internal
+                // error, an outage); a head's or service's 502 is its
+                // tenant's doing, which must not flood the log.
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .with_state(state)
 }
 

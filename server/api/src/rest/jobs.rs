@@ -81,6 +81,7 @@ pub(super) struct LogsQuery {
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_jobs(
     State(s): State<AppState>,
@@ -111,6 +112,7 @@ pub(super) async fn list_jobs(
         (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head, or the audit log, is unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn submit_job(
     State(s): State<AppState>,
@@ -142,6 +144,7 @@ pub(super) async fn submit_job(
         (status = 404, description = "No such cluster or job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_job(
     State(s): State<AppState>,
@@ -167,6 +170,7 @@ pub(super) async fn get_job(
         (status = 404, description = "No such cluster or job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head, or the audit log, is unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn stop_job(
     State(s): State<AppState>,
@@ -195,6 +199,7 @@ pub(super) async fn stop_job(
         (status = 404, description = "No such cluster or job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job has not ended, or the cluster is not ready or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head, or the audit log, is unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn delete_job(
     State(s): State<AppState>,
@@ -224,6 +229,7 @@ pub(super) async fn delete_job(
         (status = 404, description = "No such cluster or job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn job_logs(
     State(s): State<AppState>,
@@ -297,6 +303,7 @@ fn as_events(lines: LogStream) -> Sse<impl futures::Stream<Item = Result<Event, 
         (status = 404, description = "No such cluster, or the head does not have the package", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn has_package(
     State(s): State<AppState>,
@@ -339,6 +346,7 @@ pub(super) async fn has_package(
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the package limit", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head, or the audit log, is unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn upload_package(
     State(s): State<AppState>,

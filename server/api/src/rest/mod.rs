@@ -318,7 +318,14 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .layer(cors(&settings.cors_origins))
         .merge(streamed)
         .merge(proxied)
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                // A 5xx is logged where krayne knows why (an internal
+                // error, an outage); a head's or service's 502 is its
+                // tenant's doing, which must not flood the log.
+                .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION]))
         .layer(CatchPanicLayer::custom(panic_response))
 }

@@ -129,6 +129,7 @@ pub(super) struct RayLogsQuery {
         (status = 404, description = "No such cluster or node", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn ray_logs(
     State(s): State<AppState>,
@@ -177,6 +178,7 @@ pub(super) struct RayLogFileQuery {
         (status = 404, description = "No such cluster, node or file", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The cluster's Ray head answered what krayne does not read: larger than it reads of that answer, not the shape Ray's API has, or a redirect", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn ray_log_file(
     State(s): State<AppState>,

@@ -98,6 +98,7 @@ impl From<Error> for Problem {
             | Error::Conflict(_)
             | Error::FailedPrecondition(_)
             | Error::Unavailable(_)
+            | Error::BadGateway(_)
             | Error::Gone(_)
             | Error::DeadlineExceeded(_)
             | Error::PayloadTooLarge { .. } => {}

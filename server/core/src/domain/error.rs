@@ -234,6 +234,12 @@ pub enum Error {
     /// A dependency (Kubernetes, the audit store) cannot be reached.
     #[error("{0}")]
     Unavailable(String),
+    /// What krayne reached on the caller's behalf — a cluster's Ray head —
+    /// answered something krayne does not accept: larger than what it
+    /// reads of that answer, or not the shape Ray's API has. The head is
+    /// the tenant's, so its answer is never trusted.
+    #[error("{0}")]
+    BadGateway(String),
     /// What the request resumes from is no longer held (a watch version
     /// too old, or from another server): list again, then watch from
     /// the list's version, as Kubernetes' `410 Gone` asks.
@@ -302,6 +308,7 @@ impl Error {
             Self::QuotaExceeded { .. } => "quota_exceeded",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::Unavailable(_) => "unavailable",
+            Self::BadGateway(_) => "bad_gateway",
             Self::Gone(_) => "gone",
             Self::DeadlineExceeded(_) => "deadline_exceeded",
             Self::Internal(_) => "internal",
@@ -322,6 +329,7 @@ impl Error {
             Self::PayloadTooLarge { .. } => 413,
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } => 429,
             Self::Internal(_) => 500,
+            Self::BadGateway(_) => 502,
             Self::Unavailable(_) => 503,
             Self::DeadlineExceeded(_) => 504,
         }
@@ -341,7 +349,8 @@ impl Error {
             Self::RateLimited { .. } | Self::QuotaExceeded { .. } | Self::PayloadTooLarge { .. } => {
                 (8, "RESOURCE_EXHAUSTED")
             }
-            Self::Unavailable(_) => (14, "UNAVAILABLE"),
+            // HTTP's 502 is gRPC's UNAVAILABLE (gRPC's own status mapping).
+            Self::Unavailable(_) | Self::BadGateway(_) => (14, "UNAVAILABLE"),
             // Out of the range of versions this server holds.
             Self::Gone(_) => (11, "OUT_OF_RANGE"),
             Self::DeadlineExceeded(_) => (4, "DEADLINE_EXCEEDED"),

@@ -121,9 +121,11 @@ impl PodLogQuery {
             .iter()
             .copied()
             .filter(|p| p.cluster_name() == Some(cluster))
+            // The label is anyone's to set: only a pod the cluster controls
+            // is its pod.
             .filter(|p| match (owner, p.metadata.controller.as_deref()) {
                 (Some(owner), Some(controller)) => owner == controller,
-                _ => true,
+                _ => false,
             })
             .collect();
         let pods = pods.as_slice();
@@ -306,6 +308,18 @@ mod tests {
         assert_eq!(
             resolve(query(PodChoice::Worker(Some("gpu".into())), Some("wait-gcs-ready"))).unwrap(),
             ("demo-gpu-worker-b".into(), "wait-gcs-ready".into())
+        );
+        let mut ownerless = pod("labelled", "demo", "worker", "gpu", "demo-uid");
+        ownerless.metadata.controller = None;
+        let with_ownerless: Vec<&ObservedPod> = views.iter().copied().chain([&ownerless]).collect();
+        let named = query(PodChoice::Named("labelled".into()), None);
+        assert!(
+            named.resolve("demo", Some("demo-uid"), &with_ownerless).is_err(),
+            "reliability 29k (issue 53, item 11): a pod with the cluster's label and no controller is not its pod"
+        );
+        assert!(
+            query(PodChoice::Head, None).resolve("demo", None, &views).is_err(),
+            "a cluster whose uid is not known has no pod to read"
         );
         for refused in [
             query(PodChoice::Named("other-head-c".into()), None),

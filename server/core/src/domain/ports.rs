@@ -10,6 +10,29 @@ use super::{
     audit::{AuditEntry, AuditFilter},
 };
 
+/// What a delete requires of the object it deletes, as Kubernetes'
+/// `DeleteOptions.preconditions`: the very object a decision was made on,
+/// not one deleted and created again under its name since, nor one
+/// changed since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The object's `metadata.uid`.
+    pub uid: String,
+    /// Its `metadata.resourceVersion`.
+    pub resource_version: String,
+}
+
+impl Preconditions {
+    /// `cluster` as it was observed; `None` when it lacks a uid or a
+    /// version (then nothing can be required of it).
+    pub fn of(cluster: &ObservedCluster) -> Option<Self> {
+        Some(Self {
+            uid: cluster.metadata.uid.as_deref()?.to_owned(),
+            resource_version: cluster.metadata.resource_version.as_deref()?.to_owned(),
+        })
+    }
+}
+
 /// The pods of several clusters, grouped by cluster in the order asked
 /// for, each group by pod name: one list for a page of clusters rather
 /// than one per cluster.
@@ -205,8 +228,16 @@ pub trait ClusterStore: Send + Sync + 'static {
         let _ = (namespace, pod, options, request_id);
         Err(Error::Unavailable("this store reads no pod logs".into()))
     }
-    /// Deletes a RayCluster (Kubernetes removes its pods and service).
-    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error>;
+    /// Deletes a RayCluster (Kubernetes removes its pods and service);
+    /// with `only_if`, only while it is still that object (else
+    /// `Conflict`).
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        only_if: Option<&Preconditions>,
+        request_id: &str,
+    ) -> Result<(), Error>;
     /// Creates a `networking.k8s.io/v1` NetworkPolicy (the object the
     /// core built) in `namespace`.
     async fn create_network_policy(
@@ -335,6 +366,16 @@ pub trait UsageLedger: Send + Sync + 'static {
 pub trait IssuerDocuments: Send + Sync + 'static {
     /// The JSON document at `url` (absolute, or a path on the API server).
     async fn get_json(&self, url: &str) -> Result<serde_json::Value, String>;
+}
+
+/// Kubernetes' own word on a ServiceAccount token (a `TokenReview`):
+/// whether the API server still takes it — its ServiceAccount (and pod)
+/// still the ones it was issued for, not revoked.
+#[async_trait::async_trait]
+pub trait TokenReviews: Send + Sync + 'static {
+    /// Whether the API server authenticates `token` for `audience`;
+    /// `Err` when it could not be asked (unreachable, refused).
+    async fn review(&self, token: &str, audience: &str) -> Result<bool, String>;
 }
 
 #[cfg(test)]

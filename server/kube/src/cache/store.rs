@@ -12,7 +12,7 @@ use crate::{
     KubeClusterStore,
     domain::{
         ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-        PodLogOptions, PodsOf, RenderedCluster, ResourceKind,
+        PodLogOptions, PodsOf, Preconditions, RenderedCluster, ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -290,8 +290,14 @@ impl ClusterStore for CachedClusterStore {
         self.api.follow_pod_log(namespace, pod, options, request_id).await
     }
 
-    async fn delete(&self, namespace: &str, name: &str, request_id: &str) -> Result<(), Error> {
-        self.api.delete(namespace, name, request_id).await?;
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        only_if: Option<&Preconditions>,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        self.api.delete(namespace, name, only_if, request_id).await?;
         self.cache
             .await_write(namespace, name, Expect::Gone, self.write_wait)
             .await;

@@ -178,7 +178,10 @@ impl Daemons {
 /// image's layers (its arguments) and user, its host name and
 /// `/etc/hosts` (as the kubelet writes them), its loopback up, a relay per
 /// port, then the script as `ray`, as a container's `postStart` hook runs
-/// it; it stays (the namespace with it) while the daemons the script
+/// it — with a container runtime's capabilities at most (Docker's default
+/// set less `mknod`), so that not even `sudo` inside can mount, unmount or
+/// remount (and so undo the machine's read-only view), make device nodes
+/// or load modules; it stays (the namespace with it) while the daemons the script
 /// started run.
 const WRAPPER: &str = r#"set -e
 mount --make-rprivate /
@@ -229,6 +232,8 @@ for p in $KRAYNE_PORTS; do
 done
 cd /home/ray
 set +e
-setpriv --reuid ray --regid users --init-groups env -u KRAYNE_POST_START -u KRAYNE_PORTS -u KRAYNE_POD_DIR \
+setpriv --reuid ray --regid users --init-groups \
+  --bounding-set -all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap,+net_bind_service,+net_raw,+sys_chroot,+audit_write,+setfcap \
+  env -u KRAYNE_POST_START -u KRAYNE_PORTS -u KRAYNE_POD_DIR \
   HOME=/home/ray USER=ray LOGNAME=ray KRAYNE_RUN_DIR="$P/run" sh -c "$KRAYNE_POST_START" >"$P/run/post-start.log" 2>&1
 wait"#;

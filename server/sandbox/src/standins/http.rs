@@ -27,6 +27,12 @@ const JUPYTER_SERVER_VERSION: &str = "2.14.2";
 
 pub(super) fn router(kind: Kind, head: &Head) -> Router {
     let stopped = head.stopped.clone();
+    let hostile = head.object["metadata"]["annotations"][FAULT_ANNOTATION]
+        .as_str()
+        .and_then(super::hostile::Behaviour::of);
+    if let (Kind::Dashboard, Some(behaviour)) = (kind, hostile) {
+        return super::hostile::router(behaviour);
+    }
     match kind {
         Kind::Dashboard if head.object["metadata"]["annotations"][FAULT_ANNOTATION] == DASHBOARD_HANGS => {
             Router::new().fallback(hang).with_state(stopped)

@@ -7,6 +7,13 @@
 //! only an `ipBlock` admits it. `pods/portforward` enters a pod from its
 //! node and is never subject to policies. A refused connection is closed
 //! at once (a real plugin drops its packets; the client would time out).
+//!
+//! A pod registered as a process of this machine (krayne's own, by
+//! [`crate::Sandbox::add_pod`]) shares its address with every program
+//! here: a connection is that pod's only when its socket belongs to the
+//! user the pod was registered for ([`RUNS_AS_UID`]), as the kernel's
+//! socket table says. Anyone else on the machine — another user, or a
+//! tenant's job, which the sandbox runs as `nobody` — is outside.
 
 use std::net::IpAddr;
 
@@ -14,9 +21,13 @@ use serde_json::Value;
 
 use crate::{Resource, store::Store};
 
-/// Whether `store`'s policies let a connection from `peer` reach `port` of
-/// `pod`.
-pub(super) fn admits(store: &Store, pod: &Value, peer: IpAddr, port: u16) -> bool {
+/// The annotation of a pod that is a process of this machine: the uid whose
+/// sockets are that pod's.
+pub(crate) const RUNS_AS_UID: &str = "sandbox.krayne.dev/runs-as-uid";
+
+/// Whether `store`'s policies let a connection from `peer` (whose socket
+/// `peer_uid` owns, when known) reach `port` of `pod`.
+pub(super) fn admits(store: &Store, pod: &Value, peer: IpAddr, peer_uid: Option<u32>, port: u16) -> bool {
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let (policies, _) = store.list(Resource::NetworkPolicy, Some(namespace), |p| {
         governs_ingress(p) && selects(&p["spec"]["podSelector"], &pod["metadata"]["labels"])
@@ -27,6 +38,10 @@ pub(super) fn admits(store: &Store, pod: &Value, peer: IpAddr, port: u16) -> boo
     let peer_pod = store
         .list(Resource::Pod, None, |p| {
             p["status"]["podIP"].as_str().and_then(|ip| ip.parse::<IpAddr>().ok()) == Some(peer)
+                && match p["metadata"]["annotations"][RUNS_AS_UID].as_str() {
+                    Some(uid) => peer_uid.is_some_and(|peer| uid == peer.to_string()),
+                    None => true,
+                }
         })
         .0
         .into_iter()
@@ -38,6 +53,21 @@ pub(super) fn admits(store: &Store, pod: &Value, peer: IpAddr, port: u16) -> boo
             .flatten()
             .any(|rule| on_port(rule, port) && from(rule, namespace, peer_pod.as_deref(), peer))
     })
+}
+
+/// The uid owning the other end of the loopback connection `peer` →
+/// `local`, from the kernel's socket table; `None` when it is not there
+/// (not a local connection, or `/proc` unreadable).
+pub(super) fn peer_uid(peer: std::net::SocketAddr, local: std::net::SocketAddr) -> Option<u32> {
+    let table = match peer {
+        std::net::SocketAddr::V4(_) => procfs::net::tcp(),
+        std::net::SocketAddr::V6(_) => procfs::net::tcp6(),
+    };
+    table
+        .ok()?
+        .into_iter()
+        .find(|entry| entry.local_address == peer && entry.remote_address == local)
+        .map(|entry| entry.uid)
 }
 
 /// Whether a policy restricts ingress (`policyTypes` absent means
@@ -122,6 +152,21 @@ fn selects(selector: &Value, labels: &Value) -> bool {
         }
     });
     matched && expressions
+}
+
+#[cfg(test)]
+mod peer_tests {
+    /// The kernel's socket table names this process's user as the owner
+    /// of a loopback connection it made.
+    #[test]
+    fn a_loopback_connections_user_is_read_from_the_socket_table() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        let uid = super::peer_uid(peer, server.local_addr().unwrap());
+        assert_eq!(uid, Some(nix::unistd::geteuid().as_raw()));
+    }
 }
 
 #[cfg(test)]

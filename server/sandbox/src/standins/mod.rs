@@ -27,13 +27,17 @@
 mod binding;
 mod cluster_status;
 mod daemons;
+mod hostile;
 mod http;
 mod ingress;
 mod jobs;
 mod ray_logs;
 mod ssh;
 
+pub(crate) use ingress::RUNS_AS_UID;
+
 pub use daemons::RealDaemons;
+pub use hostile::HOSTILE_HEAD;
 pub use http::DASHBOARD_HANGS;
 
 use std::{
@@ -421,7 +425,8 @@ async fn listen(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                if !ingress::admits(&standins.store, &head.object, peer.ip(), port) {
+                let uid = stream.local_addr().ok().and_then(|local| ingress::peer_uid(peer, local));
+                if !ingress::admits(&standins.store, &head.object, peer.ip(), uid, port) {
                     // What a network plugin drops never reaches the pod.
                     drop(stream);
                     continue;

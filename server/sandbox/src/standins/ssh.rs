@@ -38,7 +38,7 @@ use tokio::{
 /// The only user a head lets in, as Krayne's bootstrap sets it up.
 const USER: &str = "ray";
 /// Whom a sandbox run as root runs commands as: `nobody`.
-const NOBODY: u32 = 65_534;
+pub(super) const NOBODY: u32 = 65_534;
 
 /// One head's SSH server settings: its host key (new with every head
 /// pod, as a real pod's is) and where its commands run.

@@ -423,7 +423,7 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
     // A daemon on the pod's loopback (as code-server's flag says), and a
     // write outside the pod's run directory.
     let script = format!(
-        "touch {escape} {shm}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside $(id -un)@$(hostname)' & # --bind-addr 127.0.0.1:8443",
+        "touch {escape} {shm}\nsocat TCP-LISTEN:8443,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from inside $(id -un)@$(hostname); grep CapBnd /proc/self/status' & # --bind-addr 127.0.0.1:8443",
         escape = escape.display(),
         shm = shm.display()
     );
@@ -445,7 +445,26 @@ async fn a_heads_real_script_runs_in_the_pod_and_cannot_touch_the_machine() {
         }
     })
     .await;
-    assert_eq!(answer.trim(), format!("from inside ray@{pod}"));
+    let mut lines = answer.lines();
+    assert_eq!(lines.next().unwrap_or_default(), format!("from inside ray@{pod}"));
+    // Reliability 29c (issue 53, item 3): not even root inside (the head
+    // image's sudo) can remount the machine's files writable, make a
+    // device node or load a module.
+    let bounding = lines
+        .next()
+        .and_then(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("{answer}"));
+    for (name, bit) in [
+        ("sys_admin", 21),
+        ("mknod", 27),
+        ("sys_module", 16),
+        ("dac_read_search", 2),
+        ("sys_ptrace", 19),
+    ] {
+        assert_eq!(bounding & (1 << bit), 0, "{name} is in the bounding set {bounding:#x}");
+    }
+    assert_ne!(bounding & (1 << 7), 0, "setuid stays (sudo, sshd)");
     assert!(
         TcpStream::connect((ip.as_str(), 8443)).await.is_err(),
         "the pod's IP answered"

@@ -37,6 +37,18 @@ pub struct IssuerSpec {
     /// Whose identities it vouches for.
     #[serde(default)]
     pub kind: SpecKind,
+    /// Take its e-mails as verified without `email_verified: true`: only
+    /// for a provider that verifies every address it issues.
+    #[serde(default)]
+    pub assume_email_verified: bool,
+    /// For `kind: service-accounts`: the longest a token may live, in
+    /// seconds (default 24 h).
+    #[serde(default = "default_max_token_seconds")]
+    pub max_token_seconds: u64,
+}
+
+fn default_max_token_seconds() -> u64 {
+    24 * 3600
 }
 
 /// Whose identities an issuer of the file vouches for.
@@ -141,6 +153,8 @@ impl IssuerSpec {
             subject_claim: self.claims.subject.clone(),
             email_claim: self.claims.email.clone(),
             groups_claim: self.claims.groups.clone(),
+            assume_email_verified: self.assume_email_verified,
+            max_lifetime_seconds: (self.kind == SpecKind::ServiceAccounts).then_some(self.max_token_seconds),
         };
         let kind = match self.kind {
             SpecKind::Accounts => IssuerKind::Accounts,

@@ -7,6 +7,7 @@ use jsonwebtoken::{Validation, decode};
 use serde_json::Value;
 
 use super::{
+    Reviewer,
     jwks::JwksSource,
     tokens::{TokenError, TokenIdentity, TokenRules, VerifyingKey, why},
 };
@@ -14,9 +15,12 @@ use super::{
 /// Whose identities an issuer vouches for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IssuerKind {
-    /// People (or anything else an identity provider signs in). Subjects
-    /// and groups starting with `system:` are Kubernetes' and refused, so
-    /// nobody at the identity provider can pass as a ServiceAccount.
+    /// People (or anything else an identity provider signs in). Subjects,
+    /// e-mails and groups starting with `system:` are Kubernetes' and
+    /// refused (groups dropped), so nobody at the identity provider can
+    /// pass as a ServiceAccount; an e-mail counts only when the provider
+    /// says it is verified (`email_verified: true`), unless the issuer is
+    /// configured to assume so.
     Accounts,
     /// The Kubernetes API server's service-account issuer: the subject is
     /// `system:serviceaccount:<namespace>:<name>`, and the groups are the
@@ -35,6 +39,9 @@ pub struct Issuer {
     keys: Vec<VerifyingKey>,
     jwks: Option<Arc<JwksSource>>,
     rules: TokenRules,
+    /// Kubernetes' word on each token (ServiceAccounts of the cluster
+    /// krayne runs in).
+    reviewer: Option<Arc<Reviewer>>,
 }
 
 impl Issuer {
@@ -47,7 +54,15 @@ impl Issuer {
             keys,
             jwks: None,
             rules,
+            reviewer: None,
         }
+    }
+
+    /// Also asks `reviewer` whether Kubernetes still takes each token
+    /// (a deleted ServiceAccount's tokens are then refused).
+    pub fn with_reviewer(mut self, reviewer: Reviewer) -> Self {
+        self.reviewer = Some(Arc::new(reviewer));
+        self
     }
 
     /// Also accepts keys from `jwks`.
@@ -113,7 +128,13 @@ impl Issuer {
             v.set_audience(&[&self.rules.audience]);
             v.set_required_spec_claims(&["exp", "iss", "aud"]);
             match decode::<Value>(token, &key.key, &v) {
-                Ok(data) => return self.identity(&data.claims, iss),
+                Ok(data) => {
+                    let identity = self.identity(&data.claims, iss)?;
+                    if let Some(reviewer) = &self.reviewer {
+                        reviewer.check(token, &self.rules.audience).await?;
+                    }
+                    return Ok(identity);
+                }
                 Err(e) if matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ExpiredSignature) => {
                     return Err(TokenError::Expired);
                 }
@@ -133,7 +154,10 @@ impl Issuer {
         let expires_at = claims.get("exp").and_then(Value::as_i64);
         let (subject, email, groups) = match self.kind {
             IssuerKind::Accounts => self.account(claims)?,
-            IssuerKind::ServiceAccounts => service_account(claims)?,
+            IssuerKind::ServiceAccounts => {
+                self.lifetime_within_bounds(claims)?;
+                service_account(claims)?
+            }
         };
         let mut seen = HashSet::new();
         let groups = groups.into_iter().filter(|g| seen.insert(g.clone())).collect();
@@ -144,6 +168,30 @@ impl Issuer {
             expires_at,
             issuer: iss.to_owned(),
         })
+    }
+
+    /// A ServiceAccount token lives at most the issuer's longest lifetime:
+    /// its `exp` less its `iat`, or — for a projected token the API server
+    /// extends (`kubernetes.io.warnafter`) — until its holder should have
+    /// rotated it.
+    fn lifetime_within_bounds(&self, claims: &Value) -> Result<(), TokenError> {
+        let Some(most) = self.rules.max_lifetime_seconds else {
+            return Ok(());
+        };
+        let at = |claim: &str| claims.get(claim).and_then(Value::as_i64);
+        let until = claims
+            .pointer("/kubernetes.io/warnafter")
+            .and_then(Value::as_i64)
+            .or_else(|| at("exp"));
+        let (Some(iat), Some(until)) = (at("iat"), until) else {
+            return Err(TokenError::Invalid("a ServiceAccount token without iat and exp".into()));
+        };
+        if until.saturating_sub(iat) > i64::try_from(most).unwrap_or(i64::MAX) {
+            return Err(TokenError::Invalid(format!(
+                "a ServiceAccount token living longer than this server takes ({most} s)"
+            )));
+        }
+        Ok(())
     }
 
     fn account(&self, claims: &Value) -> Result<(String, Option<String>, Vec<String>), TokenError> {
@@ -162,6 +210,13 @@ impl Issuer {
             .get(&self.rules.email_claim)
             .and_then(Value::as_str)
             .map(str::to_owned);
+        if email.as_deref().is_some_and(|e| e.starts_with(RESERVED_PREFIX)) {
+            return Err(TokenError::Invalid(format!(
+                "a {RESERVED_PREFIX:?} e-mail from an issuer that is not Kubernetes'"
+            )));
+        }
+        let verified = self.rules.assume_email_verified || claims.get("email_verified") == Some(&Value::Bool(true));
+        let email = email.filter(|_| verified);
         let groups = match claims.get(&self.rules.groups_claim) {
             Some(Value::String(g)) => vec![g.clone()],
             Some(Value::Array(gs)) => gs.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
@@ -297,5 +352,47 @@ mod tests {
         let mut odd = account("batch", "trainer");
         odd["sub"] = json!("system:serviceaccount:other:trainer");
         assert!(v.verify(&sign(CLUSTER_KEY, odd)).await.is_err());
+    }
+
+    /// Reliability 29d (issue 53, item 4).
+    #[tokio::test]
+    async fn an_email_is_an_identity_only_when_verified_and_never_kubernetes() {
+        let v = verifier();
+        let posing = sign(
+            PEOPLE_KEY,
+            json!({"iss": "https://idp", "sub": "mallory", "email": "system:serviceaccount:ml-team:default",
+                   "email_verified": true}),
+        );
+        assert!(v.verify(&posing).await.is_err(), "a system: e-mail");
+        let unverified = sign(
+            PEOPLE_KEY,
+            json!({"iss": "https://idp", "sub": "mallory", "email": "alice@example.com"}),
+        );
+        assert_eq!(v.verify(&unverified).await.unwrap().email, None);
+        let said_false = sign(
+            PEOPLE_KEY,
+            json!({"iss": "https://idp", "sub": "mallory", "email": "alice@example.com", "email_verified": "true"}),
+        );
+        assert_eq!(v.verify(&said_false).await.unwrap().email, None, "a string is not true");
+        let verified = sign(
+            PEOPLE_KEY,
+            json!({"iss": "https://idp", "sub": "alice", "email": "alice@example.com", "email_verified": true}),
+        );
+        assert_eq!(
+            v.verify(&verified).await.unwrap().email.as_deref(),
+            Some("alice@example.com")
+        );
+        let assumed = Verifier::with_issuers(vec![Issuer::new(
+            IssuerKind::Accounts,
+            vec![VerifyingKey::hs256(PEOPLE_KEY)],
+            TokenRules {
+                assume_email_verified: true,
+                ..rules("https://idp")
+            },
+        )]);
+        assert_eq!(
+            assumed.verify(&unverified).await.unwrap().email.as_deref(),
+            Some("alice@example.com")
+        );
     }
 }

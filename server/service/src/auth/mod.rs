@@ -6,6 +6,7 @@ mod issuer_file;
 mod issuers;
 mod jwks;
 mod reload;
+mod review;
 mod sessions;
 mod teams;
 mod tokens;
@@ -16,6 +17,7 @@ pub use issuer_file::{ClaimNames, IssuerSpec, KeyRefresh, SpecKind, asymmetric_a
 pub use issuers::{Issuer, IssuerKind};
 pub use jwks::{HttpDocuments, JwksOptions, JwksSource};
 pub use reload::{load_mapping, watch_mapping};
+pub use review::Reviewer;
 pub use sessions::{MIN_SECRET_BYTES, SessionKeys, Ticket, TicketError, TicketUse};
 pub use teams::{EXAMPLE_MAPPING, Members, Membership, Team, TeamMapping};
 pub use tokens::{MAX_TOKEN_BYTES, MintRequest, TokenError, TokenIdentity, TokenRules, Verifier, VerifyingKey, mint};

@@ -70,6 +70,13 @@ pub struct TokenRules {
     pub email_claim: String,
     /// Claim holding the groups (a string or a list).
     pub groups_claim: String,
+    /// Whether an e-mail counts without `email_verified: true` (a
+    /// provider that verifies every address it issues). An e-mail that
+    /// does not count is dropped: the team mapping never matches it.
+    pub assume_email_verified: bool,
+    /// The longest a ServiceAccount token may live (`exp − iat`, or
+    /// `warnafter − iat` for an extended projected token); `None`: any.
+    pub max_lifetime_seconds: Option<u64>,
 }
 
 impl Default for TokenRules {
@@ -81,6 +88,8 @@ impl Default for TokenRules {
             subject_claim: "sub".into(),
             email_claim: "email".into(),
             groups_claim: "groups".into(),
+            assume_email_verified: false,
+            max_lifetime_seconds: None,
         }
     }
 }
@@ -249,6 +258,9 @@ struct MintClaims<'a> {
     sub: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     email: Option<&'a str>,
+    /// krayne vouches for the e-mails of the tokens it mints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email_verified: Option<bool>,
     groups: &'a [String],
     iss: &'a str,
     aud: &'a str,
@@ -287,6 +299,7 @@ pub fn mint(request: &MintRequest, algorithm: Algorithm, key: &[u8]) -> Result<S
     let claims = MintClaims {
         sub: &request.subject,
         email: request.email.as_deref(),
+        email_verified: request.email.as_ref().map(|_| true),
         groups: &request.groups,
         iss: &request.issuer,
         aud: &request.audience,

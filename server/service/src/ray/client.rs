@@ -3,12 +3,17 @@
 
 use bytes::Bytes;
 use futures::StreamExt as _;
-use http_body_util::{BodyExt as _, Limited, StreamBody};
-use hyper::{Method, Request, body::Frame};
+use http_body_util::{BodyExt as _, StreamBody};
+use hyper::{
+    Method, Request,
+    body::{Frame, Incoming},
+};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::{
+    ERROR_ANSWER_LIMIT, HeadRead,
+    budget::{Held, Spent},
     job_path,
     wire::{self, Answer},
 };
@@ -20,20 +25,34 @@ use crate::{
 /// How krayne introduces itself to Ray (never as a browser: Ray refuses a
 /// browser's mutations).
 const USER_AGENT: &str = concat!("krayne-server/", env!("CARGO_PKG_VERSION"));
-/// Largest answer read whole from the head (a job's log).
-const MAX_ANSWER: usize = 64 * 1024 * 1024;
+/// The most hyper buffers of a head's answer before krayne reads it (its
+/// default, ~400 KiB, would be per connection on top of the budget).
+const READ_BUFFER: usize = 64 * 1024;
+/// What one connection to a head buffers besides the answer krayne
+/// holds: a port-forward's pipe (kube-rs's, 1 MiB) and the HTTP reader's
+/// ([`READ_BUFFER`]).
+const CONNECTION_BUFFERS: usize = 1024 * 1024 + READ_BUFFER;
+/// Longest krayne waits for a head's answer to start, then to end (one
+/// request's, not a followed stream's).
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The largest WebSocket message or frame read from a head's log tail:
+/// Ray sends a batch of lines per message, far smaller.
+const MAX_TAIL_MESSAGE: usize = 1024 * 1024;
 
 impl ControlPlane {
     /// A job as the head has it.
     pub(crate) async fn ray_job(&self, cx: &Context, head: &Reachable, id: &str) -> Result<Job, Error> {
-        let answer = self.ray(cx, head, Method::GET, &job_path(id), None).await?;
+        let answer = self
+            .ray(cx, head, Method::GET, &job_path(id), None, HeadRead::Job)
+            .await?;
         if answer.status != 200 {
             return Err(answer.error(ResourceKind::Job, id));
         }
-        wire::job(&answer.json()?)
+        wire::job(answer.parse()?)
     }
 
-    /// One request to the head, with a JSON body or none.
+    /// One request to the head, with a JSON body or none; its answer read
+    /// as `read`.
     pub(crate) async fn ray(
         &self,
         cx: &Context,
@@ -41,6 +60,7 @@ impl ControlPlane {
         method: Method,
         path: &str,
         json: Option<Value>,
+        read: HeadRead,
     ) -> Result<Answer, Error> {
         let (body, size) = match json {
             Some(json) => {
@@ -50,11 +70,15 @@ impl ControlPlane {
             }
             None => (futures::stream::empty().boxed(), None),
         };
-        self.ray_streamed(cx, head, method, path, size, body).await
+        self.ray_streamed(cx, head, method, path, size, body, read).await
     }
 
     /// One request to the head on a connection of its own, its body
     /// streamed.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one request: where, how, its body and size, and what its answer is read as"
+    )]
     pub(crate) async fn ray_streamed(
         &self,
         cx: &Context,
@@ -63,16 +87,27 @@ impl ControlPlane {
         path: &str,
         size: Option<u64>,
         body: PackageBody,
+        read: HeadRead,
     ) -> Result<Answer, Error> {
         let unavailable = |e: &dyn std::fmt::Display| {
             Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
         };
         let connection = self.connect(cx, head.clone()).await?.into_connection();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connection))
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(READ_BUFFER)
+            .handshake(TokioIo::new(connection))
             .await
             .map_err(|e| unavailable(&e))?;
-        let task = tokio::spawn(conn);
+        // The connection goes with this call: an answer read whole, or
+        // given up on, needs it no more.
+        let _task = AbortOnDrop(tokio::spawn(conn));
         let has_body = size.is_some() || method == Method::PUT;
+        // An upload's answer comes once the head has its body.
+        let headers_within = if method == Method::PUT {
+            None
+        } else {
+            Some(ANSWER_TIMEOUT)
+        };
         let mut request = Request::builder()
             .method(method)
             .uri(path)
@@ -87,21 +122,104 @@ impl ControlPlane {
         let request = request
             .body(StreamBody::new(body.map(|chunk| chunk.map(Frame::data))))
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
-        let response = sender.send_request(request).await;
-        let response = match response {
-            Ok(response) => response,
-            Err(e) => {
-                task.abort();
-                return Err(unavailable(&e));
+        let sent = sender.send_request(request);
+        let response = match headers_within {
+            Some(within) => tokio::time::timeout(within, sent).await.map_err(|_| late(read))?,
+            None => sent.await,
+        };
+        let response = response.map_err(|e| unavailable(&e))?;
+        let status = response.status().as_u16();
+        tokio::time::timeout(
+            ANSWER_TIMEOUT,
+            self.read_answer(head, status, response.into_body(), read),
+        )
+        .await
+        .map_err(|_| late(read))?
+    }
+
+    /// A head's answer, read within `read`'s limit (an error's within
+    /// [`ERROR_ANSWER_LIMIT`], its rest not waited for) and the replica's
+    /// budget, which the answer holds until it is dropped.
+    async fn read_answer(
+        &self,
+        head: &Reachable,
+        status: u16,
+        mut body: Incoming,
+        read: HeadRead,
+    ) -> Result<Answer, Error> {
+        let limit = if status == 200 {
+            read.limit()
+        } else {
+            ERROR_ANSWER_LIMIT
+        };
+        // Kept as the frames came (no copy while reading, none at all for
+        // an answer refused as too large), joined once complete.
+        let mut frames: Vec<Bytes> = Vec::new();
+        let mut read_so_far = 0;
+        let mut held: Option<Held> = None;
+        // The connection's own buffers first (a port-forward's pipe, the
+        // HTTP reader's): what reading a head costs besides its answer.
+        self.reserve_head_bytes(head, read, &mut held, CONNECTION_BUFFERS)?;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                Error::Unavailable(format!("the cluster's Ray head (dashboard) broke off its answer: {e}"))
+            })?;
+            let Ok(data) = frame.into_data() else { continue };
+            let take = data.len().min(limit - read_so_far);
+            self.reserve_head_bytes(head, read, &mut held, take)?;
+            read_so_far += take;
+            frames.push(data.slice(..take));
+            if take < data.len() {
+                if status == 200 {
+                    refused(read, "too_large");
+                    return Err(Error::BadGateway(format!(
+                        "the cluster's Ray head sent more than krayne reads of its {} ({} KiB)",
+                        read.as_str().replace('_', " "),
+                        limit / 1024
+                    )));
+                }
+                break;
+            }
+        }
+        let body = match frames.len() {
+            1 => frames.swap_remove(0),
+            _ => {
+                let mut joined = Vec::with_capacity(read_so_far);
+                for frame in &frames {
+                    joined.extend_from_slice(frame);
+                }
+                Bytes::from(joined)
             }
         };
-        let status = response.status().as_u16();
-        let body = Limited::new(response.into_body(), MAX_ANSWER)
-            .collect()
-            .await
-            .map_err(|e| unavailable(&e))?
-            .to_bytes();
-        Ok(Answer { status, body })
+        Ok(Answer::held(status, body, held))
+    }
+
+    /// `more` bytes of the budget for an answer of `head`'s, or the
+    /// refusal: 503 past the replica's budget, 429 past the namespace's
+    /// share.
+    fn reserve_head_bytes(
+        &self,
+        head: &Reachable,
+        read: HeadRead,
+        held: &mut Option<Held>,
+        more: usize,
+    ) -> Result<(), Error> {
+        match self.head_answers.reserve(head.namespace(), held, more) {
+            Ok(()) => Ok(()),
+            Err(Spent::All) => {
+                refused(read, "budget");
+                Err(Error::Unavailable(
+                    "this server is reading as much from clusters' Ray heads as it may at once; try again shortly"
+                        .into(),
+                ))
+            }
+            Err(Spent::Namespace) => {
+                refused(read, "namespace_share");
+                Err(Error::RateLimited {
+                    retry_after: std::time::Duration::from_secs(1),
+                })
+            }
+        }
     }
 
     /// A `GET` whose answer streams (a followed log file): its status and,
@@ -116,7 +234,9 @@ impl ControlPlane {
             Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
         };
         let connection = self.connect(cx, head.clone()).await?.into_connection();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connection))
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(READ_BUFFER)
+            .handshake(TokioIo::new(connection))
             .await
             .map_err(|e| unavailable(&e))?;
         let task = tokio::spawn(conn);
@@ -136,12 +256,9 @@ impl ControlPlane {
         };
         let status = response.status().as_u16();
         if status != 200 {
-            let body = Limited::new(response.into_body(), MAX_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| unavailable(&e))?
-                .to_bytes();
-            return Ok(Err(Answer { status, body }));
+            return Ok(Err(self
+                .read_answer(head, status, response.into_body(), HeadRead::Reply)
+                .await?));
         }
         let chunks = http_body_util::BodyStream::new(response.into_body()).filter_map(|frame| async move {
             match frame {
@@ -172,7 +289,10 @@ impl ControlPlane {
 
         let connection = self.connect(cx, head).await?.into_connection();
         let url = format!("ws://ray-head{}/logs/tail", job_path(id));
-        let (socket, _) = tokio_tungstenite::client_async(url, connection)
+        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(MAX_TAIL_MESSAGE))
+            .max_frame_size(Some(MAX_TAIL_MESSAGE));
+        let (socket, _) = tokio_tungstenite::client_async_with_config(url, connection, Some(config))
             .await
             .map_err(|e| Error::Unavailable(format!("the cluster's Ray head did not stream the log: {e}")))?;
         let lines = socket.filter_map(|frame| async move {
@@ -190,6 +310,26 @@ impl ControlPlane {
         });
         Ok(lines.boxed())
     }
+}
+
+/// A head that did not answer within [`ANSWER_TIMEOUT`].
+fn late(read: HeadRead) -> Error {
+    metrics::counter!("krayne_head_answers_refused_total", "read" => read.as_str(), "reason" => "timeout").increment(1);
+    Error::DeadlineExceeded(format!(
+        "the cluster's Ray head did not answer ({}) within {} s",
+        read.as_str().replace('_', " "),
+        ANSWER_TIMEOUT.as_secs()
+    ))
+}
+
+/// Counts a head's answer krayne would not read.
+fn refused(read: HeadRead, reason: &'static str) {
+    metrics::counter!("krayne_head_answers_refused_total", "read" => read.as_str(), "reason" => reason).increment(1);
+    tracing::info!(
+        read = read.as_str(),
+        reason,
+        "a cluster's Ray head answered more than krayne reads"
+    );
 }
 
 /// Aborts a task when dropped.

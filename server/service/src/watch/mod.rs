@@ -34,6 +34,9 @@ use tokio::sync::{
 pub struct WatchSettings {
     /// Watches one principal may have open at once.
     pub max_per_principal: usize,
+    /// Watches of one namespace all callers together may have open (a
+    /// watch of every namespace counts against its caller only).
+    pub max_per_namespace: usize,
     /// Changes kept for resumes; a version older than these is `Gone`.
     pub history: usize,
     /// Events queued for one watcher before it counts as stalled.
@@ -48,6 +51,7 @@ impl Default for WatchSettings {
     fn default() -> Self {
         Self {
             max_per_principal: 16,
+            max_per_namespace: 64,
             history: 4096,
             queue: 256,
             stall: Duration::from_secs(10),
@@ -199,8 +203,13 @@ impl ControlPlane {
         }
         let settings = self.settings.watches.clone();
         let subject = &cx.principal.subject;
-        let Some(permit) = self.watches.open.take(subject, settings.max_per_principal) else {
-            tracing::info!(%subject, max = settings.max_per_principal, "watch refused: too many open");
+        let holders = crate::tunnels::Holders {
+            subject: (subject, settings.max_per_principal),
+            namespace: namespace.map(|ns| (ns, settings.max_per_namespace)),
+        };
+        let permit = self.watches.open.take_for(holders);
+        let Ok(permit) = permit else {
+            tracing::info!(%subject, ?namespace, full = ?permit.err(), "watch refused: too many open");
             return Err(Error::RateLimited {
                 retry_after: Duration::from_secs(1),
             });

@@ -1,6 +1,9 @@
 //! Running a job: set up its working dir, run its entrypoint as
-//! `sh -c` in a process group of its own with its env vars, its output in
-//! its log, and end it as Ray's job supervisor does.
+//! `sh -c` in a process group of its own with its env vars (and none of
+//! the sandbox's), its output in its log, and end it as Ray's job
+//! supervisor does. A sandbox run as root runs a job as `nobody`, as its
+//! SSH sessions: a tenant's entrypoint is the tenant's code, never the
+//! machine's root.
 
 use std::{process::Stdio, sync::Arc, time::Duration};
 
@@ -12,6 +15,7 @@ use serde_json::Value;
 use tokio::{io::AsyncWriteExt as _, process::Command};
 
 use super::{
+    super::ssh::NOBODY,
     Jobs,
     record::{Driver, Outcome},
 };
@@ -79,7 +83,14 @@ pub(super) async fn supervise(jobs: Arc<Jobs>, seq: u64) {
         }
         _ = stopped.changed() => return,
     };
-    let mut child = match command(&entrypoint, &runtime_env, &dir, file).spawn() {
+    let unprivileged = nix::unistd::geteuid().is_root();
+    if unprivileged && let Err(e) = hand_to_nobody(&dir) {
+        end(Outcome::StartFailed(format!(
+            "cannot hand its working dir to nobody: {e}"
+        )));
+        return;
+    }
+    let mut child = match command(&entrypoint, &runtime_env, &dir, file, unprivileged).spawn() {
         Ok(c) => c,
         Err(e) => {
             end(Outcome::StartFailed(e.to_string()));
@@ -137,15 +148,53 @@ async fn open_log(
     Ok(file.into_std().await)
 }
 
-fn command(entrypoint: &str, runtime_env: &Value, dir: &std::path::Path, log: std::fs::File) -> Command {
+/// `dir` and everything in it made nobody's, and the folders above it
+/// passable (not listable) by nobody.
+fn hand_to_nobody(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fn walk(path: &std::path::Path) -> std::io::Result<()> {
+        let meta = std::fs::symlink_metadata(path)?;
+        std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path)? {
+                walk(&entry?.path())?;
+            }
+        }
+        Ok(())
+    }
+    if let Some(parent) = dir.parent() {
+        let mode = std::fs::metadata(parent)?.permissions().mode();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o711))?;
+    }
+    walk(dir)
+}
+
+/// The entrypoint as `sh -c`; as `nobody` (no groups, no capabilities:
+/// the kernel drops them with root's uid) when `unprivileged`.
+fn command(
+    entrypoint: &str,
+    runtime_env: &Value,
+    dir: &std::path::Path,
+    log: std::fs::File,
+    unprivileged: bool,
+) -> Command {
     let mut command = Command::new("sh");
     command
         .arg("-c")
         .arg(entrypoint)
         .current_dir(dir)
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        )
+        .env("HOME", dir)
         .stdin(Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
+    if unprivileged {
+        command.uid(NOBODY).gid(NOBODY);
+    }
     if let Ok(err) = log.try_clone() {
         command.stderr(err);
     }

@@ -1,0 +1,126 @@
+//! The memory a replica gives to heads' answers being read: one budget
+//! for all heads, and a quarter of it at most for the heads of any one
+//! namespace, so that one team's heads — which answer whatever the team
+//! wants — cannot take the rest's share. What an answer holds is given
+//! back when it is dropped.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The budget's unit, in bytes.
+const UNIT: usize = 1024;
+/// Namespaces whose shares are kept; past it, idle shares are forgotten.
+const MAX_SHARES: usize = 4096;
+
+/// `bytes` as units (rounded up).
+pub(crate) fn units(bytes: usize) -> usize {
+    bytes.div_ceil(UNIT).min(Semaphore::MAX_PERMITS)
+}
+
+/// What is left of the budget, all together and per namespace.
+#[derive(Debug)]
+pub(crate) struct HeadBudget {
+    all: Arc<Semaphore>,
+    share: usize,
+    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// Which budget an answer would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spent {
+    /// The replica's, all heads together.
+    All,
+    /// The namespace's share.
+    Namespace,
+}
+
+/// Part of the budget, held by one answer.
+#[derive(Debug)]
+pub(crate) struct Held {
+    all: OwnedSemaphorePermit,
+    namespace: OwnedSemaphorePermit,
+}
+
+impl HeadBudget {
+    /// A budget of `bytes`, a quarter of it per namespace.
+    pub(crate) fn new(bytes: usize) -> Self {
+        let all = units(bytes);
+        Self {
+            all: Arc::new(Semaphore::new(all)),
+            share: (all / 4).max(1),
+            shares: Mutex::default(),
+        }
+    }
+
+    /// `more` bytes for an answer from a head of `namespace`, added to
+    /// what `held` holds already.
+    pub(crate) fn reserve(&self, namespace: &str, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
+        let Ok(more) = u32::try_from(units(more)) else {
+            return Err(Spent::All);
+        };
+        if more == 0 {
+            return Ok(());
+        }
+        let share = self.share_of(namespace);
+        let in_namespace = share.try_acquire_many_owned(more).map_err(|_| Spent::Namespace)?;
+        let in_all = self.all.clone().try_acquire_many_owned(more).map_err(|_| Spent::All)?;
+        match held {
+            Some(h) => {
+                h.all.merge(in_all);
+                h.namespace.merge(in_namespace);
+            }
+            None => {
+                *held = Some(Held {
+                    all: in_all,
+                    namespace: in_namespace,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn share_of(&self, namespace: &str) -> Arc<Semaphore> {
+        let mut shares = self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(share) = shares.get(namespace) {
+            return share.clone();
+        }
+        if shares.len() >= MAX_SHARES {
+            // A share no answer holds is whole: forgetting it loses nothing.
+            shares.retain(|_, s| s.available_permits() < self.share);
+        }
+        shares
+            .entry(namespace.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.share)))
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_takes_at_most_its_share_and_gives_it_back() {
+        let budget = HeadBudget::new(64 * 1024);
+        let mut first = None;
+        budget.reserve("greedy", &mut first, 16 * 1024).unwrap();
+        assert_eq!(budget.reserve("greedy", &mut None, 1), Err(Spent::Namespace));
+        let mut held: Vec<Option<Held>> = Vec::new();
+        for namespace in ["b", "c", "d"] {
+            let mut h = None;
+            budget.reserve(namespace, &mut h, 16 * 1024).unwrap();
+            held.push(h);
+        }
+        assert_eq!(budget.reserve("e", &mut None, 1), Err(Spent::All));
+        drop(first);
+        let mut again = None;
+        budget.reserve("greedy", &mut again, 8 * 1024).unwrap();
+        budget.reserve("greedy", &mut again, 8 * 1024).unwrap();
+        assert_eq!(units(1), 1);
+        assert_eq!(units(16 * 1024 * 1024), 16_384);
+    }
+}
