@@ -793,6 +793,37 @@ mod cost_control {
         );
     }
 
+    /// Reliability 29h (issue 53, item 8): a viewer's long-lived stream of
+    /// a cluster is no use of it; an editor's is.
+    #[tokio::test]
+    async fn only_those_who_may_edit_a_cluster_keep_it_in_use() {
+        let (w, ledger) = world(&["edited"]).await;
+        let admin = w.caller("root@example.com", &["platform-admins"]).await;
+        let in_shared = CreateInput {
+            namespace: Some("shared-data".to_owned()),
+            ..create(json!({"name": "viewed"}))
+        };
+        w.plane.create(&admin, in_shared).await.unwrap();
+        let alice = w.alice().await;
+        let viewing = w
+            .plane
+            .proxied_response_guard(&alice, &ClusterRef::new("shared-data", "viewed"));
+        let editing = w
+            .plane
+            .proxied_response_guard(&alice, &ClusterRef::new("ml-team", "edited"));
+        use krayne_core::domain::UsageLedger as _;
+        let mut used = Vec::new();
+        for _ in 0..50 {
+            used = ledger.last_uses().await.unwrap().into_iter().map(|u| u.name).collect();
+            if !used.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(used, ["edited"], "the viewer's stream is no use");
+        drop((viewing, editing));
+    }
+
     /// Leads, and has the cluster deleted and created again under its name
     /// just before the reaper's first action is fenced: the race between a
     /// reaper's look and its write.

@@ -153,8 +153,8 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          What this exposes on this machine (every local user can connect to 127.0.0.0/8):\n\
          - the API above: nothing without a token; health and metrics (namespaces' quota use) to anyone;\n\
          - the simulated Kubernetes: to whoever holds its kubeconfig's token ({kc});\n\
-         - heads' ports at their pod IPs (127.x.y.z): each cluster's NetworkPolicy admits only its own pods\n\
-           and this server, recognised as your user's sockets ({uid}); another user's connection is refused;\n\
+         - heads' ports at their pod IPs (127.x.y.z): each cluster's NetworkPolicy admits only its own pods\n  \
+         and this server, recognised as your user's sockets (uid {uid}); another user's connection is refused;\n\
          - jobs and SSH sessions run {runs_as}.\n",
         ops = running.ops_addr,
         kc = kubeconfig.display(),

@@ -17,14 +17,20 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut out = Vec::new();
+    let mut all = Vec::new();
     while let Ok(Some(line)) = lines.next_line().await {
-        let done = line.starts_with("krayne describe");
-        out.push(line);
+        let done = line.starts_with("- jobs and SSH sessions run");
+        all.push(line);
         if done {
             break;
         }
     }
+    // The first steps: up to the CLI's describe.
+    let steps = all
+        .iter()
+        .position(|l| l.starts_with("krayne describe"))
+        .unwrap_or(all.len());
+    let out = all[..(steps + 1).min(all.len())].to_vec();
     eprintln!(
         "krayne-server sandbox printed its commands after {:?}",
         started.elapsed()
@@ -106,6 +112,21 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
 
     let kubectl = out.iter().find(|l| l.contains("kubectl --kubeconfig")).unwrap();
     assert!(kubectl.contains("get rayclusters,pods -A"));
+    // Issue 53, item 3: it says what it exposes on the machine, and to whom.
+    let exposes = all
+        .iter()
+        .position(|l| l.starts_with("What this exposes on this machine"))
+        .expect("the banner says what it exposes");
+    let runs = all[exposes..]
+        .iter()
+        .find(|l| l.starts_with("- jobs and SSH sessions run"))
+        .expect("who runs jobs");
+    let expected = if krayne_server::sandbox::local_uid() == 0 {
+        "as nobody"
+    } else {
+        "as you"
+    };
+    assert!(runs.contains(expected), "{runs}");
     child.kill().await.unwrap();
 }
 

@@ -547,6 +547,8 @@ async fn a_jobs_processes_end_with_the_sandbox() {
 /// its background `sleep` once it runs (and the directory of its pid file).
 async fn job_with_a_child(http: &Client, base: &str, id: &str, prefix: &str) -> (tempfile::TempDir, u32) {
     let dir = tempfile::tempdir().unwrap();
+    // A sandbox run as root runs jobs as nobody, who writes here too.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let pid_file = dir.path().join("pid");
     let entrypoint = format!("{prefix}sleep 600 & echo $! > {}; wait", pid_file.display());
     submit(http, base, json!({"entrypoint": entrypoint, "submission_id": id})).await;

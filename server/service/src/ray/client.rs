@@ -173,9 +173,10 @@ impl ControlPlane {
                 if status == 200 {
                     refused(read, "too_large");
                     return Err(Error::BadGateway(format!(
-                        "the cluster's Ray head sent more than krayne reads of its {} ({} KiB)",
+                        "the cluster's Ray head sent more than krayne reads of its {} ({} KiB){}",
                         read.as_str().replace('_', " "),
-                        limit / 1024
+                        limit / 1024,
+                        read.instead()
                     )));
                 }
                 break;

@@ -62,6 +62,16 @@ impl HeadRead {
         }
     }
 
+    /// What a caller can do instead when an honest answer is larger than
+    /// krayne reads.
+    pub(crate) const fn instead(self) -> &'static str {
+        match self {
+            Self::JobLog => "; follow the log (`krayne jobs logs -f`, `follow=true`), which streams it",
+            Self::LogFile => "; ask for fewer lines (`--tail`, `lines=`) or follow the file (`-f`)",
+            Self::ClusterStatus | Self::Jobs | Self::Job | Self::Nodes | Self::LogFiles | Self::Reply => "",
+        }
+    }
+
     /// What it is, in words and in metrics.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {

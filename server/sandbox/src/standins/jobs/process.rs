@@ -84,13 +84,20 @@ pub(super) async fn supervise(jobs: Arc<Jobs>, seq: u64) {
         _ = stopped.changed() => return,
     };
     let unprivileged = nix::unistd::geteuid().is_root();
-    if unprivileged && let Err(e) = hand_to_nobody(&dir) {
-        end(Outcome::StartFailed(format!(
-            "cannot hand its working dir to nobody: {e}"
-        )));
-        return;
-    }
-    let mut child = match command(&entrypoint, &runtime_env, &dir, file, unprivileged).spawn() {
+    let path = if unprivileged {
+        match hand_to_nobody(&dir) {
+            Ok(path) => path,
+            Err(e) => {
+                end(Outcome::StartFailed(format!(
+                    "cannot hand its working dir to nobody: {e}"
+                )));
+                return;
+            }
+        }
+    } else {
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into())
+    };
+    let mut child = match command(&entrypoint, &runtime_env, &dir, file, unprivileged, &path).spawn() {
         Ok(c) => c,
         Err(e) => {
             end(Outcome::StartFailed(e.to_string()));
@@ -149,8 +156,10 @@ async fn open_log(
 }
 
 /// `dir` and everything in it made nobody's, and the folders above it
-/// passable (not listable) by nobody.
-fn hand_to_nobody(dir: &std::path::Path) -> std::io::Result<()> {
+/// passable (not listable) by nobody; the `PATH` a job of nobody's runs
+/// with: the sandbox's folders nobody can reach, after one of the head's
+/// own holding `python` (the machine's `python3`), as a Ray image has.
+fn hand_to_nobody(dir: &std::path::Path) -> std::io::Result<std::ffi::OsString> {
     use std::os::unix::fs::PermissionsExt as _;
     fn walk(path: &std::path::Path) -> std::io::Result<()> {
         let meta = std::fs::symlink_metadata(path)?;
@@ -162,11 +171,38 @@ fn hand_to_nobody(dir: &std::path::Path) -> std::io::Result<()> {
         }
         Ok(())
     }
-    if let Some(parent) = dir.parent() {
-        let mode = std::fs::metadata(parent)?.permissions().mode();
-        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o711))?;
+    let parent = dir
+        .parent()
+        .ok_or_else(|| std::io::Error::other("a job's folder has a parent"))?;
+    let mode = std::fs::metadata(parent)?.permissions().mode();
+    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o711))?;
+    walk(dir)?;
+    let reachable: Vec<std::path::PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .filter(|d| others_reach(d))
+        .collect();
+    let bin = parent.join("bin");
+    if !bin.exists() {
+        std::fs::create_dir(&bin)?;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+        let has = |name: &str| reachable.iter().any(|d| d.join(name).is_file());
+        let python3 = reachable.iter().map(|d| d.join("python3")).find(|p| p.is_file());
+        if !has("python")
+            && let Some(python3) = python3
+        {
+            std::os::unix::fs::symlink(python3, bin.join("python"))?;
+        }
     }
-    walk(dir)
+    std::env::join_paths(std::iter::once(bin).chain(reachable)).map_err(std::io::Error::other)
+}
+
+/// Whether users other than the owner can search `dir` and every folder
+/// above it.
+fn others_reach(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    dir.is_absolute()
+        && dir
+            .ancestors()
+            .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
 }
 
 /// The entrypoint as `sh -c`; as `nobody` (no groups, no capabilities:
@@ -177,6 +213,7 @@ fn command(
     dir: &std::path::Path,
     log: std::fs::File,
     unprivileged: bool,
+    path: &std::ffi::OsStr,
 ) -> Command {
     let mut command = Command::new("sh");
     command
@@ -184,10 +221,7 @@ fn command(
         .arg(entrypoint)
         .current_dir(dir)
         .env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
-        )
+        .env("PATH", path)
         .env("HOME", dir)
         .stdin(Stdio::null())
         .process_group(0)
