@@ -336,7 +336,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
     };
     let service = ServiceSettings {
         package_limit: http.max_package_mib.max(1) * 1024 * 1024,
-        head_answer_budget: usize::try_from(http.head_answer_budget_mib.max(24).saturating_mul(1024 * 1024))
+        head_answer_budget: usize::try_from(http.head_answer_budget_mib.max(8).saturating_mul(1024 * 1024))
             .unwrap_or(usize::MAX),
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),

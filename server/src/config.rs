@@ -185,11 +185,12 @@ pub struct HttpArgs {
     #[arg(long, env = "KRAYNE_MAX_PACKAGE_MIB", default_value_t = 100)]
     pub max_package_mib: u64,
     /// Memory this replica gives to the answers of clusters' Ray heads
-    /// being read at once, in MiB (one namespace's heads a quarter of it):
+    /// being read at once, in MiB, at least 8 (one namespace's heads a
+    /// quarter of it, or what one read may hold, about 5 MiB):
     /// a head is its tenant's, and what it sends is capped per endpoint
     /// (64 KiB to 4 MiB) and, all heads together, by this. A read that
     /// would pass it is refused (503; 429 past the namespace's quarter).
-    #[arg(long, env = "KRAYNE_HEAD_ANSWER_BUDGET_MIB", default_value_t = 24)]
+    #[arg(long, env = "KRAYNE_HEAD_ANSWER_BUDGET_MIB", default_value_t = 16)]
     pub head_answer_budget_mib: u64,
     /// Live watches (`?watch=true`, `WatchClusters`) one caller may hold
     /// open at once.

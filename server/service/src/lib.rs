@@ -135,7 +135,7 @@ impl Default for ServiceSettings {
             apps_domain: None,
             network_policy: None,
             package_limit: 100 * 1024 * 1024,
-            head_answer_budget: 24 * 1024 * 1024,
+            head_answer_budget: 16 * 1024 * 1024,
             login: None,
         }
     }
@@ -184,7 +184,10 @@ impl ControlPlane {
     pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));
         let denials = Arc::new(denials::Denials::new(settings.denials));
-        let head_answers = Arc::new(ray::HeadBudget::new(settings.head_answer_budget));
+        let head_answers = Arc::new(ray::HeadBudget::new(
+            settings.head_answer_budget,
+            ray::LARGEST_HEAD_READ,
+        ));
         let service = Self {
             store,
             audit,

@@ -271,3 +271,14 @@ fn a_warned_cluster_counts_down_in_its_detail() {
     let title = drawn.lines().next().unwrap_or_default();
     assert!(title.contains("suspends in 12m (idle 2h)"), "{drawn}");
 }
+
+/// Reliability 29g (issue 53, item 7): what the server sends is drawn,
+/// never acted on by the terminal (ratatui drops control characters).
+#[test]
+fn a_servers_escapes_are_never_drawn() {
+    let evil = cluster("ml-team", "evil\u{1b}]0;owned\u{7}", "ready\u{1b}[2J\r", (1, 1), 60);
+    let app = fixtures::app(Some("ml-team"), vec![evil]);
+    let drawn = screen(&app, 120, 8);
+    assert!(drawn.contains("evil"), "{drawn}");
+    assert!(!drawn.chars().any(|c| c.is_control() && c != '\n'), "{drawn:?}");
+}

@@ -42,36 +42,48 @@ pub(crate) enum Spent {
 #[derive(Debug)]
 pub(crate) struct Held {
     all: OwnedSemaphorePermit,
-    namespace: OwnedSemaphorePermit,
+    namespace: Option<OwnedSemaphorePermit>,
 }
 
 impl HeadBudget {
-    /// A budget of `bytes`, a quarter of it per namespace.
-    pub(crate) fn new(bytes: usize) -> Self {
+    /// A budget of `bytes`, a quarter of it per namespace — but never
+    /// less than `one_read` (the largest one read may hold), so that every
+    /// read can be had.
+    pub(crate) fn new(bytes: usize, one_read: usize) -> Self {
         let all = units(bytes);
         Self {
             all: Arc::new(Semaphore::new(all)),
-            share: (all / 4).max(1),
+            share: (all / 4).max(units(one_read)).min(all),
             shares: Mutex::default(),
         }
     }
 
-    /// `more` bytes for an answer from a head of `namespace`, added to
-    /// what `held` holds already.
-    pub(crate) fn reserve(&self, namespace: &str, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
+    /// `more` bytes for an answer, added to what `held` holds already;
+    /// counted against `namespace`'s share too, when one is named.
+    pub(crate) fn reserve(&self, namespace: Option<&str>, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
         let Ok(more) = u32::try_from(units(more)) else {
             return Err(Spent::All);
         };
         if more == 0 {
             return Ok(());
         }
-        let share = self.share_of(namespace);
-        let in_namespace = share.try_acquire_many_owned(more).map_err(|_| Spent::Namespace)?;
+        let in_namespace = match namespace {
+            Some(namespace) => Some(
+                self.share_of(namespace)
+                    .try_acquire_many_owned(more)
+                    .map_err(|_| Spent::Namespace)?,
+            ),
+            None => None,
+        };
         let in_all = self.all.clone().try_acquire_many_owned(more).map_err(|_| Spent::All)?;
         match held {
             Some(h) => {
                 h.all.merge(in_all);
-                h.namespace.merge(in_namespace);
+                match (&mut h.namespace, in_namespace) {
+                    (Some(held), Some(more)) => held.merge(more),
+                    (slot @ None, more) => *slot = more,
+                    (Some(_), None) => {}
+                }
             }
             None => {
                 *held = Some(Held {
@@ -105,21 +117,29 @@ mod tests {
 
     #[test]
     fn a_namespace_takes_at_most_its_share_and_gives_it_back() {
-        let budget = HeadBudget::new(64 * 1024);
+        let budget = HeadBudget::new(64 * 1024, 1);
         let mut first = None;
-        budget.reserve("greedy", &mut first, 16 * 1024).unwrap();
-        assert_eq!(budget.reserve("greedy", &mut None, 1), Err(Spent::Namespace));
+        budget.reserve(Some("greedy"), &mut first, 16 * 1024).unwrap();
+        assert_eq!(budget.reserve(Some("greedy"), &mut None, 1), Err(Spent::Namespace));
         let mut held: Vec<Option<Held>> = Vec::new();
         for namespace in ["b", "c", "d"] {
             let mut h = None;
-            budget.reserve(namespace, &mut h, 16 * 1024).unwrap();
+            budget.reserve(Some(namespace), &mut h, 16 * 1024).unwrap();
             held.push(h);
         }
-        assert_eq!(budget.reserve("e", &mut None, 1), Err(Spent::All));
+        assert_eq!(budget.reserve(Some("e"), &mut None, 1), Err(Spent::All));
         drop(first);
         let mut again = None;
-        budget.reserve("greedy", &mut again, 8 * 1024).unwrap();
-        budget.reserve("greedy", &mut again, 8 * 1024).unwrap();
+        budget.reserve(Some("greedy"), &mut again, 8 * 1024).unwrap();
+        budget.reserve(Some("greedy"), &mut again, 8 * 1024).unwrap();
+        let mut system = None;
+        assert_eq!(
+            budget.reserve(None, &mut system, 1),
+            Err(Spent::All),
+            "krayne's own reads count against the whole"
+        );
+        let small = HeadBudget::new(64 * 1024, 40 * 1024);
+        small.reserve(Some("big"), &mut None, 40 * 1024).unwrap();
         assert_eq!(units(1), 1);
         assert_eq!(units(16 * 1024 * 1024), 16_384);
     }

@@ -32,6 +32,9 @@ const READ_BUFFER: usize = 64 * 1024;
 /// holds: a port-forward's pipe (kube-rs's, 1 MiB) and the HTTP reader's
 /// ([`READ_BUFFER`]).
 const CONNECTION_BUFFERS: usize = 1024 * 1024 + READ_BUFFER;
+/// The most one read of a head holds: its connection's buffers and the
+/// largest answer read whole.
+pub(crate) const LARGEST_HEAD_READ: usize = CONNECTION_BUFFERS + HeadRead::LogFile.limit();
 /// Longest krayne waits for a head's answer to start, then to end (one
 /// request's, not a followed stream's).
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -131,7 +134,7 @@ impl ControlPlane {
         let status = response.status().as_u16();
         tokio::time::timeout(
             ANSWER_TIMEOUT,
-            self.read_answer(head, status, response.into_body(), read),
+            self.read_answer(share_of(cx, head), status, response.into_body(), read),
         )
         .await
         .map_err(|_| late(read))?
@@ -142,7 +145,7 @@ impl ControlPlane {
     /// budget, which the answer holds until it is dropped.
     async fn read_answer(
         &self,
-        head: &Reachable,
+        share: Option<&str>,
         status: u16,
         mut body: Incoming,
         read: HeadRead,
@@ -159,16 +162,18 @@ impl ControlPlane {
         let mut held: Option<Held> = None;
         // The connection's own buffers first (a port-forward's pipe, the
         // HTTP reader's): what reading a head costs besides its answer.
-        self.reserve_head_bytes(head, read, &mut held, CONNECTION_BUFFERS)?;
+        self.reserve_head_bytes(share, read, &mut held, CONNECTION_BUFFERS)?;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
                 Error::Unavailable(format!("the cluster's Ray head (dashboard) broke off its answer: {e}"))
             })?;
             let Ok(data) = frame.into_data() else { continue };
             let take = data.len().min(limit - read_so_far);
-            self.reserve_head_bytes(head, read, &mut held, take)?;
+            self.reserve_head_bytes(share, read, &mut held, take)?;
             read_so_far += take;
-            frames.push(data.slice(..take));
+            // A copy of its own: a slice would keep hyper's whole read buffer
+            // alive, more than the budget holds.
+            frames.push(Bytes::copy_from_slice(&data[..take]));
             if take < data.len() {
                 if status == 200 {
                     refused(read, "too_large");
@@ -200,12 +205,12 @@ impl ControlPlane {
     /// share.
     fn reserve_head_bytes(
         &self,
-        head: &Reachable,
+        share: Option<&str>,
         read: HeadRead,
         held: &mut Option<Held>,
         more: usize,
     ) -> Result<(), Error> {
-        match self.head_answers.reserve(head.namespace(), held, more) {
+        match self.head_answers.reserve(share, held, more) {
             Ok(()) => Ok(()),
             Err(Spent::All) => {
                 refused(read, "budget");
@@ -258,7 +263,7 @@ impl ControlPlane {
         let status = response.status().as_u16();
         if status != 200 {
             return Ok(Err(self
-                .read_answer(head, status, response.into_body(), HeadRead::Reply)
+                .read_answer(share_of(cx, head), status, response.into_body(), HeadRead::Reply)
                 .await?));
         }
         let chunks = http_body_util::BodyStream::new(response.into_body()).filter_map(|frame| async move {
@@ -321,6 +326,14 @@ fn late(read: HeadRead) -> Error {
         read.as_str().replace('_', " "),
         ANSWER_TIMEOUT.as_secs()
     ))
+}
+
+/// The namespace whose share of the budget a read of `head` for `cx`
+/// counts against: its own, but for krayne's own reads (the reaper's,
+/// bounded by its concurrency and timeout), which count against the
+/// replica's budget only.
+fn share_of<'a>(cx: &Context, head: &'a Reachable) -> Option<&'a str> {
+    (cx.meta.transport != crate::domain::audit::Transport::System).then(|| head.namespace())
 }
 
 /// Counts a head's answer krayne would not read.

@@ -18,6 +18,7 @@ pub(crate) mod wire;
 
 pub(crate) use bounded::{Bounded, BoundedMap};
 pub(crate) use budget::HeadBudget;
+pub(crate) use client::LARGEST_HEAD_READ;
 
 /// Ray's path of one job.
 pub(crate) fn job_path(id: &str) -> String {
