@@ -14,11 +14,6 @@ use serde_json::{Value, json};
 
 const NS: &str = "/v1/namespaces/ml-team/clusters";
 
-/// A ready cluster whose head answers as `behaviour` says.
-pub(crate) async fn hostile(env: &Env, name: &str, behaviour: &str) {
-    env.hostile_cluster(name, behaviour).await;
-}
-
 /// The server's metrics.
 async fn metrics(env: &Env) -> String {
     reqwest::get(format!("http://{}/metrics", env.server.ops))
@@ -51,7 +46,7 @@ async fn every_route_refuses_what_a_hostile_head_sends() {
     let alice = env.rest(&env.alice());
     for behaviour in ["oversized", "nested", "endless", "redirect", "paths"] {
         let name = format!("h-{behaviour}");
-        hostile(&env, &name, behaviour).await;
+        env.hostile_cluster(&name, behaviour).await;
         for (method, path) in head_routes(&name) {
             // The paths head names its node by a path; its Jobs API
             // answers as Ray's (no jobs): only the log routes read nodes.
@@ -88,7 +83,7 @@ async fn every_route_refuses_what_a_hostile_head_sends() {
 #[tokio::test]
 async fn a_heads_escapes_stay_data() {
     let env = Env::start().await;
-    hostile(&env, "escapes", "escapes").await;
+    env.hostile_cluster("escapes", "escapes").await;
     let alice = env.rest(&env.alice());
     let jobs = alice.get(&format!("{NS}/escapes/jobs")).await.expect(200);
     let entrypoint = jobs.body["jobs"][0]["entrypoint"]
@@ -127,7 +122,7 @@ async fn the_reaper_finds_no_hostile_head_idle() {
     .await;
     let behaviours = ["oversized", "nested", "endless", "redirect", "escapes"];
     for behaviour in behaviours {
-        hostile(&env, &format!("r-{behaviour}"), behaviour).await;
+        env.hostile_cluster(&format!("r-{behaviour}"), behaviour).await;
     }
     env.ready_cluster("quiet").await;
     let alice = env.rest(&env.alice());

@@ -20,7 +20,9 @@ use crate::{
 /// The most lines a download asks for of each file.
 const DOWNLOAD_LINES: u32 = 100_000;
 
-/// Lists, reads, follows or downloads a node's Ray log files.
+/// Lists, reads, follows or downloads a node's Ray log files. What the
+/// server sends is escaped for the terminal where it is printed (`note`,
+/// tables, errors).
 #[expect(clippy::too_many_arguments, reason = "the command's options, passed on as they are")]
 pub(crate) async fn run(
     ctx: &Context,
@@ -67,8 +69,7 @@ pub(crate) async fn run(
         let node_dir = dir.join(node_folder(&listed.node_ip, &listed.node_id).ok_or_else(|| {
             Failure::Other(format!(
                 "the server named the node {} at {}: neither an IP address nor a node id, so nothing was downloaded",
-                escaped(&listed.node_id),
-                escaped(&listed.node_ip)
+                &listed.node_id, &listed.node_ip
             ))
         })?);
         std::fs::create_dir_all(&dir).map_err(|e| Failure::Other(format!("cannot make {}: {e}", dir.display())))?;
@@ -85,10 +86,7 @@ pub(crate) async fn run(
             .filter(|f| !f.ends_with('/'))
             .partition(|f| stays_inside(f));
         for file in skipped {
-            note(&format!(
-                "skipped {}: not a file name under the log directory",
-                escaped(file)
-            ));
+            note(&format!("skipped {}: not a file name under the log directory", file));
         }
         let mut bytes = 0;
         for file in &files {
@@ -108,7 +106,7 @@ pub(crate) async fn run(
             "wrote {} files ({}) of node {} to {}",
             files.len(),
             indicatif::HumanBytes(bytes as u64),
-            escaped(&listed.node_ip),
+            &listed.node_ip,
             node_dir.display()
         ));
         return Ok(());
@@ -118,8 +116,8 @@ pub(crate) async fn run(
     }
     note(&format!(
         "node {} ({}{})",
-        escaped(&listed.node_ip),
-        escaped(&listed.node_id),
+        &listed.node_ip,
+        &listed.node_id,
         if listed.is_head_node { ", the head" } else { "" }
     ));
     let rows = listed
@@ -153,11 +151,6 @@ fn stays_inside(file: &str) -> bool {
             .split('/')
             .all(|part| !part.is_empty() && part != "." && part != "..")
         && file.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:@+".contains(c))
-}
-
-/// `text` with its control characters escaped, for a terminal.
-fn escaped(text: &str) -> String {
-    text.escape_debug().to_string()
 }
 
 /// Writes `text` to the new file `dir/file`, making the folders `file`
