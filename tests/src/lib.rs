@@ -78,3 +78,24 @@ pub async fn dependency_becomes(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Polls `/readyz` on `ops` until it answers 200 (the watch cache has
+/// listed once).
+///
+/// # Panics
+/// When it does not within `within`.
+pub async fn becomes_ready(ops: &Rest, within: std::time::Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let ready = ops.get("/readyz").await;
+        if ready.status == 200 {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "not ready within {within:?}: {}",
+            ready.text
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

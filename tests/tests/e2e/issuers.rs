@@ -156,7 +156,12 @@ async fn an_issuer_that_is_down_does_not_stop_the_others() {
     // itself reads namespaces from Kubernetes: past authentication it is
     // 503, where a refused token is 401.)
     idp.publish(Some(&[&key]));
+    let within = std::time::Duration::from_secs(10);
+    krayne_tests::becomes_ready(&env.ops(), within).await;
     env.sandbox.stop_api().await;
+    // Until its watches break, the server answers namespaces from its
+    // cache: wait until it knows Kubernetes is down.
+    krayne_tests::dependency_becomes(&env.ops(), "kubernetes", "down", within).await;
     for (case, token) in [("the provider's", &person), ("Kubernetes'", &pipeline)] {
         let reply = env.rest(token).get("/v1/whoami").await;
         assert_eq!(reply.status, 503, "{case} with Kubernetes down: {}", reply.text);

@@ -21,6 +21,13 @@ pub(crate) fn units(bytes: usize) -> usize {
     bytes.div_ceil(UNIT).min(Semaphore::MAX_PERMITS)
 }
 
+/// The bytes to reserve as an answer grows from `before` bytes to
+/// `after`: whole units, so that an answer read in many odd-sized frames
+/// holds no more than its length rounded up once.
+pub(crate) fn growth(before: usize, after: usize) -> usize {
+    units(after).saturating_sub(units(before)) * UNIT
+}
+
 /// What is left of the budget, all together and per namespace.
 #[derive(Debug)]
 pub(crate) struct HeadBudget {
@@ -141,6 +148,12 @@ mod tests {
         let small = HeadBudget::new(64 * 1024, 40 * 1024);
         small.reserve(Some("big"), &mut None, 40 * 1024).unwrap();
         assert_eq!(units(1), 1);
+        let (mut read, mut reserved) = (0, 0);
+        for frame in std::iter::repeat_n(1000, 4096) {
+            reserved += growth(read, read + frame);
+            read += frame;
+        }
+        assert_eq!(units(reserved), units(read), "frames of odd sizes round up once");
         assert_eq!(units(16 * 1024 * 1024), 16_384);
     }
 }

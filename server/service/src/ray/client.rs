@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{
     ERROR_ANSWER_LIMIT, HeadRead,
-    budget::{Held, Spent},
+    budget::{self, Held, Spent},
     job_path,
     wire::{self, Answer},
 };
@@ -169,7 +169,7 @@ impl ControlPlane {
             })?;
             let Ok(data) = frame.into_data() else { continue };
             let take = data.len().min(limit - read_so_far);
-            self.reserve_head_bytes(share, read, &mut held, take)?;
+            self.reserve_head_bytes(share, read, &mut held, budget::growth(read_so_far, read_so_far + take))?;
             read_so_far += take;
             // A copy of its own: a slice would keep hyper's whole read buffer
             // alive, more than the budget holds.
