@@ -2,7 +2,33 @@
 //! from the method and path as the API server's request-info resolver does.
 //! Tests compare it with the rules of krayne's Helm chart.
 
+use std::sync::Arc;
+
 use super::api::RequestRecord;
+
+/// What RBAC grants the sandbox's callers, when it is told (a kubeconfig
+/// bound to exactly a chart's Roles): any access it does not allow is
+/// refused 403, as kube-apiserver refuses it.
+#[derive(Clone)]
+pub struct Grants(Arc<dyn Fn(&Access) -> bool + Send + Sync>);
+
+impl Grants {
+    /// Grants what `allows` says yes to.
+    pub fn new(allows: impl Fn(&Access) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(allows))
+    }
+
+    /// Whether `access` is granted.
+    pub fn allows(&self, access: &Access) -> bool {
+        (self.0)(access)
+    }
+}
+
+impl std::fmt::Debug for Grants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Grants(..)")
+    }
+}
 
 /// The authorization attributes of one request.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -56,6 +56,8 @@ pub(super) struct ApiState {
     /// `(verb, resource)` pairs RBAC refuses (fault injection: a missing
     /// rule in the caller's Role).
     pub forbidden: Mutex<Vec<(String, String)>>,
+    /// What RBAC grants, when the sandbox was told.
+    pub grants: Option<crate::Grants>,
     /// Head pods' stand-ins, which port-forwards reach.
     pub standins: Arc<super::standins::Standins>,
     /// Containers' output (`pods/log`).
@@ -142,6 +144,26 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
         tokio::time::sleep(latency).await;
     }
     for access in accesses {
+        if let Some(grants) = &s.grants
+            && !grants.allows(&access)
+        {
+            return match access {
+                crate::Access::Resource {
+                    group,
+                    resource,
+                    subresource,
+                    verb,
+                    namespace,
+                } => {
+                    let rbac_name = subresource.map_or(resource.clone(), |sub| format!("{resource}/{sub}"));
+                    ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, &group, &rbac_name, namespace.as_deref())
+                }
+                crate::Access::NonResource { path, verb } => {
+                    ApiError::forbidden(SERVICE_ACCOUNT_USER, &verb, "", &path, None)
+                }
+            }
+            .into_response();
+        }
         let crate::Access::Resource {
             group,
             resource,

@@ -51,7 +51,7 @@ use std::{
     time::Duration,
 };
 
-pub use access::Access;
+pub use access::{Access, Grants};
 pub use api::{RequestRecord, SERVICE_ACCOUNT_USER};
 pub use api_error::ApiError;
 pub use nodes::NodeCapacity;
@@ -98,6 +98,8 @@ pub struct SandboxOptions {
     /// namespace of its own, instead of stand-ins for what it binds to the
     /// pod's loopback (root only; see [`RealDaemons`]).
     pub real_daemons: Option<RealDaemons>,
+    /// RBAC as bound to a ServiceAccount: `None` grants everything.
+    pub grants: Option<Grants>,
 }
 
 impl Default for SandboxOptions {
@@ -111,6 +113,7 @@ impl Default for SandboxOptions {
             port: 0,
             event_ttl: Duration::from_secs(3600),
             real_daemons: None,
+            grants: None,
         }
     }
 }
@@ -181,6 +184,7 @@ impl Sandbox {
             disconnect: watch::channel(0).0,
             latency: watch::channel(Duration::ZERO).0,
             forbidden: Mutex::new(Vec::new()),
+            grants: options.grants.clone(),
             standins: standins.clone(),
             pod_logs: pod_logs.clone(),
             signer: service_account_tokens::TokenSigner::generate().map_err(std::io::Error::other)?,

@@ -414,3 +414,66 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         "Role mode must limit the cache to the Roles' namespaces"
     );
 }
+
+/// Issue 54, item 1: the reaper under exactly the chart's default RBAC —
+/// its Roles in the namespaces they name, the lifecycle's Role in the
+/// release's namespace, the ClusterRole for the rest — enforced by the
+/// sandbox as kube-apiserver enforces a ServiceAccount's bindings. A
+/// cluster past its lifetime is warned, then suspended; nothing was asked
+/// cluster-wide that only a Role grants.
+#[tokio::test]
+async fn the_reaper_acts_with_the_charts_namespaced_roles_alone() {
+    let namespaced: BTreeSet<Permission> = permissions_of(&chart::yaml("files/rbac/namespaced.yaml"))
+        .union(&permissions_of(&chart::yaml("files/rbac/portforward.yaml")))
+        .chain(&permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml")))
+        .cloned()
+        .collect();
+    let cluster = permissions_of(&chart::yaml("files/rbac/cluster.yaml"));
+    let lease = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"));
+    let role_namespaces: BTreeSet<String> = ["default", "ml-team", "shared-data", "other-team"]
+        .map(str::to_owned)
+        .into();
+    let grants = krayne_server::sandbox::Grants::new(move |access| {
+        let p = permission(access);
+        match access {
+            Access::Resource { namespace: Some(ns), .. } => {
+                (role_namespaces.contains(ns) && namespaced.contains(&p)) || (ns == "default" && lease.contains(&p))
+            }
+            Access::Resource { namespace: None, .. } | Access::NonResource { .. } => cluster.contains(&p),
+        }
+    });
+    let mut options = EnvOptions {
+        server_args: ROLE_MODE.iter().chain(LIFECYCLE).map(|a| (*a).to_owned()).collect(),
+        teams: format!("{TEAMS}lifecycle:\n  ml-team: {{ max_lifetime: 8s, warn_before: 4s }}\n"),
+        ..EnvOptions::default()
+    };
+    options.sandbox.grants = Some(grants.clone());
+    let env = Env::start_with(options).await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post("/v1/namespaces/ml-team/clusters", &json!({"name": "short"}))
+        .await
+        .expect(201);
+    let started = std::time::Instant::now();
+    let mut warned = false;
+    loop {
+        let got = alice.get("/v1/namespaces/ml-team/clusters/short").await.expect(200).body;
+        warned |= got["lifecycle_warned_at"].is_string();
+        if got["suspended"] == true {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "never suspended: {got}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(warned, "warned before it was suspended");
+    let refused: Vec<_> = env
+        .sandbox
+        .requests()
+        .iter()
+        .filter(|r| r.accesses().iter().any(|a| !grants.allows(a)))
+        .map(|r| format!("{} {}", r.method, r.uri))
+        .collect();
+    assert!(refused.is_empty(), "refused by the chart's RBAC: {refused:?}");
+    let ready = env.ops().get("/readyz").await.expect(200).body;
+    assert!(ready["problems"].is_null(), "no RBAC problem reported: {ready}");
+}

@@ -132,7 +132,9 @@ pub trait ClusterStore: Send + Sync + 'static {
     async fn get_latest(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
         self.get(namespace, name, request_id).await
     }
-    /// RayClusters of one namespace, or of all when `None`.
+    /// RayClusters of one namespace, or of all when `None` (all that
+    /// krayne covers: with namespaced RBAC, those of its Roles' namespaces,
+    /// each listed in its own namespace).
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
     /// Up to `limit` RayClusters of `namespaces` (sorted) that come after
     /// `after` (namespace, name), in namespace then name order: one page

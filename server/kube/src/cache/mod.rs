@@ -96,7 +96,7 @@ pub(crate) struct Cache {
     events: RwLock<Collection<ObservedEvent>>,
     namespaces: RwLock<Collection<NamespaceView>>,
     /// `None`: every namespace; else only these.
-    covered: Option<BTreeSet<String>>,
+    pub(crate) covered: Option<BTreeSet<String>>,
     health: Mutex<HashMap<(Kind, Scope), Health>>,
     notices: broadcast::Sender<Arc<Notice>>,
     progress: watch::Sender<u64>,

@@ -175,6 +175,17 @@ impl ClusterStore for CachedClusterStore {
     }
 
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+        if namespace.is_none()
+            && let Some(covered) = &self.cache.covered
+        {
+            // Role mode: every namespace is every one the Roles cover, and
+            // Kubernetes allows only a list within each.
+            let mut all = Vec::new();
+            for ns in covered {
+                all.extend(self.list(Some(ns), request_id).await?);
+            }
+            return Ok(all);
+        }
         let cached = self.cache.serving(Kind::Clusters, namespace) && self.cache.fresh(namespace, None);
         source(Kind::Clusters, cached);
         if !cached {
