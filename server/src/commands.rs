@@ -482,7 +482,10 @@ fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Resul
         &args.lifecycle_lease_namespace,
         &args.lifecycle_lease_name,
         &identity,
-        Duration::from_secs(args.lifecycle_lease_seconds),
+        k8s::LeaseTerms {
+            duration: Duration::from_secs(args.lifecycle_lease_seconds),
+            max_skew: Duration::from_secs(args.lifecycle_max_clock_skew_seconds),
+        },
     )
     .map_err(|e| format!("--lifecycle {}: {e}", mode.as_str()))?;
     tracing::info!(mode = mode.as_str(), %identity, lease = %args.lifecycle_lease_name, "lifecycle reaper standing for the lease");

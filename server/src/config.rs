@@ -370,6 +370,12 @@ pub struct LifecycleArgs {
     /// within about this long.
     #[arg(long, env = "KRAYNE_LIFECYCLE_LEASE_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=600))]
     pub lifecycle_lease_seconds: u64,
+    /// The most this replica's clock may differ from the API server's
+    /// (read from its `Date`) for it to lead the reaper: due times are the
+    /// API server's, and a replica whose clock strays refuses to lead,
+    /// saying so in `krayne_clock_skew_seconds` and the log.
+    #[arg(long, env = "KRAYNE_LIFECYCLE_MAX_CLOCK_SKEW_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=300))]
+    pub lifecycle_max_clock_skew_seconds: u64,
     /// This replica's name in the Lease (default: the pod's name from
     /// `POD_NAME`, else the host name).
     #[arg(long, env = "POD_NAME")]

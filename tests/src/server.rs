@@ -82,14 +82,19 @@ impl ServerProcess {
     /// `--log`, and its log is checked for secrets when it is dropped.
     /// `KRAYNE_SERVER_WRAPPER` runs it under a profiler (`heaptrack -o F`).
     pub async fn spawn(args: &[String]) -> Self {
+        let wrapper = std::env::var("KRAYNE_SERVER_WRAPPER").unwrap_or_default();
+        Self::spawn_under(&wrapper.split_whitespace().collect::<Vec<_>>(), args).await
+    }
+
+    /// [`ServerProcess::spawn`] under `wrapper` (a program and its
+    /// arguments, e.g. `faketime -f +60s`), when not empty.
+    pub async fn spawn_under(wrapper: &[&str], args: &[String]) -> Self {
         let mut args = args.to_vec();
         if !args.iter().any(|a| a == "--log") {
             let level = std::env::var("KRAYNE_TEST_LOG").unwrap_or_else(|_| "debug".into());
             args.extend(["--log".into(), level]);
         }
-        // A profiler in front, e.g. KRAYNE_SERVER_WRAPPER='heaptrack -o /tmp/ht'.
-        let wrapper = std::env::var("KRAYNE_SERVER_WRAPPER").unwrap_or_default();
-        let mut command = match wrapper.split_whitespace().collect::<Vec<_>>().split_first() {
+        let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
                 c.args(rest).arg(server_binary());
@@ -351,6 +356,18 @@ impl Env {
         }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         ServerProcess::spawn(&args).await
+    }
+
+    /// [`Env::spawn_server`] under `wrapper` (e.g. `faketime -f +60s`).
+    pub async fn spawn_server_under(&self, wrapper: &[&str], extra: &[&str]) -> ServerProcess {
+        let mut args = self.args.clone();
+        for flag in ["--listen", "--ops-listen"] {
+            if let Some(i) = args.iter().position(|a| a == flag) {
+                args[i + 1] = "127.0.0.1:0".into();
+            }
+        }
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        ServerProcess::spawn_under(wrapper, &args).await
     }
 
     /// Creates cluster `name` in `ml-team` (as alice, defaults only) and

@@ -16,7 +16,7 @@ pub use cache::{CacheOptions, CachedClusterStore};
 pub use issuer::{ClusterIssuerDocuments, ClusterTokenReviews};
 /// A Kubernetes client (kube-rs), for wiring adapters together.
 pub use kube::Client;
-pub use leader::LeaseLeadership;
+pub use leader::{LeaseLeadership, LeaseTerms};
 pub use upstream::{DirectUpstream, PortForwardUpstream};
 
 use std::{future::Future, sync::Arc, time::Duration};

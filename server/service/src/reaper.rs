@@ -388,7 +388,7 @@ impl ControlPlane {
             loop {
                 leadership.leading().await;
                 tick.tick().await;
-                plane.reap(mode, leadership.as_ref(), Timestamp::now()).await;
+                plane.reap(mode, leadership.as_ref(), leadership.now()).await;
             }
         });
     }

@@ -436,9 +436,9 @@ async fn the_reaper_acts_with_the_charts_namespaced_roles_alone() {
     let grants = krayne_server::sandbox::Grants::new(move |access| {
         let p = permission(access);
         match access {
-            Access::Resource { namespace: Some(ns), .. } => {
-                (role_namespaces.contains(ns) && namespaced.contains(&p)) || (ns == "default" && lease.contains(&p))
-            }
+            Access::Resource {
+                namespace: Some(ns), ..
+            } => (role_namespaces.contains(ns) && namespaced.contains(&p)) || (ns == "default" && lease.contains(&p)),
             Access::Resource { namespace: None, .. } | Access::NonResource { .. } => cluster.contains(&p),
         }
     });
@@ -457,7 +457,11 @@ async fn the_reaper_acts_with_the_charts_namespaced_roles_alone() {
     let started = std::time::Instant::now();
     let mut warned = false;
     loop {
-        let got = alice.get("/v1/namespaces/ml-team/clusters/short").await.expect(200).body;
+        let got = alice
+            .get("/v1/namespaces/ml-team/clusters/short")
+            .await
+            .expect(200)
+            .body;
         warned |= got["lifecycle_warned_at"].is_string();
         if got["suspended"] == true {
             break;

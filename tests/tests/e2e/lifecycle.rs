@@ -302,3 +302,88 @@ async fn with_the_audit_database_down_the_reaper_does_nothing_until_it_is_back()
         assert_eq!(succeeded(&rows, action), 1, "{action}: {rows:#?}");
     }
 }
+
+/// The metrics of the replica whose ops listener is `ops`.
+async fn metrics_of(ops: std::net::SocketAddr) -> String {
+    reqwest::get(format!("http://{ops}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Issue 54, item 2: a replica whose clock is a minute ahead (libfaketime)
+/// beside a healthy leader. It does not take the live leader's Lease (a
+/// lease expires by time observed, never by another machine's
+/// `renewTime` against its own clock); it finds its clock off the API
+/// server's and refuses to lead, even once the leader is gone; and the
+/// leader acts on a cluster no sooner than its due time by the shared
+/// clock.
+#[tokio::test]
+async fn a_replica_whose_clock_is_ahead_neither_takes_the_lease_nor_acts_early() {
+    if krayne_tests::which("faketime").is_none() {
+        panic!("faketime is missing: apt-get install faketime (.ci/run does)");
+    }
+    let db = test_database().await;
+    let mut opts = options("act", "  ml-team: { max_lifetime: 12s, warn_before: 6s }\n");
+    opts.database_url = Some(db.url.clone());
+    let env = Env::start_with(opts).await;
+    let started = Instant::now();
+    while lease_holder(&env).await.is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "nobody took the lease");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let leader = lease_holder(&env).await;
+    assert!(leader.ends_with(&format!("-{}", env.server.pid())), "{leader}");
+
+    let ahead = env.spawn_server_under(&["faketime", "-f", "+60s"], &[]).await;
+    let alice = env.alice();
+    env.rest(&alice).post(NS, &json!({"name": "due"})).await.expect(201);
+    let created = Instant::now();
+    let path = format!("{NS}/due");
+    let warned = until(&env, &alice, &path, Duration::from_secs(30), |_, b| {
+        b["lifecycle_warned_at"].is_string()
+    })
+    .await;
+    assert!(
+        created.elapsed() >= Duration::from_secs(5),
+        "warned {:?} after its creation, before its due time: {warned}",
+        created.elapsed()
+    );
+    let warned_at: jiff::Timestamp = warned["lifecycle_warned_at"].as_str().unwrap().parse().unwrap();
+    assert!(
+        warned_at <= jiff::Timestamp::now(),
+        "the warning's time is the shared clock's, not a minute ahead: {warned_at}"
+    );
+    until(&env, &alice, &path, Duration::from_secs(30), |_, b| {
+        b["suspended"] == true
+    })
+    .await;
+    assert!(
+        created.elapsed() >= Duration::from_secs(11),
+        "suspended {:?} after its creation, before its lifetime",
+        created.elapsed()
+    );
+    assert_eq!(lease_holder(&env).await, leader, "the live leader kept its lease");
+
+    let metrics = metrics_of(ahead.ops).await;
+    let skew = krayne_tests::metric(&metrics, "krayne_clock_skew_seconds", "");
+    assert!((55.0..=65.0).contains(&skew), "skew {skew}");
+    assert_eq!(
+        krayne_tests::metric(&metrics, "krayne_lifecycle_clock_trusted", ""),
+        0.0
+    );
+
+    // The leader gone, the replica a minute ahead still does not lead.
+    env.server.signal("KILL");
+    let ahead_rest = krayne_tests::Rest::new(&format!("http://{}", ahead.api), Some(alice.clone()));
+    ahead_rest.post(NS, &json!({"name": "later"})).await.expect(201);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert_eq!(lease_holder(&env).await, leader, "the skewed replica took the lease");
+    let later = ahead_rest.get(&format!("{NS}/later")).await.expect(200).body;
+    assert!(
+        later["lifecycle_warned_at"].is_null(),
+        "acted while refusing to lead: {later}"
+    );
+}

@@ -333,6 +333,11 @@ pub trait Leadership: Send + Sync + 'static {
     /// as remembered): the fence before each action, so that a replica cut
     /// off from the API server, whose lease another has taken, acts no more.
     async fn holds(&self) -> bool;
+    /// The time by the clock every replica shares (the API server's, for
+    /// a Lease): what due times are judged by.
+    fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
 }
 
 /// When something last used a cluster through krayne.
