@@ -436,6 +436,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.service.login = login;
     parts.upstream = Some(upstream);
     parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
+    if let Some(l) = &mut parts.lifecycle {
+        l.policies = Some(std::sync::Arc::new(sink.policy_ledger()));
+    }
+    parts.service.reaper = reaper_limits(&args.lifecycle)?;
     let header = args
         .http
         .trusted_proxy_header
@@ -493,7 +497,21 @@ fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Resul
         mode,
         leadership: std::sync::Arc::new(leadership),
         every: Duration::from_secs(args.lifecycle_interval_seconds),
+        policies: None,
     }))
+}
+
+/// The caps on the reaper's actions and a new policy's settle time.
+fn reaper_limits(args: &crate::config::LifecycleArgs) -> Result<krayne_service::ReaperLimits, String> {
+    let settle = match args.lifecycle_policy_settle.trim() {
+        "0" | "0s" => jiff::SignedDuration::ZERO,
+        text => crate::domain::lifecycle::parse_duration(text).map_err(|e| format!("--lifecycle-policy-settle {e}"))?,
+    };
+    Ok(krayne_service::ReaperLimits {
+        max_actions_per_pass: args.lifecycle_max_actions_per_pass,
+        max_actions_per_namespace: args.lifecycle_max_actions_per_namespace,
+        policy_settle: settle,
+    })
 }
 
 /// The host's name, for a replica's identity outside a pod.

@@ -376,6 +376,22 @@ pub struct LifecycleArgs {
     /// saying so in `krayne_clock_skew_seconds` and the log.
     #[arg(long, env = "KRAYNE_LIFECYCLE_MAX_CLOCK_SKEW_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=300))]
     pub lifecycle_max_clock_skew_seconds: u64,
+    /// The most clusters one pass suspends or deletes, all namespaces
+    /// together: past it, acting pauses until the next pass (warnings go
+    /// on), the log says so and `krayne_lifecycle_caps_reached_total`
+    /// counts it (alerted on).
+    #[arg(long, env = "KRAYNE_LIFECYCLE_MAX_ACTIONS_PER_PASS", default_value_t = 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub lifecycle_max_actions_per_pass: usize,
+    /// The most clusters of one namespace one pass suspends or deletes.
+    #[arg(long, env = "KRAYNE_LIFECYCLE_MAX_ACTIONS_PER_NAMESPACE", default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub lifecycle_max_actions_per_namespace: usize,
+    /// How long a new or changed policy (a mapping edit) only reports what
+    /// it alone would suspend or delete — in the log, in
+    /// `krayne_lifecycle_actions_total{mode="settling"}` and on the
+    /// cluster ("would …") — before it warns and acts (`30m`, `1h`, `0s`
+    /// to act at once).
+    #[arg(long, env = "KRAYNE_LIFECYCLE_POLICY_SETTLE", default_value = "1h")]
+    pub lifecycle_policy_settle: String,
     /// This replica's name in the Lease (default: the pod's name from
     /// `POD_NAME`, else the host name).
     #[arg(long, env = "POD_NAME")]

@@ -75,6 +75,8 @@ async fn main() {
             "info",
             "--rate-limit-per-second",
             "0",
+            "--lifecycle-policy-settle",
+            "0s",
             "--lifecycle",
             "act",
             "--lifecycle-interval-seconds",

@@ -59,6 +59,9 @@ pub struct Lifecycle {
     pub leadership: Arc<dyn crate::domain::Leadership>,
     /// Time between passes.
     pub every: Duration,
+    /// Where it records the policies it has seen, to tell new and changed
+    /// ones (`None`: every policy is taken as settled).
+    pub policies: Option<Arc<dyn crate::domain::PolicyLedger>>,
 }
 
 impl Parts {
@@ -132,6 +135,9 @@ pub async fn start(
     service.keep_dependency_gauges(Duration::from_secs(10));
     service.start_watch_hub();
     if let Some(l) = parts.lifecycle {
+        if let Some(ledger) = l.policies {
+            service = service.with_policy_ledger(ledger);
+        }
         service.spawn_reaper(l.mode, l.leadership, l.every);
     }
     let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);

@@ -5,6 +5,7 @@
 use krayne_core::domain;
 
 mod lock;
+mod policies;
 mod rows;
 mod sink;
 mod store;
@@ -14,6 +15,7 @@ mod uses;
 use std::{sync::Arc, time::Duration};
 
 pub use lock::SqlAdmissionLock;
+pub use policies::SqlPolicyLedger;
 pub use sink::{QueueOptions, SqlAuditSink};
 pub use store::{DatabaseOptions, Store, redact};
 pub use upkeep::{Upkeep, read_url};

@@ -78,6 +78,11 @@ impl SqlAuditSink {
         crate::SqlUsageLedger::new(self.store.clone())
     }
 
+    /// The lifecycle policy ledger in the same database.
+    pub fn policy_ledger(&self) -> crate::SqlPolicyLedger {
+        crate::SqlPolicyLedger::new(self.store.clone())
+    }
+
     /// Quota admission serialized in this sink's database.
     pub fn admission_lock(&self) -> crate::SqlAdmissionLock {
         crate::SqlAdmissionLock::new(self.store.clone())

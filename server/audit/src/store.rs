@@ -92,7 +92,7 @@ const RUNTIME_GRANTS: [&str; 5] = [
     "GRANT SELECT, INSERT ON audit_events TO {role}",
     "GRANT UPDATE (completed_at, request_summary, outcome, http_status, grpc_code, error, duration_ms) \
      ON audit_events TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON krayne_replicas, quota_admissions, cluster_uses TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON krayne_replicas, quota_admissions, cluster_uses, lifecycle_policies TO {role}",
     "GRANT SELECT ON _sqlx_migrations TO {role}",
 ];
 

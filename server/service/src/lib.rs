@@ -42,7 +42,7 @@ pub use jobs::{LogStream, PackageBody, Stopped, Submitted, Uploaded};
 pub use keep::KeepInput;
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
-pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped};
+pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped, ReaperLimits};
 pub use sessions::{SessionSettings, SignInLink, SignedIn};
 pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
 use tokio_util::sync::CancellationToken;
@@ -110,6 +110,8 @@ pub struct ServiceSettings {
     pub head_answer_budget: usize,
     /// Where people sign in, as `/.well-known/krayne` advertises it.
     pub login: Option<domain::LoginSettings>,
+    /// What bounds the lifecycle reaper's actions.
+    pub reaper: ReaperLimits,
 }
 
 impl Default for ServiceSettings {
@@ -137,6 +139,7 @@ impl Default for ServiceSettings {
             package_limit: 100 * 1024 * 1024,
             head_answer_budget: 16 * 1024 * 1024,
             login: None,
+            reaper: ReaperLimits::default(),
         }
     }
 }
@@ -175,6 +178,9 @@ pub struct ControlPlane {
     /// (`None`: none are recorded, and the reaper sees no cluster in use
     /// through krayne).
     usage_ledger: Option<(Arc<dyn domain::UsageLedger>, Duration)>,
+    /// The lifecycle policies the reaper has seen (`None`: every policy is
+    /// taken as settled).
+    policy_ledger: Option<Arc<dyn domain::PolicyLedger>>,
     /// What remains of [`ServiceSettings::head_answer_budget`].
     head_answers: Arc<ray::HeadBudget>,
 }
@@ -204,6 +210,7 @@ impl ControlPlane {
             quota_lock: Arc::new(quotas::LocalAdmissionLock::default()),
             uses: Arc::default(),
             usage_ledger: None,
+            policy_ledger: None,
             head_answers,
         };
         service.close_denial_windows();
@@ -232,6 +239,15 @@ impl ControlPlane {
     pub fn with_usage_ledger(mut self, ledger: Arc<dyn domain::UsageLedger>, every: Duration) -> Self {
         self.keep_uses_recorded(ledger.clone(), every);
         self.usage_ledger = Some((ledger, every));
+        self
+    }
+
+    /// Has the lifecycle reaper record policies in `ledger` (shared by
+    /// every replica), so a new or changed one only reports until it has
+    /// settled.
+    #[must_use]
+    pub fn with_policy_ledger(mut self, ledger: Arc<dyn domain::PolicyLedger>) -> Self {
+        self.policy_ledger = Some(ledger);
         self
     }
 

@@ -162,7 +162,7 @@ async fn a_schema_older_than_the_binary_is_reported_until_migrate_runs() {
     let ops = env.ops();
     let reported = problems(&ops).await;
     assert!(
-        reported.contains("lacks migrations [3, 4, 5]") && reported.contains("krayne-server migrate"),
+        reported.contains("lacks migrations [3, 4, 5, 6]") && reported.contains("krayne-server migrate"),
         "{reported}"
     );
     let alice = env.rest(&env.alice());
@@ -274,6 +274,27 @@ async fn the_serving_role_appends_to_the_log_but_cannot_erase_it() {
             .unwrap(),
         1
     );
+    // And the lifecycle policies it has seen, to tell new ones.
+    let policies =
+        krayne_server::audit::SqlPolicyLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
+    use krayne_server::domain::PolicyLedger as _;
+    let seen = [("ml-team".to_owned(), r#"{"idle_after":"7200s"}"#.to_owned())];
+    let first = policies.observe(&seen, now).await.unwrap();
+    assert_eq!(first[0].previous, None);
+    let later = now.checked_add(jiff::SignedDuration::from_secs(60)).unwrap();
+    let changed = [("ml-team".to_owned(), r#"{"idle_after":"3600s"}"#.to_owned())];
+    let second = policies.observe(&changed, later).await.unwrap();
+    assert_eq!(second[0].previous.as_deref(), Some(seen[0].1.as_str()));
+    assert!(second[0].since.duration_since(later).abs() < jiff::SignedDuration::from_millis(1));
+    let again = policies
+        .observe(
+            &changed,
+            later.checked_add(jiff::SignedDuration::from_secs(60)).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, second, "an unchanged policy keeps its time");
+    assert!(policies.observe(&[], later).await.unwrap().is_empty());
     drop(env);
     owner
         .execute(sqlx::AssertSqlSafe(format!("DROP OWNED BY {role}; DROP ROLE {role}")))

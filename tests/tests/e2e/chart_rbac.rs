@@ -315,6 +315,8 @@ const ROLE_MODE: &[&str] = &["--cache-namespaces", "default,ml-team,shared-data,
 /// The lifecycle reaper on (`server.lifecycle.mode`), electing its leader
 /// through a Lease in the release's namespace, as the chart configures it.
 const LIFECYCLE: &[&str] = &[
+    "--lifecycle-policy-settle",
+    "0s",
     "--lifecycle",
     "act",
     "--lifecycle-interval-seconds",

@@ -108,6 +108,8 @@ async fn the_reaper_finds_no_hostile_head_idle() {
     let env = Env::start_with(EnvOptions {
         teams: format!("{TEAMS}lifecycle:\n  ml-team: {{ idle_after: 1h, warn_before: 59m58s }}\n"),
         server_args: [
+            "--lifecycle-policy-settle",
+            "0s",
             "--lifecycle",
             "act",
             "--lifecycle-interval-seconds",

@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 use crate::lifecycle::{reaper_rows, until};
 
 const NS: &str = "/v1/namespaces/ml-team/clusters";
-const REAPER: [&str; 6] = [
+/// The reaper acting on settled policies (a new policy's settle time is
+/// `lifecycle::a_mapping_edit_*`'s).
+const REAPER: [&str; 8] = [
+    "--lifecycle-policy-settle",
+    "0s",
     "--lifecycle",
     "act",
     "--lifecycle-interval-seconds",

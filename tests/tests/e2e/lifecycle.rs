@@ -16,6 +16,8 @@ fn options(mode: &str, policies: &str) -> EnvOptions {
     EnvOptions {
         teams: format!("{TEAMS}lifecycle:\n{policies}"),
         server_args: [
+            "--lifecycle-policy-settle",
+            "0s",
             "--lifecycle",
             mode,
             "--lifecycle-interval-seconds",
@@ -385,5 +387,137 @@ async fn a_replica_whose_clock_is_ahead_neither_takes_the_lease_nor_acts_early()
     assert!(
         later["lifecycle_warned_at"].is_null(),
         "acted while refusing to lead: {later}"
+    );
+}
+
+/// Issue 54, item 3: one bad line in a mapping — every namespace's
+/// clusters deleted five seconds after their creation — reloaded over a
+/// hundred clusters in four namespaces. While the new policy settles,
+/// nothing is warned or deleted: each cluster says what the policy would
+/// do. Then warnings go out to all, and deletions come at most twenty a
+/// pass and five per namespace a pass, the caps counted for the alert.
+#[tokio::test]
+async fn a_mapping_edit_that_would_delete_a_hundred_clusters_reports_then_acts_within_the_caps() {
+    let settle = Duration::from_secs(20);
+    let env = Env::start_with(EnvOptions {
+        server_args: [
+            "--lifecycle",
+            "act",
+            "--lifecycle-interval-seconds",
+            "1",
+            "--lifecycle-lease-seconds",
+            "3",
+            "--lifecycle-policy-settle",
+            "20s",
+            "--rate-limit-per-second",
+            "0",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        ..EnvOptions::default()
+    })
+    .await;
+    let admin = env.rest(&env.admin());
+    let namespaces = ["default", "ml-team", "shared-data", "other-team"];
+    for ns in namespaces {
+        for i in 0..25 {
+            admin
+                .post(
+                    &format!("/v1/namespaces/{ns}/clusters"),
+                    &json!({"name": format!("c-{i}")}),
+                )
+                .await
+                .expect(201);
+        }
+    }
+    let clusters = || async {
+        let mut all = Vec::new();
+        for ns in namespaces {
+            let page = admin
+                .get(&format!("/v1/namespaces/{ns}/clusters?page_size=100"))
+                .await
+                .expect(200)
+                .body;
+            all.extend(page["clusters"].as_array().unwrap().clone());
+        }
+        all
+    };
+    assert_eq!(clusters().await.len(), 100);
+
+    std::fs::write(
+        env.teams_file(),
+        format!("{TEAMS}lifecycle:\n  \"*\": {{ max_lifetime: 5s, warn_before: 2s, on_expiry: delete }}\n"),
+    )
+    .unwrap();
+    // Reported on the clusters first, nothing warned or deleted.
+    let started = Instant::now();
+    loop {
+        let all = clusters().await;
+        let reported = all
+            .iter()
+            .filter(|c| {
+                c["lifecycle"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with("would delete at "))
+            })
+            .count();
+        assert_eq!(all.len(), 100, "deleted while the new policy settles");
+        assert!(
+            all.iter().all(|c| c["lifecycle_warned_at"].is_null()),
+            "warned while it settles"
+        );
+        if reported == 100 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{reported} of 100 reported"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let reported_at = Instant::now();
+    while reported_at.elapsed() < settle - Duration::from_secs(8) {
+        let all = clusters().await;
+        assert_eq!(all.len(), 100, "deleted while the new policy settles");
+        assert!(
+            all.iter().all(|c| c["lifecycle_warned_at"].is_null()),
+            "warned while it settles"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Then acted on, within the caps.
+    let started = Instant::now();
+    while !clusters().await.is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(120), "not all deleted");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let rows = reaper_rows(&env).await;
+    let deletes: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["action"] == "cluster.delete" && r["outcome"] == "succeeded")
+        .collect();
+    assert_eq!(deletes.len(), 100);
+    let mut per_pass: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for row in &deletes {
+        per_pass
+            .entry(row["request_summary"]["pass"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(row["namespace"].as_str().unwrap().to_owned());
+    }
+    assert!(per_pass.len() >= 5, "{} passes", per_pass.len());
+    for (pass, done) in &per_pass {
+        assert!(done.len() <= 20, "pass {pass} deleted {}", done.len());
+        for ns in namespaces {
+            let n = done.iter().filter(|d| *d == ns).count();
+            assert!(n <= 5, "pass {pass} deleted {n} in {ns}");
+        }
+    }
+    let warned = rows.iter().filter(|r| r["action"] == "lifecycle.warn").count();
+    assert_eq!(warned, 100, "every cluster warned before its deletion");
+    let metrics = metrics_of(env.server.ops).await;
+    assert!(krayne_tests::metric_total(&metrics, "krayne_lifecycle_caps_reached_total") > 0.0);
+    assert!(
+        krayne_tests::metric(&metrics, "krayne_lifecycle_actions_total", "mode=\"settling\"") > 0.0,
+        "the settle time's reports are counted"
     );
 }

@@ -12,7 +12,7 @@
 use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A duration in the team mapping: `30s`, `90m`, `2h`, `7d`, `1h30m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -22,6 +22,12 @@ impl<'de> Deserialize<'de> for PolicyDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
         parse_duration(&text).map(Self).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for PolicyDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}s", self.0.as_secs()))
     }
 }
 
@@ -41,7 +47,7 @@ pub fn parse_duration(text: &str) -> Result<SignedDuration, String> {
 }
 
 /// What happens to a cluster past its `max_lifetime`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnExpiry {
     /// Suspend it (reversible: `krayne resume`).
@@ -52,7 +58,7 @@ pub enum OnExpiry {
 }
 
 /// A namespace's lifecycle policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LifecyclePolicy {
     /// Suspend a cluster nothing has used for this long.

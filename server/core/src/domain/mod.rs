@@ -53,7 +53,7 @@ pub use pod_log::{
 };
 pub use ports::{
     AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, FeedChange,
-    IssuerDocuments, Leadership, PodsOf, Preconditions, TokenReviews, UsageLedger,
+    IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, TokenReviews, UsageLedger,
 };
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;

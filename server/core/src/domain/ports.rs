@@ -365,6 +365,31 @@ pub trait UsageLedger: Send + Sync + 'static {
     async fn forget(&self, before: jiff::Timestamp) -> Result<u64, Error>;
 }
 
+/// A namespace's lifecycle policy as the reaper last saw it in force, the
+/// one before it, and since when it has been in force: kept in the audit
+/// database, so every replica (and a restarted one) knows a new or changed
+/// policy from a settled one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRecord {
+    /// The namespace.
+    pub namespace: String,
+    /// The policy before the last change (its JSON); `None` when the
+    /// namespace had none.
+    pub previous: Option<String>,
+    /// When the current policy was first seen.
+    pub since: jiff::Timestamp,
+}
+
+/// The lifecycle policies the reaper has seen, per namespace.
+#[async_trait::async_trait]
+pub trait PolicyLedger: Send + Sync + 'static {
+    /// Records that `policies` (namespace, policy JSON) are in force at
+    /// `now` — a namespace whose policy differs from the one recorded
+    /// starts anew, one no longer listed is forgotten — and returns each
+    /// listed namespace's record.
+    async fn observe(&self, policies: &[(String, String)], now: jiff::Timestamp) -> Result<Vec<PolicyRecord>, Error>;
+}
+
 /// The documents a token issuer publishes: its OpenID discovery document
 /// and its key set. Fetched over plain HTTPS for an identity provider, or
 /// through the Kubernetes connection for the cluster's service-account

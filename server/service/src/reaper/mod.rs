@@ -10,7 +10,12 @@
 //! it records on the cluster as annotations (audited `lifecycle.plan`),
 //! so every replica's reads show them.
 
+mod limits;
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
+
+pub use limits::ReaperLimits;
+use limits::{PassBudget, Settling};
 
 use futures::StreamExt as _;
 use jiff::{SignedDuration, Timestamp};
@@ -66,6 +71,19 @@ impl LifecycleMode {
     }
 }
 
+/// One pass, as its clusters see it.
+struct Pass<'a> {
+    mode: LifecycleMode,
+    leadership: &'a dyn Leadership,
+    /// The time by the shared clock.
+    now: Timestamp,
+    /// Named in each action's audit row, so a pass's actions can be told.
+    id: String,
+    budget: PassBudget,
+    /// Namespaces whose policy is new or changed.
+    settling: HashMap<String, Settling>,
+}
+
 /// One thing a pass did (or, in `report` mode, would have done).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reaped {
@@ -97,7 +115,22 @@ impl ControlPlane {
                 Some((c, policy))
             })
             .collect();
+        let settling = match self.policies_settling(now).await {
+            Ok(settling) => settling,
+            Err(e) => {
+                tracing::warn!(error = %e, "lifecycle: cannot tell new policies from settled ones; nothing done this pass");
+                return Vec::new();
+            }
+        };
         let idle = self.idle_times(&governed, now).await;
+        let mut pass = Pass {
+            mode,
+            leadership,
+            now,
+            id: uuid::Uuid::now_v7().to_string(),
+            budget: PassBudget::new(&self.settings.reaper),
+            settling,
+        };
         let mut done = Vec::new();
         for (cluster, policy) in &governed {
             let key = (
@@ -107,10 +140,7 @@ impl ControlPlane {
             let idle_since = idle.get(&key).copied().flatten();
             // Each cluster's writes have a request id of their own.
             let cx = system_context();
-            match self
-                .reap_one(&cx, mode, leadership, policy, cluster, idle_since, now)
-                .await
-            {
+            match self.reap_one(&cx, &mut pass, policy, cluster, idle_since).await {
                 Ok(Some(reaped)) => done.push(reaped),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(
@@ -119,6 +149,7 @@ impl ControlPlane {
                 ),
             }
         }
+        report_caps(&pass);
         if mode == LifecycleMode::Act
             && let Some((ledger, _)) = &self.usage_ledger
             && let Ok(before) = now.checked_sub(USES_KEPT)
@@ -177,20 +208,36 @@ impl ControlPlane {
         self.authenticator.as_ref()?.lifecycle(namespace)
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one cluster's pass: what it is, what is known of it, and when"
-    )]
+    /// The namespaces whose policy is new or changed (every namespace's
+    /// policy recorded in the ledger first); none without a ledger.
+    async fn policies_settling(&self, now: Timestamp) -> Result<HashMap<String, Settling>, Error> {
+        let Some(ledger) = &self.policy_ledger else {
+            return Ok(HashMap::new());
+        };
+        let namespaces = self.store.namespaces(&system_context().meta.request_id).await?;
+        let policies: Vec<(String, String)> = namespaces
+            .into_iter()
+            .filter_map(|ns| {
+                let policy = serde_json::to_string(&self.lifecycle_of(&ns)?).ok()?;
+                Some((ns, policy))
+            })
+            .collect();
+        let records = ledger.observe(&policies, now).await?;
+        let settling = limits::settling(&records, self.settings.reaper.policy_settle, now);
+        #[expect(clippy::cast_precision_loss, reason = "a gauge")]
+        metrics::gauge!("krayne_lifecycle_policies_settling").set(settling.len() as f64);
+        Ok(settling)
+    }
+
     async fn reap_one(
         &self,
         cx: &Context,
-        mode: LifecycleMode,
-        leadership: &dyn Leadership,
+        pass: &mut Pass<'_>,
         policy: &LifecyclePolicy,
         cluster: &ObservedCluster,
         idle_since: Option<Timestamp>,
-        now: Timestamp,
     ) -> Result<Option<Reaped>, Error> {
+        let (mode, leadership, now) = (pass.mode, pass.leadership, pass.now);
         let mut signals = signals(cluster)?;
         signals.idle_since = settled(idle_since, annotated(cluster, ANNOTATION_IDLE_SINCE));
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
@@ -205,17 +252,36 @@ impl ControlPlane {
             Step::Act(plan) => (plan.action.as_str(), plan),
             Step::Wait(plan) => {
                 return self
-                    .record_plan(cx, mode, leadership, cluster, &signals, Some(plan), warned_for(&plan))
+                    .record_plan(cx, pass, cluster, &signals, Some(plan.text()), warned_for(&plan))
                     .await
                     .map(|r| r.map(|why| reaped("plan", why)));
             }
             Step::Nothing => {
                 return self
-                    .record_plan(cx, mode, leadership, cluster, &signals, None, false)
+                    .record_plan(cx, pass, cluster, &signals, None, false)
                     .await
                     .map(|r| r.map(|why| reaped("plan", why)));
             }
         };
+        if let Some(settling) = pass.settling.get(namespace)
+            && !limits::previous_would_too(settling, &signals, now)
+        {
+            // A new or changed policy: what it alone would do is
+            // reported, on the cluster too, until it has settled.
+            let text = format!(
+                "would {} (a new policy, only reported until {})",
+                plan.text(),
+                settling.until
+            );
+            metrics::counter!("krayne_lifecycle_actions_total", "action" => action, "reason" => plan.reason.kind(), "mode" => "settling")
+                .increment(1);
+            tracing::info!(%namespace, cluster = %name, action, at = %plan.at, until = %settling.until,
+                "lifecycle: a new policy would act; reported only until it has settled");
+            return self
+                .record_plan(cx, pass, cluster, &signals, Some(text), false)
+                .await
+                .map(|_| Some(reaped("report", plan.text())));
+        }
         // An action says how long the cluster has really sat idle
         // (`idle 2h04m`); a warning, what the policy allows (`idle 2h`).
         let reason = match (action, plan.reason, signals.idle_since) {
@@ -232,7 +298,8 @@ impl ControlPlane {
             tracing::info!(%namespace, cluster = %name, action = would, %reason, at = %plan.at, "lifecycle (report): would act");
             return Ok(Some(reaped(would, reason)));
         }
-        let summary = json!({"action": plan.action.as_str(), "at": plan.at.to_string(), "reason": reason});
+        let summary =
+            json!({"action": plan.action.as_str(), "at": plan.at.to_string(), "reason": reason, "pass": pass.id});
         let rid = cx.meta.request_id.as_str();
         match action {
             "warn" => {
@@ -257,6 +324,10 @@ impl ControlPlane {
                 .await?;
             }
             _ if !leadership.holds().await => return Ok(None),
+            _ if pass.budget.take(namespace).is_err() => {
+                tracing::debug!(%namespace, cluster = %name, action, "lifecycle: a cap holds the action back to a later pass");
+                return Ok(None);
+            }
             _ if plan.action == LifecycleAction::Delete => {
                 // Only the very cluster the plan was made on: not one
                 // deleted and created again under its name since.
@@ -323,23 +394,20 @@ impl ControlPlane {
     /// idle, when either changed; a warning that no longer holds (the
     /// cluster was used again, kept, or the policy changed) is taken back.
     /// Returns what changed.
-    #[expect(clippy::too_many_arguments, reason = "what the pass decided for one cluster")]
     async fn record_plan(
         &self,
         cx: &Context,
-        mode: LifecycleMode,
-        leadership: &dyn Leadership,
+        pass: &Pass<'_>,
         cluster: &ObservedCluster,
         signals: &Signals,
-        plan: Option<Plan>,
+        text: Option<String>,
         warning_holds: bool,
     ) -> Result<Option<String>, Error> {
-        if mode != LifecycleMode::Act {
+        if pass.mode != LifecycleMode::Act {
             return Ok(None);
         }
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
         let idle = signals.idle_since.map(|t| t.to_string());
-        let text = plan.map(|p| p.text());
         let warned = if warning_holds {
             cluster
                 .metadata
@@ -357,7 +425,7 @@ impl ControlPlane {
         let Some(patch) = annotations_patch(cluster, &wanted) else {
             return Ok(None);
         };
-        if !leadership.holds().await {
+        if !pass.leadership.holds().await {
             return Ok(None);
         }
         let cleared = warned.is_none() && signals.warned_at.is_some();
@@ -392,6 +460,22 @@ impl ControlPlane {
             }
         });
     }
+}
+
+/// Says what the caps held back this pass: the log, a gauge, a counter
+/// per cap (which the alert watches).
+fn report_caps(pass: &Pass<'_>) {
+    let deferred = pass.budget.deferred_total();
+    #[expect(clippy::cast_precision_loss, reason = "a gauge")]
+    metrics::gauge!("krayne_lifecycle_deferred_actions").set(deferred as f64);
+    if deferred == 0 {
+        return;
+    }
+    for (cap, n) in &pass.budget.deferred {
+        metrics::counter!("krayne_lifecycle_caps_reached_total", "cap" => *cap).increment(*n as u64);
+    }
+    tracing::warn!(deferred, by_cap = ?pass.budget.deferred, pass = %pass.id,
+        "lifecycle: the caps on one pass's actions held some back; acting goes on next pass (warnings are not capped)");
 }
 
 /// The reaper's own context: no request, a principal of its own.
