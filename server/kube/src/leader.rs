@@ -149,6 +149,7 @@ impl Candidate {
             self.state
                 .leading
                 .send_if_modified(|l| std::mem::replace(l, leads) != leads);
+            metrics::gauge!("krayne_lifecycle_leader").set(f64::from(u8::from(leads)));
             tokio::time::sleep(every).await;
         }
     }

@@ -2,9 +2,10 @@
 //! `metadata.managedFields` (`fieldsV1`: `{"f:spec": {"f:holderIdentity":
 //! {}}}`), for writes that name a `fieldManager`. An apply that would change
 //! a field another manager owns is refused with 409 unless forced; a
-//! patch (`operation: Update`) takes the fields it sets. Lease managers
+//! patch (`operation: Update`) takes the fields it sets. Lease libraries
 //! (kube-lease-manager) elect a leader on exactly this: two candidates
-//! applying `holderIdentity` at once, the second is refused.
+//! applying `holderIdentity` at once, the second is refused. (krayne's
+//! own election uses updates carrying the `resourceVersion` read.)
 //!
 //! Kept simple where the sandbox's clients do not look: only the fields
 //! under `spec` are tracked (by path, lists as whole values), and an apply

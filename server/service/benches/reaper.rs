@@ -6,8 +6,13 @@
 //! time, its CPU time (this process's, from `/proc/self/stat`), requests
 //! to heads, and writes to Kubernetes.
 //!
+//! With `--hanging P`, P % of the heads take requests and never answer
+//! (issue 54): the first pass waits for them up to each head's deadline,
+//! the next leaves them out; the resident memory after each pass shows
+//! whether it stays flat.
+//!
 //! ```sh
-//! cargo bench -p krayne-service --bench reaper [-- --clusters 10000]
+//! cargo bench -p krayne-service --bench reaper [-- --clusters 10000] [--hanging 5]
 //! ```
 //!
 //! The in-memory store parses every cluster from JSON on each list, which
@@ -36,6 +41,16 @@ use krayne_service::{
 use serde_json::json;
 
 const TEAMS: &str = "admins: { groups: [platform-admins], subjects: [] }\nteams: []\n";
+
+/// This process's resident memory, in MiB (`VmRSS`).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
 
 /// User and system CPU seconds of this process so far.
 fn cpu_seconds() -> f64 {
@@ -78,6 +93,7 @@ struct Row {
     head_requests: usize,
     writes: usize,
     acted: usize,
+    rss_mib: f64,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -87,6 +103,11 @@ async fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(10_000);
+    let hanging: usize = std::env::args()
+        .skip_while(|a| a != "--hanging")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let store = MemoryStore::with_namespaces(&["ml-team"]);
     let heads = FakeHeads::new();
     let ledger = MemoryLedger::new();
@@ -133,11 +154,13 @@ async fn main() {
         head_requests: 0,
         writes: 0,
         acted: 0,
+        rss_mib: rss_mib(),
     });
 
     let leader = FixedLeadership(true);
     let mut measure = async |policy: &'static str, pass: &'static str| {
-        let (requests, writes) = (heads.dialled().len(), store.writes());
+        heads.take_dial_count();
+        let writes = store.writes();
         let (wall, cpu) = (Instant::now(), cpu_seconds());
         let done = plane.reap(LifecycleMode::Act, &leader, jiff::Timestamp::now()).await;
         eprintln!("{policy}, {pass}: {:.1} s", wall.elapsed().as_secs_f64());
@@ -146,9 +169,10 @@ async fn main() {
             pass,
             wall_s: wall.elapsed().as_secs_f64(),
             cpu_s: cpu_seconds() - cpu,
-            head_requests: heads.dialled().len() - requests,
+            head_requests: heads.take_dial_count(),
             writes: store.writes() - writes,
             acted: done.iter().filter(|r| r.action != "plan").count(),
+            rss_mib: rss_mib(),
         });
     };
     let policy = |yaml: &str| {
@@ -187,6 +211,15 @@ async fn main() {
     }
     measure("idle_after 2h", "heads idle: first (idle times recorded)").await;
     measure("idle_after 2h", "heads idle: steady").await;
+    if hanging > 0 {
+        let every = 100 / hanging.min(100);
+        for i in (0..clusters).step_by(every) {
+            heads.hang(&format!("c{i:05}-head-x1"));
+        }
+        measure("idle_after 2h", "some heads hang: first").await;
+        measure("idle_after 2h", "some heads hang: second").await;
+        measure("idle_after 2h", "some heads hang: third").await;
+    }
 
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::ASCII_MARKDOWN);
@@ -198,6 +231,7 @@ async fn main() {
         "requests to heads",
         "writes",
         "actions",
+        "RSS MiB after",
     ]);
     for r in &rows {
         table.add_row([
@@ -208,14 +242,15 @@ async fn main() {
             r.head_requests.to_string(),
             r.writes.to_string(),
             r.acted.to_string(),
+            format!("{:.0}", r.rss_mib),
         ]);
     }
-    println!("{clusters} clusters, one pass each\n\n{table}");
+    println!("{clusters} clusters ({hanging} % of heads hanging), one pass each\n\n{table}");
     let json: Vec<_> = rows
         .iter()
         .map(|r| {
             json!({"policy": r.policy, "pass": r.pass, "wall_s": r.wall_s, "cpu_s": r.cpu_s,
-                   "head_requests": r.head_requests, "writes": r.writes, "actions": r.acted})
+                   "head_requests": r.head_requests, "writes": r.writes, "actions": r.acted, "rss_mib": r.rss_mib})
         })
         .collect();
     println!("{}", json!({"bench": "reaper", "clusters": clusters, "passes": json}));

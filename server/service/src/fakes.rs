@@ -407,6 +407,8 @@ pub struct Ray {
     pub cpus_used: f64,
     /// Since when its node is idle (`NodeIdleSeconds` grows from it).
     pub idle_from: Option<std::time::Instant>,
+    /// It takes requests and never answers.
+    pub hangs: bool,
 }
 
 impl FakeHeads {
@@ -418,6 +420,12 @@ impl FakeHeads {
     /// The targets connected to, in order.
     pub fn dialled(&self) -> Vec<ServiceTarget> {
         self.dialled.lock().unwrap().clone()
+    }
+
+    /// How many connections were made (and forgets their targets: a
+    /// benchmark's memory is krayne's, not this list's).
+    pub fn take_dial_count(&self) -> usize {
+        std::mem::take(&mut *self.dialled.lock().unwrap()).len()
     }
 
     /// The Ray of head pod `pod`, as it is now.
@@ -433,6 +441,11 @@ impl FakeHeads {
         let ray = rays.entry(pod.to_owned()).or_default();
         ray.cpus_used = cpus_used;
         ray.idle_from = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(idle_seconds));
+    }
+
+    /// Makes head pod `pod` take every request and never answer.
+    pub fn hang(&self, pod: &str) {
+        self.rays.lock().unwrap().entry(pod.to_owned()).or_default().hangs = true;
     }
 
     /// Ends job `id` on head pod `pod` with Ray's `status` (`SUCCEEDED`…).
@@ -454,7 +467,14 @@ impl ServiceUpstream for FakeHeads {
 
         self.dialled.lock().unwrap().push(target.clone());
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        if target.port == crate::manifest::head_ports::DASHBOARD {
+        let hangs = self.rays.lock().unwrap().get(&target.pod).is_some_and(|r| r.hangs);
+        if hangs {
+            // Takes the request and never answers, until krayne hangs up.
+            tokio::spawn(async move {
+                let mut theirs = theirs;
+                let _ = tokio::io::copy(&mut theirs, &mut tokio::io::sink()).await;
+            });
+        } else if target.port == crate::manifest::head_ports::DASHBOARD {
             let (rays, pod) = (self.rays.clone(), target.pod.clone());
             let answer = hyper::service::service_fn(move |request| ray_answers(rays.clone(), pod.clone(), request));
             tokio::spawn(

@@ -23,10 +23,21 @@ use super::{
 };
 use crate::domain::{Error, JobStatus, ObservedCluster};
 
-/// Longest the reaper waits for one answer of a head.
+/// Longest the reaper waits for one head's answers, all of them.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
-/// Heads asked at once.
-pub(crate) const HEAD_CONCURRENCY: usize = 8;
+/// Heads asked at once. A head that hangs holds a connection and no
+/// memory (the budget is taken as answers arrive, and the reaper's reads
+/// wait for their half of it), so many can be asked at once.
+pub(crate) const HEAD_CONCURRENCY: usize = 64;
+
+/// What asking about one cluster's use told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asked {
+    /// Idle since then, or `None`: in use, or it cannot be told.
+    Told(Option<Timestamp>),
+    /// Its head did not answer within [`HEAD_TIMEOUT`]: asked less often.
+    Slow,
+}
 
 /// Each cluster's last use through krayne, as every replica recorded it.
 pub(crate) type LastUses = HashMap<(String, String), Timestamp>;
@@ -45,22 +56,40 @@ impl ControlPlane {
         }
     }
 
-    /// Since when nothing has used `cluster`; `None` while something does,
-    /// or when that cannot be told.
+    /// Since when nothing has used `cluster`, its head's answers waited
+    /// for [`HEAD_TIMEOUT`] at most, all together.
     pub(crate) async fn idle_since(
         &self,
         cx: &Context,
         cluster: &ObservedCluster,
         uses: &LastUses,
         now: Timestamp,
-    ) -> Option<Timestamp> {
+    ) -> Asked {
+        tokio::time::timeout(HEAD_TIMEOUT, self.idle_since_unbounded(cx, cluster, uses, now))
+            .await
+            .unwrap_or(Asked::Slow)
+    }
+
+    /// Since when nothing has used `cluster`; `None` while something does,
+    /// or when that cannot be told.
+    async fn idle_since_unbounded(
+        &self,
+        cx: &Context,
+        cluster: &ObservedCluster,
+        uses: &LastUses,
+        now: Timestamp,
+    ) -> Asked {
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
-        let (_, every) = self.usage_ledger.as_ref()?;
+        let Some((_, every)) = self.usage_ledger.as_ref() else {
+            return Asked::Told(None);
+        };
         let last_use = uses.get(&(namespace.to_owned(), name.to_owned())).copied();
         // A use open now is recorded at least every `every`.
-        let in_use_window = SignedDuration::try_from(*every * 2 + Duration::from_secs(1)).ok()?;
+        let Ok(in_use_window) = SignedDuration::try_from(*every * 2 + Duration::from_secs(1)) else {
+            return Asked::Told(None);
+        };
         if last_use.is_some_and(|at| now.duration_since(at) < in_use_window) {
-            return None;
+            return Asked::Told(None);
         }
         let asked = async {
             let head = self.ray_head(cx, namespace, name).await?;
@@ -93,16 +122,17 @@ impl ControlPlane {
             Ok::<_, Error>([head_idle.ok(), last_end, last_use].into_iter().flatten().max())
         };
         match asked.await {
-            Ok(since) => since.map(whole_seconds),
+            Ok(since) => Asked::Told(since.map(whole_seconds)),
+            Err(Error::DeadlineExceeded(_)) => Asked::Slow,
             Err(e) => {
                 tracing::debug!(%namespace, cluster = %name, error = %e, "lifecycle: its use cannot be told; not idle");
-                None
+                Asked::Told(None)
             }
         }
     }
 
-    /// One `GET` of the head's, within [`HEAD_TIMEOUT`], read as `read`
-    /// into `T`.
+    /// One `GET` of the head's, within [`HEAD_TIMEOUT`] (the caller's
+    /// bound is on both), read as `read` into `T`.
     async fn ask_head<T: serde::de::DeserializeOwned>(
         &self,
         cx: &Context,
@@ -114,7 +144,7 @@ impl ControlPlane {
         let (outcome, result) = match asked {
             Err(_) => (
                 "timeout",
-                Err(Error::Unavailable(format!(
+                Err(Error::DeadlineExceeded(format!(
                     "the head did not answer {path} within {} s",
                     HEAD_TIMEOUT.as_secs()
                 ))),

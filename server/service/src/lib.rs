@@ -183,6 +183,8 @@ pub struct ControlPlane {
     policy_ledger: Option<Arc<dyn domain::PolicyLedger>>,
     /// What remains of [`ServiceSettings::head_answer_budget`].
     head_answers: Arc<ray::HeadBudget>,
+    /// Which heads the reaper asks, and when.
+    head_schedule: Arc<reaper::HeadSchedule>,
 }
 
 impl ControlPlane {
@@ -212,6 +214,7 @@ impl ControlPlane {
             usage_ledger: None,
             policy_ledger: None,
             head_answers,
+            head_schedule: Arc::default(),
         };
         service.close_denial_windows();
         service

@@ -411,9 +411,16 @@ impl ControlPlane {
         } = reachable;
         let (namespace, name) = (namespace.as_str(), name.as_str());
         let tunnels = &self.settings.tunnels;
+        // krayne's own connections (the reaper's reads of heads) are bounded
+        // by the reaper's concurrency, not by callers' caps, which they
+        // would otherwise eat into.
+        let system = cx.meta.transport == crate::domain::audit::Transport::System;
         let holders = Holders {
-            subject: (&cx.principal.subject, tunnels.max_per_principal),
-            namespace: Some((namespace, tunnels.max_per_namespace)),
+            subject: (
+                &cx.principal.subject,
+                if system { usize::MAX } else { tunnels.max_per_principal },
+            ),
+            namespace: (!system).then_some((namespace, tunnels.max_per_namespace)),
         };
         let permit = self.open_tunnels.take_for(holders);
         let Ok(permit) = permit else {

@@ -34,6 +34,11 @@ pub(crate) struct HeadBudget {
     all: Arc<Semaphore>,
     share: usize,
     shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// krayne's own reads' half (the reaper's), which they wait for
+    /// rather than being refused: at platform scale a pass asks many heads
+    /// at once, and it must neither fail for want of memory nor take the
+    /// callers' half.
+    system: Arc<Semaphore>,
 }
 
 /// Which budget an answer would pass.
@@ -50,6 +55,7 @@ pub(crate) enum Spent {
 pub(crate) struct Held {
     all: OwnedSemaphorePermit,
     namespace: Option<OwnedSemaphorePermit>,
+    system: Option<OwnedSemaphorePermit>,
 }
 
 impl HeadBudget {
@@ -62,7 +68,43 @@ impl HeadBudget {
             all: Arc::new(Semaphore::new(all)),
             share: (all / 4).max(units(one_read)).min(all),
             shares: Mutex::default(),
+            system: Arc::new(Semaphore::new((all / 2).max(units(one_read)).min(all))),
         }
+    }
+
+    /// `more` bytes for one of krayne's own reads: waited for within its
+    /// half, then taken from the whole (refused if callers hold the rest).
+    pub(crate) async fn reserve_system(&self, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
+        let Ok(more) = u32::try_from(units(more)) else {
+            return Err(Spent::All);
+        };
+        if more == 0 {
+            return Ok(());
+        }
+        let in_system = self
+            .system
+            .clone()
+            .acquire_many_owned(more)
+            .await
+            .map_err(|_| Spent::All)?;
+        let in_all = self.all.clone().try_acquire_many_owned(more).map_err(|_| Spent::All)?;
+        match held {
+            Some(h) => {
+                h.all.merge(in_all);
+                match &mut h.system {
+                    Some(held) => held.merge(in_system),
+                    slot @ None => *slot = Some(in_system),
+                }
+            }
+            None => {
+                *held = Some(Held {
+                    all: in_all,
+                    namespace: None,
+                    system: Some(in_system),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `more` bytes for an answer, added to what `held` holds already;
@@ -96,6 +138,7 @@ impl HeadBudget {
                 *held = Some(Held {
                     all: in_all,
                     namespace: in_namespace,
+                    system: None,
                 });
             }
         }
@@ -122,6 +165,12 @@ impl HeadBudget {
 mod tests {
     use super::*;
 
+    /// The callers' half is theirs while krayne's own reads wait.
+    fn budget_for_callers_stays(budget: &HeadBudget) {
+        let mut held = None;
+        budget.reserve(Some("team"), &mut held, 16 * 1024).unwrap();
+    }
+
     #[test]
     fn a_namespace_takes_at_most_its_share_and_gives_it_back() {
         let budget = HeadBudget::new(64 * 1024, 1);
@@ -146,6 +195,19 @@ mod tests {
             "krayne's own reads count against the whole"
         );
         let small = HeadBudget::new(64 * 1024, 40 * 1024);
+        let waiting = HeadBudget::new(64 * 1024, 1);
+        let mut first = None;
+        futures::executor::block_on(waiting.reserve_system(&mut first, 32 * 1024)).unwrap();
+        let mut second = None;
+        let pending = waiting.reserve_system(&mut second, 1);
+        futures::pin_mut!(pending);
+        assert!(
+            futures::FutureExt::now_or_never(pending.as_mut()).is_none(),
+            "krayne's own reads wait for their half"
+        );
+        budget_for_callers_stays(&waiting);
+        drop(first);
+        futures::executor::block_on(pending).unwrap();
         small.reserve(Some("big"), &mut None, 40 * 1024).unwrap();
         assert_eq!(units(1), 1);
         let (mut read, mut reserved) = (0, 0);

@@ -162,14 +162,24 @@ impl ControlPlane {
         let mut held: Option<Held> = None;
         // The connection's own buffers first (a port-forward's pipe, the
         // HTTP reader's): what reading a head costs besides its answer.
-        self.reserve_head_bytes(share, read, &mut held, CONNECTION_BUFFERS)?;
+        // krayne's own reads, which wait for their budget, take the whole
+        // answer's worth at once: one waiting to grow behind others waiting
+        // to start would wait for ever.
+        let up_front = match share {
+            Some(_) => CONNECTION_BUFFERS,
+            None => CONNECTION_BUFFERS + limit,
+        };
+        self.reserve_head_bytes(share, read, &mut held, up_front).await?;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
                 Error::Unavailable(format!("the cluster's Ray head (dashboard) broke off its answer: {e}"))
             })?;
             let Ok(data) = frame.into_data() else { continue };
             let take = data.len().min(limit - read_so_far);
-            self.reserve_head_bytes(share, read, &mut held, budget::growth(read_so_far, read_so_far + take))?;
+            if share.is_some() {
+                self.reserve_head_bytes(share, read, &mut held, budget::growth(read_so_far, read_so_far + take))
+                    .await?;
+            }
             read_so_far += take;
             // A copy of its own: a slice would keep hyper's whole read buffer
             // alive, more than the budget holds.
@@ -202,15 +212,19 @@ impl ControlPlane {
 
     /// `more` bytes of the budget for an answer of `head`'s, or the
     /// refusal: 503 past the replica's budget, 429 past the namespace's
-    /// share.
-    fn reserve_head_bytes(
+    /// share. krayne's own reads (no share) wait for their half.
+    async fn reserve_head_bytes(
         &self,
         share: Option<&str>,
         read: HeadRead,
         held: &mut Option<Held>,
         more: usize,
     ) -> Result<(), Error> {
-        match self.head_answers.reserve(share, held, more) {
+        let reserved = match share {
+            Some(_) => self.head_answers.reserve(share, held, more),
+            None => self.head_answers.reserve_system(held, more).await,
+        };
+        match reserved {
             Ok(()) => Ok(()),
             Err(Spent::All) => {
                 refused(read, "budget");

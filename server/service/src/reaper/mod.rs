@@ -11,11 +11,13 @@
 //! so every replica's reads show them.
 
 mod limits;
+mod schedule;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 pub use limits::ReaperLimits;
 use limits::{PassBudget, Settling};
+pub(crate) use schedule::HeadSchedule;
 
 use futures::StreamExt as _;
 use jiff::{SignedDuration, Timestamp};
@@ -23,7 +25,7 @@ use serde_json::json;
 
 use super::{
     Context, ControlPlane,
-    idleness::{HEAD_CONCURRENCY, LastUses},
+    idleness::{Asked, HEAD_CONCURRENCY, LastUses},
 };
 use crate::{
     domain::{
@@ -42,6 +44,8 @@ use crate::{
 /// written again (a head's idle seconds are whole, and asked a moment
 /// apart).
 const IDLE_TOLERANCE: SignedDuration = SignedDuration::from_secs(3);
+/// Longest one pass spends asking heads whether their clusters are idle.
+const PASS_HEAD_DEADLINE: Duration = Duration::from_secs(90);
 /// Uses of clusters older than this are forgotten.
 const USES_KEPT: SignedDuration = SignedDuration::from_hours(24 * 30);
 
@@ -103,6 +107,7 @@ impl ControlPlane {
             Ok(clusters) => clusters,
             Err(e) => {
                 tracing::warn!(error = %e, "lifecycle: cannot list clusters; nothing done this pass");
+                metrics::counter!("krayne_lifecycle_passes_total", "outcome" => "failed").increment(1);
                 return Vec::new();
             }
         };
@@ -119,6 +124,7 @@ impl ControlPlane {
             Ok(settling) => settling,
             Err(e) => {
                 tracing::warn!(error = %e, "lifecycle: cannot tell new policies from settled ones; nothing done this pass");
+                metrics::counter!("krayne_lifecycle_passes_total", "outcome" => "failed").increment(1);
                 return Vec::new();
             }
         };
@@ -150,6 +156,7 @@ impl ControlPlane {
             }
         }
         report_caps(&pass);
+        metrics::counter!("krayne_lifecycle_passes_total", "outcome" => "done").increment(1);
         if mode == LifecycleMode::Act
             && let Some((ledger, _)) = &self.usage_ledger
             && let Ok(before) = now.checked_sub(USES_KEPT)
@@ -180,24 +187,60 @@ impl ControlPlane {
         // Owned by each future: a borrowing closure makes the spawned
         // reaper's future not `Send` for every lifetime.
         let uses: Arc<Option<LastUses>> = Arc::new(self.last_uses().await);
-        let found: HashMap<_, _> = futures::stream::iter(watched)
+        let planned = self.head_schedule.plan(watched);
+        let pass = planned.pass;
+        let started = std::time::Instant::now();
+        let mut asking = futures::stream::iter(planned.ask)
             .map(|cluster| {
                 let (plane, uses) = (self.clone(), uses.clone());
                 async move {
-                    let since = match uses.as_ref() {
-                        Some(uses) => plane.idle_since(&system_context(), &cluster, uses, now).await,
-                        None => None,
+                    // A head's idle seconds count from when it is asked,
+                    // which in a long pass is well after the pass began.
+                    let asked_at = SignedDuration::try_from(started.elapsed())
+                        .ok()
+                        .and_then(|d| now.checked_add(d).ok())
+                        .unwrap_or(now);
+                    let asked = match uses.as_ref() {
+                        Some(uses) => plane.idle_since(&system_context(), &cluster, uses, asked_at).await,
+                        None => Asked::Told(None),
                     };
                     let key = (
                         cluster.metadata.namespace.to_string(),
                         cluster.metadata.name.to_string(),
                     );
+                    match asked {
+                        Asked::Slow => plane.head_schedule.slow(&key, pass),
+                        Asked::Told(_) => plane.head_schedule.answered(&key, pass),
+                    }
+                    let since = match asked {
+                        Asked::Told(since) => since,
+                        Asked::Slow => None,
+                    };
                     (key, (since, quota::charge(&cluster).gpu_nanos > 0))
                 }
             })
-            .buffer_unordered(HEAD_CONCURRENCY)
-            .collect()
-            .await;
+            .buffer_unordered(HEAD_CONCURRENCY);
+        // Whatever heads do, a pass asks for no longer than this; those
+        // left out are not idle this pass, and asked first by the next.
+        let deadline = tokio::time::sleep(PASS_HEAD_DEADLINE);
+        tokio::pin!(deadline);
+        let mut found: HashMap<_, _> = HashMap::new();
+        let mut cut = false;
+        loop {
+            tokio::select! {
+                next = asking.next() => match next {
+                    Some((key, value)) => { found.insert(key, value); }
+                    None => break,
+                },
+                () = &mut deadline => { cut = true; break; }
+            }
+        }
+        metrics::gauge!("krayne_lifecycle_heads_skipped").set(planned.skipped as f64);
+        if cut {
+            metrics::counter!("krayne_lifecycle_passes_cut_total").increment(1);
+            tracing::warn!(asked = found.len(), deadline = ?PASS_HEAD_DEADLINE,
+                "lifecycle: the pass's deadline for asking heads passed; the rest are asked first next pass");
+        }
         let idle_gpu = found.values().filter(|(since, gpu)| since.is_some() && *gpu).count();
         #[expect(clippy::cast_precision_loss, reason = "a gauge")]
         metrics::gauge!("krayne_lifecycle_idle_gpu_clusters").set(idle_gpu as f64);
