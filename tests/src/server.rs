@@ -348,18 +348,17 @@ impl Env {
     /// Starts another server with this one's arguments plus `extra`, on
     /// fresh ports: a second replica, or one configured differently.
     pub async fn spawn_server(&self, extra: &[&str]) -> ServerProcess {
-        let mut args = self.args.clone();
-        for flag in ["--listen", "--ops-listen"] {
-            if let Some(i) = args.iter().position(|a| a == flag) {
-                args[i + 1] = "127.0.0.1:0".into();
-            }
-        }
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
-        ServerProcess::spawn(&args).await
+        ServerProcess::spawn(&self.replica_args(extra)).await
     }
 
     /// [`Env::spawn_server`] under `wrapper` (e.g. `faketime -f +60s`).
     pub async fn spawn_server_under(&self, wrapper: &[&str], extra: &[&str]) -> ServerProcess {
+        ServerProcess::spawn_under(wrapper, &self.replica_args(extra)).await
+    }
+
+    /// This environment's server arguments for another replica: its own
+    /// ports, `extra` added.
+    fn replica_args(&self, extra: &[&str]) -> Vec<String> {
         let mut args = self.args.clone();
         for flag in ["--listen", "--ops-listen"] {
             if let Some(i) = args.iter().position(|a| a == flag) {
@@ -367,7 +366,7 @@ impl Env {
             }
         }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        ServerProcess::spawn_under(wrapper, &args).await
+        args
     }
 
     /// Creates cluster `name` in `ml-team` (as alice, defaults only) and
@@ -387,6 +386,35 @@ impl Env {
             .await
             .expect(200);
         assert_eq!(waited.body["status"], "ready", "{:?}", waited.body);
+    }
+
+    /// A token of ServiceAccount `account` in `namespace` for audience
+    /// `krayne`, from the sandbox's TokenRequest, lasting `seconds` (the
+    /// API server's default, an hour, when `None`).
+    ///
+    /// # Panics
+    /// When the sandbox issues none.
+    pub async fn service_account_token(&self, namespace: &str, account: &str, seconds: Option<u64>) -> String {
+        let mut spec = serde_json::json!({"audiences": ["krayne"]});
+        if let Some(seconds) = seconds {
+            spec["expirationSeconds"] = seconds.into();
+        }
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!(
+                "{}/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+                self.sandbox.url()
+            ))
+            .json(&serde_json::json!({ "spec": spec }))
+            .send()
+            .await
+            .expect("the sandbox")
+            .json()
+            .await
+            .expect("a TokenRequest");
+        answer["status"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token: {answer}"))
+            .to_owned()
     }
 
     /// The HS256 secret file the server trusts (default token options).

@@ -69,6 +69,15 @@ pub struct Context {
     pub meta: RequestMeta,
 }
 
+impl Context {
+    /// Whether krayne itself acts (the lifecycle reaper), not a caller:
+    /// its reads and connections are bounded by its own concurrency, not
+    /// by callers' shares and caps.
+    pub fn is_system(&self) -> bool {
+        self.meta.transport == domain::audit::Transport::System
+    }
+}
+
 /// Limits the use cases enforce.
 #[derive(Debug, Clone)]
 pub struct ServiceSettings {

@@ -360,9 +360,7 @@ impl ControlPlane {
             // those who may edit a cluster keep it from being culled.
             _use: match (namespace, cluster) {
                 (Some(namespace), Some(cluster))
-                    if kind != StreamKind::Watch
-                        && cx.meta.transport != crate::domain::audit::Transport::System
-                        && cx.principal.may(Action::Mutate, namespace) =>
+                    if kind != StreamKind::Watch && !cx.is_system() && cx.principal.may(Action::Mutate, namespace) =>
                 {
                     Some(Arc::new(self.uses.hold(namespace, cluster)))
                 }

@@ -414,7 +414,7 @@ impl ControlPlane {
         // krayne's own connections (the reaper's reads of heads) are bounded
         // by the reaper's concurrency, not by callers' caps, which they
         // would otherwise eat into.
-        let system = cx.meta.transport == crate::domain::audit::Transport::System;
+        let system = cx.is_system();
         let holders = Holders {
             subject: (
                 &cx.principal.subject,

@@ -265,21 +265,7 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
     }
     if server_args == SERVICE_ACCOUNT_TOKENS {
         // A pipeline's call, as its ServiceAccount.
-        let token = reqwest::Client::new()
-            .post(format!(
-                "{}/api/v1/namespaces/ml-team/serviceaccounts/default/token",
-                env.sandbox.url()
-            ))
-            .json(&json!({"spec": {"audiences": ["krayne"]}}))
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap()["status"]["token"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let token = env.service_account_token("ml-team", "default", None).await;
         env.rest(&token).get("/v1/whoami").await.expect(200);
     }
     let spec = env.anonymous().get("/openapi.json").await.expect(200).body;

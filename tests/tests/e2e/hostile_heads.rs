@@ -262,26 +262,6 @@ async fn an_email_claim_passes_as_nobody_else() {
     env.rest(&verified).get(NS).await.expect(200);
 }
 
-/// A token for ServiceAccount `name` of ml-team lasting `seconds`.
-async fn account_token(env: &Env, name: &str, seconds: u64) -> String {
-    let answer: Value = reqwest::Client::new()
-        .post(format!(
-            "{}/api/v1/namespaces/ml-team/serviceaccounts/{name}/token",
-            env.sandbox.url()
-        ))
-        .json(&json!({"spec": {"audiences": ["krayne"], "expirationSeconds": seconds}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    answer["status"]["token"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{answer}"))
-        .to_owned()
-}
-
 /// Makes (or deletes) ServiceAccount `name` in ml-team.
 async fn account(env: &Env, name: &str, exists: bool) {
     let client = reqwest::Client::new();
@@ -320,9 +300,9 @@ async fn a_deleted_service_accounts_tokens_stop_working() {
     })
     .await;
     account(&env, "pipeline", true).await;
-    let token = account_token(&env, "pipeline", 3600).await;
+    let token = env.service_account_token("ml-team", "pipeline", Some(3600)).await;
     env.rest(&token).get(NS).await.expect(200);
-    let long = account_token(&env, "pipeline", 48 * 3600).await;
+    let long = env.service_account_token("ml-team", "pipeline", Some(48 * 3600)).await;
     let refused = env.rest(&long).get(NS).await.expect(401);
     assert_eq!(refused.body["code"], "unauthenticated");
 
@@ -338,6 +318,6 @@ async fn a_deleted_service_accounts_tokens_stop_working() {
     }
     account(&env, "pipeline", true).await;
     env.rest(&token).get(NS).await.expect(401);
-    let fresh = account_token(&env, "pipeline", 3600).await;
+    let fresh = env.service_account_token("ml-team", "pipeline", Some(3600)).await;
     env.rest(&fresh).get(NS).await.expect(200);
 }

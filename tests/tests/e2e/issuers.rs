@@ -3,7 +3,7 @@
 //! pinned to its own keys; one that is down does not stop the others.
 
 use krayne_tests::{Env, EnvOptions};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     auth::check,
@@ -12,25 +12,6 @@ use crate::{
 
 /// The sandbox's service-account issuer (kubeadm's and kind's).
 const CLUSTER_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
-
-/// A ServiceAccount token from the sandbox's TokenRequest.
-async fn service_account_token(env: &Env, namespace: &str, account: &str) -> String {
-    let url = format!(
-        "{}/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        env.sandbox.url()
-    );
-    let body = json!({"spec": {"audiences": ["krayne"]}});
-    let review: Value = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    review["status"]["token"].as_str().unwrap().to_owned()
-}
 
 /// The server trusting the development secret, Kubernetes' issuer and the
 /// issuers of `issuers_file`.
@@ -69,7 +50,7 @@ async fn tokens_of_one_issuer_cannot_pass_as_anothers() {
         true,
     )
     .await;
-    let pipeline = service_account_token(&env, "ml-team", "default").await;
+    let pipeline = env.service_account_token("ml-team", "default", None).await;
     check(&env, "Kubernetes' own", Some(&pipeline), None, true).await;
     let me = env.rest(&pipeline).get("/v1/whoami").await.expect(200).body;
     assert_eq!(me["issuer"], CLUSTER_ISSUER);
@@ -140,7 +121,7 @@ async fn an_issuer_that_is_down_does_not_stop_the_others() {
     ))
     .await;
     let person = key.sign(&claims(&idp.base, json!({})), true);
-    let pipeline = service_account_token(&env, "ml-team", "default").await;
+    let pipeline = env.service_account_token("ml-team", "default", None).await;
     check(&env, "the provider, beside a dead one", Some(&person), None, true).await;
     check(&env, "Kubernetes, beside a dead provider", Some(&pipeline), None, true).await;
     let dead = key.sign(&claims("http://127.0.0.1:9", json!({})), true);

@@ -75,12 +75,9 @@ impl HeadBudget {
     /// `more` bytes for one of krayne's own reads: waited for within its
     /// half, then taken from the whole (refused if callers hold the rest).
     pub(crate) async fn reserve_system(&self, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
-        let Ok(more) = u32::try_from(units(more)) else {
-            return Err(Spent::All);
-        };
-        if more == 0 {
+        let Some(more) = permits(more)? else {
             return Ok(());
-        }
+        };
         let in_system = self
             .system
             .clone()
@@ -88,34 +85,16 @@ impl HeadBudget {
             .await
             .map_err(|_| Spent::All)?;
         let in_all = self.all.clone().try_acquire_many_owned(more).map_err(|_| Spent::All)?;
-        match held {
-            Some(h) => {
-                h.all.merge(in_all);
-                match &mut h.system {
-                    Some(held) => held.merge(in_system),
-                    slot @ None => *slot = Some(in_system),
-                }
-            }
-            None => {
-                *held = Some(Held {
-                    all: in_all,
-                    namespace: None,
-                    system: Some(in_system),
-                });
-            }
-        }
+        add(held, in_all, None, Some(in_system));
         Ok(())
     }
 
     /// `more` bytes for an answer, added to what `held` holds already;
     /// counted against `namespace`'s share too, when one is named.
     pub(crate) fn reserve(&self, namespace: Option<&str>, held: &mut Option<Held>, more: usize) -> Result<(), Spent> {
-        let Ok(more) = u32::try_from(units(more)) else {
-            return Err(Spent::All);
-        };
-        if more == 0 {
+        let Some(more) = permits(more)? else {
             return Ok(());
-        }
+        };
         let in_namespace = match namespace {
             Some(namespace) => Some(
                 self.share_of(namespace)
@@ -125,23 +104,7 @@ impl HeadBudget {
             None => None,
         };
         let in_all = self.all.clone().try_acquire_many_owned(more).map_err(|_| Spent::All)?;
-        match held {
-            Some(h) => {
-                h.all.merge(in_all);
-                match (&mut h.namespace, in_namespace) {
-                    (Some(held), Some(more)) => held.merge(more),
-                    (slot @ None, more) => *slot = more,
-                    (Some(_), None) => {}
-                }
-            }
-            None => {
-                *held = Some(Held {
-                    all: in_all,
-                    namespace: in_namespace,
-                    system: None,
-                });
-            }
-        }
+        add(held, in_all, in_namespace, None);
         Ok(())
     }
 
@@ -158,6 +121,34 @@ impl HeadBudget {
             .entry(namespace.to_owned())
             .or_insert_with(|| Arc::new(Semaphore::new(self.share)))
             .clone()
+    }
+}
+
+/// The permits `more` bytes take (`None`: none); past a semaphore's
+/// reach, refused.
+fn permits(more: usize) -> Result<Option<u32>, Spent> {
+    let more = u32::try_from(units(more)).map_err(|_| Spent::All)?;
+    Ok((more > 0).then_some(more))
+}
+
+/// Adds permits to what `held` holds.
+fn add(
+    held: &mut Option<Held>,
+    all: OwnedSemaphorePermit,
+    namespace: Option<OwnedSemaphorePermit>,
+    system: Option<OwnedSemaphorePermit>,
+) {
+    let Some(h) = held else {
+        *held = Some(Held { all, namespace, system });
+        return;
+    };
+    h.all.merge(all);
+    for (slot, more) in [(&mut h.namespace, namespace), (&mut h.system, system)] {
+        match (slot.as_mut(), more) {
+            (Some(kept), Some(more)) => kept.merge(more),
+            (None, more) => *slot = more,
+            (Some(_), None) => {}
+        }
     }
 }
 

@@ -347,7 +347,7 @@ fn late(read: HeadRead) -> Error {
 /// bounded by its concurrency and timeout), which count against the
 /// replica's budget only.
 fn share_of<'a>(cx: &Context, head: &'a Reachable) -> Option<&'a str> {
-    (cx.meta.transport != crate::domain::audit::Transport::System).then(|| head.namespace())
+    (!cx.is_system()).then(|| head.namespace())
 }
 
 /// Counts a head's answer krayne would not read.

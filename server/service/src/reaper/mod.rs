@@ -93,7 +93,8 @@ struct Pass<'a> {
 pub struct Reaped {
     /// The cluster.
     pub cluster: ClusterRef,
-    /// `warn`, `suspend`, `delete` or `clear` (a warning taken back).
+    /// `warn`, `suspend`, `delete`, `plan` (a plan or idle time recorded) or
+    /// `report` (what a policy still settling would do).
     pub action: &'static str,
     /// Why (`lifetime 7d reached`).
     pub reason: String,
