@@ -110,6 +110,10 @@ pub(crate) enum Command {
     /// lists `{service, remote_port, local_port, local_url}`).
     #[command(name = "tun-open")]
     TunOpen(commands::service::tunnel::Args),
+    /// Print a cluster's Ray token for Ray's own clients through a tunnel
+    /// (`eval "$(krayne ray-credentials NAME)"`).
+    #[command(name = "ray-credentials")]
+    RayCredentials(commands::service::credentials::Args),
     /// Close a cluster's background tunnels (`krayne tunnel --close NAME`).
     #[command(name = "tun-close")]
     TunClose(commands::service::tunnel::CloseArgs),

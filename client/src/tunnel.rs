@@ -109,6 +109,17 @@ impl Client {
         Ok(services)
     }
 
+    /// The Ray credentials of cluster `name` (editor; audited by the
+    /// server): for Ray's own clients through a raw tunnel, which need
+    /// `RAY_AUTH_MODE=token` and `RAY_AUTH_TOKEN` when `mode` is `token`.
+    pub async fn ray_credentials(&self, namespace: &str, name: &str) -> Result<proto::RayCredentials, ClientError> {
+        let message = proto::GetRayCredentialsRequest {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        Ok(retrying!(self, tunnels, get_ray_credentials, message)?.into_inner())
+    }
+
     /// A URL the server gave as a path on itself (it was not told its
     /// public URL), made absolute against the URL this client uses.
     pub(crate) fn on_server(&self, url: &mut String) {

@@ -15,7 +15,7 @@ use crate::{
         AuditCommand, CacheArgs, Cli, ClusterPodSecurity, Command, DatabaseArgs, HttpArgs, JwtArgs, MigrateArgs,
         MintArgs, PruneArgs, SandboxArgs, ServeArgs, TokenCommand, UpstreamMode,
     },
-    domain::{AppsDomain, LoginSettings, PublicUrl, VersionInfo},
+    domain::{AppsDomain, LoginSettings, PublicUrl, VersionInfo, ray_auth::RayAuthKey},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
     manifest::{ManifestSettings, PodSecurity, PolicyPeers},
@@ -284,7 +284,7 @@ pub(crate) fn login_settings(jwt: &JwtArgs, verifier: &Verifier) -> Result<Optio
 
 /// Krayne's own pods for the clusters' NetworkPolicies: `namespace`, and
 /// `labels` as `key=value,…`.
-fn policy_peers(namespace: &str, labels: &str) -> Result<PolicyPeers, String> {
+fn policy_peers(namespace: &str, labels: &str, extra_ingress: &str) -> Result<PolicyPeers, String> {
     let namespace = namespace.trim();
     if namespace.is_empty() {
         return Err("--cluster-network-policy-namespace: name the namespace krayne runs in".into());
@@ -302,6 +302,8 @@ fn policy_peers(namespace: &str, labels: &str) -> Result<PolicyPeers, String> {
     Ok(PolicyPeers {
         namespace: namespace.to_owned(),
         pod_labels,
+        extra_ingress: PolicyPeers::parse_extra_ingress(extra_ingress)
+            .map_err(|e| format!("--cluster-network-policy-extra-ingress: {e}"))?,
     })
 }
 
@@ -322,8 +324,27 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
     let network_policy = http
         .cluster_network_policy_namespace
         .as_deref()
-        .map(|namespace| policy_peers(namespace, &http.cluster_network_policy_pod_labels))
+        .map(|namespace| {
+            policy_peers(
+                namespace,
+                &http.cluster_network_policy_pod_labels,
+                &http.cluster_network_policy_extra_ingress,
+            )
+        })
         .transpose()?;
+    let ray_auth = match &http.ray_auth_key_file {
+        Some(path) => {
+            let key = std::fs::read(path).map_err(|e| format!("--ray-auth-key-file {}: {e}", path.display()))?;
+            Some(RayAuthKey::new(&key).map_err(|e| format!("--ray-auth-key-file: {e}"))?)
+        }
+        None => {
+            tracing::warn!(
+                "no --ray-auth-key-file: new clusters do not require Ray's token authentication, so only a \
+                 NetworkPolicy (where enforced) keeps other pods from their heads' Jobs API"
+            );
+            None
+        }
+    };
     let keys = match &http.session_secret_file {
         Some(path) => {
             let secret = std::fs::read(path).map_err(|e| format!("--session-secret-file {}: {e}", path.display()))?;
@@ -340,11 +361,13 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             .unwrap_or(usize::MAX),
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
+            default_gpu_image: http.default_ray_gpu_image.clone().filter(|i| !i.is_empty()),
             notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
             pod_security: match http.cluster_pod_security {
                 ClusterPodSecurity::Krayne => PodSecurity::Krayne,
                 ClusterPodSecurity::Restricted => PodSecurity::Restricted,
             },
+            ray_token_auth: false,
         },
         sessions: SessionSettings {
             keys,
@@ -354,6 +377,8 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         public_url,
         apps_domain,
         network_policy,
+        ray_auth,
+        companions_every: Duration::from_secs(http.companions_interval_seconds.max(1)),
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
             rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),
@@ -422,7 +447,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     )
     .await?;
     let mut parts = Parts::new(
-        k8s::cluster_store(api, cache_options(&args.cache).as_ref()),
+        k8s::cluster_store(api, cache_options(&args.cache).as_ref())?,
         sink.clone(),
         auth,
     );
@@ -563,6 +588,7 @@ pub(crate) fn version_info(features: &[(&str, bool)]) -> VersionInfo {
 pub(crate) fn cache_options(cache: &CacheArgs) -> Option<CacheOptions> {
     cache.cache.then(|| CacheOptions {
         namespaces: cache.cache_namespaces.clone(),
+        namespaces_file: cache.cache_namespaces_file.clone(),
         write_wait: Duration::from_millis(cache.cache_write_wait_ms),
     })
 }
@@ -619,7 +645,7 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
         .map_err(|e| format!("--older-than: {e}"))?;
     let store = audit::Store::connect(&database(&args.database)?)?;
     let deleted = store
-        .prune(&cutoff.to_string())
+        .prune(&cutoff.to_string(), args.batch_size)
         .await
         .map_err(|e| format!("prune: {e}"))?;
     println!("deleted {deleted} audit rows older than {cutoff}");

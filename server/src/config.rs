@@ -101,6 +101,10 @@ pub struct PruneArgs {
     /// Age of the rows to delete, e.g. `90d`, `2160h`.
     #[arg(long)]
     pub older_than: String,
+    /// Rows deleted per statement, oldest first: each statement stays
+    /// short (within the statement timeout), however large the backlog.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub batch_size: u32,
     /// The database.
     #[command(flatten)]
     pub database: DatabaseArgs,
@@ -252,9 +256,30 @@ pub struct HttpArgs {
     /// `--cluster-network-policy-pod-labels`). A head serves code
     /// execution (Ray's Jobs API) to whoever reaches it. A cluster whose
     /// policy cannot be created is deleted again (fail closed). Without
-    /// it no policies are made.
+    /// it no policies are made. Policies are applied (server-side apply)
+    /// and kept: clusters made before policies were on get theirs, a
+    /// leftover policy of a deleted cluster of the same name is taken over.
     #[arg(long, env = "KRAYNE_CLUSTER_NETWORK_POLICY_NAMESPACE")]
     pub cluster_network_policy_namespace: Option<String>,
+    /// More ingress rules for the clusters' NetworkPolicies, as a JSON
+    /// array of NetworkPolicyIngressRules (`from`, `ports`), e.g. to let
+    /// Prometheus scrape Ray's metrics port or the KubeRay operator reach
+    /// the dashboard. Write each port's `protocol`: Kubernetes fills it in,
+    /// and a rule without it reads as changed.
+    #[arg(long, env = "KRAYNE_CLUSTER_NETWORK_POLICY_EXTRA_INGRESS", default_value = "[]")]
+    pub cluster_network_policy_extra_ingress: String,
+    /// How often every cluster's NetworkPolicy and Ray token Secret are
+    /// checked and applied where missing or different, in seconds (and
+    /// once at start).
+    #[arg(long, env = "KRAYNE_COMPANIONS_INTERVAL_SECONDS", default_value_t = 600)]
+    pub companions_interval_seconds: u64,
+    /// File holding the key (at least 32 bytes) clusters' Ray tokens are
+    /// derived from; every replica needs the same one, and a changed key
+    /// changes every cluster's token. With it, clusters krayne creates
+    /// require Ray's token authentication (Ray ≥ 2.52; KubeRay ≥ 1.6) and
+    /// krayne sends each its token; without it, they do not.
+    #[arg(long, env = "KRAYNE_RAY_AUTH_KEY_FILE")]
+    pub ray_auth_key_file: Option<PathBuf>,
     /// Labels of krayne's own pods (`key=value,…`) for the clusters'
     /// NetworkPolicies.
     #[arg(
@@ -284,13 +309,20 @@ pub struct HttpArgs {
     /// the services preinstalled; no SSH, which needs root).
     #[arg(long, env = "KRAYNE_CLUSTER_POD_SECURITY", value_enum, default_value = "krayne")]
     pub cluster_pod_security: ClusterPodSecurity,
-    /// Ray image of pods that name none (`-gpu` is added for GPU pods).
+    /// Ray image of pods that name none (`-gpu` is added for GPU pods); a
+    /// config that names an image keeps it. Shown at `/.well-known/krayne`.
+    /// Pin it by digest in production (`…@sha256:…`).
     #[arg(
         long,
         env = "KRAYNE_DEFAULT_RAY_IMAGE",
-        default_value = "rayproject/ray:2.43.0-py312"
+        default_value = krayne_core::manifest::DEFAULT_RAY_IMAGE
     )]
     pub default_ray_image: String,
+    /// Ray image of GPU pods that name none; without it they get
+    /// `--default-ray-image` with `-gpu` appended, which a digest-pinned
+    /// image cannot take (so pin this one too).
+    #[arg(long, env = "KRAYNE_DEFAULT_RAY_GPU_IMAGE")]
+    pub default_ray_gpu_image: Option<String>,
 }
 
 /// `krayne-server serve`.
@@ -444,6 +476,13 @@ pub struct CacheArgs {
     /// (cluster-wide watches). Reads elsewhere go to Kubernetes.
     #[arg(long, env = "KRAYNE_CACHE_NAMESPACES", value_delimiter = ',')]
     pub cache_namespaces: Vec<String>,
+    /// A file naming the namespaces to cache instead (one a line, or
+    /// comma-separated; `#` comments), read again every 5 s: a namespace
+    /// added there is watched, one removed forgotten, without a restart.
+    /// The chart mounts it from a ConfigMap, so onboarding a team rolls no
+    /// pod.
+    #[arg(long, env = "KRAYNE_CACHE_NAMESPACES_FILE", conflicts_with = "cache_namespaces")]
+    pub cache_namespaces_file: Option<PathBuf>,
     /// Longest a write waits for the cache to show it, in milliseconds;
     /// reads of that cluster go to Kubernetes until it does.
     #[arg(long, env = "KRAYNE_CACHE_WRITE_WAIT_MS", default_value_t = 3000)]

@@ -1,8 +1,10 @@
 //! The Helm chart's files, read the way the chart tests need them.
 //!
-//! Helm cannot run here, so templates are checked through their static
-//! parts: lines that are only template actions are dropped, and actions
-//! inside a line become [`PLACEHOLDER`]. What remains must be YAML.
+//! These tests check templates through their static parts, without Helm:
+//! lines that are only template actions are dropped, and actions inside a
+//! line become [`PLACEHOLDER`]. What remains must be YAML. Helm's own
+//! engine renders the chart in `charts/krayne/ci/helm_check.py` (the e2e
+//! test `chart_helm`).
 
 use std::{
     collections::BTreeSet,

@@ -27,6 +27,17 @@ pub use proxy::Proxy;
 pub use secrets::{E2E_SESSION_SECRET, register_secret, secrets_in};
 pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
 
+/// A krayne dry-run `manifest` as another tool (kubectl, a pipeline) would
+/// create it: without Ray's token authentication, which only krayne's own
+/// create sets up (the cluster's Secret and the nonce its token is derived
+/// with).
+pub fn made_elsewhere(mut manifest: serde_json::Value) -> serde_json::Value {
+    if let Some(spec) = manifest["spec"].as_object_mut() {
+        spec.remove("authOptions");
+    }
+    manifest
+}
+
 /// Where `tool` is on the `PATH`, if it is.
 pub fn which(tool: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)

@@ -8,6 +8,8 @@ use std::sync::Mutex;
 pub(crate) const E2E_SECRET: &str = "e2e-secret-e2e-secret-e2e-secret-0123";
 /// The secret every test server signs browser sessions with.
 pub const E2E_SESSION_SECRET: &str = "e2e-session-secret-e2e-session-secret-4567";
+/// The key every test server derives clusters' Ray tokens from.
+pub(crate) const E2E_RAY_AUTH_KEY: &str = "e2e-ray-auth-key-e2e-ray-auth-key-89ab";
 
 static REGISTERED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -35,6 +37,7 @@ pub fn secrets_in(log: &str) -> Vec<String> {
     let mut fixed = vec![
         E2E_SECRET.to_owned(),
         E2E_SESSION_SECRET.to_owned(),
+        E2E_RAY_AUTH_KEY.to_owned(),
         "PRIVATE KEY".to_owned(),
     ];
     fixed.extend(REGISTERED.lock().unwrap().iter().cloned());

@@ -286,6 +286,8 @@ impl Env {
         std::fs::write(&secret_file, &secret).expect("secret");
         let session_secret_file = dir.path().join("session-secret");
         std::fs::write(&session_secret_file, crate::secrets::E2E_SESSION_SECRET).expect("session secret");
+        let ray_auth_key_file = dir.path().join("ray-auth-key");
+        std::fs::write(&ray_auth_key_file, crate::secrets::E2E_RAY_AUTH_KEY).expect("Ray token key");
         let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
         let mut args: Vec<String> = vec![
             "serve".into(),
@@ -299,9 +301,12 @@ impl Env {
             path(&teams),
             "--session-secret-file".into(),
             path(&session_secret_file),
-            // Every cluster gets its NetworkPolicy, as the chart makes it.
+            // Every cluster gets its NetworkPolicy, and requires Ray's
+            // token, as the chart makes them.
             "--cluster-network-policy-namespace".into(),
             "krayne".into(),
+            "--ray-auth-key-file".into(),
+            path(&ray_auth_key_file),
         ];
         let database = options
             .database_url
@@ -474,6 +479,7 @@ impl Env {
         annotations["sandbox.krayne.dev/fault"] =
             serde_json::json!(format!("{}{behaviour}", krayne_server::sandbox::HOSTILE_HEAD));
         manifest["metadata"]["namespace"] = serde_json::json!(namespace);
+        let manifest = crate::made_elsewhere(manifest);
         let created = reqwest::Client::new()
             .post(format!(
                 "{}/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
@@ -540,6 +546,24 @@ impl Env {
     /// `http://<api>`.
     pub fn url(&self) -> String {
         format!("http://{}", self.server.api)
+    }
+
+    /// The audit rows `query` (after `/v1/audit?`) finds, once there are
+    /// at least `n` (rows are written in batches).
+    ///
+    /// # Panics
+    /// When there are fewer within 10 s.
+    pub async fn audit_rows_eventually(&self, query: &str, n: usize) -> Vec<serde_json::Value> {
+        let admin = self.rest(&self.admin());
+        for _ in 0..200 {
+            let rows = admin.get(&format!("/v1/audit?{query}")).await.expect(200).body;
+            let rows = rows["events"].as_array().cloned().unwrap_or_default();
+            if rows.len() >= n {
+                return rows;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("fewer than {n} audit rows for {query}");
     }
 
     /// A REST client with `token`.

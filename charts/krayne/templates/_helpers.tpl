@@ -19,6 +19,16 @@ Names, labels and checks shared by the templates.
 {{- end }}
 {{- end }}
 
+{{/*
+The name of an object outside the release's namespace: cluster-scoped ones
+(ClusterRole, ClusterRoleBinding) and the Roles in rbac.namespaces. It
+carries the release's namespace, so two releases of the same name in two
+namespaces (staging and production, both `krayne`) do not collide.
+*/}}
+{{- define "krayne.globalName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "krayne.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "krayne.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -74,6 +84,21 @@ app.kubernetes.io/name={{ include "krayne.name" . }},app.kubernetes.io/instance=
 {{- if or .Values.server.sessions.existingSecret .Values.server.sessions.secret }}true{{ end }}
 {{- end }}
 
+{{/* The Secret holding the key Ray tokens are derived from (key `key`). */}}
+{{- define "krayne.rayAuthSecret" -}}
+{{- default (printf "%s-ray-auth" (include "krayne.fullname" .)) .Values.server.rayAuth.existingSecret }}
+{{- end }}
+
+{{/* The ConfigMap of the namespaces the watch cache covers (rbac.namespaces). */}}
+{{- define "krayne.namespacesConfigMap" -}}
+{{- printf "%s-namespaces" (include "krayne.fullname" .) }}
+{{- end }}
+
+{{/* "true" when the cache's namespaces come from that ConfigMap; empty otherwise. */}}
+{{- define "krayne.namespacesOn" -}}
+{{- if and (not .Values.rbac.clusterWide) .Values.rbac.namespaces }}true{{ end }}
+{{- end }}
+
 {{/* "true" when a CA for the database's certificate is given; empty otherwise. */}}
 {{- define "krayne.databaseCaOn" -}}
 {{- if or .Values.database.tls.caSecret.name .Values.database.tls.caConfigMap.name }}true{{ end }}
@@ -108,6 +133,46 @@ pre-install), else the server's existing Secret.
 {{- else }}
 {{- .Values.database.existingSecretKey }}
 {{- end }}
+{{- end }}
+
+{{/*
+The audit retention CronJob's database URL: the migration Job's role (the
+schema's owner, which may DELETE; the runtime role granted by
+migrations.grantTo may not). migrations.database.existingSecret, else a
+Secret of the release made from migrations.database.url (the migration
+Job's own hook Secret is deleted once the Job succeeds), else the server's
+own Secret: then the server's role is the owner, as for the migration Job.
+*/}}
+{{- define "krayne.retentionSecretCreated" -}}
+{{- if and (not .Values.migrations.database.existingSecret) .Values.migrations.database.url }}true{{ end }}
+{{- end }}
+
+{{- define "krayne.retentionSecret" -}}
+{{- if .Values.migrations.database.existingSecret }}
+{{- .Values.migrations.database.existingSecret }}
+{{- else if include "krayne.retentionSecretCreated" . }}
+{{- printf "%s-audit-retention" (include "krayne.fullname" .) }}
+{{- else }}
+{{- include "krayne.databaseSecret" . }}
+{{- end }}
+{{- end }}
+
+{{- define "krayne.retentionSecretKey" -}}
+{{- if .Values.migrations.database.existingSecret }}
+{{- .Values.migrations.database.existingSecretKey }}
+{{- else if include "krayne.retentionSecretCreated" . }}
+{{- print "database-url" }}
+{{- else }}
+{{- include "krayne.databaseSecretKey" . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of the audit retention Job's pods: selected by no Service, PDB or policy of the release. */}}
+{{- define "krayne.retentionPodLabels" -}}
+app.kubernetes.io/name: {{ include "krayne.name" . }}-audit-retention
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: audit-retention
+app.kubernetes.io/part-of: krayne
 {{- end }}
 
 {{/* Labels of the migration Job's pods: not the Deployment's selector labels, so no Service, PDB or policy picks them. */}}
@@ -241,6 +306,9 @@ Values the schema cannot express; rendering stops with a clear message.
 {{- end }}
 {{- if and $a.hs256.existingSecret (or $a.oidcIssuerUrl $a.jwksUrl $a.issuers $a.serviceAccountTokens.enabled) (not $a.hs256.allowWithJwks) }}
 {{- fail "krayne: auth.hs256.existingSecret (development tokens) together with an OIDC or JWKS issuer lets whoever holds the shared secret mint any identity; remove it, or set auth.hs256.allowWithJwks: true" }}
+{{- end }}
+{{- if and (contains "@" .Values.server.defaultRayImage) (not .Values.server.defaultRayGpuImage) }}
+{{- fail "krayne: server.defaultRayImage is pinned by digest, so GPU pods cannot get it with `-gpu` appended: set server.defaultRayGpuImage (e.g. rayproject/ray:2.60.0-py312-gpu@sha256:…)" }}
 {{- end }}
 {{- if and .Values.database.tls.caSecret.name .Values.database.tls.caConfigMap.name }}
 {{- fail "krayne: set database.tls.caSecret or database.tls.caConfigMap, not both" }}

@@ -58,6 +58,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Version(args) => config::version::run(&ctx, args).await,
             Command::Services(args) => service::list::run(&ctx, args).await,
             Command::Tunnel(args) => service::tunnel::run(&ctx, args).await,
+            Command::RayCredentials(args) => service::credentials::run(&ctx, args).await,
             Command::Open(args) => service::open::run(&ctx, args).await,
             Command::TunClose(args) => service::tunnel::close(&ctx, args).await,
             Command::TunOpen(args) => service::tunnel::open_in_background(&ctx, args).await,

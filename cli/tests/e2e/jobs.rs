@@ -437,3 +437,85 @@ async fn an_upload_over_the_servers_limit_is_refused_and_leaves_nothing() {
         .await;
     assert_eq!(rows.status, 404, "the head kept nothing of the refused one");
 }
+
+/// Issue 55: Ray's own CLI through `krayne tunnel`, raw to the dashboard:
+/// refused without Ray's token, submitting with the one `krayne
+/// ray-credentials` hands out (audited), in Ray's own environment
+/// variables.
+#[tokio::test]
+async fn rays_own_cli_submits_through_a_tunnel_with_the_token_krayne_hands_out() {
+    let Some(python) = python_with_ray() else { return };
+    let ray = Path::new(&python).with_file_name("ray");
+    let env = Env::start().await;
+    env.ready_cluster("ray-cli").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let opened = krayne
+        .run(&["tunnel", "ray-cli", "dashboard", "-n", "ml-team", "--detach"])
+        .await
+        .code(0);
+    assert!(
+        opened.stderr().contains("export RAY_AUTH_TOKEN="),
+        "the tunnel says how Ray's clients get the token: {}",
+        opened.stderr()
+    );
+    let port = opened
+        .stdout()
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no local URL in {}", opened.stdout()));
+    let address = format!("http://127.0.0.1:{port}");
+    let token = crate::tunnels::ray_token(&krayne, "ray-cli").await;
+    let submit = |auth: Option<&str>| {
+        let mut command = tokio::process::Command::new(&ray);
+        command
+            .args([
+                "job",
+                "submit",
+                "--address",
+                &address,
+                "--no-wait",
+                "--",
+                "echo",
+                "from-ray-cli",
+            ])
+            .env_remove("RAY_AUTH_MODE")
+            .env_remove("RAY_AUTH_TOKEN");
+        if let Some(token) = auth {
+            command.env("RAY_AUTH_MODE", "token").env("RAY_AUTH_TOKEN", token);
+        }
+        async move { command.output().await.expect("ray runs") }
+    };
+    let refused = submit(None).await;
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned() + &String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success(), "Ray's head refused no token: {said}");
+    assert!(said.contains("401") || said.contains("Unauthorized"), "{said}");
+    let submitted = submit(Some(&token)).await;
+    let said = String::from_utf8_lossy(&submitted.stderr).into_owned() + &String::from_utf8_lossy(&submitted.stdout);
+    assert!(submitted.status.success(), "{said}");
+    let id = said
+        .split("Job '")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_else(|| panic!("no job id in {said}"))
+        .to_owned();
+    // krayne sees the job Ray's CLI submitted.
+    let listed = krayne
+        .run(&in_team(&["jobs", "list", "ray-cli"]))
+        .await
+        .code(0)
+        .stdout();
+    assert!(listed.contains(&id), "{listed}");
+    krayne.run(&["tun-close", "ray-cli", "-n", "ml-team"]).await.code(0);
+    // Every ask is audited (the tunnel's and ray-credentials'), without
+    // the token.
+    let rows = env
+        .audit_rows_eventually("action=cluster.credentials&cluster=ray-cli", 2)
+        .await;
+    assert!(
+        rows.iter()
+            .all(|r| r["outcome"] != "failed" && !r.to_string().contains(&token)),
+        "{rows:?}"
+    );
+}

@@ -104,7 +104,23 @@ async fn krayne_commands_and_options_work_as_krayne_users_type_them() {
     assert_eq!(dashboard["remote_port"], 8265);
     let url = dashboard["local_url"].as_str().unwrap();
     assert!(url.ends_with(&format!(":{}", dashboard["local_port"])), "{dashboard}");
+    // Ray's token auth: refused bare, answered with the token the
+    // credentials call gives.
     let version = reqwest::get(format!("{url}/api/version")).await.unwrap();
+    assert_eq!(version.status(), 401);
+    let credentials = k
+        .run(&["ray-credentials", "habits", "-n", "ml-team", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(credentials["mode"], "token");
+    let token = credentials["token"].as_str().unwrap();
+    krayne_tests::register_secret(token);
+    let version = reqwest::Client::new()
+        .get(format!("{url}/api/version"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(version.status(), 200);
     let again = k
         .run(&["tun-open", "habits", "-n", "ml-team", "-o", "json"])

@@ -19,6 +19,7 @@ pub(crate) async fn crash_looping(env: &Env, k: &Krayne, name: &str) {
         .await
         .json();
     manifest["metadata"]["annotations"] = json!({"sandbox.krayne.dev/fault": "crash-loop"});
+    let manifest = krayne_tests::made_elsewhere(manifest);
     let created = reqwest::Client::new()
         .post(format!(
             "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters",

@@ -56,11 +56,16 @@ async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
     let refused = client.open_tunnel("ml-team", "sdk-tun", "nope").await.unwrap_err();
     assert_eq!(refused.code(), krayne_client::Code::NotFound, "{refused}");
 
+    // The dashboard requires Ray's token: the SDK asks for it (audited).
+    let credentials = client.ray_credentials("ml-team", "sdk-tun").await.unwrap();
+    assert_eq!(credentials.mode, "token");
+    krayne_tests::register_secret(&credentials.token);
+    let bearer = format!("Authorization: Bearer {}\r\n", credentials.token);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let forwarder = client.forward("ml-team", "sdk-tun", "dashboard", listener);
     let addr = forwarder.local_addr().unwrap();
     let mut http = tokio::net::TcpStream::connect(addr).await.unwrap();
-    http.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    http.write_all(format!("GET /api/version HTTP/1.1\r\nHost: x\r\n{bearer}Connection: close\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let mut answer = String::new();
@@ -77,7 +82,7 @@ async fn the_sdk_lists_services_and_opens_tunnels_and_forwarders() {
     let counts = forwarder.counts();
     let before = counts.to_client.load(Relaxed);
     let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
-    kept.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n")
+    kept.write_all(format!("GET /api/version HTTP/1.1\r\nHost: x\r\n{bearer}\r\n").as_bytes())
         .await
         .unwrap();
     assert!(read_some(&mut kept).await.starts_with("HTTP/1.1 200"));
@@ -131,18 +136,37 @@ async fn krayne_tunnel_opens_local_ports_that_curl_reaches() {
     assert!(table.contains(&format!("http://127.0.0.1:{port}")), "{table}");
     assert!(table.contains("Remote Port") && table.contains("8265"), "{table}");
 
-    let curl = tokio::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "10",
-            &format!("http://127.0.0.1:{port}/api/version"),
-        ])
-        .output()
-        .await
-        .expect("curl runs");
-    let body = String::from_utf8_lossy(&curl.stdout);
-    assert!(curl.status.success() && body.contains("ray_version"), "{body}");
+    // Ray requires its token; a raw tunnel carries what the caller sends.
+    let curl = |headers: Vec<String>| {
+        let url = format!("http://127.0.0.1:{port}/api/version");
+        async move {
+            let mut args = vec![
+                "-sS".to_owned(),
+                "--max-time".into(),
+                "10".into(),
+                "-w".into(),
+                "\n%{http_code}".into(),
+            ];
+            for h in headers {
+                args.extend(["-H".to_owned(), h]);
+            }
+            args.push(url);
+            let out = tokio::process::Command::new("curl")
+                .args(&args)
+                .output()
+                .await
+                .expect("curl runs");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let refused = curl(Vec::new()).await;
+    assert!(
+        refused.ends_with("401") && refused.contains("Missing authentication token"),
+        "{refused}"
+    );
+    let token = ray_token(&krayne, "cli-tun").await;
+    let body = curl(vec![format!("Authorization: Bearer {token}")]).await;
+    assert!(body.ends_with("200") && body.contains("ray_version"), "{body}");
 
     // Ctrl-C closes the tunnels and exits 0.
     let pid = child.id().unwrap().to_string();
@@ -158,6 +182,28 @@ async fn krayne_tunnel_opens_local_ports_that_curl_reaches() {
     let mut stderr = String::new();
     child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
     assert!(stderr.contains("Tunnels closed."), "{stderr}");
+    assert!(
+        stderr.contains("export RAY_AUTH_MODE=token") && stderr.contains(&format!("export RAY_AUTH_TOKEN={token}")),
+        "the tunnel says how Ray's clients get the token: {stderr}"
+    );
+}
+
+/// The token `krayne ray-credentials` prints for `cluster` (as shell
+/// exports), registered as a secret no log may hold.
+pub(crate) async fn ray_token(krayne: &Krayne, cluster: &str) -> String {
+    let printed = krayne
+        .run(&["ray-credentials", cluster, "-n", "ml-team"])
+        .await
+        .code(0)
+        .stdout();
+    assert!(printed.starts_with("export RAY_AUTH_MODE=token\n"), "{printed}");
+    let token = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("export RAY_AUTH_TOKEN="))
+        .unwrap_or_else(|| panic!("no token in {printed}"))
+        .to_owned();
+    krayne_tests::register_secret(&token);
+    token
 }
 
 #[tokio::test]
@@ -293,10 +339,11 @@ async fn background_tunnels_are_listed_and_closed() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no local URL in {opened}"));
+    let token = ray_token(&krayne, "bg-tun").await;
     let mut http = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    http.write_all(b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
+    let request =
+        format!("GET /api/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    http.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     http.read_to_string(&mut answer).await.unwrap();
     assert!(answer.contains("ray_version"), "{answer}");

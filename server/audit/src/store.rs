@@ -459,19 +459,37 @@ impl Store {
     }
 
     /// Deletes rows that arrived before `cutoff`; returns how many.
-    pub async fn prune(&self, cutoff: &str) -> Result<u64, sqlx::Error> {
+    pub async fn prune(&self, cutoff: &str, batch: u32) -> Result<u64, sqlx::Error> {
         let cutoff = stamp(cutoff);
-        match self {
-            Self::Postgres(p) => sqlx::query("DELETE FROM audit_events WHERE occurred_at < $1::timestamptz")
-                .bind(cutoff)
+        let mut deleted = 0;
+        // Oldest first, `batch` rows a statement: each statement is short
+        // (well within the statement timeout, locks held briefly), and an
+        // interrupted prune keeps what it did.
+        loop {
+            let n = match self {
+                Self::Postgres(p) => sqlx::query(
+                    "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
+                     WHERE occurred_at < $1::timestamptz ORDER BY occurred_at LIMIT $2)",
+                )
+                .bind(&cutoff)
+                .bind(i64::from(batch))
                 .execute(p)
                 .await
                 .map(|r| r.rows_affected()),
-            Self::Sqlite(p) => sqlx::query("DELETE FROM audit_events WHERE occurred_at < $1")
-                .bind(cutoff)
+                Self::Sqlite(p) => sqlx::query(
+                    "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
+                     WHERE occurred_at < $1 ORDER BY occurred_at LIMIT $2)",
+                )
+                .bind(&cutoff)
+                .bind(i64::from(batch))
                 .execute(p)
                 .await
                 .map(|r| r.rows_affected()),
+            }?;
+            deleted += n;
+            if n < u64::from(batch) {
+                return Ok(deleted);
+            }
         }
     }
 
@@ -527,7 +545,10 @@ where
         sep.push_bind_unseparated(all[i].clone());
         sep.push_unseparated(casts[i]);
     }
+    // A row's outcome is final once it is neither pending nor unknown
+    // (migration 0007 enforces it for every role).
     qb.push(" WHERE id = ").push_bind(all[0].clone()).push(casts[0]);
+    qb.push(" AND outcome IN ('pending', 'unknown')");
     qb.build().execute(pool).await.map(|_| ())
 }
 

@@ -120,11 +120,16 @@ impl Round {
                 Err(e) => problems.push(format!("audit database: {e}")),
             }
         }
+        // 1 while the schema is older than this binary needs (the alert
+        // KrayneAuditSchemaBehind); unknown while the database is away.
         match missing {
-            Ok(missing) if missing.is_empty() => {}
-            Ok(missing) => problems.push(format!(
-                "the audit database lacks migrations {missing:?} this server needs: run `krayne-server migrate`"
-            )),
+            Ok(missing) if missing.is_empty() => metrics::gauge!("krayne_audit_schema_behind").set(0.0),
+            Ok(missing) => {
+                metrics::gauge!("krayne_audit_schema_behind").set(1.0);
+                problems.push(format!(
+                    "the audit database lacks migrations {missing:?} this server needs: run `krayne-server migrate`"
+                ));
+            }
             Err(e) => problems.push(format!("audit database: {e}")),
         }
         let beat = self.store.heartbeat(&self.replica).await;

@@ -25,7 +25,7 @@ use futures::{StreamExt as _, TryStreamExt as _, stream::BoxStream};
 use http::{HeaderValue, Method, Request, header};
 use kube::core::{
     WatchEvent,
-    params::{DeleteParams, GetParams, ListParams, PostParams, WatchParams},
+    params::{DeleteParams, GetParams, ListParams, Patch, PatchParams, PostParams, WatchParams},
     request::Request as KubeRequest,
 };
 use serde::{Deserialize, de::DeserializeOwned};
@@ -77,6 +77,19 @@ fn rayclusters(namespace: Option<&str>) -> KubeRequest {
     })
 }
 
+/// The field manager of what krayne applies.
+const FIELD_MANAGER: &str = "krayne";
+
+/// Where a companion kind lives in `namespace`.
+fn companions(kind: domain::Companion, namespace: &str) -> KubeRequest {
+    match kind {
+        domain::Companion::NetworkPolicy => KubeRequest::new(format!(
+            "/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
+        )),
+        domain::Companion::Secret => core(namespace, "secrets"),
+    }
+}
+
 fn core(namespace: &str, plural: &str) -> KubeRequest {
     KubeRequest::new(format!("/api/v1/namespaces/{namespace}/{plural}"))
 }
@@ -97,14 +110,17 @@ pub fn client_for_url(url: &str) -> Result<Client, String> {
 
 /// Kubernetes behind the watch cache, or read-through when `cache` is
 /// `None`.
-pub fn cluster_store(api: KubeClusterStore, cache: Option<&CacheOptions>) -> Arc<dyn ClusterStore> {
-    match cache {
-        Some(options) => Arc::new(CachedClusterStore::start(api, options)),
+///
+/// # Errors
+/// When the cache's namespaces file cannot be read.
+pub fn cluster_store(api: KubeClusterStore, cache: Option<&CacheOptions>) -> Result<Arc<dyn ClusterStore>, String> {
+    Ok(match cache {
+        Some(options) => Arc::new(CachedClusterStore::start(api, options)?),
         None => {
             tracing::info!("watch cache off: every read goes to Kubernetes");
             Arc::new(api)
         }
-    }
+    })
 }
 
 /// Connects with `kubeconfig` (and `context`), or in-cluster configuration
@@ -342,13 +358,40 @@ impl ClusterStore for KubeClusterStore {
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
-    async fn create_network_policy(&self, namespace: &str, policy: &Value, request_id: &str) -> Result<(), Error> {
-        let body = serde_json::to_vec(policy).map_err(|e| Error::Internal(e.to_string()))?;
-        let request = KubeRequest::new(format!(
-            "/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies"
-        ))
-        .create(&PostParams::default(), body);
+    async fn apply_companion(
+        &self,
+        kind: domain::Companion,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let request = companions(kind, namespace).patch(name, &params, &Patch::Apply(object));
         self.call::<Value>(request, request_id).await.map(|_| ())
+    }
+
+    async fn get_network_policy(&self, namespace: &str, name: &str, request_id: &str) -> Result<Option<Value>, Error> {
+        let request = companions(domain::Companion::NetworkPolicy, namespace).get(name, &GetParams::default());
+        match self.call::<Value>(request, request_id).await {
+            Ok(policy) => Ok(Some(policy)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete_companion(
+        &self,
+        kind: domain::Companion,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        let request = companions(kind, namespace).delete(name, &DeleteParams::background());
+        match self.call::<Value>(request, request_id).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     async fn create_event(&self, namespace: &str, event: &Value, request_id: &str) -> Result<(), Error> {

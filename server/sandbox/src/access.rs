@@ -63,10 +63,29 @@ impl RequestRecord {
     /// on the subresource, as the API server's request-info resolver makes
     /// it; Kubernetes 1.35+ checks `create` as well (the
     /// `AuthorizePodWebsocketUpgradeCreatePermission` gate, on by default),
-    /// so both are required here, the stricter of the two.
+    /// so both are required here, the stricter of the two. A server-side
+    /// apply that creates its object needs `create` besides `patch`, as the
+    /// API server's patch handler checks.
     pub fn accesses(&self) -> Vec<Access> {
         let primary = self.access();
         let mut all = vec![primary.clone()];
+        if self.creates
+            && let Access::Resource {
+                group,
+                resource,
+                subresource: None,
+                namespace,
+                ..
+            } = primary.clone()
+        {
+            all.push(Access::Resource {
+                group,
+                resource,
+                subresource: None,
+                verb: "create".to_owned(),
+                namespace,
+            });
+        }
         if let Access::Resource {
             subresource: Some(sub),
             verb,
@@ -158,6 +177,7 @@ mod tests {
             method: method.into(),
             uri: uri.into(),
             request_id: None,
+            creates: false,
         }
         .access()
     }
@@ -252,6 +272,7 @@ mod tests {
             method: method.into(),
             uri: "/api/v1/namespaces/ml/pods/head-0/portforward?ports=22".into(),
             request_id: None,
+            creates: false,
         };
         let verbs = |method: &str| -> Vec<String> {
             record(method)

@@ -36,6 +36,9 @@ pub struct RequestRecord {
     pub uri: String,
     /// `x-request-id` header, when sent.
     pub request_id: Option<String>,
+    /// A server-side apply of an object not there yet: the API server then
+    /// also authorizes `create`.
+    pub creates: bool,
 }
 
 /// Shared state of the API handlers.
@@ -136,7 +139,15 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
             .get("x-request-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        creates: false,
     };
+    let applies = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/apply-patch"));
+    let mut entry = entry;
+    entry.creates = applies && entry.method == "PATCH" && !exists(&s.store, &entry);
     let accesses = entry.accesses();
     s.requests.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     let latency = *s.latency.borrow();
@@ -192,6 +203,24 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
         }
     }
     next.run(req).await
+}
+
+/// Whether the object a named request addresses is there.
+fn exists(store: &Store, entry: &RequestRecord) -> bool {
+    let crate::Access::Resource {
+        group,
+        resource,
+        namespace,
+        subresource: None,
+        ..
+    } = entry.access()
+    else {
+        return true;
+    };
+    let path = entry.uri.split('?').next().unwrap_or("");
+    let name = path.rsplit('/').next().unwrap_or("");
+    Resource::from_plural(&group, &resource)
+        .is_none_or(|r| store.get(r, namespace.as_deref().unwrap_or(""), name).is_ok())
 }
 
 /// What a request addresses.
@@ -385,15 +414,21 @@ fn handle(
                 // the sandbox has, a merge patch does the same.
                 "application/strategic-merge-patch+json" if r != Resource::RayCluster => merge(parse_json(body)?),
                 // Server-side apply for what needs it: Leases (leader
-                // election). JSON is YAML: kube sends its applies as JSON.
-                "application/apply-patch+yaml" if r == Resource::Lease => Patch::Apply {
-                    patch: serde_saphyr::from_slice(body)
-                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
-                    manager: manager.ok_or_else(|| {
-                        ApiError::bad_request("PATCH with apply requires a fieldManager query parameter")
-                    })?,
-                    force: q.get("force").is_some_and(|f| f == "true"),
-                },
+                // election), the NetworkPolicies and Secrets krayne keeps
+                // beside clusters. JSON is YAML: kube sends its applies as
+                // JSON.
+                "application/apply-patch+yaml"
+                    if matches!(r, Resource::Lease | Resource::NetworkPolicy | Resource::Secret) =>
+                {
+                    Patch::Apply {
+                        patch: serde_saphyr::from_slice(body)
+                            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+                        manager: manager.ok_or_else(|| {
+                            ApiError::bad_request("PATCH with apply requires a fieldManager query parameter")
+                        })?,
+                        force: q.get("force").is_some_and(|f| f == "true"),
+                    }
+                }
                 "application/json-patch+json" => Patch::Json(
                     serde_json::from_slice(body)
                         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?,

@@ -284,6 +284,7 @@ impl Operator {
             spec = json!({"containers": []});
         }
         spec["restartPolicy"] = json!("Always");
+        add_ray_auth_env(rc, &mut spec);
         let pod = json!({
             "metadata": {"name": name, "labels": labels, "annotations": annotations,
                          "ownerReferences": Self::owner_reference(rc)},
@@ -374,6 +375,20 @@ impl Operator {
 
     fn start(&mut self, pod: &Value) {
         let (ns, name) = (meta_str(pod, "namespace").to_owned(), meta_str(pod, "name").to_owned());
+        if let Some(message) = self.missing_secret(pod) {
+            // As the kubelet: the container waits for its Secret.
+            let m = message.clone();
+            self.store.update(Resource::Pod, &ns, &name, |p| {
+                p["status"]["containerStatuses"] = container_statuses(
+                    p,
+                    |_| json!({"waiting": {"reason": "CreateContainerConfigError", "message": m}}),
+                    false,
+                );
+            });
+            self.event(pod, "Warning", "Failed", &format!("Error: {message}"), "kubelet");
+            self.later(pod, Step::Start, self.opts.backoff_delay);
+            return;
+        }
         let image = pod["spec"]["containers"][0]["image"].as_str().unwrap_or("").to_owned();
         if self.opts.bad_image_patterns.iter().any(|p| image.contains(p.as_str())) {
             let message = format!("failed to pull and unpack image \"{image}\": not found");
@@ -501,6 +516,62 @@ impl Operator {
         {
             self.events.insert(key, name);
         }
+    }
+}
+
+/// As KubeRay does for `spec.authOptions.mode: token`: every container
+/// of the cluster gets `RAY_AUTH_MODE=token` and `RAY_AUTH_TOKEN` from the
+/// Secret (`secretName`, key `auth_token`).
+fn add_ray_auth_env(rc: &Value, spec: &mut Value) {
+    let options = &rc["spec"]["authOptions"];
+    if options["mode"] != "token" {
+        return;
+    }
+    let secret = options["secretName"]
+        .as_str()
+        .unwrap_or(meta_str(rc, "name"))
+        .to_owned();
+    let Some(containers) = spec["containers"].as_array_mut() else {
+        return;
+    };
+    for c in containers {
+        let env = c["env"].as_array().cloned().unwrap_or_default();
+        let mut env: Vec<Value> = env
+            .into_iter()
+            .filter(|e| e["name"] != "RAY_AUTH_MODE" && e["name"] != "RAY_AUTH_TOKEN")
+            .collect();
+        env.push(json!({"name": "RAY_AUTH_MODE", "value": "token"}));
+        env.push(json!({"name": "RAY_AUTH_TOKEN",
+                        "valueFrom": {"secretKeyRef": {"name": secret, "key": "auth_token"}}}));
+        c["env"] = json!(env);
+    }
+}
+
+impl Operator {
+    /// What keeps `pod`'s containers from starting: a Secret (or key) its
+    /// environment names that is not there, as the kubelet says it.
+    fn missing_secret(&self, pod: &Value) -> Option<String> {
+        let ns = meta_str(pod, "namespace");
+        let refs = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["env"].as_array().into_iter().flatten())
+            .filter_map(|e| e["valueFrom"]["secretKeyRef"].as_object());
+        for r in refs {
+            let (name, key) = (
+                r.get("name").and_then(Value::as_str).unwrap_or(""),
+                r.get("key").and_then(Value::as_str).unwrap_or(""),
+            );
+            match self.store.get(Resource::Secret, ns, name) {
+                Err(_) => return Some(format!("secret \"{name}\" not found")),
+                Ok(s) if s["data"][key].is_null() => {
+                    return Some(format!("couldn't find key {key} in Secret {ns}/{name}"));
+                }
+                Ok(_) => {}
+            }
+        }
+        None
     }
 }
 

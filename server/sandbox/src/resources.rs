@@ -21,11 +21,14 @@ pub enum Resource {
     /// `coordination.k8s.io/v1` leases: leader election, with
     /// server-side apply's field ownership (what lease managers rely on).
     Lease,
+    /// `core/v1` secrets: Ray token Secrets the simulated KubeRay hands
+    /// its pods.
+    Secret,
 }
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Namespace,
         Self::Pod,
         Self::Service,
@@ -34,6 +37,7 @@ impl Resource {
         Self::RayCluster,
         Self::NetworkPolicy,
         Self::Lease,
+        Self::Secret,
     ];
 
     /// API group; empty for core.
@@ -42,7 +46,7 @@ impl Resource {
             Self::RayCluster => "ray.io",
             Self::NetworkPolicy => "networking.k8s.io",
             Self::Lease => "coordination.k8s.io",
-            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount => "",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "",
         }
     }
 
@@ -52,7 +56,7 @@ impl Resource {
             Self::RayCluster => "ray.io/v1",
             Self::NetworkPolicy => "networking.k8s.io/v1",
             Self::Lease => "coordination.k8s.io/v1",
-            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount => "v1",
+            Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "v1",
         }
     }
 
@@ -67,6 +71,7 @@ impl Resource {
             Self::RayCluster => "rayclusters",
             Self::NetworkPolicy => "networkpolicies",
             Self::Lease => "leases",
+            Self::Secret => "secrets",
         }
     }
 
@@ -81,6 +86,7 @@ impl Resource {
             Self::RayCluster => "RayCluster",
             Self::NetworkPolicy => "NetworkPolicy",
             Self::Lease => "Lease",
+            Self::Secret => "Secret",
         }
     }
 
@@ -94,7 +100,7 @@ impl Resource {
             Self::ServiceAccount => &["sa"],
             Self::RayCluster => &[],
             Self::NetworkPolicy => &["netpol"],
-            Self::Lease => &[],
+            Self::Lease | Self::Secret => &[],
         }
     }
 

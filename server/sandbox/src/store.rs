@@ -295,6 +295,17 @@ impl Store {
         patch: &Patch,
         status_only: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        // Server-side apply creates what is not there yet.
+        if let Patch::Apply { patch, manager, .. } = patch
+            && !status_only
+            && self.get(r, ns, name).is_err_and(|e| e.code == 404)
+        {
+            let mut object = json!({});
+            json_patch::merge(&mut object, patch);
+            object["metadata"]["name"] = json!(name);
+            super::field_managers::record(&json!({}), &mut object, patch, manager, "Apply");
+            return self.create(r, ns, object, WriteOpts::default());
+        }
         self.write(r, ns, name, status_only, |current| {
             let mut doc = current.clone();
             match patch {

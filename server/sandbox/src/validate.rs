@@ -104,7 +104,8 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             | Resource::Event
             | Resource::ServiceAccount
             | Resource::NetworkPolicy
-            | Resource::Lease => check_dns1123_subdomain(name),
+            | Resource::Lease
+            | Resource::Secret => check_dns1123_subdomain(name),
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));
@@ -118,6 +119,12 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
         }
         if object["spec"]["podSelector"].is_null() {
             causes.push(("spec.podSelector".into(), "Required value".into()));
+        }
+    }
+    if r == Resource::Secret {
+        // kube-apiserver's type: `data` values are base64.
+        if let Err(e) = serde_json::from_value::<k8s_openapi::api::core::v1::Secret>(object.clone()) {
+            causes.push(("data".into(), format!("Invalid value: {e}")));
         }
     }
     if r == Resource::RayCluster {

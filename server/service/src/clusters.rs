@@ -90,9 +90,19 @@ impl ControlPlane {
             .teams_for(&namespace)
             .into_iter()
             .find(|t| check_dns1123_label(t).is_ok());
+        // A fresh nonce per cluster: one re-created under the same name
+        // gets a new Ray token.
+        let nonce = self.settings.ray_auth.is_some().then(|| {
+            if input.dry_run {
+                manifest::DRY_RUN_NONCE.to_owned()
+            } else {
+                uuid::Uuid::new_v4().simple().to_string()
+            }
+        });
         let who = Provenance {
             created_by: Some(&cx.principal.subject),
             team: team.as_deref(),
+            ray_auth_nonce: nonce.as_deref(),
         };
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let rid = cx.meta.request_id.as_str();
@@ -117,7 +127,18 @@ impl ControlPlane {
                 &spec.name,
                 summary,
                 || async {
-                    let created = self.store.create(&rendered, false, rid).await?;
+                    if let Some(nonce) = &nonce {
+                        self.stage_ray_token(&namespace, &spec.name, nonce, rid).await?;
+                    }
+                    let created = match self.store.create(&rendered, false, rid).await {
+                        Ok(created) => created,
+                        Err(e) => {
+                            if let Some(nonce) = &nonce {
+                                self.unstage_ray_token(&namespace, &spec.name, nonce, rid).await;
+                            }
+                            return Err(e);
+                        }
+                    };
                     self.protect(&created, rid).await?;
                     Ok(created)
                 },
@@ -131,26 +152,23 @@ impl ControlPlane {
         })
     }
 
-    /// Puts the cluster's NetworkPolicy beside it (when the server makes
-    /// them). Fail closed: a cluster whose policy cannot be made would run
-    /// open to every pod, so it is deleted again and the create fails.
+    /// Puts the cluster's companions beside it: its Ray token's Secret,
+    /// now owned by it, and its NetworkPolicy (when the server makes them).
+    /// Fail closed: a cluster whose policy cannot be made would run open
+    /// to every pod, so it is deleted again and the create fails.
     async fn protect(&self, created: &ObservedCluster, rid: &str) -> Result<(), Error> {
-        let Some(peers) = &self.settings.network_policy else {
+        let Err(why) = self.keep_companions(created, false, rid).await else {
             return Ok(());
         };
         let (namespace, name) = (created.metadata.namespace.as_str(), created.metadata.name.as_str());
-        let policy = manifest::network_policy(created, peers);
-        let Err(why) = self.store.create_network_policy(namespace, &policy, rid).await else {
-            return Ok(());
-        };
-        tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %why, "a cluster's NetworkPolicy could not be created; deleting the cluster");
+        tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %why, "a cluster's NetworkPolicy or Ray token could not be applied; deleting the cluster");
         metrics::counter!("krayne_network_policy_failures_total").increment(1);
         if let Err(e) = self.store.delete(namespace, name, None, rid).await {
             tracing::error!(request_id = %rid, %namespace, cluster = %name, error = %e, "the unprotected cluster could not be deleted");
         }
         Err(Error::Unavailable(format!(
-            "cluster {name} was not kept: its NetworkPolicy could not be created ({why}), and without it every pod \
-             could reach its head; try again shortly"
+            "cluster {name} was not kept: its NetworkPolicy or Ray token could not be applied ({why}), and without \
+             them other pods could reach its head; try again shortly"
         )))
     }
 

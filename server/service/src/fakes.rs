@@ -21,9 +21,9 @@ use futures::{StreamExt as _, stream::BoxStream};
 use serde_json::{Value, json};
 
 use crate::domain::{
-    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster,
-    ObservedEvent, ObservedPod, Preconditions, RenderedCluster, ResourceKind, ServiceStream, ServiceTarget,
-    ServiceUpstream,
+    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterPatch, ClusterStore, Companion, Error,
+    ObservedCluster, ObservedEvent, ObservedPod, Preconditions, RenderedCluster, ResourceKind, ServiceStream,
+    ServiceTarget, ServiceUpstream,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -38,7 +38,8 @@ struct Stored {
     namespaces: Vec<String>,
     clusters: BTreeMap<(String, String), Value>,
     pods: BTreeMap<(String, String), Vec<Value>>,
-    policies: Vec<Value>,
+    /// Companions as applied, by kind, namespace and name.
+    companions: BTreeMap<(&'static str, String, String), Value>,
     /// Events created (the lifecycle reaper's).
     created_events: Vec<Value>,
     version: u64,
@@ -133,9 +134,20 @@ impl MemoryStore {
         self.state.lock().unwrap().created_events.clone()
     }
 
-    /// The NetworkPolicies created.
+    /// The NetworkPolicies applied (the last of each).
     pub fn policies(&self) -> Vec<Value> {
-        self.state.lock().unwrap().policies.clone()
+        self.companions(Companion::NetworkPolicy)
+    }
+
+    /// The companions of `kind` as last applied.
+    pub fn companions(&self, kind: Companion) -> Vec<Value> {
+        let state = self.state.lock().unwrap();
+        state
+            .companions
+            .iter()
+            .filter(|((k, _, _), _)| *k == kind.kind())
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     fn observed(object: &Value) -> Result<ObservedCluster, Error> {
@@ -282,9 +294,31 @@ impl ClusterStore for MemoryStore {
         Ok(())
     }
 
-    async fn create_network_policy(&self, _: &str, policy: &Value, _: &str) -> Result<(), Error> {
+    async fn apply_companion(
+        &self,
+        kind: Companion,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+        _: &str,
+    ) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap();
-        state.policies.push(policy.clone());
+        let key = (kind.kind(), namespace.to_owned(), name.to_owned());
+        state.companions.insert(key, object.clone());
+        state.writes += 1;
+        Ok(())
+    }
+
+    async fn get_network_policy(&self, namespace: &str, name: &str, _: &str) -> Result<Option<Value>, Error> {
+        let state = self.state.lock().unwrap();
+        let key = (Companion::NetworkPolicy.kind(), namespace.to_owned(), name.to_owned());
+        Ok(state.companions.get(&key).cloned())
+    }
+
+    async fn delete_companion(&self, kind: Companion, namespace: &str, name: &str, _: &str) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap();
+        let key = (kind.kind(), namespace.to_owned(), name.to_owned());
+        state.companions.remove(&key);
         state.writes += 1;
         Ok(())
     }

@@ -457,11 +457,18 @@ impl ControlPlane {
                 "cluster '{name}' has no dashboard, which serves Ray's Jobs API: create it with the dashboard on"
             ))
         })?;
-        let (_, head) = self.head_of(cx, namespace, name).await?;
+        let (_, head, ray_token) = self.head_of(cx, namespace, name).await?;
         let head = head.ok_or_else(|| {
             Error::FailedPrecondition(format!("cluster '{name}' is not ready (status: no serving head pod)"))
         })?;
-        Ok(Reachable::new(namespace, name, dashboard, head, TunnelVia::JobsApi))
+        Ok(Reachable::new(
+            namespace,
+            name,
+            dashboard,
+            head,
+            TunnelVia::JobsApi,
+            ray_token,
+        ))
     }
 
     /// [`Self::ray_head`] for a mutation of job `id`, refusals audited.

@@ -10,6 +10,7 @@ mod audit_log;
 mod audit_trail;
 pub mod auth;
 mod clusters;
+mod companions;
 mod connection;
 mod denials;
 #[cfg(feature = "test-util")]
@@ -22,6 +23,7 @@ mod lifecycle;
 mod pod_logs;
 mod quotas;
 mod ray;
+mod ray_credentials;
 mod ray_logs;
 mod reaper;
 mod sessions;
@@ -36,12 +38,14 @@ use std::{sync::Arc, time::Duration};
 
 pub use admission::RateLimit;
 pub use clusters::{CreateInput, Created};
+pub use companions::KeptClusters;
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
 pub use jobs::{LogStream, PackageBody, Stopped, Submitted, Uploaded};
 pub use keep::KeepInput;
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
+pub use ray_credentials::RayCredentials;
 pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped, ReaperLimits};
 pub use sessions::{SessionSettings, SignInLink, SignedIn};
 pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
@@ -121,6 +125,13 @@ pub struct ServiceSettings {
     pub login: Option<domain::LoginSettings>,
     /// What bounds the lifecycle reaper's actions.
     pub reaper: ReaperLimits,
+    /// The key clusters' Ray tokens are derived with; with it, clusters
+    /// krayne creates require Ray's token authentication
+    /// (`manifest.ray_token_auth`), and krayne sends theirs to them.
+    pub ray_auth: Option<domain::ray_auth::RayAuthKey>,
+    /// How often the companion keeper goes over every cluster (its
+    /// NetworkPolicy and Ray token Secret).
+    pub companions_every: Duration,
 }
 
 impl Default for ServiceSettings {
@@ -149,6 +160,8 @@ impl Default for ServiceSettings {
             head_answer_budget: 16 * 1024 * 1024,
             login: None,
             reaper: ReaperLimits::default(),
+            ray_auth: None,
+            companions_every: Duration::from_secs(600),
         }
     }
 }
@@ -198,7 +211,9 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// A service over `store`, auditing to `audit`.
-    pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, settings: ServiceSettings) -> Self {
+    pub fn new(store: Arc<dyn ClusterStore>, audit: Arc<dyn AuditSink>, mut settings: ServiceSettings) -> Self {
+        // Clusters require a token exactly when krayne can derive theirs.
+        settings.manifest.ray_token_auth = settings.ray_auth.is_some();
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));
         let denials = Arc::new(denials::Denials::new(settings.denials));
         let head_answers = Arc::new(ray::HeadBudget::new(
@@ -320,6 +335,10 @@ impl ControlPlane {
     pub fn client_settings(&self) -> domain::ClientSettings {
         domain::ClientSettings {
             login: self.settings.login.clone(),
+            clusters: domain::ClusterDefaults {
+                ray_image: self.settings.manifest.default_image.clone(),
+                ray_token_auth: self.settings.ray_auth.is_some(),
+            },
         }
     }
 

@@ -29,6 +29,7 @@ use crate::{
     domain::{
         Action, AuditSink, ClusterRef, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
         audit::{AuditAction, AuditEntry, Outcome},
+        ray_auth::RayToken,
     },
     manifest::{self, DeclaredService},
 };
@@ -262,6 +263,9 @@ pub struct Reachable {
     service: DeclaredService,
     head: Arc<ObservedPod>,
     via: TunnelVia,
+    /// The cluster's Ray token, sent to its dashboard (never to its other
+    /// services).
+    ray_token: Option<RayToken>,
 }
 
 impl Reachable {
@@ -272,6 +276,7 @@ impl Reachable {
         service: DeclaredService,
         head: Arc<ObservedPod>,
         via: TunnelVia,
+        ray_token: Option<RayToken>,
     ) -> Self {
         Self {
             namespace: namespace.to_owned(),
@@ -279,7 +284,17 @@ impl Reachable {
             service,
             head,
             via,
+            ray_token,
         }
+    }
+
+    /// What krayne sends in [`RAY_AUTH_HEADER`] to the service: the
+    /// cluster's token, to its dashboard only.
+    pub fn ray_authorization(&self) -> Option<String> {
+        self.ray_token
+            .as_ref()
+            .filter(|_| self.service.name == "dashboard")
+            .map(RayToken::bearer)
     }
 
     /// The head pod serving the service now (a replaced head has a new
@@ -313,7 +328,7 @@ impl ControlPlane {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
             .await?;
-        let (declared, head) = self.head_of(cx, namespace, name).await?;
+        let (declared, head, _) = self.head_of(cx, namespace, name).await?;
         let probes = declared.iter().map(|s| self.probe(head.as_deref(), namespace, s));
         let states = join_all(probes).await;
         Ok(declared
@@ -370,7 +385,7 @@ impl ControlPlane {
         self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
             .await?;
         let found = async {
-            let (declared, head) = self.head_of(cx, namespace, name).await?;
+            let (declared, head, ray_token) = self.head_of(cx, namespace, name).await?;
             let http_only = matches!(via, TunnelVia::Proxy | TunnelVia::Session);
             let wanted = find_service(&declared, service, http_only)?;
             let Some(head) = head else {
@@ -380,15 +395,16 @@ impl ControlPlane {
                     status.unwrap_or_else(|_| "unknown".into())
                 )));
             };
-            Ok((wanted, head))
+            Ok((wanted, head, ray_token))
         };
         match found.await {
-            Ok((service, head)) => Ok(Reachable {
+            Ok((service, head, ray_token)) => Ok(Reachable {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),
                 service,
                 head,
                 via,
+                ray_token,
             }),
             Err(e) => {
                 self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
@@ -408,6 +424,7 @@ impl ControlPlane {
             service: wanted,
             head,
             via,
+            ray_token: _,
         } = reachable;
         let (namespace, name) = (namespace.as_str(), name.as_str());
         let tunnels = &self.settings.tunnels;
@@ -508,7 +525,7 @@ impl ControlPlane {
         cx: &Context,
         namespace: &str,
         name: &str,
-    ) -> Result<(Vec<DeclaredService>, Option<Arc<ObservedPod>>), Error> {
+    ) -> Result<(Vec<DeclaredService>, Option<Arc<ObservedPod>>, Option<RayToken>), Error> {
         let rid = cx.meta.request_id.as_str();
         let cluster = self
             .store
@@ -519,7 +536,11 @@ impl ControlPlane {
         let views: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
         let head = manifest::serving_head(&views).map(|h| h.metadata.name.clone());
         let head = head.and_then(|n| pods.iter().find(|p| p.metadata.name == n).cloned());
-        Ok((manifest::declared_services(&cluster), head))
+        let ray_token = match self.ray_auth_of(&cluster) {
+            manifest::RayAuth::Token { token, .. } => Some(token),
+            manifest::RayAuth::Open | manifest::RayAuth::Unknown => None,
+        };
+        Ok((manifest::declared_services(&cluster), head, ray_token))
     }
 
     fn probe<'a>(

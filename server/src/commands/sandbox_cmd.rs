@@ -86,7 +86,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         k8s::cluster_store(
             k8s::KubeClusterStore::new(client),
             super::cache_options(&args.cache).as_ref(),
-        ),
+        )?,
         sink.clone(),
         auth,
     );
@@ -104,7 +104,11 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         pod_labels: [crate::sandbox::KRAYNE_POD_LABEL]
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .into(),
+        extra_ingress: Vec::new(),
     });
+    // As the chart does: clusters require Ray's token authentication, with
+    // a key this sandbox makes (or the one it is given).
+    parts.service.ray_auth = Some(sandbox_ray_auth_key()?);
     parts.upstream = Some(upstream);
     parts.service.version = super::version_info(&[
         ("sandbox", true),
@@ -199,4 +203,10 @@ fn remove_dead_runs_audit_files(dir: &std::path::Path) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// A Ray token key of this sandbox's own: random, as long as it runs.
+fn sandbox_ray_auth_key() -> Result<crate::domain::ray_auth::RayAuthKey, String> {
+    let key = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    crate::domain::ray_auth::RayAuthKey::new(key.as_bytes())
 }

@@ -59,7 +59,7 @@ async function main(): Promise<void> {
 
     await page.waitForFunction(() => document.getElementById("version")?.textContent !== "…");
     const version = await page.textContent("#version");
-    check(version === "2.43.0", `the dashboard's relative API call saw ${version}`);
+    check(version === "2.60.0", `the dashboard's relative API call saw ${version}`);
     ok("relative API call", `Ray ${version}`);
     await page.waitForFunction(() => document.getElementById("ws")?.textContent === "echo");
     ok("WebSocket", "echo");

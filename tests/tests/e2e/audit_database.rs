@@ -162,7 +162,7 @@ async fn a_schema_older_than_the_binary_is_reported_until_migrate_runs() {
     let ops = env.ops();
     let reported = problems(&ops).await;
     assert!(
-        reported.contains("lacks migrations [3, 4, 5, 6]") && reported.contains("krayne-server migrate"),
+        reported.contains("lacks migrations [3, 4, 5, 6, 7]") && reported.contains("krayne-server migrate"),
         "{reported}"
     );
     let alice = env.rest(&env.alice());
@@ -242,6 +242,16 @@ async fn the_serving_role_appends_to_the_log_but_cannot_erase_it() {
     ] {
         assert_eq!(sqlstate(&mut serving, erase).await, "42501", "{erase} must be refused");
     }
+    // Nor rewrite what a request's outcome was: a final row stays final.
+    assert_eq!(
+        sqlstate(
+            &mut serving,
+            "UPDATE audit_events SET outcome = 'failed', error = 'rewritten' WHERE cluster = 'appended'"
+        )
+        .await,
+        "23000",
+        "outcomes of finished rows are final"
+    );
     serving.close().await.unwrap();
     // The uses of clusters it records for the lifecycle reaper it may
     // write, read and forget.

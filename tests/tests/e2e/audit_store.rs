@@ -93,6 +93,14 @@ async fn contract(url: &str) {
         (Outcome::Succeeded, Some(201), Some(12))
     );
     assert!(done.completed_at.is_some());
+    // A finished row's outcome is final: a late or repeated finish does
+    // not rewrite it.
+    let mut rewrite = e.clone();
+    rewrite.outcome = Outcome::Failed;
+    rewrite.error = Some("rewritten".into());
+    store.finish(&rewrite).await.unwrap();
+    let kept = &sink.query(&AuditFilter::default(), 10, None).await.unwrap()[0];
+    assert_eq!((kept.outcome, kept.error.as_deref()), (Outcome::Succeeded, None));
 
     // record goes through the batching writer.
     for subject in ["bob", "carol", "dave"] {
@@ -211,18 +219,13 @@ async fn contract(url: &str) {
     assert!(by_id(&old.id).error.unwrap().contains("stopped before recording"));
     assert_eq!(by_id(&fresh.id).outcome, Outcome::Pending);
 
-    // Retention.
-    store
-        .insert(&[entry(
-            "cluster.create",
-            "ns-c",
-            "old",
-            Outcome::Succeeded,
-            100 * 24 * 60,
-        )])
-        .await
-        .unwrap();
-    assert_eq!(store.prune(&at(90 * 24 * 60)).await.unwrap(), 1);
+    // Retention, in batches: five old rows two at a time, all gone.
+    let old_rows: Vec<AuditEntry> = (0..5)
+        .map(|i| entry("cluster.create", "ns-c", "old", Outcome::Succeeded, 100 * 24 * 60 + i))
+        .collect();
+    store.insert(&old_rows).await.unwrap();
+    assert_eq!(store.prune(&at(90 * 24 * 60), 2).await.unwrap(), 5);
+    assert_eq!(store.prune(&at(90 * 24 * 60), 2).await.unwrap(), 0);
 }
 
 /// 1 000 rows paged newest first while more arrive: each exactly once.

@@ -153,6 +153,7 @@ async fn the_cache_survives_a_watch_disconnect_and_410_gone() {
         .expect(200)
         .body["manifest"]
         .clone();
+    let manifest = krayne_tests::made_elsewhere(manifest);
     let http = reqwest::Client::new();
 
     env.sandbox.disconnect_watches();
@@ -277,4 +278,79 @@ async fn with_the_cache_off_every_read_goes_to_kubernetes() {
     );
     alice.delete(&format!("{NS}/through")).await.expect(204);
     alice.get(&format!("{NS}/through")).await.problem(404, "not_found");
+}
+
+/// Issue 55, item 5: onboarding a team restarts nothing. The namespaces
+/// the cache covers come from a file (the chart's ConfigMap, outside the
+/// pods' checksum) read again while the server runs: a namespace added
+/// there is watched and served from the cache; one removed is forgotten.
+#[tokio::test]
+async fn a_namespace_added_to_the_file_is_cached_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("namespaces");
+    std::fs::write(&file, "ml-team\n").unwrap();
+    let env = Env::start_with(EnvOptions::with_args(&[
+        "--cache-namespaces-file",
+        file.to_str().unwrap(),
+    ]))
+    .await;
+    let ops = env.ops();
+    let metrics = || async { ops.get("/metrics").await.expect(200).text };
+    assert_eq!(
+        krayne_tests::metric(&metrics().await, "krayne_cache_namespaces", ""),
+        1.0
+    );
+    let olga = env.rest(&env.token("olga@example.com", &["other-team"]));
+    let from_cache = |text: &str| {
+        krayne_tests::metric(
+            text,
+            "krayne_cache_reads_total",
+            "kind=\"rayclusters\",source=\"cache\"",
+        )
+    };
+    let before = from_cache(&metrics().await);
+    olga.get("/v1/namespaces/other-team/clusters").await.expect(200);
+    assert_eq!(
+        from_cache(&metrics().await),
+        before,
+        "other-team is not covered yet: read from Kubernetes"
+    );
+
+    // The kubelet writes the ConfigMap's new contents; no pod restarts.
+    std::fs::write(&file, "ml-team\nother-team  # onboarded today\n").unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let before = from_cache(&metrics().await);
+        olga.get("/v1/namespaces/other-team/clusters").await.expect(200);
+        let text = metrics().await;
+        if krayne_tests::metric(&text, "krayne_cache_namespaces", "") == 2.0 && from_cache(&text) > before {
+            break;
+        }
+        let relevant: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("krayne_cache_namespaces") || l.starts_with("krayne_cache_reads_total"))
+            .collect();
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never covered: {relevant:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    olga.post("/v1/namespaces/other-team/clusters", &json!({"name": "onboarded"}))
+        .await
+        .expect(201);
+    olga.get("/v1/namespaces/other-team/clusters/onboarded")
+        .await
+        .expect(200);
+
+    // A file that names no namespace properly is not used: coverage stays.
+    std::fs::write(&file, "ml-team\nNot_A_Namespace\n").unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let text = metrics().await;
+    assert_eq!(
+        krayne_tests::metric(&text, "krayne_cache_namespaces", ""),
+        2.0,
+        "{text}"
+    );
+    assert!(krayne_tests::metric_total(&text, "krayne_cache_namespaces_file_errors_total") >= 1.0);
 }

@@ -1,6 +1,7 @@
 //! The Helm chart (`charts/krayne`) and the Dockerfile, checked without Helm
 //! or Docker: values against the schema, templates through their static
-//! parts, and the facts that tie them to the server.
+//! parts, and the facts that tie them to the server (`chart_helm.rs` has
+//! Helm's own engine render it).
 
 use std::collections::BTreeSet;
 
@@ -27,6 +28,14 @@ fn defaults() -> Value {
 fn all_features() -> Value {
     let mut values = defaults();
     coalesce(&mut values, &chart::yaml("ci/all-features-values.yaml"));
+    values
+}
+
+/// The production example of docs/operations.md (the Helm-engine check
+/// keeps the two equal).
+fn production() -> Value {
+    let mut values = defaults();
+    coalesce(&mut values, &chart::yaml("ci/production-values.yaml"));
     values
 }
 
@@ -58,6 +67,28 @@ fn server_env(subcommand: &str) -> BTreeSet<String> {
         .filter_map(|arg| arg.get_env())
         .map(|env| env.to_string_lossy().into_owned())
         .collect()
+}
+
+/// The `KRAYNE_*` variables of a nested subcommand such as `audit prune`:
+/// its own, its parents' and the global ones.
+fn server_env_of(path: &[&str]) -> BTreeSet<String> {
+    let cli = Cli::command();
+    let env_of = |command: &clap::Command| -> Vec<String> {
+        command
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .map(|env| env.to_string_lossy().into_owned())
+            .collect()
+    };
+    let mut variables: BTreeSet<String> = env_of(&cli).into_iter().collect();
+    let mut command = &cli;
+    for name in path {
+        command = command
+            .find_subcommand(name)
+            .unwrap_or_else(|| panic!("no subcommand {name}"));
+        variables.extend(env_of(command));
+    }
+    variables
 }
 
 /// Every `KRAYNE_*` word of a text.
@@ -103,6 +134,7 @@ fn by_default_the_ops_port_admits_only_prometheus() {
 #[test]
 fn default_and_all_features_values_pass_the_schema() {
     assert_eq!(schema_errors(&defaults()), Vec::<String>::new());
+    assert_eq!(schema_errors(&production()), Vec::<String>::new());
     let all = all_features();
     assert_eq!(schema_errors(&all), Vec::<String>::new());
     for switch in [
@@ -239,6 +271,30 @@ fn the_schema_rejects_bad_values() {
             json!({"prometheusRule": {"runbookBaseUrl": "docs/operations.md"}}),
             "/prometheusRule/runbookBaseUrl",
         ),
+        (
+            json!({"server": {"defaultRayImage": "Ray:latest"}}),
+            "/server/defaultRayImage",
+        ),
+        (
+            json!({"server": {"defaultRayImage": "rayproject/ray:2.60.0-py312@sha256:abc"}}),
+            "/server/defaultRayImage",
+        ),
+        (
+            json!({"server": {"clusterNetworkPolicy": {"extraIngress": [{"peers": []}]}}}),
+            "/server/clusterNetworkPolicy/extraIngress/0",
+        ),
+        (
+            json!({"server": {"rayAuth": {"enabled": "yes"}}}),
+            "/server/rayAuth/enabled",
+        ),
+        (
+            json!({"audit": {"retention": {"olderThan": "3 months"}}}),
+            "/audit/retention/olderThan",
+        ),
+        (
+            json!({"audit": {"retention": {"batchSize": 0}}}),
+            "/audit/retention/batchSize",
+        ),
     ];
     for (overlay, expected) in cases {
         let mut values = defaults();
@@ -351,6 +407,7 @@ fn templates_render_the_expected_kubernetes_objects() {
     let expected = [
         "apps/v1/Deployment",
         "autoscaling/v2/HorizontalPodAutoscaler",
+        "batch/v1/CronJob",
         "batch/v1/Job",
         "gateway.networking.k8s.io/v1/GRPCRoute",
         "gateway.networking.k8s.io/v1/HTTPRoute",
@@ -420,6 +477,10 @@ fn the_deployment_is_probed_drains_and_rolls_on_config_changes() {
         !text.contains("teams-configmap.yaml"),
         "the team mapping is hot-reloaded; its ConfigMap must not roll the pods"
     );
+    assert!(
+        !text.contains("namespaces-configmap.yaml") && !text.contains("ray-auth-secret.yaml"),
+        "adding a namespace must not roll the pods, nor a key drawn at render time"
+    );
     let mounts = container["volumeMounts"].as_array().expect("volumeMounts");
     let mount = |name: &str| {
         mounts
@@ -429,7 +490,12 @@ fn the_deployment_is_probed_drains_and_rolls_on_config_changes() {
     };
     // Directories, not subPaths: a subPath mount never sees ConfigMap or
     // Secret updates (the mapping's reload, a rotated database password).
-    for (name, path) in [("teams", "/etc/krayne/teams"), ("database", "/etc/krayne/database")] {
+    for (name, path) in [
+        ("teams", "/etc/krayne/teams"),
+        ("database", "/etc/krayne/database"),
+        ("namespaces", "/etc/krayne/namespaces"),
+        ("ray-auth", "/etc/krayne/ray-auth"),
+    ] {
         assert!(mount(name).get("subPath").is_none(), "{name}: no subPath");
         assert_eq!(mount(name)["mountPath"], path);
         assert_eq!(mount(name)["readOnly"], true);
@@ -506,7 +572,7 @@ fn pods_are_hardened_by_default_and_the_migration_job_too() {
     let helpers = chart::read("templates/_helpers.tpl");
     assert!(helpers.contains("toYaml .Values.podSecurityContext"));
     assert!(helpers.contains("toYaml .Values.containerSecurityContext"));
-    for template in ["deployment.yaml", "migrations.yaml"] {
+    for template in ["deployment.yaml", "migrations.yaml", "audit-retention.yaml"] {
         let text = chart::read(&format!("templates/{template}"));
         for helper in [
             "include \"krayne.podSecurityContext\"",
@@ -600,7 +666,9 @@ fn migrations_run_as_a_hook_job_that_needs_nothing_the_release_makes() {
 
 /// Nothing is generated at render time (GitOps tools render without a
 /// cluster: `lookup` gives nothing there, and random values change with
-/// every sync).
+/// every sync) — except the Ray auth key (issue 55), drawn once when no
+/// `server.rayAuth.existingSecret` is given, kept with `lookup` and
+/// `helm.sh/resource-policy: keep`, in a template of its own.
 #[test]
 fn templates_generate_nothing_at_render_time() {
     const FORBIDDEN: [&str; 13] = [
@@ -618,18 +686,38 @@ fn templates_generate_nothing_at_render_time() {
         "genSignedCert",
         "now",
     ];
+    const RAY_AUTH: &str = "ray-auth-secret.yaml";
     let mut files = template_names();
     files.extend(["_helpers.tpl".to_owned(), "NOTES.txt".to_owned()]);
     let mut found = Vec::new();
     for file in files {
         for action in template_actions(&chart::read(&format!("templates/{file}"))) {
-            let mut words = action.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
-            if words.any(|w| FORBIDDEN.contains(&w)) {
+            let words: Vec<&str> = action
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .collect();
+            let allowed: &[&str] = if file == RAY_AUTH {
+                &["lookup", "randAlphaNum"]
+            } else {
+                &[]
+            };
+            if words.iter().any(|w| FORBIDDEN.contains(w) && !allowed.contains(w)) {
                 found.push(format!("{file}: {{{{ {action} }}}}"));
             }
         }
     }
     assert_eq!(found, Vec::<String>::new());
+    // The one exception: made only without an existing Secret, the stored
+    // key kept on upgrades, the Secret left on uninstall.
+    let ray_auth = chart::read(&format!("templates/{RAY_AUTH}"));
+    assert!(
+        ray_auth
+            .starts_with("{{- if and .Values.server.rayAuth.enabled (not .Values.server.rayAuth.existingSecret) }}"),
+        "{ray_auth}"
+    );
+    assert!(ray_auth.contains(r#"lookup "v1" "Secret" .Release.Namespace $name"#));
+    let secret = object(&static_documents(RAY_AUTH), "Secret").clone();
+    assert_eq!(secret["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+    assert_eq!(secret["data"]["key"], PLACEHOLDER);
     // Browser sessions need a secret given; without one they are off.
     let settings = chart::read("templates/configmap.yaml");
     assert!(settings.contains("{{- if include \"krayne.sessionsOn\" . }}\n  KRAYNE_SESSION_SECRET_FILE"));
@@ -656,14 +744,34 @@ fn the_settings_configmap_speaks_the_servers_environment() {
         "KRAYNE_SHUTDOWN_DELAY_SECONDS",
         "KRAYNE_SHUTDOWN_GRACE_SECONDS",
         "KRAYNE_ALLOW_HS256_WITH_JWKS",
+        "KRAYNE_DEFAULT_RAY_IMAGE",
+        "KRAYNE_DEFAULT_RAY_GPU_IMAGE",
+        "KRAYNE_RAY_AUTH_KEY_FILE",
+        "KRAYNE_CLUSTER_NETWORK_POLICY_EXTRA_INGRESS",
+        "KRAYNE_CACHE_NAMESPACES_FILE",
+        "KRAYNE_COMPANIONS_INTERVAL_SECONDS",
     ] {
         assert!(used.contains(required), "{required}");
     }
+    // The namespaces are a file of a ConfigMap outside the checksum, not a
+    // setting: adding one must not roll the pods.
+    assert!(
+        !used.contains("KRAYNE_CACHE_NAMESPACES"),
+        "KRAYNE_CACHE_NAMESPACES is in the checksummed ConfigMap"
+    );
     let documents = static_documents("configmap.yaml");
     let data = &object(&documents, "ConfigMap")["data"];
     assert_eq!(data["KRAYNE_TEAMS_FILE"], "/etc/krayne/teams/teams.yaml");
     assert_eq!(data["KRAYNE_DATABASE_URL_FILE"], "/etc/krayne/database/url");
     assert_eq!(data["KRAYNE_DATABASE_CA_FILE"], "/etc/krayne/database-ca/ca.crt");
+    assert_eq!(data["KRAYNE_RAY_AUTH_KEY_FILE"], "/etc/krayne/ray-auth/key");
+    assert_eq!(
+        data["KRAYNE_CACHE_NAMESPACES_FILE"],
+        "/etc/krayne/namespaces/namespaces"
+    );
+    assert!(text.contains(
+        "KRAYNE_CLUSTER_NETWORK_POLICY_EXTRA_INGRESS: {{ toJson .Values.server.clusterNetworkPolicy.extraIngress | quote }}"
+    ));
     // Helm reads numbers as float64 and prints 1048576 as 1.048576e+06,
     // which the server would refuse: numbers must go through int64/int.
     let values = defaults();
@@ -773,10 +881,15 @@ fn rbac_is_namespaced_unless_cluster_wide_is_chosen() {
     let rbac = chart::read("templates/rbac.yaml");
     assert!(rbac.contains("{{- if .Values.rbac.clusterWide }}\n  {{- $namespaced | nindent 2 }}"));
     assert!(rbac.contains("{{- if not .Values.rbac.clusterWide }}\n{{- range .Values.rbac.namespaces }}"));
+    // The cache's namespaces (a ConfigMap of their own) only with Roles.
     let settings = chart::read("templates/configmap.yaml");
-    assert!(settings.contains("{{- if and (not .Values.rbac.clusterWide) .Values.rbac.namespaces }}"));
-    // Neither set: the chart stops and says what to choose.
+    assert!(settings.contains("{{- if include \"krayne.namespacesOn\" . }}\n"));
     let helpers = chart::read("templates/_helpers.tpl");
+    assert!(helpers.contains("{{- if and (not .Values.rbac.clusterWide) .Values.rbac.namespaces }}true{{ end }}"));
+    assert!(
+        chart::read("templates/namespaces-configmap.yaml").starts_with("{{- if include \"krayne.namespacesOn\" . }}")
+    );
+    // Neither set: the chart stops and says what to choose.
     assert!(helpers.contains("{{- if and (not .Values.rbac.clusterWide) (not .Values.rbac.namespaces) }}"));
     assert_eq!(defaults()["rbac"]["clusterWide"], false);
 }
@@ -838,7 +951,18 @@ fn every_alert_links_to_its_runbook() {
     ] {
         assert!(alerts.contains(expected), "{expected}");
     }
+    for expected in ["KrayneAuditSchemaBehind", "KrayneAuditRetentionFailing"] {
+        assert!(alerts.contains(expected), "{expected}");
+    }
     for section in [
+        "audit-schema-behind",
+        "audit-retention-failing",
+        "sizing",
+        "audit-retention",
+        "backup-and-restore",
+        "restoring-in-order",
+        "upgrades-between-chart-versions",
+        "onboarding-a-team",
         "postgres-down",
         "api-server-slow-or-down",
         "a-replica-oom-killed",
@@ -956,4 +1080,168 @@ fn the_dashboard_shows_only_documented_series_the_server_exports() {
     }
     let template = chart::read("templates/dashboard.yaml");
     assert!(template.contains(".Files.Get \"files/dashboard.json\""), "{template}");
+}
+
+/// Issue 55, item 6: audit retention is a CronJob that prunes in batches
+/// as the migration Job's (owner) role — the runtime role has no DELETE —
+/// one run at a time, hardened like the other pods, speaking `krayne-server
+/// audit prune`'s flags and environment.
+#[test]
+fn audit_retention_is_a_cronjob_that_prunes_in_batches_as_the_owner() {
+    let values = defaults();
+    let retention = &values["audit"]["retention"];
+    assert_eq!(retention["enabled"], true);
+    assert_eq!(retention["olderThan"], "90d");
+    assert_eq!(int(&values, "audit.retention.batchSize"), 5000);
+    assert_eq!(retention["schedule"], "17 3 * * *");
+    let documents = static_documents("audit-retention.yaml");
+    let cron = object(&documents, "CronJob");
+    let spec = &cron["spec"];
+    assert_eq!(spec["concurrencyPolicy"], "Forbid");
+    assert_eq!(spec["jobTemplate"]["spec"]["backoffLimit"], PLACEHOLDER);
+    assert_eq!(spec["jobTemplate"]["spec"]["activeDeadlineSeconds"], PLACEHOLDER);
+    let pod = &spec["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert!(pod.get("securityContext").is_some(), "pod securityContext");
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["args"],
+        json!([
+            "audit",
+            "prune",
+            "--older-than",
+            PLACEHOLDER,
+            "--batch-size",
+            PLACEHOLDER
+        ])
+    );
+    assert!(container.get("securityContext").is_some());
+    assert!(container.get("resources").is_some());
+    // The flags parse as the server's own.
+    let parsed = <Cli as clap::Parser>::try_parse_from([
+        "krayne-server",
+        "audit",
+        "prune",
+        "--older-than",
+        "90d",
+        "--batch-size",
+        "5000",
+    ]);
+    assert!(parsed.is_ok(), "{:?}", parsed.err().map(|e| e.to_string()));
+    let text = chart::read("templates/audit-retention.yaml");
+    assert!(
+        text.contains("name: {{ printf \"%s-audit-retention\" (include \"krayne.fullname\" .) | trunc 52"),
+        "a CronJob's name is at most 52 characters"
+    );
+    let used = krayne_variables(&text);
+    let known = server_env_of(&["audit", "prune"]);
+    let unknown: Vec<_> = used.difference(&known).collect();
+    assert!(unknown.is_empty(), "not `audit prune` variables: {unknown:?}");
+    for required in ["KRAYNE_DATABASE_URL", "KRAYNE_DATABASE_CA_FILE"] {
+        assert!(used.contains(required), "{required}");
+    }
+    // The owner's URL: the migration Job's Secret first, never the
+    // runtime role's when an owner is named.
+    assert!(text.contains("include \"krayne.retentionSecret\""));
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(
+        helpers.contains(
+            "{{- define \"krayne.retentionSecret\" -}}\n{{- if .Values.migrations.database.existingSecret }}"
+        )
+    );
+    for made_for_the_server in [
+        "include \"krayne.serviceAccountName\"",
+        "configMapRef",
+        "include \"krayne.selectorLabels\"",
+    ] {
+        assert!(!text.contains(made_for_the_server), "{made_for_the_server}");
+    }
+    assert!(text.contains("include \"krayne.retentionPodLabels\""));
+}
+
+/// Issue 55, item 4: the ClusterRole, ClusterRoleBinding and the Roles in
+/// other namespaces carry the release's namespace in their names, so two
+/// releases of one name in two namespaces do not collide (the Helm-engine
+/// check renders two and compares every object).
+#[test]
+fn objects_outside_the_release_namespace_carry_it_in_their_name() {
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(
+        helpers
+            .contains(r#"printf "%s-%s" .Release.Namespace (include "krayne.fullname" .) | trunc 63 | trimSuffix "-""#)
+    );
+    let rbac = chart::read("templates/rbac.yaml");
+    let mut checked = 0;
+    for document in rbac.split("\n---\n") {
+        let kind = document.lines().find_map(|l| l.strip_prefix("kind: ")).unwrap_or("");
+        let name = document
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("name: "))
+            .unwrap_or("");
+        let elsewhere =
+            matches!(kind, "ClusterRole" | "ClusterRoleBinding") || document.contains("\n  namespace: {{ . }}\n");
+        if elsewhere {
+            assert!(name.starts_with("{{ $global }}"), "{kind} {name}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} objects outside the release's namespace");
+    // The issuer's discovery documents, bound explicitly when
+    // ServiceAccount tokens are trusted.
+    assert!(rbac.contains("{{- if .Values.auth.serviceAccountTokens.enabled }}\n---\n"));
+    assert!(rbac.contains("  name: system:service-account-issuer-discovery\n"));
+}
+
+/// Issue 55, items 1, 3 and 5: Ray's token auth on by default with its key
+/// mounted as a directory; the default Ray image current and pinnable by
+/// digest; the cache's namespaces in a ConfigMap of their own.
+#[test]
+fn ray_auth_default_image_and_namespaces_are_wired() {
+    let values = defaults();
+    assert_eq!(values["server"]["rayAuth"]["enabled"], true);
+    assert_eq!(values["server"]["rayAuth"]["existingSecret"], "");
+    assert_eq!(values["server"]["defaultRayImage"], "rayproject/ray:2.60.0-py312");
+    assert_eq!(values["server"]["clusterNetworkPolicy"]["extraIngress"], json!([]));
+    let production = production();
+    assert!(
+        production["server"]["defaultRayImage"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("rayproject/ray:2.60.0-py312@sha256:")),
+        "the production example pins Ray by digest"
+    );
+    assert!(
+        production["server"]["defaultRayGpuImage"]
+            .as_str()
+            .is_some_and(|i| i.contains("@sha256:"))
+    );
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(
+        helpers.contains(r#"(contains "@" .Values.server.defaultRayImage) (not .Values.server.defaultRayGpuImage)"#)
+    );
+    let settings = chart::read("templates/configmap.yaml");
+    assert!(settings.contains("{{- if .Values.server.rayAuth.enabled }}"));
+    let deployment = chart::read("templates/deployment.yaml");
+    assert!(deployment.contains("secretName: {{ include \"krayne.rayAuthSecret\" . }}"));
+    assert!(deployment.contains("name: {{ include \"krayne.namespacesConfigMap\" . }}"));
+    let namespaces = object(&static_documents("namespaces-configmap.yaml"), "ConfigMap").clone();
+    assert_eq!(namespaces["data"]["namespaces"], PLACEHOLDER);
+    assert!(chart::read("templates/namespaces-configmap.yaml").contains(r#"(join "\n" .Values.rbac.namespaces)"#));
+}
+
+/// Issue 55, item 7: NOTES.txt warns of the choices that leave heads open
+/// or act on clusters, and of a LoadBalancer serving plain HTTP.
+#[test]
+fn notes_warn_of_risky_choices() {
+    let notes = chart::read("templates/NOTES.txt");
+    for condition in [
+        "{{- if not .Values.server.clusterNetworkPolicy.enabled }}",
+        "{{- if not .Values.server.rayAuth.enabled }}",
+        r#"{{- if eq .Values.server.lifecycle.mode "act" }}"#,
+        r#"{{- if eq .Values.service.type "LoadBalancer" }}"#,
+    ] {
+        assert!(notes.contains(condition), "{condition}");
+    }
+    // And values.yaml no longer says the reaper does not act.
+    assert!(!chart::read("values.yaml").contains("does not act on them"));
 }

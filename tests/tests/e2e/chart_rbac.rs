@@ -96,15 +96,23 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         .await
         .expect(200);
     admin.post(&call("post", ns), &spec).await.expect(201);
+    // The same name again: refused, its staged token Secret deleted.
+    admin.post(&concrete(ns), &spec).await.expect(409);
     admin
         .get(&format!("{}?timeout_seconds=60", call("get", &format!("{one}/wait"))))
         .await
         .expect(200);
+    // A round of the companion keeper over the new cluster.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     admin.get(&call("get", one)).await.expect(200);
     admin.get(&call("get", ns)).await.expect(200);
     admin.get(&call("get", "/v1/clusters")).await.expect(200);
     admin.get(&call("get", &format!("{one}/details"))).await.expect(200);
     admin.get(&call("get", &format!("{one}/services"))).await.expect(200);
+    admin
+        .post(&call("post", &format!("{one}/ray-credentials")), &json!({}))
+        .await
+        .expect(200);
     admin.get(&call("get", &format!("{one}/logs"))).await.expect(200);
     admin.get(&call("get", &format!("{one}/ray-logs"))).await.expect(200);
     admin
@@ -219,8 +227,11 @@ async fn drive_jobs(env: &Env, admin: &Rest, call: &mut impl FnMut(&str, &str) -
 /// `server_args` makes while every REST operation is called once.
 async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
     let reaping = server_args == LIFECYCLE;
+    // The companion keeper goes round every second, so its reads are
+    // among those made.
+    let keeper = ["--companions-interval-seconds", "1"];
     let env = Env::start_with(EnvOptions {
-        server_args: server_args.iter().map(|a| (*a).to_owned()).collect(),
+        server_args: server_args.iter().chain(&keeper).map(|a| (*a).to_owned()).collect(),
         // With the reaper on, a policy that warns 5 s after a create and
         // acts only an hour later, so the drive's clusters stay.
         teams: if reaping {
@@ -396,11 +407,18 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
             "rbac.yaml uses {file}"
         );
     }
+    // Role mode limits the cache to the Roles' namespaces: a file of a
+    // ConfigMap of their own (outside the pods' checksum), one a line.
     let settings = chart::read("templates/configmap.yaml");
     assert!(
-        settings.contains("KRAYNE_CACHE_NAMESPACES: {{ join \",\" .Values.rbac.namespaces"),
+        settings.contains("{{- if include \"krayne.namespacesOn\" . }}")
+            && settings.contains("KRAYNE_CACHE_NAMESPACES_FILE: /etc/krayne/namespaces/namespaces"),
         "Role mode must limit the cache to the Roles' namespaces"
     );
+    let namespaces = chart::read("templates/namespaces-configmap.yaml");
+    assert!(namespaces.contains(r#"namespaces: {{ printf "%s\n" (join "\n" .Values.rbac.namespaces) | quote }}"#));
+    let helpers = chart::read("templates/_helpers.tpl");
+    assert!(helpers.contains("{{- if and (not .Values.rbac.clusterWide) .Values.rbac.namespaces }}true{{ end }}"));
 }
 
 /// Issue 54, item 1: the reaper under exactly the chart's default RBAC —

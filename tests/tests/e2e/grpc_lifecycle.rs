@@ -92,7 +92,7 @@ async fn create_wait_describe_scale_delete() {
         .unwrap()
         .into_inner();
     assert_eq!(details.pods.len(), 2);
-    assert_eq!(details.ray_version, "2.43.0");
+    assert_eq!(details.ray_version, "2.60.0");
 
     let scaled = g
         .clusters

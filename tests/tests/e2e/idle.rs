@@ -187,6 +187,7 @@ async fn hung(env: &Env, name: &str) {
         "sandbox.krayne.dev/fault".into(),
         json!(krayne_server::sandbox::DASHBOARD_HANGS),
     );
+    let manifest = krayne_tests::made_elsewhere(manifest);
     let created = reqwest::Client::new()
         .post(format!(
             "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters",

@@ -210,7 +210,7 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
     for step in [
         "ok sign-in link",
         "ok redeemed: landed on",
-        "ok relative API call: Ray 2.43.0",
+        "ok relative API call: Ray 2.60.0",
         "ok WebSocket: echo",
         "ok cookie: HttpOnly, SameSite=Lax, Path=/v1/namespaces/ml-team/clusters/browser/services/dashboard/proxy",
         "ok second use: 401",

@@ -111,6 +111,7 @@ async fn a_gpu_quota_refuses_growth_with_the_numbers_and_counts_every_cluster() 
         .expect(200)
         .body["manifest"]
         .clone();
+    let manifest = krayne_tests::made_elsewhere(manifest);
     let made = reqwest::Client::new()
         .post(format!(
             "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters",

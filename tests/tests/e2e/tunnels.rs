@@ -161,15 +161,21 @@ async fn services_are_listed_and_tunnels_carry_bytes(args: &[&str], mib: usize) 
     let mut ray = echo_round_trip(ray, payload(mib)).await;
     ray.close(None).await.unwrap();
 
+    // A raw tunnel carries the caller's bytes as they are: Ray's token,
+    // from the credentials call, goes in them.
+    let credentials = env
+        .rest(&env.alice())
+        .post("/v1/namespaces/ml-team/clusters/tun/ray-credentials", &json!({}))
+        .await
+        .expect(200);
+    let token = credentials.body["token"].as_str().unwrap().to_owned();
+    krayne_tests::register_secret(&token);
     let mut dashboard = open_ws(&ws_url(&env, "tun", "dashboard"), Some(&env.alice()))
         .await
         .unwrap();
-    dashboard
-        .send(Message::binary(
-            &b"GET /api/version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..],
-        ))
-        .await
-        .unwrap();
+    let request =
+        format!("GET /api/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    dashboard.send(Message::binary(request.into_bytes())).await.unwrap();
     let mut answer = Vec::new();
     let (code, reason) = loop {
         match tokio::time::timeout(Duration::from_secs(10), dashboard.next())
@@ -556,7 +562,7 @@ async fn the_http_proxy_reaches_the_services(args: &[&str]) {
     let page = rest.get(&format!("{dashboard}/")).await.expect(200);
     assert!(page.text.contains("Ray Dashboard") && page.text.contains("fetch(\"api/version\")"));
     let version = rest.get(&format!("{dashboard}/api/version")).await.expect(200);
-    assert_eq!(version.body["ray_version"], "2.43.0");
+    assert_eq!(version.body["ray_version"], "2.60.0");
 
     // Ray's Jobs API through the proxy, and Ray's own browser guard, which
     // sees the browser's headers unchanged.

@@ -1,5 +1,6 @@
 //! A cluster's services: list them, tunnel to them, SSH through a tunnel.
 
+pub(crate) mod credentials;
 pub(crate) mod detached;
 pub(crate) mod list;
 pub(crate) mod open;

@@ -209,9 +209,33 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return Ok(());
     }
     print_table(ctx, &rows)?;
+    ray_auth_note(&client, &namespace, &cluster, &wanted).await?;
     note("Tunnels open through the server; Ctrl-C closes them.");
     until_stopped(Some(&forwarders)).await;
     note("Tunnels closed.");
+    Ok(())
+}
+
+/// When a tunnel reaches Ray's dashboard or client and the cluster
+/// requires Ray's token: how Ray's own clients get it (to stderr; `krayne
+/// ray-credentials` prints the same to stdout). Asking is audited.
+async fn ray_auth_note(
+    client: &krayne_client::Client,
+    namespace: &str,
+    cluster: &str,
+    services: &[String],
+) -> Result<(), Failure> {
+    if !services.iter().any(|s| s == "dashboard" || s == "client") {
+        return Ok(());
+    }
+    let credentials = client.ray_credentials(namespace, cluster).await?;
+    if credentials.mode == "token" {
+        note(&format!(
+            "Ray requires its token on this cluster; for `ray job submit` and `ray.init` through these tunnels:\n  \
+             {}",
+            super::credentials::exports(&credentials.token).join("\n  ")
+        ));
+    }
     Ok(())
 }
 
@@ -310,6 +334,8 @@ async fn detach(ctx: &Context, args: &Args, namespace: &str, cluster: &str) -> R
     for _ in 0..200 {
         if let Some(state) = super::detached::read_live(&state_file) {
             print_table(ctx, &state.services)?;
+            let opened: Vec<String> = state.services.iter().map(|s| s.service.clone()).collect();
+            ray_auth_note(&ctx.client()?, namespace, cluster, &opened).await?;
             note(&format!(
                 "Tunnels open in the background (pid {}); `krayne tunnel --close {cluster} -n {namespace}` closes them.",
                 state.pid

@@ -97,6 +97,23 @@ impl tunnel_service_server::TunnelService for Grpc {
         }))
     }
 
+    async fn get_ray_credentials(
+        &self,
+        req: Request<pb::GetRayCredentialsRequest>,
+    ) -> Result<Response<pb::RayCredentials>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let credentials = self
+            .plane
+            .ray_credentials(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::RayCredentials {
+            mode: credentials.mode.to_owned(),
+            token: credentials.token.unwrap_or_default(),
+        }))
+    }
+
     type OpenStream = TunnelStream;
 
     async fn open(&self, req: Request<Streaming<pb::TunnelRequest>>) -> Result<Response<Self::OpenStream>, Status> {

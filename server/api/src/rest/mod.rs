@@ -162,6 +162,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::keep))
         .routes(routes!(clusters::resume))
         .routes(routes!(services::list_services))
+        .routes(routes!(services::ray_credentials))
         .routes(routes!(sessions::create_session))
         .routes(routes!(sessions::sign_in))
         .routes(routes!(jobs::list_jobs, jobs::submit_job))

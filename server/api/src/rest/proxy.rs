@@ -3,7 +3,9 @@
 //! any method, bodies streamed both ways, WebSocket upgrades passed
 //! through (and ended as every long-lived stream is: expiry, revocation,
 //! idleness), hop-by-hop headers dropped, the caller's `Authorization`,
-//! krayne's cookies and the client's forwarding headers never forwarded,
+//! `X-Ray-Authorization`, Ray token cookie, krayne's cookies and the
+//! client's forwarding headers never forwarded (the cluster's Ray token is
+//! sent to its dashboard instead),
 //! `X-Forwarded-*` set, and the service's cookies and redirects kept on
 //! the service (`proxy_edge`). For editors only: with a bearer token each
 //! request is its own audited connection (`service.connect`, via
@@ -41,7 +43,7 @@ use super::{
     upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
-    domain::{ClusterRef, Error, PublicUrl, audit::Transport},
+    domain::{ClusterRef, Error, PublicUrl, audit::Transport, ray_auth::RAY_AUTH_HEADER},
     edge::{self, ViaHttps},
     service::{Context, Ended, Reachable, Touching, TunnelVia},
 };
@@ -340,8 +342,15 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
     drop_client_forwarding(&mut headers);
     headers.remove(header::AUTHORIZATION);
     headers.remove(header::COOKIE);
+    headers.remove(RAY_AUTH_HEADER);
     if let Some(cookies) = cookies {
         headers.insert(header::COOKIE, cookies);
+    }
+    if let Some(token) = reachable
+        .ray_authorization()
+        .and_then(|t| HeaderValue::from_str(&t).ok())
+    {
+        headers.insert(RAY_AUTH_HEADER, token);
     }
     let host = headers.get(header::HOST).cloned();
     let forwarded_headers = [

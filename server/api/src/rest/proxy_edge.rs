@@ -77,7 +77,14 @@ fn is_kraynes(name: &str) -> bool {
     raw(name) || Cookie::parse_encoded(format!("{name}=")).is_ok_and(|c| raw(c.name()))
 }
 
-/// The `Cookie` header without krayne's own cookies.
+/// Whether a cookie named `name` carries a Ray token: a caller's own
+/// token never reaches a head (krayne sends the cluster's).
+fn is_ray_token(name: &str) -> bool {
+    let raw = |n: &str| n.eq_ignore_ascii_case(crate::domain::ray_auth::RAY_AUTH_COOKIE);
+    raw(name) || Cookie::parse_encoded(format!("{name}=")).is_ok_and(|c| raw(c.name()))
+}
+
+/// The `Cookie` header without krayne's own cookies or a Ray token.
 pub(super) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
     let kept: Vec<&str> = headers
         .get_all(header::COOKIE)
@@ -85,7 +92,10 @@ pub(super) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .map(str::trim)
-        .filter(|c| !c.is_empty() && !is_kraynes(c.split('=').next().unwrap_or(c)))
+        .filter(|c| {
+            let name = c.split('=').next().unwrap_or(c);
+            !c.is_empty() && !is_kraynes(name) && !is_ray_token(name)
+        })
         .collect();
     (!kept.is_empty())
         .then(|| HeaderValue::from_str(&kept.join("; ")).ok())

@@ -56,6 +56,55 @@ pub(super) async fn list_services(
     Ok(Json(ServiceList { services }))
 }
 
+/// How to authenticate to a cluster's Ray.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RayCredentials {
+    /// `token`: send `token` (`RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<token>`
+    /// for Ray's own clients, or `Authorization: Bearer <token>`);
+    /// `disabled`: the cluster needs none.
+    #[schema(example = "token")]
+    pub mode: &'static str,
+    /// The token (absent when `mode` is `disabled`). A credential: do not
+    /// share or log it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// Get a cluster's Ray credentials, for a raw tunnel.
+///
+/// Clusters krayne creates require Ray's token authentication; krayne's
+/// proxy, jobs, logs and lifecycle reads send the token themselves. Who
+/// reaches the dashboard or the Ray client through a raw tunnel
+/// (`krayne tunnel`, then `ray job submit`) needs it: this returns it.
+/// Needs the editor role; audited as `cluster.credentials` before the
+/// token is returned. Never cached (`Cache-Control: no-store`).
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/ray-credentials", tag = "services",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    responses(
+        Refusals, KubernetesReads,
+        (status = 200, description = "The cluster's Ray credentials", body = RayCredentials),
+        (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The cluster requires a token krayne did not make", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The audit log cannot be written", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn ray_credentials(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let credentials = s
+        .plane
+        .ray_credentials(&cx, &ClusterRef::new(&namespace, &name))
+        .await?;
+    let body = RayCredentials {
+        mode: credentials.mode,
+        token: credentials.token,
+    };
+    Ok(([(axum::http::header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
+}
+
 /// Open a TCP tunnel to a service over a WebSocket.
 ///
 /// Upgrades to a WebSocket whose binary frames carry the connection's bytes

@@ -73,6 +73,10 @@ pub enum AuditAction {
     AuthDenied,
     /// A tunnel or proxy session to a cluster's service.
     ServiceConnect,
+    /// Hand a cluster's Ray token to an editor (for raw tunnels).
+    RayCredentials,
+    /// krayne applied a cluster's NetworkPolicy it lacked (or had wrong).
+    ClusterProtect,
     /// List a cluster's Ray jobs.
     JobList,
     /// Read one Ray job.
@@ -106,7 +110,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 28] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -120,6 +124,8 @@ impl AuditAction {
         Self::AuditList,
         Self::AuthDenied,
         Self::ServiceConnect,
+        Self::RayCredentials,
+        Self::ClusterProtect,
         Self::JobList,
         Self::JobGet,
         Self::JobLogs,
@@ -151,6 +157,8 @@ impl AuditAction {
             Self::AuditList => "audit.list",
             Self::AuthDenied => "auth.denied",
             Self::ServiceConnect => "service.connect",
+            Self::RayCredentials => "cluster.credentials",
+            Self::ClusterProtect => "cluster.protect",
             Self::JobList => "job.list",
             Self::JobGet => "job.get",
             Self::JobLogs => "job.logs",

@@ -76,4 +76,19 @@ pub struct ClientSettings {
     /// Where people sign in; null when this server names no identity
     /// provider (tokens are then handed out some other way).
     pub login: Option<LoginSettings>,
+    /// What clusters get that their config does not say.
+    pub clusters: ClusterDefaults,
+}
+
+/// The platform's choices for clusters, set on the server.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct ClusterDefaults {
+    /// The Ray image of pods whose config names none (`-gpu` appended for
+    /// GPU pods); a Krayne YAML that names an image keeps it.
+    #[cfg_attr(feature = "schema", schema(example = "rayproject/ray:2.60.0-py312"))]
+    pub ray_image: String,
+    /// Whether new clusters require Ray's token authentication (Ray ≥ 2.52;
+    /// `krayne tunnel` prints the token for Ray's own clients).
+    pub ray_token_auth: bool,
 }

@@ -22,6 +22,7 @@ mod principal;
 mod public_url;
 mod quantity;
 pub mod quota;
+pub mod ray_auth;
 mod rendered;
 #[cfg(feature = "schema")]
 pub mod schema;
@@ -39,7 +40,7 @@ pub use cluster_ref::ClusterRef;
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
-pub use identity::{ClientSettings, Identity, LoginSettings, NamespaceAccess, VersionInfo};
+pub use identity::{ClientSettings, ClusterDefaults, Identity, LoginSettings, NamespaceAccess, VersionInfo};
 pub use job::{
     Job, JobStatus, JobSubmission, MAX_ENTRYPOINT_LEN, MAX_SUBMISSION_ID_LEN, PACKAGE_SCHEME, RuntimeEnv, check_job_id,
     check_package_name, package_uri,
@@ -52,8 +53,9 @@ pub use pod_log::{
     check_log_file_name,
 };
 pub use ports::{
-    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, FeedChange,
-    IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, TokenReviews, UsageLedger,
+    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, Companion,
+    FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, TokenReviews,
+    UsageLedger,
 };
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;

@@ -26,7 +26,7 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
 
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
-const KEPT_KEYS: [&str; 8] = [
+const KEPT_KEYS: [&str; 9] = [
     crate::manifest::LABEL_CLUSTER,
     crate::manifest::LABEL_NODE_TYPE,
     crate::manifest::LABEL_GROUP,
@@ -35,6 +35,7 @@ const KEPT_KEYS: [&str; 8] = [
     crate::manifest::ANNOTATION_WARNED_AT,
     crate::manifest::ANNOTATION_LIFECYCLE,
     crate::manifest::ANNOTATION_IDLE_SINCE,
+    crate::manifest::ANNOTATION_RAY_AUTH_NONCE,
 ];
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
@@ -163,6 +164,19 @@ pub struct RayClusterSpec {
     pub enable_in_tree_autoscaling: Option<bool>,
     /// Whether the cluster is suspended.
     pub suspend: Option<bool>,
+    /// Ray's authentication (KubeRay's `authOptions`).
+    #[serde(deserialize_with = "nullable")]
+    pub auth_options: AuthOptions,
+}
+
+/// `spec.authOptions`: how the cluster's Ray authenticates callers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AuthOptions {
+    /// `token` or `disabled` (none: disabled).
+    pub mode: Option<Atom>,
+    /// The Secret holding the token (key `auth_token`).
+    pub secret_name: Option<Atom>,
 }
 
 /// `headGroupSpec`.

@@ -240,12 +240,33 @@ pub trait ClusterStore: Send + Sync + 'static {
         only_if: Option<&Preconditions>,
         request_id: &str,
     ) -> Result<(), Error>;
-    /// Creates a `networking.k8s.io/v1` NetworkPolicy (the object the
-    /// core built) in `namespace`.
-    async fn create_network_policy(
+    /// Makes `object` (a companion the core built) what Kubernetes holds
+    /// under `name` in `namespace`: server-side apply as krayne's field
+    /// manager, forced (krayne owns these objects; one left over from a
+    /// deleted cluster of the same name is taken over).
+    async fn apply_companion(
+        &self,
+        kind: Companion,
+        namespace: &str,
+        name: &str,
+        object: &serde_json::Value,
+        request_id: &str,
+    ) -> Result<(), Error>;
+    /// The NetworkPolicy `name` of `namespace` as Kubernetes holds it, if
+    /// any (krayne never reads Secrets).
+    async fn get_network_policy(
         &self,
         namespace: &str,
-        policy: &serde_json::Value,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<serde_json::Value>, Error>;
+    /// Deletes a companion (a token Secret staged for a cluster that was
+    /// not made); gone already is success.
+    async fn delete_companion(
+        &self,
+        kind: Companion,
+        namespace: &str,
+        name: &str,
         request_id: &str,
     ) -> Result<(), Error>;
     /// Creates a core/v1 Event (the object the core built) in `namespace`.
@@ -264,6 +285,25 @@ pub trait ClusterStore: Send + Sync + 'static {
     /// serving (reported by `/readyz`), e.g. a rule missing from its RBAC.
     fn problems(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+/// Objects krayne puts beside a cluster it manages, owned by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Companion {
+    /// `networking.k8s.io/v1` NetworkPolicy: who may reach its pods.
+    NetworkPolicy,
+    /// `v1` Secret: its Ray token, for KubeRay to give its pods.
+    Secret,
+}
+
+impl Companion {
+    /// The kind's name, for logs and errors.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::NetworkPolicy => "NetworkPolicy",
+            Self::Secret => "Secret",
+        }
     }
 }
 

@@ -2,14 +2,21 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{ANNOTATION_CREATED_BY, KUBERAY_API_VERSION, LABEL_TEAM, RAYCLUSTER_KIND, bootstrap_script, head_ports};
+use super::{
+    ANNOTATION_CREATED_BY, ANNOTATION_RAY_AUTH_NONCE, KUBERAY_API_VERSION, LABEL_TEAM, RAYCLUSTER_KIND,
+    bootstrap_script, head_ports,
+};
 use crate::domain::{ClusterSpec, Quantity, RenderedCluster, ServicesSpec};
 
 /// Server-side settings the manifest depends on.
 #[derive(Debug, Clone)]
 pub struct ManifestSettings {
-    /// Ray image for pods that name none; GPU pods get `<image>-gpu`.
+    /// Ray image for pods that name none; GPU pods get `<image>-gpu`
+    /// unless [`Self::default_gpu_image`] says otherwise.
     pub default_image: String,
+    /// Ray image for GPU pods that name none (needed when the default is
+    /// pinned by digest, which no suffix can follow).
+    pub default_gpu_image: Option<String>,
     /// When set, a cluster's notebook serves under its krayne proxy path
     /// (this prefix — the public URL's path, `""` at the root — then
     /// `/v1/namespaces/{ns}/clusters/{name}/services/notebook/proxy/`), as
@@ -18,14 +25,27 @@ pub struct ManifestSettings {
     pub notebook_behind: Option<String>,
     /// How the clusters' pods are secured.
     pub pod_security: PodSecurity,
+    /// Whether clusters require Ray's token authentication
+    /// (`spec.authOptions`, Ray ≥ 2.52; see [`crate::domain::ray_auth`]).
+    pub ray_token_auth: bool,
 }
+
+/// The Ray image of pods whose config names none, unless the server is
+/// told otherwise: a current Ray (token authentication needs ≥ 2.52).
+pub const DEFAULT_RAY_IMAGE: &str = "rayproject/ray:2.60.0-py312";
+/// The image Krayne 0.3.8 derives from the Ray installed beside it in its
+/// recorded outputs (`testdata/krayne-reference`), which tests comparing
+/// with Krayne pass explicitly.
+pub const KRAYNE_REFERENCE_IMAGE: &str = "rayproject/ray:2.43.0-py312";
 
 impl Default for ManifestSettings {
     fn default() -> Self {
         Self {
-            default_image: "rayproject/ray:2.43.0-py312".to_owned(),
+            default_image: DEFAULT_RAY_IMAGE.to_owned(),
+            default_gpu_image: None,
             notebook_behind: None,
             pod_security: PodSecurity::default(),
+            ray_token_auth: false,
         }
     }
 }
@@ -100,6 +120,9 @@ pub struct Provenance<'a> {
     pub created_by: Option<&'a str>,
     /// Team the creator acted for (label; must be a valid label value).
     pub team: Option<&'a str>,
+    /// The nonce the cluster's Ray token is derived with (annotation) and
+    /// its Secret named after, when it requires one.
+    pub ray_auth_nonce: Option<&'a str>,
 }
 
 /// The head never gets less than this (Krayne's floor).
@@ -158,6 +181,9 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
         }
         spec_json.insert("autoscalerOptions".into(), options);
     }
+    if let Some(nonce) = who.ray_auth_nonce.filter(|_| settings.ray_token_auth) {
+        spec_json.insert("authOptions".into(), super::auth_options(&spec.name, nonce));
+    }
     json!({
         "apiVersion": KUBERAY_API_VERSION,
         "kind": RAYCLUSTER_KIND,
@@ -177,8 +203,15 @@ fn metadata(spec: &ClusterSpec, who: &Provenance) -> Value {
     meta.insert("name".into(), json!(spec.name));
     meta.insert("namespace".into(), json!(spec.namespace));
     meta.insert("labels".into(), Value::Object(labels));
+    let mut annotations = Map::new();
     if let Some(subject) = who.created_by {
-        meta.insert("annotations".into(), json!({ ANNOTATION_CREATED_BY: subject }));
+        annotations.insert(ANNOTATION_CREATED_BY.into(), json!(subject));
+    }
+    if let Some(nonce) = who.ray_auth_nonce {
+        annotations.insert(ANNOTATION_RAY_AUTH_NONCE.into(), json!(nonce));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
     }
     Value::Object(meta)
 }
@@ -246,7 +279,10 @@ fn at_least(value: &Quantity, floor: &'static str) -> Quantity {
 fn image(explicit: Option<&str>, gpus: u32, settings: &ManifestSettings) -> String {
     match explicit {
         Some(image) => image.to_owned(),
-        None if gpus > 0 => format!("{}-gpu", settings.default_image),
+        None if gpus > 0 => match &settings.default_gpu_image {
+            Some(gpu) => gpu.clone(),
+            None => format!("{}-gpu", settings.default_image),
+        },
         None => settings.default_image.clone(),
     }
 }

@@ -203,9 +203,11 @@ fn count(n: Option<i64>) -> u32 {
     n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
 }
 
-/// `rayproject/ray:2.43.0-py312` → `2.43.0`; no tag → `unknown`.
-fn ray_version(image: &str) -> String {
-    match image.rsplit_once(':') {
+/// `rayproject/ray:2.43.0-py312` → `2.43.0` (a digest after the tag is
+/// left out); no tag → `unknown`.
+pub fn ray_version(image: &str) -> String {
+    let image = image.split_once('@').map_or(image, |(named, _)| named);
+    match image.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')) {
         Some((_, tag)) if !tag.is_empty() => tag.split('-').next().unwrap_or(tag).to_owned(),
         _ => "unknown".to_owned(),
     }
@@ -290,6 +292,8 @@ mod tests {
     fn ray_version_comes_from_the_tag() {
         assert_eq!(ray_version("rayproject/ray:2.41.0-py312"), "2.41.0");
         assert_eq!(ray_version("rayproject/ray:latest"), "latest");
+        assert_eq!(ray_version("rayproject/ray:2.60.0-py312@sha256:0123abcd"), "2.60.0");
+        assert_eq!(ray_version("registry:5000/ray"), "unknown");
         assert_eq!(ray_version("rayproject/ray"), "unknown");
         assert_eq!(ray_version("ray:"), "unknown");
     }

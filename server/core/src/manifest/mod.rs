@@ -8,6 +8,7 @@ mod describe;
 pub mod head_ports;
 mod lifecycle_event;
 mod network_policy;
+mod ray_auth;
 mod scale;
 mod services;
 mod status;
@@ -15,10 +16,14 @@ mod suspend;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
-pub use build::{ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance, build_manifest, render};
-pub use describe::{SERVICE_NAMES, cluster_details, cluster_info};
+pub use build::{
+    DEFAULT_RAY_IMAGE, KRAYNE_REFERENCE_IMAGE, ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance,
+    build_manifest, render,
+};
+pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
 pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
 pub use network_policy::{PolicyPeers, network_policy, network_policy_name};
+pub use ray_auth::{DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
@@ -56,3 +61,6 @@ pub const ANNOTATION_LIFECYCLE: &str = "krayne.dev/lifecycle";
 pub const ANNOTATION_IDLE_SINCE: &str = "krayne.dev/idle-since";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";
+/// Annotation holding the nonce a cluster's Ray token is derived with
+/// (chosen when krayne creates it; not a secret without the key).
+pub const ANNOTATION_RAY_AUTH_NONCE: &str = "krayne.dev/ray-auth-nonce";

@@ -4,7 +4,12 @@
 //! from each other (Ray's own traffic, on any port) and from krayne's own
 //! pods (the direct upstream). `pods/portforward` enters a pod from its
 //! node, which no NetworkPolicy governs, so port-forwarded access needs no
-//! rule. Owned by the RayCluster: it goes when the cluster goes.
+//! rule. The platform may admit more (Prometheus scraping Ray's metrics,
+//! the KubeRay operator): [`PolicyPeers::extra_ingress`]. Owned by the
+//! RayCluster: it goes when the cluster goes. krayne applies it (server-side
+//! apply) and re-applies it to every cluster it sees, so clusters made
+//! before policies were on get theirs, and a policy left over from a
+//! deleted cluster of the same name is taken over.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +25,41 @@ pub struct PolicyPeers {
     pub namespace: String,
     /// Labels of krayne's pods there (the chart's selector labels).
     pub pod_labels: BTreeMap<String, String>,
+    /// More ingress rules (`NetworkPolicyIngressRule`s, as the platform
+    /// wrote them), after krayne's own.
+    pub extra_ingress: Vec<Value>,
+}
+
+impl PolicyPeers {
+    /// Reads extra ingress rules: a JSON array of objects, each with only
+    /// `from` and `ports` (what a NetworkPolicyIngressRule has).
+    ///
+    /// # Errors
+    /// What is wrong with them, for the operator.
+    pub fn parse_extra_ingress(text: &str) -> Result<Vec<Value>, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rules: Vec<Value> = serde_json::from_str(text)
+            .map_err(|e| format!("extra ingress rules must be a JSON array of NetworkPolicyIngressRules: {e}"))?;
+        for (i, rule) in rules.iter().enumerate() {
+            let Some(fields) = rule.as_object() else {
+                return Err(format!("extra ingress rule {i} is not an object"));
+            };
+            if let Some(unknown) = fields.keys().find(|k| !matches!(k.as_str(), "from" | "ports")) {
+                return Err(format!(
+                    "extra ingress rule {i} has {unknown:?}; a NetworkPolicyIngressRule has only `from` and `ports`"
+                ));
+            }
+            for list in ["from", "ports"] {
+                if fields.get(list).is_some_and(|v| !v.is_array()) {
+                    return Err(format!("extra ingress rule {i}: `{list}` must be a list"));
+                }
+            }
+        }
+        Ok(rules)
+    }
 }
 
 /// The name of the policy beside cluster `name`.
@@ -33,6 +73,14 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
     let name = cluster.metadata.name.as_str();
     let namespace = cluster.metadata.namespace.as_str();
     let own_pods = json!({"matchLabels": {LABEL_CLUSTER: name}});
+    let mut ingress = vec![
+        json!({"from": [{"podSelector": own_pods}]}),
+        json!({"from": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": peers.namespace}},
+            "podSelector": {"matchLabels": peers.pod_labels},
+        }]}),
+    ];
+    ingress.extend(peers.extra_ingress.iter().cloned());
     json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -50,13 +98,7 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
         "spec": {
             "podSelector": own_pods,
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": own_pods}]},
-                {"from": [{
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": peers.namespace}},
-                    "podSelector": {"matchLabels": peers.pod_labels},
-                }]},
-            ],
+            "ingress": ingress,
         },
     })
 }
@@ -74,6 +116,7 @@ mod tests {
         let peers = PolicyPeers {
             namespace: "krayne".into(),
             pod_labels: [("app.kubernetes.io/name".to_owned(), "krayne".to_owned())].into(),
+            extra_ingress: Vec::new(),
         };
         let policy = network_policy(&cluster, &peers);
         assert_eq!(policy["metadata"]["name"], "demo-krayne-ingress");
@@ -92,5 +135,32 @@ mod tests {
             "krayne"
         );
         assert_eq!(krayne["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "krayne");
+    }
+
+    #[test]
+    fn extra_ingress_follows_kraynes_rules() {
+        let cluster: ObservedCluster =
+            serde_json::from_value(json!({"metadata": {"name": "demo", "namespace": "ml", "uid": "u"}})).unwrap();
+        let scrape = r#"[{"from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+                          "ports": [{"port": 8080, "protocol": "TCP"}]}]"#;
+        let peers = PolicyPeers {
+            namespace: "krayne".into(),
+            pod_labels: BTreeMap::new(),
+            extra_ingress: PolicyPeers::parse_extra_ingress(scrape).unwrap(),
+        };
+        let policy = network_policy(&cluster, &peers);
+        let ingress = policy["spec"]["ingress"].as_array().unwrap();
+        assert_eq!(ingress.len(), 3);
+        assert_eq!(ingress[2]["ports"][0]["port"], 8080);
+        assert_eq!(PolicyPeers::parse_extra_ingress("  ").unwrap(), Vec::<Value>::new());
+        for (bad, says) in [
+            ("{}", "JSON array"),
+            ("[1]", "not an object"),
+            (r#"[{"to": []}]"#, "only `from` and `ports`"),
+            (r#"[{"from": {}}]"#, "must be a list"),
+        ] {
+            let e = PolicyPeers::parse_extra_ingress(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

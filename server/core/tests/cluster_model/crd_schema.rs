@@ -35,6 +35,7 @@ fn manifest_of(config: &Value) -> Value {
     let who = Provenance {
         created_by: Some("alice@example.com"),
         team: Some("ml-research"),
+        ..Provenance::default()
     };
     build_manifest(&spec, &ManifestSettings::default(), &who)
 }

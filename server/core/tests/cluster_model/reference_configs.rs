@@ -3,7 +3,7 @@
 
 use krayne_core::{
     domain::{ClusterSpec, Error},
-    manifest::{ManifestSettings, Provenance, build_manifest},
+    manifest::{KRAYNE_REFERENCE_IMAGE, ManifestSettings, Provenance, build_manifest},
 };
 use pretty_assertions::assert_eq;
 use serde_json::Value;
@@ -47,7 +47,12 @@ fn every_reference_config_matches_krayne() {
         .collect();
     configs.sort();
     assert!(configs.len() >= 10, "reference configs missing");
-    let settings = ManifestSettings::default();
+    // The image Krayne derived from the Ray beside it; krayne's default
+    // is the platform's (`--default-ray-image`).
+    let settings = ManifestSettings {
+        default_image: KRAYNE_REFERENCE_IMAGE.into(),
+        ..ManifestSettings::default()
+    };
     for path in configs {
         let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
         let expected = read_json(&format!("krayne-reference/expected/{stem}.json"));
@@ -85,6 +90,7 @@ fn provenance_adds_only_labels_and_annotations() {
     let who = Provenance {
         created_by: Some("alice@example.com"),
         team: Some("ml-research"),
+        ..Provenance::default()
     };
     let mut marked = build_manifest(&spec, &settings, &who);
     assert_eq!(
@@ -118,11 +124,51 @@ fn the_default_image_is_server_configuration() {
     assert_eq!(worker(0), "registry.local/ray:2.50.0-py311-gpu");
     assert_eq!(worker(1), "registry.local/ray:2.50.0-py311");
     assert_eq!(worker(2), "my/ray:1", "explicit images are used verbatim");
+    let pinned = ManifestSettings {
+        default_image: "rayproject/ray:2.60.0-py312@sha256:aa".into(),
+        default_gpu_image: Some("rayproject/ray:2.60.0-py312-gpu@sha256:bb".into()),
+        ..ManifestSettings::default()
+    };
+    let m = build_manifest(&spec, &pinned, &Provenance::default());
+    let image = |p: &str| m.pointer(p).unwrap().as_str().unwrap().to_owned();
+    assert_eq!(
+        image("/spec/headGroupSpec/template/spec/containers/0/image"),
+        "rayproject/ray:2.60.0-py312-gpu@sha256:bb",
+        "a digest takes no suffix: GPU pods get their own image"
+    );
+    assert_eq!(
+        image("/spec/workerGroupSpecs/1/template/spec/containers/0/image"),
+        "rayproject/ray:2.60.0-py312@sha256:aa"
+    );
     let head_res = m
         .pointer("/spec/headGroupSpec/template/spec/containers/0/resources")
         .unwrap();
     assert_eq!(head_res["limits"]["nvidia.com/gpu"], 1);
     assert_eq!(head_res["requests"]["nvidia.com/gpu"], 1);
+}
+
+#[test]
+fn token_auth_adds_auth_options_and_the_nonce() {
+    let spec = ClusterSpec::from_yaml_str("name: tok\nnamespace: ml\n").unwrap();
+    let plain = build_manifest(&spec, &ManifestSettings::default(), &Provenance::default());
+    assert!(plain["spec"].get("authOptions").is_none());
+    assert_eq!(
+        ManifestSettings::default().default_image,
+        "rayproject/ray:2.60.0-py312",
+        "a Ray with token authentication (>= 2.52)"
+    );
+    let settings = ManifestSettings {
+        ray_token_auth: true,
+        ..ManifestSettings::default()
+    };
+    let who = Provenance {
+        ray_auth_nonce: Some("n-1"),
+        ..Provenance::default()
+    };
+    let m = build_manifest(&spec, &settings, &who);
+    assert_eq!(m["spec"]["authOptions"]["mode"], "token");
+    assert_eq!(m["spec"]["authOptions"]["secretName"], "tok-ray-auth-n-1");
+    assert_eq!(m["metadata"]["annotations"]["krayne.dev/ray-auth-nonce"], "n-1");
 }
 
 /// krayne's one addition to the head (a server setting, so the comparison

@@ -2,14 +2,19 @@
 
 use krayne_core::{
     domain::ClusterSpec,
-    manifest::{ManifestSettings, Provenance, build_manifest},
+    manifest::{KRAYNE_REFERENCE_IMAGE, ManifestSettings, Provenance, build_manifest},
 };
 
 use crate::testdata;
 
 fn manifest(yaml: &str, who: &Provenance) -> serde_json::Value {
     let spec = ClusterSpec::from_yaml_str(yaml).unwrap();
-    build_manifest(&spec, &ManifestSettings::default(), who)
+    // Krayne's own image, as its recorded outputs have it.
+    let settings = ManifestSettings {
+        default_image: KRAYNE_REFERENCE_IMAGE.into(),
+        ..ManifestSettings::default()
+    };
+    build_manifest(&spec, &settings, who)
 }
 
 fn reference(stem: &str) -> String {
@@ -35,6 +40,7 @@ fn fixed_size_head_tasks_no_services_manifest() {
     let who = Provenance {
         created_by: Some("pipeline@example.com"),
         team: Some("ml-research"),
+        ..Provenance::default()
     };
     insta::assert_json_snapshot!(manifest(yaml, &who));
 }

@@ -95,9 +95,13 @@ pub(crate) struct Cache {
     pods: RwLock<Collection<ObservedPod>>,
     events: RwLock<Collection<ObservedEvent>>,
     namespaces: RwLock<Collection<NamespaceView>>,
-    /// `None`: every namespace; else only these.
-    pub(crate) covered: Option<BTreeSet<String>>,
+    /// `None`: every namespace; else only these (which may change while
+    /// the cache runs: [`Cache::cover`]).
+    covered: RwLock<Option<BTreeSet<String>>>,
     health: Mutex<HashMap<(Kind, Scope), Health>>,
+    /// Every watcher had listed once: readiness stays, however many
+    /// namespaces are added later.
+    ever_synced: std::sync::atomic::AtomicBool,
     notices: broadcast::Sender<Arc<Notice>>,
     progress: watch::Sender<u64>,
     expected: Mutex<HashMap<(String, String), Expect>>,
@@ -182,8 +186,9 @@ impl Cache {
             pods: RwLock::default(),
             events: RwLock::default(),
             namespaces: RwLock::default(),
-            covered: namespaces,
+            covered: RwLock::new(namespaces),
             health: Mutex::new(HashMap::new()),
+            ever_synced: std::sync::atomic::AtomicBool::new(false),
             notices: broadcast::channel(NOTICES).0,
             progress: watch::channel(0).0,
             expected: Mutex::new(HashMap::new()),
@@ -198,9 +203,48 @@ impl Cache {
         cache
     }
 
+    /// The namespaces covered (`None`: every one).
+    pub(crate) fn covered(&self) -> Option<BTreeSet<String>> {
+        read(&self.covered).clone()
+    }
+
+    /// Covers `namespaces` from now on (a cache of every namespace stays
+    /// so): what it no longer covers is forgotten, what it newly covers
+    /// reads from Kubernetes until its watchers have listed. Returns the
+    /// namespaces added and removed.
+    pub(crate) fn cover(&self, namespaces: &BTreeSet<String>) -> (Vec<String>, Vec<String>) {
+        let mut covered = write(&self.covered);
+        let Some(old) = covered.as_mut() else {
+            return (Vec::new(), Vec::new());
+        };
+        let added: Vec<String> = namespaces.difference(old).cloned().collect();
+        let removed: Vec<String> = old.difference(namespaces).cloned().collect();
+        old.clone_from(namespaces);
+        drop(covered);
+        {
+            let mut health = lock(&self.health);
+            for ns in &removed {
+                health.retain(|(_, scope), _| scope.as_deref() != Some(ns.as_str()));
+            }
+            for ns in &added {
+                for kind in [Kind::Clusters, Kind::Pods, Kind::Events] {
+                    health.insert((kind, Some(ns.clone())), Health::default());
+                }
+            }
+        }
+        for ns in &removed {
+            write(&self.clusters).replace(Some(ns), Vec::new());
+            write(&self.pods).replace(Some(ns), Vec::new());
+            write(&self.events).replace(Some(ns), Vec::new());
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a gauge")]
+        metrics::gauge!("krayne_cache_namespaces").set(namespaces.len() as f64);
+        (added, removed)
+    }
+
     /// The scopes watchers run for, per kind.
     fn scopes(&self, kind: Kind) -> Vec<Scope> {
-        match (&self.covered, kind) {
+        match (&*read(&self.covered), kind) {
             (_, Kind::Namespaces) | (None, _) => vec![None],
             (Some(set), _) => set.iter().cloned().map(Some).collect(),
         }
@@ -209,7 +253,7 @@ impl Cache {
     /// Whether reads of `kind` in `namespace` (`None`: every namespace) can
     /// come from the cache: covered, listed, and watching without errors.
     pub(crate) fn serving(&self, kind: Kind, namespace: Option<&str>) -> bool {
-        let scope = match (&self.covered, kind, namespace) {
+        let scope = match (&*read(&self.covered), kind, namespace) {
             (None, ..) | (_, Kind::Namespaces, _) => None,
             (Some(set), _, Some(ns)) if set.contains(ns) => Some(ns.to_owned()),
             _ => return false,
@@ -217,9 +261,16 @@ impl Cache {
         lock(&self.health).get(&(kind, scope)).is_some_and(|h| h.serving)
     }
 
-    /// Every watcher has listed once.
+    /// Every watcher has listed once (a namespace covered later does not
+    /// take readiness back: its reads go to Kubernetes meanwhile).
     pub(crate) fn synced(&self) -> bool {
-        lock(&self.health).values().all(|h| h.synced)
+        use std::sync::atomic::Ordering;
+        if self.ever_synced.load(Ordering::Relaxed) {
+            return true;
+        }
+        let all = lock(&self.health).values().all(|h| h.synced);
+        self.ever_synced.fetch_or(all, Ordering::Relaxed);
+        all
     }
 
     fn set_health(&self, kind: Kind, scope: Scope, serving: bool) {

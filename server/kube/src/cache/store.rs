@@ -11,8 +11,8 @@ use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched
 use crate::{
     KubeClusterStore,
     domain::{
-        ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod,
-        PodLogOptions, PodsOf, Preconditions, RenderedCluster, ResourceKind,
+        ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Companion, Error, ObservedCluster, ObservedEvent,
+        ObservedPod, PodLogOptions, PodsOf, Preconditions, RenderedCluster, ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -21,8 +21,14 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct CacheOptions {
     /// Namespaces to cache; empty means every namespace (cluster-wide
-    /// watches, which need a ClusterRole).
+    /// watches, which need a ClusterRole) unless `namespaces_file` names
+    /// them.
     pub namespaces: Vec<String>,
+    /// A file naming the namespaces to cache (one a line, or
+    /// comma-separated; `#` starts a comment), re-read while the server
+    /// runs: a namespace added there is watched, one removed forgotten,
+    /// without a restart (a mounted ConfigMap the kubelet updates).
+    pub namespaces_file: Option<std::path::PathBuf>,
     /// Longest a write waits for the cache to show it; reads of that
     /// cluster go to Kubernetes until it does.
     pub write_wait: Duration,
@@ -32,25 +38,42 @@ impl Default for CacheOptions {
     fn default() -> Self {
         Self {
             namespaces: Vec::new(),
+            namespaces_file: None,
             write_wait: Duration::from_secs(3),
         }
     }
 }
+
+/// How often the namespaces file is read again.
+const NAMESPACES_FILE_EVERY: Duration = Duration::from_secs(5);
 
 /// Kubernetes behind a watch cache.
 pub struct CachedClusterStore {
     api: KubeClusterStore,
     cache: Arc<Cache>,
     write_wait: Duration,
-    feeds: Vec<JoinHandle<()>>,
+    /// The watchers of each scope (`None`: cluster-wide).
+    feeds: Arc<std::sync::Mutex<Feeds>>,
+    /// Re-reads the namespaces file, when there is one.
+    file_watch: Option<JoinHandle<()>>,
 }
+
+/// The watchers feeding the cache, by scope.
+type Feeds = std::collections::HashMap<Option<String>, Vec<JoinHandle<()>>>;
 
 impl Drop for CachedClusterStore {
     fn drop(&mut self) {
-        for feed in &self.feeds {
+        if let Some(watch) = &self.file_watch {
+            watch.abort();
+        }
+        for feed in lock_feeds(&self.feeds).values().flatten() {
             feed.abort();
         }
     }
+}
+
+fn lock_feeds(feeds: &std::sync::Mutex<Feeds>) -> std::sync::MutexGuard<'_, Feeds> {
+    feeds.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn source(kind: Kind, cached: bool) {
@@ -58,29 +81,116 @@ fn source(kind: Kind, cached: bool) {
     metrics::counter!("krayne_cache_reads_total", "kind" => kind.as_str(), "source" => source).increment(1);
 }
 
+/// Namespaces as a namespaces file lists them.
+///
+/// # Errors
+/// A name that cannot be a namespace.
+pub(super) fn parse_namespaces(text: &str) -> Result<BTreeSet<String>, String> {
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        for name in line.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            crate::domain::check_dns1123_label(name).map_err(|why| format!("{name:?} is no namespace: {why}"))?;
+            found.insert(name.to_owned());
+        }
+    }
+    Ok(found)
+}
+
+fn read_namespaces(file: &std::path::Path) -> Result<BTreeSet<String>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    parse_namespaces(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// The watchers of one namespace's clusters, pods and events.
+fn spawn_scope(cache: &Arc<Cache>, client: &kube::Client, scope: Option<String>) -> Vec<JoinHandle<()>> {
+    let every = watcher::Config::default();
+    let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
+    vec![
+        spawn::<ObservedCluster>(cache, client, every.clone(), scope.clone()),
+        spawn::<ObservedPod>(cache, client, ray_pods, scope.clone()),
+        spawn::<ObservedEvent>(cache, client, every, scope),
+    ]
+}
+
+/// Makes the cache cover `namespaces`: watchers of namespaces no longer
+/// named stop (then the cache forgets them), new ones start.
+fn cover(cache: &Arc<Cache>, client: &kube::Client, feeds: &std::sync::Mutex<Feeds>, namespaces: &BTreeSet<String>) {
+    let Some(before) = cache.covered() else {
+        return;
+    };
+    let mut feeds = lock_feeds(feeds);
+    for gone in before.difference(namespaces) {
+        for feed in feeds.remove(&Some(gone.clone())).into_iter().flatten() {
+            feed.abort();
+        }
+    }
+    let (added, removed) = cache.cover(namespaces);
+    for ns in &added {
+        feeds.insert(Some(ns.clone()), spawn_scope(cache, client, Some(ns.clone())));
+    }
+    if !added.is_empty() || !removed.is_empty() {
+        tracing::info!(
+            ?added,
+            ?removed,
+            covered = namespaces.len(),
+            "the watch cache covers other namespaces now"
+        );
+    }
+}
+
 impl CachedClusterStore {
     /// Starts the watchers. Reads use the cache once it has listed; until
     /// then (and while a watcher recovers) they go to Kubernetes.
-    pub fn start(api: KubeClusterStore, options: &CacheOptions) -> Self {
+    ///
+    /// # Errors
+    /// When the namespaces file cannot be read or names no namespace.
+    pub fn start(api: KubeClusterStore, options: &CacheOptions) -> Result<Self, String> {
         let client = api.client().clone();
-        let covered =
-            (!options.namespaces.is_empty()).then(|| options.namespaces.iter().cloned().collect::<BTreeSet<_>>());
-        let cache = Arc::new(Cache::new(covered));
-        let mut feeds = Vec::new();
-        let every = watcher::Config::default();
-        let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
-        for scope in cache.scopes(Kind::Clusters) {
-            feeds.push(spawn::<ObservedCluster>(&cache, &client, every.clone(), scope.clone()));
-            feeds.push(spawn::<ObservedPod>(&cache, &client, ray_pods.clone(), scope.clone()));
-            feeds.push(spawn::<ObservedEvent>(&cache, &client, every.clone(), scope));
+        let covered = match &options.namespaces_file {
+            Some(file) => Some(read_namespaces(file).map_err(|e| format!("--cache-namespaces-file {e}"))?),
+            None => (!options.namespaces.is_empty()).then(|| options.namespaces.iter().cloned().collect()),
+        };
+        if let Some(covered) = &covered {
+            #[expect(clippy::cast_precision_loss, reason = "a gauge")]
+            metrics::gauge!("krayne_cache_namespaces").set(covered.len() as f64);
         }
-        feeds.push(spawn::<super::NamespaceView>(&cache, &client, every, None));
-        Self {
+        let cache = Arc::new(Cache::new(covered));
+        let mut feeds = Feeds::new();
+        for scope in cache.scopes(Kind::Clusters) {
+            feeds.insert(scope.clone(), spawn_scope(&cache, &client, scope));
+        }
+        feeds.entry(None).or_default().push(spawn::<super::NamespaceView>(
+            &cache,
+            &client,
+            watcher::Config::default(),
+            None,
+        ));
+        let feeds = Arc::new(std::sync::Mutex::new(feeds));
+        let file_watch = options.namespaces_file.clone().map(|file| {
+            let (cache, feeds) = (cache.clone(), feeds.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(NAMESPACES_FILE_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    match read_namespaces(&file) {
+                        Ok(namespaces) => cover(&cache, &client, &feeds, &namespaces),
+                        Err(e) => {
+                            metrics::counter!("krayne_cache_namespaces_file_errors_total").increment(1);
+                            tracing::warn!(error = %e, "the namespaces file cannot be used; the namespaces covered stay as they were");
+                        }
+                    }
+                }
+            })
+        });
+        Ok(Self {
             api,
             cache,
             write_wait: options.write_wait,
             feeds,
-        }
+            file_watch,
+        })
     }
 
     fn not_found(&self, namespace: &str, name: &str) -> Error {
@@ -176,12 +286,12 @@ impl ClusterStore for CachedClusterStore {
 
     async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         if namespace.is_none()
-            && let Some(covered) = &self.cache.covered
+            && let Some(covered) = self.cache.covered()
         {
             // Role mode: every namespace is every one the Roles cover, and
             // Kubernetes allows only a list within each.
             let mut all = Vec::new();
-            for ns in covered {
+            for ns in &covered {
                 all.extend(self.list(Some(ns), request_id).await?);
             }
             return Ok(all);
@@ -315,13 +425,36 @@ impl ClusterStore for CachedClusterStore {
         Ok(())
     }
 
-    async fn create_network_policy(
+    async fn apply_companion(
         &self,
+        kind: Companion,
         namespace: &str,
-        policy: &serde_json::Value,
+        name: &str,
+        object: &serde_json::Value,
         request_id: &str,
     ) -> Result<(), Error> {
-        self.api.create_network_policy(namespace, policy, request_id).await
+        self.api
+            .apply_companion(kind, namespace, name, object, request_id)
+            .await
+    }
+
+    async fn get_network_policy(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        self.api.get_network_policy(namespace, name, request_id).await
+    }
+
+    async fn delete_companion(
+        &self,
+        kind: Companion,
+        namespace: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<(), Error> {
+        self.api.delete_companion(kind, namespace, name, request_id).await
     }
 
     async fn create_event(&self, namespace: &str, event: &serde_json::Value, request_id: &str) -> Result<(), Error> {
@@ -368,7 +501,8 @@ mod tests {
         let store = CachedClusterStore::start(
             KubeClusterStore::new(crate::client(config).unwrap()),
             &CacheOptions::default(),
-        );
+        )
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         let error = store.ping().await.unwrap_err();
         assert!(
@@ -376,5 +510,13 @@ mod tests {
             "{error:?}"
         );
         assert!(!store.cache.serving(Kind::Clusters, Some("ml-team")));
+    }
+
+    #[test]
+    fn a_namespaces_file_lists_namespaces() {
+        let listed = parse_namespaces("ml-team\n# onboarding next week\nvision, nlp  # two teams\n\n").unwrap();
+        assert_eq!(listed, ["ml-team", "nlp", "vision"].map(str::to_owned).into());
+        assert!(parse_namespaces("ML_Team").unwrap_err().contains("no namespace"));
+        assert!(parse_namespaces("").unwrap().is_empty());
     }
 }

@@ -20,8 +20,10 @@ use tokio::sync::watch;
 use super::{Head, Kind, jobs};
 use crate::operator::FAULT_ANNOTATION;
 
-/// Ray's version the dashboard stand-in reports (Krayne's default image's).
-pub(super) const RAY_VERSION: &str = "2.43.0";
+/// The Ray version a head reports: its image's tag.
+pub(super) fn ray_version_of(pod: &serde_json::Value) -> String {
+    krayne_core::manifest::ray_version(pod["spec"]["containers"][0]["image"].as_str().unwrap_or(""))
+}
 /// The Jupyter server version the notebook stand-in reports.
 const JUPYTER_SERVER_VERSION: &str = "2.14.2";
 
@@ -37,17 +39,32 @@ pub(super) fn router(kind: Kind, head: &Head) -> Router {
         Kind::Dashboard if head.object["metadata"]["annotations"][FAULT_ANNOTATION] == DASHBOARD_HANGS => {
             Router::new().fallback(hang).with_state(stopped)
         }
-        Kind::Dashboard => Router::new()
-            .route("/", get(dashboard_page))
-            .route("/api/version", get(ray_version))
-            .route("/ws", get(websocket_echo))
-            .with_state(stopped)
-            .merge(super::ray_logs::router(head.jobs.clone()))
-            .merge(super::cluster_status::router(
-                head.jobs.clone(),
-                super::cluster_status::NodeTotals::of(&head.object),
-            ))
-            .merge(jobs::router(head.jobs.clone())),
+        Kind::Dashboard => {
+            let version: Arc<str> = ray_version_of(&head.object).into();
+            let page_version = version.clone();
+            let api = Router::new()
+                .route("/api/version", get(move || ray_version(version.clone())))
+                .route("/ws", get(websocket_echo))
+                .with_state(stopped.clone())
+                .merge(super::ray_logs::router(head.jobs.clone()))
+                .merge(super::cluster_status::router(
+                    head.jobs.clone(),
+                    super::cluster_status::NodeTotals::of(&head.object),
+                ))
+                .merge(jobs::router(head.jobs.clone()));
+            let api = match head.ray_token.clone() {
+                Some(token) => api.layer(axum::middleware::from_fn(move |request, next| {
+                    super::ray_auth::require(token.clone(), request, next)
+                })),
+                None => api,
+            };
+            // The page itself is served to anyone, as Ray's is (its script
+            // asks for the token).
+            Router::new()
+                .route("/", get(move || dashboard_page(page_version.clone())))
+                .with_state(stopped)
+                .merge(api)
+        }
         Kind::Notebook => {
             let (base, kernels) = (head.notebook_base.clone(), head.kernels.clone());
             Router::new()
@@ -228,7 +245,7 @@ async fn echo_messages(mut socket: WebSocket, mut stopped: watch::Receiver<()>) 
     }
 }
 
-async fn dashboard_page() -> Html<String> {
+async fn dashboard_page(version: Arc<str>) -> Html<String> {
     Html(format!(
         "<!doctype html><title>Ray Dashboard</title><h1>Ray Dashboard (krayne sandbox)</h1>\
          <p>Ray <span id=\"version\">…</span></p>\
@@ -238,17 +255,17 @@ async fn dashboard_page() -> Html<String> {
          const ws = new WebSocket(new URL(\"ws\", location.href.replace(/^http/, \"ws\")));\
          ws.onopen = () => ws.send(\"echo\");\
          ws.onmessage = (e) => document.getElementById(\"ws\").textContent = e.data;</script>\
-         <!-- ray {RAY_VERSION} -->"
+         <!-- ray {version} -->"
     ))
 }
 
 /// `GET /api/version`, in Ray's shape.
-async fn ray_version() -> Response {
+async fn ray_version(version: Arc<str>) -> Response {
     jobs::python_json(
         StatusCode::OK,
         &json!({
             "version": "4",
-            "ray_version": RAY_VERSION,
+            "ray_version": &*version,
             "ray_commit": "krayne-sandbox",
             "session_name": "session_krayne_sandbox",
         }),

@@ -31,6 +31,7 @@ mod hostile;
 mod http;
 mod ingress;
 mod jobs;
+mod ray_auth;
 mod ray_logs;
 mod ssh;
 
@@ -304,6 +305,28 @@ fn head_env(pod: &Value, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The Ray token the head container's environment requires, its
+/// `RAY_AUTH_TOKEN` resolved as the kubelet does (a value, or a Secret's
+/// key); `None` unless `RAY_AUTH_MODE` is `token`.
+fn ray_token(store: &Store, pod: &Value) -> Option<String> {
+    use base64::Engine as _;
+    if head_env(pod, "RAY_AUTH_MODE").as_deref() != Some("token") {
+        return None;
+    }
+    let env = pod["spec"]["containers"][0]["env"].as_array()?;
+    let token = env.iter().find(|e| e["name"] == "RAY_AUTH_TOKEN")?;
+    if let Some(value) = token["value"].as_str() {
+        return Some(value.to_owned());
+    }
+    let from = &token["valueFrom"]["secretKeyRef"];
+    let secret = store
+        .get(Resource::Secret, meta_str(pod, "namespace"), from["name"].as_str()?)
+        .ok()?;
+    let data = secret["data"][from["key"].as_str()?].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// Where a head pod's stand-ins are, and what they share.
 #[derive(Clone)]
 struct Head {
@@ -324,6 +347,9 @@ struct Head {
     object: Arc<Value>,
     /// Its SSH server's settings, when it declares SSH.
     ssh: Option<Arc<ssh::SshHead>>,
+    /// The Ray token its dashboard requires (`RAY_AUTH_MODE=token`), as
+    /// the pod's environment had it when it started.
+    ray_token: Option<Arc<str>>,
 }
 
 fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
@@ -351,6 +377,7 @@ fn start(store: &Store, standins: &Arc<Standins>, pod: &Value) -> Serving {
         stopped,
         object: Arc::new(pod.clone()),
         ssh,
+        ray_token: ray_token(store, pod).map(Arc::from),
     };
     let on_loopback = binding::loopback_ports(pod);
     let daemons = standins

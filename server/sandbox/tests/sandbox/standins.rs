@@ -127,7 +127,7 @@ async fn every_declared_port_answers_where_its_daemon_listens() {
     let version = http_get(&ip, 8265, "/api/version").await;
     assert!(version.starts_with("HTTP/1.1 200"), "{version}");
     assert!(
-        version.contains(r#""ray_version": "2.43.0""#),
+        version.contains(r#""ray_version": "2.60.0""#),
         "Python's separators: {version}"
     );
     let dashboard = http_get(&ip, 8265, "/").await;

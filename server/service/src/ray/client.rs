@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     Context, ControlPlane, LogStream, PackageBody, Reachable,
-    domain::{Error, Job, ResourceKind},
+    domain::{Error, Job, ResourceKind, ray_auth::RAY_AUTH_HEADER},
 };
 
 /// How krayne introduces itself to Ray (never as a browser: Ray refuses a
@@ -118,6 +118,9 @@ impl ControlPlane {
             .header(hyper::header::USER_AGENT, USER_AGENT);
         if let Some(size) = size {
             request = request.header(hyper::header::CONTENT_LENGTH, size);
+        }
+        if let Some(token) = head.ray_authorization() {
+            request = request.header(RAY_AUTH_HEADER, token);
         }
         if has_body && path.starts_with("/api/jobs") {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
@@ -260,11 +263,15 @@ impl ControlPlane {
             .await
             .map_err(|e| unavailable(&e))?;
         let task = tokio::spawn(conn);
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(Method::GET)
             .uri(path)
             .header(hyper::header::HOST, "ray-head")
-            .header(hyper::header::USER_AGENT, USER_AGENT)
+            .header(hyper::header::USER_AGENT, USER_AGENT);
+        if let Some(token) = head.ray_authorization() {
+            request = request.header(RAY_AUTH_HEADER, token);
+        }
+        let request = request
             .body(http_body_util::Empty::<Bytes>::new())
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
         let response = match sender.send_request(request).await {
@@ -307,8 +314,16 @@ impl ControlPlane {
     pub(crate) async fn ray_log_tail(&self, cx: &Context, head: Reachable, id: &str) -> Result<LogStream, Error> {
         use tokio_tungstenite::tungstenite::{Message, protocol::frame::coding::CloseCode};
 
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+        let token = head.ray_authorization();
         let connection = self.connect(cx, head).await?.into_connection();
-        let url = format!("ws://ray-head{}/logs/tail", job_path(id));
+        let mut url = format!("ws://ray-head{}/logs/tail", job_path(id))
+            .into_client_request()
+            .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
+        if let Some(token) = token.and_then(|t| hyper::header::HeaderValue::from_str(&t).ok()) {
+            url.headers_mut().insert(RAY_AUTH_HEADER, token);
+        }
         let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
             .max_message_size(Some(MAX_TAIL_MESSAGE))
             .max_frame_size(Some(MAX_TAIL_MESSAGE));

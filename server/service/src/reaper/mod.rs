@@ -523,7 +523,7 @@ fn report_caps(pass: &Pass<'_>) {
 }
 
 /// The reaper's own context: no request, a principal of its own.
-fn system_context() -> Context {
+pub(crate) fn system_context() -> Context {
     Context {
         principal: Principal {
             subject: LIFECYCLE_SUBJECT.to_owned(),
