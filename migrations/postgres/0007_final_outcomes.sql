@@ -1,10 +1,11 @@
 -- An audit row's outcome is final once it is neither 'pending' nor
 -- 'unknown' (the sweeper's word for a row whose replica went away, which
--- a late finish may still correct): no role, the runtime role included,
--- can rewrite what a request's outcome was.
+-- a late finish may still correct, though never back to 'pending'): no
+-- role, the runtime role included, can rewrite what a request's outcome
+-- was.
 CREATE OR REPLACE FUNCTION audit_events_final_outcome() RETURNS trigger AS $$
 BEGIN
-    IF OLD.outcome NOT IN ('pending', 'unknown') THEN
+    IF OLD.outcome NOT IN ('pending', 'unknown') OR (OLD.outcome = 'unknown' AND NEW.outcome = 'pending') THEN
         RAISE EXCEPTION 'audit row % is final (outcome %): it cannot be changed', OLD.id, OLD.outcome
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;

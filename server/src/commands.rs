@@ -332,6 +332,14 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             )
         })
         .transpose()?;
+    let gpu_image = http.default_ray_gpu_image.clone().filter(|i| !i.is_empty());
+    if http.default_ray_image.contains('@') && gpu_image.is_none() {
+        return Err(
+            "--default-ray-image is pinned by digest, to which no `-gpu` can be added: name GPU pods' image with \
+             --default-ray-gpu-image"
+                .into(),
+        );
+    }
     let ray_auth = match &http.ray_auth_key_file {
         Some(path) => {
             let key = std::fs::read(path).map_err(|e| format!("--ray-auth-key-file {}: {e}", path.display()))?;
@@ -361,7 +369,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             .unwrap_or(usize::MAX),
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
-            default_gpu_image: http.default_ray_gpu_image.clone().filter(|i| !i.is_empty()),
+            default_gpu_image: gpu_image,
             notebook_behind: Some(public_url.as_ref().map_or("", PublicUrl::prefix).to_owned()),
             pod_security: match http.cluster_pod_security {
                 ClusterPodSecurity::Krayne => PodSecurity::Krayne,

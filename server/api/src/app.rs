@@ -134,7 +134,7 @@ pub async fn start(
     service.keep_quota_gauges(Duration::from_secs(15));
     service.keep_dependency_gauges(Duration::from_secs(10));
     service.start_watch_hub();
-    service.spawn_companion_keeper();
+    service.spawn_companion_keeper(parts.lifecycle.as_ref().map(|l| l.leadership.clone()));
     if let Some(l) = parts.lifecycle {
         if let Some(ledger) = l.policies {
             service = service.with_policy_ledger(ledger);

@@ -300,6 +300,9 @@ impl Store {
             && !status_only
             && self.get(r, ns, name).is_err_and(|e| e.code == 404)
         {
+            if !patch.is_object() || !(patch["metadata"].is_object() || patch["metadata"].is_null()) {
+                return Err(ApiError::bad_request("an apply must be an object with object metadata"));
+            }
             let mut object = json!({});
             json_patch::merge(&mut object, patch);
             object["metadata"]["name"] = json!(name);

@@ -92,17 +92,21 @@ impl ControlPlane {
             .find(|t| check_dns1123_label(t).is_ok());
         // A fresh nonce per cluster: one re-created under the same name
         // gets a new Ray token.
-        let nonce = self.settings.ray_auth.is_some().then(|| {
-            if input.dry_run {
+        let token = self.settings.ray_auth.as_ref().map(|key| {
+            let nonce = if input.dry_run {
                 manifest::DRY_RUN_NONCE.to_owned()
             } else {
                 uuid::Uuid::new_v4().simple().to_string()
-            }
+            };
+            let secret = manifest::ray_auth_secret_name(key, &namespace, &spec.name, &nonce);
+            (nonce, secret)
         });
         let who = Provenance {
             created_by: Some(&cx.principal.subject),
             team: team.as_deref(),
-            ray_auth_nonce: nonce.as_deref(),
+            ray_auth: token
+                .as_ref()
+                .map(|(nonce, secret)| manifest::RayAuthNames { nonce, secret }),
         };
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let rid = cx.meta.request_id.as_str();
@@ -127,19 +131,30 @@ impl ControlPlane {
                 &spec.name,
                 summary,
                 || async {
-                    if let Some(nonce) = &nonce {
-                        self.stage_ray_token(&namespace, &spec.name, nonce, rid).await?;
+                    let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
+                    if let Some((nonce, secret)) = staged {
+                        self.stage_ray_token(&namespace, &spec.name, nonce, secret, rid).await?;
                     }
                     let created = match self.store.create(&rendered, false, rid).await {
                         Ok(created) => created,
                         Err(e) => {
-                            if let Some(nonce) = &nonce {
-                                self.unstage_ray_token(&namespace, &spec.name, nonce, rid).await;
+                            // A timeout or a broken connection may have
+                            // made the cluster after all: its Secret stays
+                            // (the keeper owns it to the cluster, or it is
+                            // the token of none).
+                            let ambiguous = matches!(e, Error::DeadlineExceeded(_) | Error::Unavailable(_));
+                            if let Some((_, secret)) = staged.filter(|_| !ambiguous) {
+                                self.unstage_ray_token(&namespace, &spec.name, secret, rid).await;
                             }
                             return Err(e);
                         }
                     };
-                    self.protect(&created, rid).await?;
+                    if let Err(e) = self.protect(&created, rid).await {
+                        if let Some((_, secret)) = staged {
+                            self.unstage_ray_token(&namespace, &spec.name, secret, rid).await;
+                        }
+                        return Err(e);
+                    }
                     Ok(created)
                 },
             )

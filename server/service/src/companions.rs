@@ -13,6 +13,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -20,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::{
     Context, ControlPlane,
-    domain::{Companion, Error, ObservedCluster, audit::AuditAction},
+    domain::{Companion, Error, Leadership, ObservedCluster, audit::AuditAction},
     manifest::{self, RayAuth},
 };
 
@@ -41,10 +42,10 @@ pub(crate) struct Kept {
 }
 
 /// What the keeper has already seen right: cluster (namespace, name) →
-/// (uid, policy as applied), so a round costs nothing for clusters that
-/// have not changed.
+/// (uid, a hash of what it applied), so a round costs nothing for clusters
+/// that have not changed.
 #[derive(Debug, Default)]
-pub struct KeptClusters(HashMap<(String, String), (String, Value)>);
+pub struct KeptClusters(HashMap<(String, String), (String, u64)>);
 
 impl ControlPlane {
     /// How `cluster`'s Ray authenticates, with its token when krayne
@@ -54,33 +55,32 @@ impl ControlPlane {
     }
 
     /// Before creating cluster `namespace/name` with token `nonce`: its
-    /// Secret, not yet owned (no uid exists yet), under a name of this
-    /// create's own.
+    /// Secret `secret` (a name of this create's own), not yet owned (no
+    /// uid exists yet).
     pub(crate) async fn stage_ray_token(
         &self,
         namespace: &str,
         name: &str,
         nonce: &str,
+        secret: &str,
         rid: &str,
     ) -> Result<(), Error> {
         let Some(key) = &self.settings.ray_auth else {
             return Ok(());
         };
         let token = key.token(namespace, name, nonce);
-        let secret = manifest::ray_auth_secret(namespace, name, nonce, &token, None);
-        let secret_name = manifest::ray_auth_secret_name(name, nonce);
+        let object = manifest::ray_auth_secret(namespace, name, secret, &token, None);
         self.store
-            .apply_companion(Companion::Secret, namespace, &secret_name, &secret, rid)
+            .apply_companion(Companion::Secret, namespace, secret, &object, rid)
             .await
     }
 
     /// After a create that failed: the Secret staged for it goes again
     /// (its name was this create's alone).
-    pub(crate) async fn unstage_ray_token(&self, namespace: &str, name: &str, nonce: &str, rid: &str) {
-        let secret_name = manifest::ray_auth_secret_name(name, nonce);
+    pub(crate) async fn unstage_ray_token(&self, namespace: &str, name: &str, secret: &str, rid: &str) {
         if let Err(e) = self
             .store
-            .delete_companion(Companion::Secret, namespace, &secret_name, rid)
+            .delete_companion(Companion::Secret, namespace, secret, rid)
             .await
         {
             tracing::warn!(request_id = %rid, %namespace, cluster = %name, error = %e, "a staged Ray token Secret could not be deleted");
@@ -102,12 +102,7 @@ impl ControlPlane {
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
         let uid = cluster.metadata.uid.as_deref();
         if let RayAuth::Token { token, secret } = self.ray_auth_of(cluster) {
-            let nonce = cluster
-                .metadata
-                .annotations
-                .get(manifest::ANNOTATION_RAY_AUTH_NONCE)
-                .map_or("", |n| n.as_str());
-            let object = manifest::ray_auth_secret(namespace, name, nonce, &token, uid);
+            let object = manifest::ray_auth_secret(namespace, name, &secret, &token, uid);
             self.store
                 .apply_companion(Companion::Secret, namespace, &secret, &object, rid)
                 .await?;
@@ -121,6 +116,12 @@ impl ControlPlane {
             } else {
                 None
             };
+            if let Some(theirs) = current.as_ref().filter(|c| !managed_by_krayne(c)) {
+                let owner = &theirs["metadata"]["labels"]["app.kubernetes.io/managed-by"];
+                tracing::warn!(%namespace, cluster = %name, policy = %policy_name, %owner,
+                    "a NetworkPolicy of krayne's name that krayne did not make is left alone");
+                return Ok(kept);
+            }
             if current.as_ref().is_none_or(|c| !same_policy(c, &wanted)) {
                 self.store
                     .apply_companion(Companion::NetworkPolicy, namespace, &policy_name, &wanted, rid)
@@ -148,17 +149,23 @@ impl ControlPlane {
         seen.0.retain(|k, _| live.contains(k));
         let pace = Duration::from_secs(1) / WRITES_PER_SECOND;
         let mut changed = 0;
-        for cluster in clusters {
-            if cluster.metadata.deletion_timestamp.is_some() {
+        for listed in clusters {
+            if !made_by_krayne(&listed) {
                 continue;
             }
-            let key = (
-                cluster.metadata.namespace.to_string(),
-                cluster.metadata.name.to_string(),
-            );
-            let uid = cluster.metadata.uid.as_deref().unwrap_or_default().to_owned();
-            let fingerprint = self.fingerprint(&cluster);
+            let key = (listed.metadata.namespace.to_string(), listed.metadata.name.to_string());
+            let uid = listed.metadata.uid.as_deref().unwrap_or_default().to_owned();
+            let fingerprint = self.fingerprint(&listed);
             if seen.0.get(&key).is_some_and(|(u, f)| *u == uid && *f == fingerprint) {
+                continue;
+            }
+            // The list is minutes old by the end of a large round: a
+            // cluster deleted (or made again) since is not acted on as it
+            // was, which would own its policy to a uid that is gone.
+            let Ok(cluster) = self.store.get(&key.0, &key.1, &rid).await else {
+                continue;
+            };
+            if cluster.metadata.uid.as_deref() != Some(uid.as_str()) || cluster.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             let started = Instant::now();
@@ -180,15 +187,18 @@ impl ControlPlane {
         Ok(changed)
     }
 
-    /// What the keeper applies to `cluster`, to tell a change.
-    fn fingerprint(&self, cluster: &ObservedCluster) -> Value {
+    /// A hash of what the keeper applies to `cluster`, to tell a change.
+    fn fingerprint(&self, cluster: &ObservedCluster) -> u64 {
+        use std::hash::{Hash as _, Hasher as _};
         let policy = self
             .settings
             .network_policy
             .as_ref()
             .map(|peers| manifest::network_policy(cluster, peers));
         let token = matches!(self.ray_auth_of(cluster), RayAuth::Token { .. });
-        json!({"policy": policy, "token": token})
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        json!({"policy": policy, "token": token}).to_string().hash(&mut hasher);
+        hasher.finish()
     }
 
     async fn record_kept(&self, cx: &Context, cluster: &ObservedCluster, kept: Kept) {
@@ -202,8 +212,10 @@ impl ControlPlane {
     }
 
     /// Runs the keeper: a round now, then every `companions_every`, for as
-    /// long as the process runs.
-    pub fn spawn_companion_keeper(&self) {
+    /// long as the process runs; with `leadership` (the lifecycle reaper's
+    /// election), only while this replica leads, so replicas do not all
+    /// make the same calls.
+    pub fn spawn_companion_keeper(&self, leadership: Option<Arc<dyn Leadership>>) {
         let every = self.settings.companions_every;
         if self.settings.network_policy.is_none() && self.settings.ray_auth.is_none() {
             return;
@@ -214,6 +226,9 @@ impl ControlPlane {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                if let Some(leadership) = &leadership {
+                    leadership.leading().await;
+                }
                 tick.tick().await;
                 match plane.keep_all_companions(&mut seen).await {
                     Ok(changed) => {
@@ -233,6 +248,22 @@ impl ControlPlane {
             }
         });
     }
+}
+
+/// Whether krayne made `cluster` (its annotation says who asked): the
+/// keeper leaves clusters of other tools (RayJobs, RayServices, kubectl)
+/// as they are.
+fn made_by_krayne(cluster: &ObservedCluster) -> bool {
+    cluster
+        .metadata
+        .annotations
+        .get(manifest::ANNOTATION_CREATED_BY)
+        .is_some()
+}
+
+/// Whether a NetworkPolicy is krayne's (its label), so krayne may replace it.
+fn managed_by_krayne(policy: &Value) -> bool {
+    policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "krayne"
 }
 
 /// Whether the policy Kubernetes holds is the one krayne wants: the same

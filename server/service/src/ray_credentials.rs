@@ -11,13 +11,23 @@ use crate::{
     manifest::RayAuth,
 };
 
-/// How a caller authenticates to a cluster's Ray.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a caller authenticates to a cluster's Ray (its `Debug` leaves the
+/// token out).
+#[derive(Clone, PartialEq, Eq)]
 pub struct RayCredentials {
     /// `token` (send [`Self::token`]) or `disabled` (send nothing).
     pub mode: &'static str,
     /// The token, for `RAY_AUTH_TOKEN` or `Authorization: Bearer …`.
     pub token: Option<String>,
+}
+
+impl std::fmt::Debug for RayCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RayCredentials")
+            .field("mode", &self.mode)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 impl ControlPlane {

@@ -209,7 +209,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return Ok(());
     }
     print_table(ctx, &rows)?;
-    ray_auth_note(&client, &namespace, &cluster, &wanted).await?;
+    ray_auth_note(&client, &namespace, &cluster, &wanted).await;
     note("Tunnels open through the server; Ctrl-C closes them.");
     until_stopped(Some(&forwarders)).await;
     note("Tunnels closed.");
@@ -218,17 +218,23 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
 
 /// When a tunnel reaches Ray's dashboard or client and the cluster
 /// requires Ray's token: how Ray's own clients get it (to stderr; `krayne
-/// ray-credentials` prints the same to stdout). Asking is audited.
-async fn ray_auth_note(
-    client: &krayne_client::Client,
-    namespace: &str,
-    cluster: &str,
-    services: &[String],
-) -> Result<(), Failure> {
+/// ray-credentials` prints the same to stdout). Asking is audited; a
+/// refusal (a cluster with a token of its own, an older server) leaves the
+/// tunnels open with a word on why.
+async fn ray_auth_note(client: &krayne_client::Client, namespace: &str, cluster: &str, services: &[String]) {
     if !services.iter().any(|s| s == "dashboard" || s == "client") {
-        return Ok(());
+        return;
     }
-    let credentials = client.ray_credentials(namespace, cluster).await?;
+    let credentials = match client.ray_credentials(namespace, cluster).await {
+        Ok(credentials) => credentials,
+        Err(e) => {
+            note(&format!(
+                "No Ray token for Ray's own clients through these tunnels: {}",
+                e.message()
+            ));
+            return;
+        }
+    };
     if credentials.mode == "token" {
         note(&format!(
             "Ray requires its token on this cluster; for `ray job submit` and `ray.init` through these tunnels:\n  \
@@ -236,7 +242,6 @@ async fn ray_auth_note(
             super::credentials::exports(&credentials.token).join("\n  ")
         ));
     }
-    Ok(())
 }
 
 /// The open tunnels: a table, or with `-o json` Krayne's list of
@@ -335,7 +340,7 @@ async fn detach(ctx: &Context, args: &Args, namespace: &str, cluster: &str) -> R
         if let Some(state) = super::detached::read_live(&state_file) {
             print_table(ctx, &state.services)?;
             let opened: Vec<String> = state.services.iter().map(|s| s.service.clone()).collect();
-            ray_auth_note(&ctx.client()?, namespace, cluster, &opened).await?;
+            ray_auth_note(&ctx.client()?, namespace, cluster, &opened).await;
             note(&format!(
                 "Tunnels open in the background (pid {}); `krayne tunnel --close {cluster} -n {namespace}` closes them.",
                 state.pid

@@ -209,6 +209,9 @@ pub(super) fn confine_response(headers: &mut HeaderMap, seen: &Seen, browser_pat
         headers.remove("service-worker-allowed");
         headers.remove("clear-site-data");
     }
+    // The cluster's Ray token reaches a browser only through the audited
+    // credentials call, never echoed by a head.
+    headers.remove(crate::domain::ray_auth::RAY_AUTH_HEADER);
     let cookies: Vec<HeaderValue> = headers
         .get_all(header::SET_COOKIE)
         .iter()
@@ -235,7 +238,7 @@ pub(super) fn confine_response(headers: &mut HeaderMap, seen: &Seen, browser_pat
 /// dropped; in path mode its `Path` goes under the proxy path.
 fn confine_cookie(value: &HeaderValue, seen: &Seen) -> Option<HeaderValue> {
     let mut cookie = Cookie::parse(value.to_str().ok()?).ok()?;
-    if is_kraynes(cookie.name()) || cookie.domain().is_some() {
+    if is_kraynes(cookie.name()) || is_ray_token(cookie.name()) || cookie.domain().is_some() {
         return None;
     }
     if let Some(prefix) = &seen.prefix {

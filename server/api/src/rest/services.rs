@@ -57,7 +57,7 @@ pub(super) async fn list_services(
 }
 
 /// How to authenticate to a cluster's Ray.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub(super) struct RayCredentials {
     /// `token`: send `token` (`RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<token>`
     /// for Ray's own clients, or `Authorization: Bearer <token>`);

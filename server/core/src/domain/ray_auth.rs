@@ -52,12 +52,27 @@ impl RayAuthKey {
 
     /// The token of cluster `namespace/name` created with `nonce`.
     pub fn token(&self, namespace: &str, name: &str, nonce: &str) -> RayToken {
+        RayToken(self.mac("krayne-ray-token/v1", namespace, name, nonce))
+    }
+
+    /// What the name of that cluster's token Secret ends with: derived
+    /// too, so whoever may edit a cluster (its nonce annotation) cannot
+    /// point krayne's writes at a Secret of their choosing.
+    pub fn secret_suffix(&self, namespace: &str, name: &str, nonce: &str) -> String {
+        let mut mac = self.mac("krayne-ray-token-secret/v1", namespace, name, nonce);
+        mac.truncate(10);
+        mac
+    }
+
+    /// HMAC over `label` and the cluster's identity, each part framed by
+    /// its length (no two identities share a message), as hex.
+    fn mac(&self, label: &str, namespace: &str, name: &str, nonce: &str) -> String {
         let mut mac = self.0.clone();
-        for part in ["krayne-ray-token/v1", namespace, name, nonce] {
+        for part in [label, namespace, name, nonce] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part.as_bytes());
         }
-        RayToken(hex::encode(mac.finalize().into_bytes()))
+        hex::encode(mac.finalize().into_bytes())
     }
 }
 
@@ -120,6 +135,13 @@ mod tests {
         }
         let other_key = RayAuthKey::new(b"fedcba9876543210fedcba9876543210").unwrap();
         assert_ne!(t, other_key.token("ml", "demo", "n1"));
+        let suffix = k.secret_suffix("ml", "demo", "n1");
+        assert_eq!(suffix.len(), 10);
+        assert!(
+            !t.expose().starts_with(&suffix),
+            "the Secret's name tells nothing of the token"
+        );
+        assert_ne!(suffix, k.secret_suffix("ml", "demo", "n2"));
     }
 
     #[test]

@@ -120,9 +120,19 @@ pub struct Provenance<'a> {
     pub created_by: Option<&'a str>,
     /// Team the creator acted for (label; must be a valid label value).
     pub team: Option<&'a str>,
-    /// The nonce the cluster's Ray token is derived with (annotation) and
-    /// its Secret named after, when it requires one.
-    pub ray_auth_nonce: Option<&'a str>,
+    /// The nonce the cluster's Ray token is derived with (annotation), and
+    /// the Secret KubeRay gives its pods the token from, when it requires
+    /// one.
+    pub ray_auth: Option<RayAuthNames<'a>>,
+}
+
+/// What names a cluster's Ray token: its nonce and its Secret.
+#[derive(Debug, Clone, Copy)]
+pub struct RayAuthNames<'a> {
+    /// The nonce (annotation `krayne.dev/ray-auth-nonce`).
+    pub nonce: &'a str,
+    /// The Secret (`spec.authOptions.secretName`).
+    pub secret: &'a str,
 }
 
 /// The head never gets less than this (Krayne's floor).
@@ -181,8 +191,8 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
         }
         spec_json.insert("autoscalerOptions".into(), options);
     }
-    if let Some(nonce) = who.ray_auth_nonce.filter(|_| settings.ray_token_auth) {
-        spec_json.insert("authOptions".into(), super::auth_options(&spec.name, nonce));
+    if let Some(names) = who.ray_auth.filter(|_| settings.ray_token_auth) {
+        spec_json.insert("authOptions".into(), super::auth_options(names.secret));
     }
     json!({
         "apiVersion": KUBERAY_API_VERSION,
@@ -207,8 +217,8 @@ fn metadata(spec: &ClusterSpec, who: &Provenance) -> Value {
     if let Some(subject) = who.created_by {
         annotations.insert(ANNOTATION_CREATED_BY.into(), json!(subject));
     }
-    if let Some(nonce) = who.ray_auth_nonce {
-        annotations.insert(ANNOTATION_RAY_AUTH_NONCE.into(), json!(nonce));
+    if let Some(names) = who.ray_auth {
+        annotations.insert(ANNOTATION_RAY_AUTH_NONCE.into(), json!(names.nonce));
     }
     if !annotations.is_empty() {
         meta.insert("annotations".into(), Value::Object(annotations));

@@ -18,7 +18,7 @@ pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
 pub use bootstrap::bootstrap_script;
 pub use build::{
     DEFAULT_RAY_IMAGE, KRAYNE_REFERENCE_IMAGE, ManifestSettings, NOTEBOOK_BASE_URL_ENV, PodSecurity, Provenance,
-    build_manifest, render,
+    RayAuthNames, build_manifest, render,
 };
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
 pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};

@@ -15,24 +15,25 @@ use crate::domain::{
 /// The nonce of a dry run: nothing is created, so none is chosen.
 pub const DRY_RUN_NONCE: &str = "dry-run";
 
-/// The Secret holding the token of cluster `name` created with `nonce`:
-/// each create its own name, so a create never touches the Secret of a
-/// cluster that exists (two creates of one name, say).
-pub fn ray_auth_secret_name(name: &str, nonce: &str) -> String {
-    let short = nonce.get(..10).unwrap_or(nonce);
-    format!("{name}-ray-auth-{short}")
+/// The Secret holding the token of cluster `namespace/name` created with
+/// `nonce`: each create its own name (two creates of one name never touch
+/// each other's Secret), derived with `key` (an edited nonce cannot name a
+/// Secret of the editor's choosing).
+pub fn ray_auth_secret_name(key: &RayAuthKey, namespace: &str, name: &str, nonce: &str) -> String {
+    format!("{name}-ray-auth-{}", key.secret_suffix(namespace, name, nonce))
 }
 
-/// `spec.authOptions` of a cluster krayne creates with token auth.
-pub fn auth_options(name: &str, nonce: &str) -> Value {
-    json!({"mode": "token", "secretName": ray_auth_secret_name(name, nonce)})
+/// `spec.authOptions` of a cluster krayne creates with token auth, its
+/// token in Secret `secret`.
+pub fn auth_options(secret: &str) -> Value {
+    json!({"mode": "token", "secretName": secret})
 }
 
-/// The Secret holding `token` for cluster `namespace/name` created with
-/// `nonce`; owned by the cluster once its uid is known (`owner_uid`).
-pub fn ray_auth_secret(namespace: &str, name: &str, nonce: &str, token: &RayToken, owner_uid: Option<&str>) -> Value {
+/// The Secret `secret` holding `token` for cluster `namespace/name`; owned
+/// by the cluster once its uid is known (`owner_uid`).
+pub fn ray_auth_secret(namespace: &str, name: &str, secret: &str, token: &RayToken, owner_uid: Option<&str>) -> Value {
     let mut metadata = json!({
-        "name": ray_auth_secret_name(name, nonce),
+        "name": secret,
         "namespace": namespace,
         "labels": {LABEL_CLUSTER: name, "app.kubernetes.io/managed-by": "krayne"},
     });
@@ -81,7 +82,7 @@ pub fn ray_auth_of(cluster: &ObservedCluster, key: Option<&RayAuthKey>) -> RayAu
     let (Some(key), Some(nonce)) = (key, meta.annotations.get(ANNOTATION_RAY_AUTH_NONCE)) else {
         return RayAuth::Unknown;
     };
-    let secret = ray_auth_secret_name(&meta.name, nonce);
+    let secret = ray_auth_secret_name(key, &meta.namespace, &meta.name, nonce);
     if options.secret_name.as_deref() != Some(secret.as_str()) {
         return RayAuth::Unknown;
     }
@@ -112,12 +113,13 @@ mod tests {
 
     #[test]
     fn krayne_knows_the_token_of_the_clusters_it_made() {
-        let made = cluster(json!({"authOptions": auth_options("demo", "n1")}), Some("n1"));
+        let secret = ray_auth_secret_name(&key(), "ml", "demo", "n1");
+        let made = cluster(json!({"authOptions": auth_options(&secret)}), Some("n1"));
         assert_eq!(
             ray_auth_of(&made, Some(&key())),
             RayAuth::Token {
                 token: key().token("ml", "demo", "n1"),
-                secret: "demo-ray-auth-n1".into()
+                secret: secret.clone()
             }
         );
         assert_eq!(ray_auth_of(&made, None), RayAuth::Unknown, "no key");
@@ -126,18 +128,21 @@ mod tests {
             Some("n1"),
         );
         assert_eq!(ray_auth_of(&foreign, Some(&key())), RayAuth::Unknown);
-        let no_nonce = cluster(json!({"authOptions": auth_options("demo", "n1")}), None);
+        let no_nonce = cluster(json!({"authOptions": auth_options(&secret)}), None);
         assert_eq!(ray_auth_of(&no_nonce, Some(&key())), RayAuth::Unknown);
-        let other_nonce = cluster(json!({"authOptions": auth_options("demo", "n1")}), Some("n2"));
+        let other_nonce = cluster(json!({"authOptions": auth_options(&secret)}), Some("n2"));
         assert_eq!(
             ray_auth_of(&other_nonce, Some(&key())),
             RayAuth::Unknown,
             "its Secret is another's"
         );
+        let chosen = cluster(json!({"authOptions": auth_options("someone-elses")}), Some("n1"));
         assert_eq!(
-            ray_auth_secret_name("demo", "0123456789abcdef"),
-            "demo-ray-auth-0123456789"
+            ray_auth_of(&chosen, Some(&key())),
+            RayAuth::Unknown,
+            "no Secret of the editor's choosing"
         );
+        assert!(secret.starts_with("demo-ray-auth-") && secret.len() == "demo-ray-auth-".len() + 10);
         for open in [json!({}), json!({"authOptions": {"mode": "disabled"}})] {
             assert_eq!(ray_auth_of(&cluster(open, None), Some(&key())), RayAuth::Open);
         }
@@ -146,13 +151,13 @@ mod tests {
     #[test]
     fn the_secret_holds_the_token_for_kuberay_and_is_owned_by_the_cluster() {
         let token = key().token("ml", "demo", "n1");
-        let secret = ray_auth_secret("ml", "demo", "n1", &token, Some("u-1"));
-        assert_eq!(secret["metadata"]["name"], "demo-ray-auth-n1");
+        let secret = ray_auth_secret("ml", "demo", "demo-ray-auth-x", &token, Some("u-1"));
+        assert_eq!(secret["metadata"]["name"], "demo-ray-auth-x");
         assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "u-1");
         let data = secret["data"][SECRET_TOKEN_KEY].as_str().unwrap();
         let decoded = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
         assert_eq!(decoded, token.expose().as_bytes());
-        let before = ray_auth_secret("ml", "demo", "n1", &token, None);
+        let before = ray_auth_secret("ml", "demo", "demo-ray-auth-x", &token, None);
         assert!(before["metadata"].get("ownerReferences").is_none());
     }
 }

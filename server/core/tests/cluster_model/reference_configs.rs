@@ -3,7 +3,7 @@
 
 use krayne_core::{
     domain::{ClusterSpec, Error},
-    manifest::{KRAYNE_REFERENCE_IMAGE, ManifestSettings, Provenance, build_manifest},
+    manifest::{KRAYNE_REFERENCE_IMAGE, ManifestSettings, Provenance, RayAuthNames, build_manifest},
 };
 use pretty_assertions::assert_eq;
 use serde_json::Value;
@@ -162,12 +162,15 @@ fn token_auth_adds_auth_options_and_the_nonce() {
         ..ManifestSettings::default()
     };
     let who = Provenance {
-        ray_auth_nonce: Some("n-1"),
+        ray_auth: Some(RayAuthNames {
+            nonce: "n-1",
+            secret: "tok-ray-auth-0123456789",
+        }),
         ..Provenance::default()
     };
     let m = build_manifest(&spec, &settings, &who);
     assert_eq!(m["spec"]["authOptions"]["mode"], "token");
-    assert_eq!(m["spec"]["authOptions"]["secretName"], "tok-ray-auth-n-1");
+    assert_eq!(m["spec"]["authOptions"]["secretName"], "tok-ray-auth-0123456789");
     assert_eq!(m["metadata"]["annotations"]["krayne.dev/ray-auth-nonce"], "n-1");
 }
 

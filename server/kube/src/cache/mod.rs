@@ -292,8 +292,17 @@ impl Cache {
         self.progress.send_modify(|p| *p += 1);
     }
 
+    /// Whether objects of `namespace` belong in the cache: a watcher of a
+    /// namespace just uncovered may still deliver a last change.
+    fn covers(&self, namespace: &str) -> bool {
+        read(&self.covered).as_ref().is_none_or(|set| set.contains(namespace))
+    }
+
     /// A watcher (re)listed `scope`: its objects replace what was there.
     pub(crate) fn relisted<T: Slot>(&self, scope: Option<&str>, objects: Vec<Arc<T>>) {
+        if scope.is_some_and(|ns| !self.covers(ns)) {
+            return;
+        }
         write(T::collection(self)).replace(scope, objects);
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
         metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
@@ -303,6 +312,9 @@ impl Cache {
 
     /// An object was added or changed.
     pub(crate) fn applied<T: Slot>(&self, object: Arc<T>) {
+        if T::CACHE_KIND != Kind::Namespaces && !self.covers(&object.meta().namespace) {
+            return;
+        }
         write(T::collection(self)).apply(object.clone());
         self.changed::<T>(T::notice(&object, false));
     }
@@ -315,6 +327,9 @@ impl Cache {
 
     /// A watcher failed: until it has listed again, reads go to Kubernetes.
     pub(crate) fn failed<T: Slot>(&self, scope: Option<&str>, error: &dyn std::fmt::Display) {
+        if scope.is_some_and(|ns| !self.covers(ns)) {
+            return;
+        }
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), false);
         metrics::counter!("krayne_cache_watch_errors_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
         tracing::warn!(kind = T::CACHE_KIND.as_str(), scope = scope.unwrap_or("*"), %error, "watch failed; relisting");

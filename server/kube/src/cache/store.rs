@@ -97,9 +97,15 @@ pub(super) fn parse_namespaces(text: &str) -> Result<BTreeSet<String>, String> {
     Ok(found)
 }
 
+/// The namespaces `file` names; naming none is an error (a file emptied
+/// by mistake must not drop every namespace).
 fn read_namespaces(file: &std::path::Path) -> Result<BTreeSet<String>, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    parse_namespaces(&text).map_err(|e| format!("{}: {e}", file.display()))
+    let namespaces = parse_namespaces(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    if namespaces.is_empty() {
+        return Err(format!("{}: names no namespace", file.display()));
+    }
+    Ok(namespaces)
 }
 
 /// The watchers of one namespace's clusters, pods and events.
@@ -290,9 +296,17 @@ impl ClusterStore for CachedClusterStore {
         {
             // Role mode: every namespace is every one the Roles cover, and
             // Kubernetes allows only a list within each.
+            // A namespace named before its Role (or the namespace itself)
+            // exists is left out, not every namespace's list failed.
             let mut all = Vec::new();
             for ns in &covered {
-                all.extend(self.list(Some(ns), request_id).await?);
+                match self.list(Some(ns), request_id).await {
+                    Ok(clusters) => all.extend(clusters),
+                    Err(e @ (Error::PermissionDenied(_) | Error::NotFound { .. })) => {
+                        tracing::warn!(namespace = %ns, error = %e, "a covered namespace cannot be listed; left out");
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             return Ok(all);
         }
