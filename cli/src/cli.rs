@@ -107,7 +107,8 @@ pub(crate) enum Command {
     /// Open local ports that reach a cluster's services through the server.
     Tunnel(commands::service::tunnel::Args),
     /// Open them in the background and return (Krayne's tun-open; `-o json`
-    /// lists `{service, remote_port, local_port, local_url}`).
+    /// lists `{service, remote_port, local_port, local_url}`, SSH's with
+    /// its `command`).
     #[command(name = "tun-open")]
     TunOpen(commands::service::tunnel::Args),
     /// Print a cluster's Ray token for Ray's own clients through a tunnel

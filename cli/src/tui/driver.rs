@@ -21,7 +21,7 @@ use super::{
 use crate::{
     commands::service::{
         open::has_display,
-        tunnel::{bind_near, krayne_port, local_url},
+        tunnel::{bind_near, krayne_port, local_command, local_url},
     },
     failure::Failure,
 };
@@ -461,7 +461,8 @@ async fn open_tunnels(client: &Client, key: &Key) -> Result<Vec<(String, String,
             .map_err(|e| e.message().to_owned())?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let forwarder = client.forward(&key.0, &key.1, &service.name, listener);
-        opened.push((service.name.clone(), local_url(&service, port), forwarder));
+        let shown = local_command(&service.name, port).unwrap_or_else(|| local_url(&service, port));
+        opened.push((service.name.clone(), shown, forwarder));
     }
     Ok(opened)
 }

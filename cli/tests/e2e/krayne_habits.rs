@@ -94,14 +94,28 @@ async fn krayne_commands_and_options_work_as_krayne_users_type_them() {
         .run(&["tun-open", "habits", "-n", "ml-team", "-o", "json"])
         .await
         .json();
-    let dashboard = opened
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["service"] == "dashboard")
-        .cloned()
-        .unwrap_or_else(|| panic!("no dashboard in {opened}"));
+    let tunnel = |service: &str| {
+        opened
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["service"] == service)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {service} in {opened}"))
+    };
+    let dashboard = tunnel("dashboard");
     assert_eq!(dashboard["remote_port"], 8265);
+    // Issue 56, item 3: every local_url parses as a URL, SSH's in Krayne's
+    // form; the command to run is a field of its own.
+    let ssh = tunnel("ssh");
+    let ssh_port = ssh["local_port"].as_u64().unwrap();
+    assert_eq!(ssh["local_url"], format!("ssh://127.0.0.1:{ssh_port}"), "{ssh}");
+    assert_eq!(ssh["command"], format!("ssh -p {ssh_port} ray@127.0.0.1"), "{ssh}");
+    for t in opened.as_array().unwrap() {
+        let url = t["local_url"].as_str().unwrap();
+        assert!(url::Url::parse(url).is_ok(), "{url} is a URL");
+    }
+    assert!(dashboard.get("command").is_none(), "{dashboard}");
     let url = dashboard["local_url"].as_str().unwrap();
     assert!(url.ends_with(&format!(":{}", dashboard["local_port"])), "{dashboard}");
     // Ray's token auth: refused bare, answered with the token the

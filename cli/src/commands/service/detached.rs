@@ -40,8 +40,11 @@ pub(crate) struct OpenTunnel {
     pub(crate) remote_port: u32,
     /// The local port.
     pub(crate) local_port: u16,
-    /// How to use it locally (an URL, or the ssh command).
+    /// Its URL (Krayne's form: `http://…`, `ray://…`, `ssh://…`).
     pub(crate) local_url: String,
+    /// The command that uses it, for SSH (`ssh -p PORT ray@127.0.0.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) command: Option<String>,
 }
 
 /// `$XDG_STATE_HOME/krayne/tunnels` (by default `~/.local/state/…`).

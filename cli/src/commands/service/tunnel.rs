@@ -132,11 +132,22 @@ pub(crate) fn local_url(service: &HeadService, port: u16) -> String {
     let base = service.base_path.trim_start_matches('/');
     match service.name.as_str() {
         "client" => format!("ray://127.0.0.1:{port}"),
-        "ssh" => format!("ssh -p {port} ray@127.0.0.1"),
+        // Krayne's form: scripts parse it as a URL.
+        "ssh" => format!("ssh://127.0.0.1:{port}"),
         _ if service.protocol == "http" && base.is_empty() => format!("http://127.0.0.1:{port}"),
         _ if service.protocol == "http" => format!("http://127.0.0.1:{port}/{base}"),
         _ => format!("127.0.0.1:{port}"),
     }
+}
+
+/// The command that uses a local port, for services used by one (SSH).
+pub(crate) fn local_command(service: &str, port: u16) -> Option<String> {
+    (service == "ssh").then(|| format!("ssh -p {port} ray@127.0.0.1"))
+}
+
+/// What a person does with a local port: the command for SSH, else the URL.
+pub(crate) fn local_use(open: &super::detached::OpenTunnel) -> &str {
+    open.command.as_deref().unwrap_or(&open.local_url)
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
@@ -192,6 +203,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             remote_port: remote.port,
             local_port: local,
             local_url: local_url(remote, local),
+            command: local_command(service, local),
         });
         let forwarder = client.forward(&namespace, &cluster, service, listener);
         forwarders.push((service.clone(), local, forwarder));
@@ -245,7 +257,7 @@ async fn ray_auth_note(client: &krayne_client::Client, namespace: &str, cluster:
 }
 
 /// The open tunnels: a table, or with `-o json` Krayne's list of
-/// `{service, remote_port, local_port, local_url}`.
+/// `{service, remote_port, local_port, local_url}` (and SSH's `command`).
 fn print_table(ctx: &Context, open: &[super::detached::OpenTunnel]) -> Result<(), Failure> {
     if ctx.printer.structured() {
         let list = serde_json::to_value(open).map_err(|e| Failure::Other(e.to_string()))?;
@@ -253,7 +265,7 @@ fn print_table(ctx: &Context, open: &[super::detached::OpenTunnel]) -> Result<()
     }
     let rows = open
         .iter()
-        .map(|t| vec![Cell::new(&t.service), Cell::new(&t.local_url), Cell::new(t.remote_port)])
+        .map(|t| vec![Cell::new(&t.service), Cell::new(local_use(t)), Cell::new(t.remote_port)])
         .collect();
     ctx.printer.table(&["Service", "Local URL", "Remote Port"], rows)
 }
@@ -277,7 +289,7 @@ fn list(ctx: &Context) -> Result<(), Failure> {
                     Cell::new(&s.namespace),
                     Cell::new(&s.cluster),
                     Cell::new(&t.service),
-                    Cell::new(&t.local_url),
+                    Cell::new(local_use(t)),
                     Cell::new(s.pid),
                 ]
             })
