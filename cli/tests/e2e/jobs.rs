@@ -519,3 +519,30 @@ async fn rays_own_cli_submits_through_a_tunnel_with_the_token_krayne_hands_out()
         "{rows:?}"
     );
 }
+
+/// Issue 56, item 1: `krayne submit` in a folder holding a link to nothing
+/// (an editor's lock file, say), with the working dir its default `.`:
+/// the link is left out and named, the job runs (it used to fail with a
+/// bare `No such file or directory`, naming no file).
+#[tokio::test]
+async fn submit_leaves_out_a_link_to_nothing_names_it_and_runs() {
+    let env = Env::start().await;
+    env.ready_cluster("links").await;
+    let krayne = Krayne::new(&env, &env.alice());
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &[("train.py", "print(1)\n")]);
+    std::os::unix::fs::symlink("/no/such/target", dir.path().join(".#train.py")).unwrap();
+    let run = krayne
+        .run_in(
+            dir.path(),
+            &in_team(&["submit", "links", "--", "echo", "ran-without-the-link"]),
+        )
+        .await
+        .code(0);
+    assert!(run.stdout().contains("ran-without-the-link"), "{}", run.stdout());
+    assert!(
+        run.stderr().contains("left out .#train.py (a link to nothing"),
+        "the link is named: {}",
+        run.stderr()
+    );
+}

@@ -85,6 +85,16 @@ impl Krayne {
         self.run_with(args, &[]).await
     }
 
+    /// [`Self::run`] in directory `dir` (what `.` means to the command).
+    pub(crate) async fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut cmd = self.command(args);
+        cmd.current_dir(dir);
+        let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        Run(output)
+    }
+
     /// [`Self::run`] with more environment variables.
     pub(crate) async fn run_with(&self, args: &[&str], envs: &[(&str, String)]) -> Run {
         let mut cmd = self.command(args);
