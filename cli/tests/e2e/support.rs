@@ -89,21 +89,22 @@ impl Krayne {
     pub(crate) async fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
         let mut cmd = self.command(args);
         cmd.current_dir(dir);
-        let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
-        Run(output)
+        finished(cmd).await
     }
 
     /// [`Self::run`] with more environment variables.
     pub(crate) async fn run_with(&self, args: &[&str], envs: &[(&str, String)]) -> Run {
         let mut cmd = self.command(args);
         cmd.envs(envs.iter().map(|(k, v)| (*k, v.as_str())));
-        let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
-        Run(output)
+        finished(cmd).await
     }
+}
+
+/// `cmd` run to its end off the async runtime.
+async fn finished(mut cmd: std::process::Command) -> Run {
+    Run(tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap())
 }
 
 /// A finished `krayne` run.

@@ -45,13 +45,18 @@ struct World {
 
 impl World {
     fn new(quotas: &str) -> Self {
+        Self::with_settings(quotas, ServiceSettings::default())
+    }
+
+    /// [`World::new`] with these service settings.
+    fn with_settings(quotas: &str, settings: ServiceSettings) -> Self {
         let store = MemoryStore::with_namespaces(&["ml-team", "other-team", "shared-data"]);
         let audit = MemoryAudit::new();
         let upstream = FakeHeads::new();
         let mapping = TeamMapping::parse(&format!("{TEAMS}{quotas}")).unwrap();
         let verifier = Verifier::new(vec![VerifyingKey::hs256(SECRET)], TokenRules::default());
         let auth = Authenticator::new(verifier, mapping);
-        let plane = ControlPlane::new(store.clone(), audit.clone(), ServiceSettings::default())
+        let plane = ControlPlane::new(store.clone(), audit.clone(), settings)
             .with_upstream(upstream.clone())
             .with_authenticator(auth.clone());
         Self {
@@ -905,5 +910,110 @@ mod cost_control {
         );
         let keeps: Vec<Outcome> = w.audit.of("cluster.keep").iter().map(|r| r.outcome).collect();
         assert_eq!(keeps, [Outcome::Invalid, Outcome::Succeeded]);
+    }
+}
+
+/// Issue 55: what krayne keeps beside the clusters it makes — each
+/// create's own token Secret, owned by its cluster, and the NetworkPolicy
+/// the keeper backfills — decided in process.
+mod companions {
+    use krayne_core::{
+        domain::{ClusterSpec, ClusterStore as _, Companion, ray_auth::RayAuthKey},
+        manifest::{self, PolicyPeers, Provenance},
+    };
+    use krayne_service::KeptClusters;
+
+    use super::*;
+
+    fn world() -> World {
+        let settings = ServiceSettings {
+            network_policy: Some(PolicyPeers {
+                namespace: "krayne".into(),
+                pod_labels: [("app.kubernetes.io/name".to_owned(), "krayne".to_owned())].into(),
+                extra_ingress: Vec::new(),
+            }),
+            ray_auth: Some(RayAuthKey::new(&[7; 32]).unwrap()),
+            ..ServiceSettings::default()
+        };
+        World::with_settings("", settings)
+    }
+
+    fn owner(object: &Value) -> &Value {
+        &object["metadata"]["ownerReferences"][0]["uid"]
+    }
+
+    #[tokio::test]
+    async fn a_create_of_a_taken_name_leaves_the_existing_clusters_secret_alone() {
+        let w = world();
+        let alice = w.alice().await;
+        let first = w.plane.create(&alice, create(json!({"name": "tok"}))).await.unwrap();
+        let secrets = w.store.companions(Companion::Secret);
+        assert_eq!(secrets.len(), 1, "{secrets:?}");
+        let uid = w.store.object("ml-team", "tok").unwrap()["metadata"]["uid"].clone();
+        assert_eq!(owner(&secrets[0]), &uid, "owned by its cluster");
+        assert_eq!(
+            first.manifest["spec"]["authOptions"]["secretName"],
+            secrets[0]["metadata"]["name"]
+        );
+
+        let again = w.plane.create(&alice, create(json!({"name": "tok"}))).await;
+        assert!(again.is_err(), "the name is taken");
+        assert_eq!(
+            w.store.companions(Companion::Secret),
+            secrets,
+            "the second create's staged Secret is gone; the first's untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_keeper_backfills_krayne_clusters_only_and_leaves_what_is_not_its() {
+        let w = world();
+        let alice = w.alice().await;
+        for name in ["mine", "shared-name"] {
+            w.plane.create(&alice, create(json!({"name": name}))).await.unwrap();
+        }
+        // A policy gone (as before policies were on), one of krayne's name
+        // that someone else made, and a cluster another tool made.
+        let policy = |name: &str| manifest::network_policy_name(name);
+        w.store
+            .delete_companion(Companion::NetworkPolicy, "ml-team", &policy("mine"), "t")
+            .await
+            .unwrap();
+        let theirs = json!({"metadata": {"name": policy("shared-name"), "labels": {"owner": "platform"}},
+                            "spec": {"podSelector": {}}});
+        w.store
+            .apply_companion(
+                Companion::NetworkPolicy,
+                "ml-team",
+                &policy("shared-name"),
+                &theirs,
+                "t",
+            )
+            .await
+            .unwrap();
+        let foreign = ClusterSpec::from_yaml_str("name: foreign\nnamespace: ml-team\n").unwrap();
+        let rendered = manifest::render(&foreign, &Default::default(), &Provenance::default());
+        w.store.create(&rendered, false, "t").await.unwrap();
+
+        let mut seen = KeptClusters::default();
+        assert_eq!(w.plane.keep_all_companions(&mut seen).await.unwrap(), 1);
+        let policies = w.store.policies();
+        let named = |name: &str| policies.iter().find(|p| p["metadata"]["name"] == policy(name)).cloned();
+        let mine = named("mine").expect("backfilled");
+        assert_eq!(
+            owner(&mine),
+            &w.store.object("ml-team", "mine").unwrap()["metadata"]["uid"]
+        );
+        assert_eq!(named("shared-name"), Some(theirs), "not krayne's: left alone");
+        assert_eq!(named("foreign"), None, "a cluster krayne did not make: left alone");
+        let rows = w.audit.of("cluster.protect");
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].cluster.as_deref(), Some("mine"));
+        assert_eq!(rows[0].meta.transport, Transport::System);
+
+        // Nothing changed: the next round writes nothing.
+        let writes = w.store.writes();
+        assert_eq!(w.plane.keep_all_companions(&mut seen).await.unwrap(), 0);
+        assert_eq!(w.store.writes(), writes);
     }
 }
