@@ -16,6 +16,9 @@ pub(crate) enum Failure {
     Interrupted(String),
     /// A call failed (or its input was refused on this side).
     Client(ClientError),
+    /// A call failed, and the command knows what to look at next: a
+    /// `hint:` line of its own.
+    Hinted(ClientError, String),
     /// Anything else (a file could not be written, …).
     Other(String),
     /// A sandbox refused a token: most likely one a previous run printed.
@@ -40,7 +43,7 @@ impl Failure {
             Self::Declined(_) | Self::Other(_) => 1,
             Self::StaleSandboxToken(_) => 4,
             Self::Exited(code) => *code,
-            Self::Client(e) => match e.code() {
+            Self::Client(e) | Self::Hinted(e, _) => match e.code() {
                 Code::InvalidArgument | Code::OutOfRange => 2,
                 Code::NotFound => 3,
                 Code::Unauthenticated | Code::PermissionDenied => 4,
@@ -64,7 +67,7 @@ impl Failure {
     pub(crate) fn message(&self) -> &str {
         match self {
             Self::Usage(m) | Self::Declined(m) | Self::Interrupted(m) | Self::Other(m) => m,
-            Self::Client(e) | Self::StaleSandboxToken(e) => e.message(),
+            Self::Client(e) | Self::Hinted(e, _) | Self::StaleSandboxToken(e) => e.message(),
             Self::Exited(_) => "",
         }
     }
@@ -82,15 +85,22 @@ impl Failure {
                  printed when it started"
                     .to_owned(),
             ],
-            Self::Client(e) => {
+            Self::Client(e) | Self::Hinted(e, _) => {
                 let mut lines = violation_lines(e.message(), e.violations());
-                let hint = match e.code() {
-                    Code::Unauthenticated => Some("hint: pass --token, set KRAYNE_TOKEN, or run `krayne login`"),
-                    Code::PermissionDenied => Some("hint: `krayne whoami` lists the namespaces you may use"),
-                    Code::Unavailable => Some("hint: is the server running, and is --server (or KRAYNE_SERVER) right?"),
+                let hint = match (self, e.code()) {
+                    (Self::Hinted(_, hint), _) => Some(format!("hint: {hint}")),
+                    (_, Code::Unauthenticated) => {
+                        Some("hint: pass --token, set KRAYNE_TOKEN, or run `krayne login`".to_owned())
+                    }
+                    (_, Code::PermissionDenied) => {
+                        Some("hint: `krayne whoami` lists the namespaces you may use".to_owned())
+                    }
+                    (_, Code::Unavailable) => {
+                        Some("hint: is the server running, and is --server (or KRAYNE_SERVER) right?".to_owned())
+                    }
                     _ => None,
                 };
-                lines.extend(hint.map(str::to_owned));
+                lines.extend(hint);
                 if debug {
                     lines.push(format!("  code: {:?} ({})", e.code(), i32::from(e.code())));
                     if let Some(id) = e.request_id() {

@@ -387,6 +387,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
         network_policy,
         ray_auth,
         companions_every: Duration::from_secs(http.companions_interval_seconds.max(1)),
+        wait_unschedulable_grace: Duration::from_secs(http.wait_unschedulable_seconds),
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
             rate: RateLimit::new(http.unauthenticated_rate_per_second, http.unauthenticated_burst),

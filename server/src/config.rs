@@ -273,6 +273,13 @@ pub struct HttpArgs {
     /// once at start).
     #[arg(long, env = "KRAYNE_COMPANIONS_INTERVAL_SECONDS", default_value_t = 600)]
     pub companions_interval_seconds: u64,
+    /// How long a cluster's head may stay unschedulable (no node has room)
+    /// before a wait stops with that reason rather than run out its
+    /// timeout, in seconds; 0 waits the whole timeout, for platforms whose
+    /// node autoscaler adds nodes. Image pull back-offs and heads that
+    /// crashed three times stop a wait at once.
+    #[arg(long, env = "KRAYNE_WAIT_UNSCHEDULABLE_SECONDS", default_value_t = 60)]
+    pub wait_unschedulable_seconds: u64,
     /// File holding the key (at least 32 bytes) clusters' Ray tokens are
     /// derived from; every replica needs the same one, and a changed key
     /// changes every cluster's token. With it, clusters krayne creates

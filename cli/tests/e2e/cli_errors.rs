@@ -152,15 +152,71 @@ async fn a_wait_that_times_out_exits_6_naming_the_status() {
             "-n",
             "ml-team",
             "--set",
-            "head.image=rayproject/ray:doesnotexist",
+            "head.cpus=64",
             "--wait",
             "--timeout",
             "2",
         ])
         .await
         .code(6);
-    assert!(run.stderr().contains("image-pull-error"), "{}", run.stderr());
+    assert!(run.stderr().contains("last status: unschedulable"), "{}", run.stderr());
+    let said_ready = |l: &&str| l.contains("unschedulable") && l.contains("workers ready");
+    assert!(!run.stderr().lines().any(|l| said_ready(&l)), "{}", run.stderr());
     assert!(run.stdout().is_empty());
+}
+
+/// Issue 56 item 2: a head that cannot get ready by itself (an image that
+/// cannot be pulled, a crash loop) ends `create`'s wait at once (the
+/// default 5 minutes are never waited out), naming why and where to look;
+/// while the head is down no line counts its workers as ready.
+#[tokio::test]
+async fn create_stops_waiting_on_a_head_that_cannot_get_ready() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let cases = [
+        (
+            "img",
+            "rayproject/ray:doesnotexist",
+            "cannot get ready: its head's image cannot be pulled (Back-off pulling image \"rayproject/ray:doesnotexist\")",
+            "image-pull-error",
+        ),
+        (
+            "crashy",
+            "example.com/crash-loop:1",
+            "cannot get ready: its head keeps crashing (3 restarts",
+            "crash-loop",
+        ),
+    ];
+    for (name, image, why, status) in cases {
+        let image = format!("head.image={image}");
+        let run = k
+            .run(&["create", name, "-n", "ml-team", "--set", &image, "--timeout", "10m"])
+            .await
+            .code(1);
+        let err = run.stderr();
+        assert!(err.contains(&format!("error: cluster ml-team/{name} {why}")), "{err}");
+        let hint = format!(
+            "hint: `krayne describe {name} -n ml-team` shows its events, `krayne logs {name} -n ml-team` the head's log"
+        );
+        assert!(err.contains(&hint), "{err}");
+        assert!(
+            err.lines()
+                .any(|l| l.contains(&format!("{status} (the head is not running)"))),
+            "{err}"
+        );
+        assert!(
+            !err.lines().any(|l| l.contains(status) && l.contains("workers ready")),
+            "{err}"
+        );
+        assert!(run.stdout().is_empty());
+    }
+    // `krayne wait` says the same.
+    let run = k.run(&["wait", "img", "-n", "ml-team"]).await.code(1);
+    assert!(
+        run.stderr().contains("its head's image cannot be pulled"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[tokio::test]

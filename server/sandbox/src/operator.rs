@@ -40,6 +40,10 @@ pub struct OperatorOptions {
     pub nodes: Vec<NodeCapacity>,
     /// Images containing any of these fail to pull.
     pub bad_image_patterns: Vec<String>,
+    /// Images containing any of these pull, and their container exits at
+    /// once, again and again (a bad entrypoint): a crash loop anyone can
+    /// cause with krayne alone.
+    pub crash_image_patterns: Vec<String>,
 }
 
 impl Default for OperatorOptions {
@@ -51,6 +55,7 @@ impl Default for OperatorOptions {
             time_scale: 1.0,
             nodes: NodeCapacity::uniform(4, 16, "64Gi", 2),
             bad_image_patterns: vec!["doesnotexist".into(), ":invalid".into()],
+            crash_image_patterns: vec!["crash-loop".into()],
         }
     }
 }
@@ -410,7 +415,12 @@ impl Operator {
             self.later(pod, Step::BackOff, self.opts.backoff_delay);
             return;
         }
-        let crash = pod["metadata"]["annotations"][FAULT_ANNOTATION] == "crash-loop";
+        let crash = pod["metadata"]["annotations"][FAULT_ANNOTATION] == "crash-loop"
+            || self
+                .opts
+                .crash_image_patterns
+                .iter()
+                .any(|p| image.contains(p.as_str()));
         let (pods, _) = self
             .store
             .list(Resource::Pod, None, |p| p["status"]["podIP"].is_string());

@@ -91,6 +91,10 @@ pub struct ServiceSettings {
     pub default_wait: Duration,
     /// Longest wait allowed.
     pub max_wait: Duration,
+    /// How long a cluster's head may stay unschedulable before a wait
+    /// gives up on it; zero waits the whole timeout (for platforms whose
+    /// node autoscaler adds room).
+    pub wait_unschedulable_grace: Duration,
     /// Attempts at a write that meets a conflict.
     pub conflict_retries: usize,
     /// Whether reads (get, list, describe, wait) are audited too.
@@ -140,6 +144,7 @@ impl Default for ServiceSettings {
             manifest: ManifestSettings::default(),
             default_wait: Duration::from_secs(300),
             max_wait: Duration::from_secs(3600),
+            wait_unschedulable_grace: Duration::from_secs(60),
             conflict_retries: 5,
             audit_reads: false,
             rate_limit: RateLimit::new(50, 100),

@@ -14,13 +14,16 @@ use crate::{
         Action, Atom, ClusterChange, ClusterInfo, ClusterRef, ClusterStatus, Error, ObservedCluster, ObservedPod,
         ResourceKind,
     },
-    manifest,
+    manifest::{self, HeadStuck},
 };
 
 impl ControlPlane {
     /// The cluster's summary now and at each status change after, ending
     /// after `ready`; `DeadlineExceeded` (naming the last status) when
-    /// `timeout` passes first. `None` means the default timeout.
+    /// `timeout` passes first; `FailedPrecondition` (naming the reason, the
+    /// image) as soon as the head is stuck in a state it does not leave
+    /// by itself (see [`manifest::head_stuck`]; an unschedulable head
+    /// after `wait_unschedulable_grace`). `None` means the default timeout.
     pub async fn wait(
         &self,
         cx: &Context,
@@ -51,10 +54,15 @@ impl ControlPlane {
             name: name.to_owned(),
         };
         let stopping = self.stopping.clone();
+        let unschedulable_grace = self.settings.wait_unschedulable_grace;
         tokio::spawn(async move {
             let open = metrics::gauge!("krayne_waits_open");
             open.increment(1);
-            follow(changes, tx, timeout, what, stopping).await;
+            let limits = Limits {
+                timeout,
+                unschedulable_grace,
+            };
+            follow(changes, tx, limits, what, stopping).await;
             open.decrement(1);
         });
         Ok(ReceiverStream::new(rx).boxed())
@@ -67,15 +75,27 @@ struct Waited {
     name: String,
 }
 
+/// When a wait gives up.
+#[derive(Clone, Copy)]
+struct Limits {
+    timeout: Duration,
+    /// How long a head may stay unschedulable (zero: as long as the wait).
+    unschedulable_grace: Duration,
+}
+
 async fn follow(
     mut changes: BoxStream<'static, Result<ClusterChange, Error>>,
     tx: mpsc::Sender<Result<ClusterInfo, Error>>,
-    timeout: Duration,
+    limits: Limits,
     what: Waited,
     stopping: tokio_util::sync::CancellationToken,
 ) {
+    let timeout = limits.timeout;
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
+    // Set while the head is unschedulable: when that becomes final.
+    let mut unschedulable_until: Option<tokio::time::Instant> = None;
+    let mut stuck: Option<HeadStuck> = None;
     let mut cluster: Option<ObservedCluster> = None;
     let mut pods: BTreeMap<Atom, ObservedPod> = BTreeMap::new();
     let mut last: Option<ClusterStatus> = None;
@@ -92,6 +112,12 @@ async fn follow(
                     last_seen(seen.as_ref())
                 );
                 let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
+                return;
+            }
+            () = until(unschedulable_until) => {
+                if let Some(why) = &stuck {
+                    let _ = tx.send(Err(cannot_get_ready(&what, why))).await;
+                }
                 return;
             }
             () = tx.closed() => return,
@@ -136,17 +162,51 @@ async fn follow(
         let current: Vec<&ObservedPod> = pods.values().collect();
         let info = manifest::cluster_info(c, Some(&current));
         seen = Some(info.clone());
+        stuck = manifest::head_stuck(&current);
+        let hopeless = match &stuck {
+            Some(HeadStuck::Unschedulable(_)) if !limits.unschedulable_grace.is_zero() => {
+                unschedulable_until.get_or_insert_with(|| tokio::time::Instant::now() + limits.unschedulable_grace);
+                None
+            }
+            Some(why @ (HeadStuck::ImagePull(_) | HeadStuck::CrashLoop { .. })) => Some(why),
+            Some(HeadStuck::Unschedulable(_)) | None => {
+                unschedulable_until = None;
+                None
+            }
+        };
         // KubeRay stays `ready` while a scale-up's new workers start: wait
         // for them too, and report `ready` once, when it is all there.
         let done = info.status == ClusterStatus::Ready && info.ready_workers >= info.num_workers;
-        if (info.status == ClusterStatus::Ready && !done) || last.as_ref() == Some(&info.status) {
-            continue;
+        let news = !(info.status == ClusterStatus::Ready && !done) && last.as_ref() != Some(&info.status);
+        if news {
+            last = Some(info.status.clone());
+            if tx.send(Ok(info)).await.is_err() || done {
+                return;
+            }
         }
-        last = Some(info.status.clone());
-        if tx.send(Ok(info)).await.is_err() || done {
+        if let Some(why) = hopeless {
+            let _ = tx.send(Err(cannot_get_ready(&what, why))).await;
             return;
         }
     }
+}
+
+/// Resolves at `when`, or never.
+async fn until(when: Option<tokio::time::Instant>) {
+    match when {
+        Some(when) => tokio::time::sleep_until(when).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The end of a wait on a head that will not get ready by itself.
+fn cannot_get_ready(what: &Waited, why: &HeadStuck) -> Error {
+    Error::FailedPrecondition(format!(
+        "cluster {}/{} cannot get ready: {}",
+        what.namespace,
+        what.name,
+        why.describe()
+    ))
 }
 
 /// What a wait that timed out last saw. KubeRay reports `ready` while a
@@ -158,6 +218,17 @@ fn last_seen(seen: Option<&ClusterInfo>) -> String {
             "last status: ready, but {} of {} workers ready: the new workers are still starting",
             info.ready_workers, info.num_workers
         ),
+        Some(info)
+            if matches!(
+                info.status,
+                ClusterStatus::ImagePullError
+                    | ClusterStatus::CrashLoop
+                    | ClusterStatus::Unschedulable
+                    | ClusterStatus::PodsFailed
+            ) =>
+        {
+            format!("last status: {}; the head is not running", info.status.as_str())
+        }
         Some(info) => format!(
             "last status: {}, {} of {} workers ready",
             info.status.as_str(),
@@ -207,6 +278,8 @@ mod tests {
         );
         let said = last_seen(Some(&info(ClusterStatus::PodsPending, 0, 2)));
         assert_eq!(said, "last status: pods-pending, 0 of 2 workers ready");
+        let said = last_seen(Some(&info(ClusterStatus::Unschedulable, 1, 1)));
+        assert_eq!(said, "last status: unschedulable; the head is not running");
         assert_eq!(last_seen(None), "last status: unknown");
     }
 }

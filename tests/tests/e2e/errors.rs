@@ -188,7 +188,10 @@ async fn wait_times_out_with_the_last_status_on_both_transports() {
     let env = Env::start().await;
     let alice = env.rest(&env.alice());
     alice
-        .post(NS, &json!({"name": "stuck", "head": {"image": "ray:invalid"}}))
+        .post(
+            NS,
+            &json!({"name": "stuck", "head": {"cpus": "64"}, "worker_groups": []}),
+        )
         .await
         .expect(201);
     let r = alice

@@ -264,10 +264,11 @@ async fn grpc_timeout_is_honoured_and_checked() {
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     env.sandbox.set_latency(Duration::ZERO);
 
-    // A wait (server streaming) on a cluster that never gets ready: the
-    // client's 1 s bounds it, not the wait's own 60 s.
+    // A wait (server streaming) on a cluster that never gets ready (its
+    // head fits on no node): the client's 1 s bounds it, not the wait's
+    // own 60 s.
     let alice = env.rest(&env.alice());
-    let body = serde_json::json!({"name": "stuck", "head": {"image": "rayproject/ray:doesnotexist"}});
+    let body = serde_json::json!({"name": "stuck", "head": {"cpus": "64"}, "worker_groups": []});
     alice.post("/v1/namespaces/ml-team/clusters", &body).await.expect(201);
     let wait = frame(
         &pb::WaitClusterRequest {

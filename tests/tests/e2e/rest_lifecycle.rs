@@ -155,18 +155,56 @@ async fn bad_images_and_missing_capacity_show_in_the_status() {
     };
     status_of("img", "image-pull-error").await;
     status_of("huge", "unschedulable").await;
+    // An image that cannot be pulled ends a wait at once, naming it.
+    let stuck = alice
+        .get(&format!("{NS}/img/wait?timeout_seconds=60"))
+        .await
+        .problem(409, "failed_precondition");
+    let detail = stuck.body["detail"].as_str().unwrap();
+    assert!(detail.contains("cannot get ready"), "{detail}");
+    assert!(detail.contains("\"rayproject/ray:doesnotexist\""), "{detail}");
+    // A head without room is waited for a while (room may come).
     let timeout = alice
-        .get(&format!("{NS}/img/wait?timeout_seconds=1"))
+        .get(&format!("{NS}/huge/wait?timeout_seconds=1"))
         .await
         .problem(504, "deadline_exceeded");
     assert!(
         timeout.body["detail"]
             .as_str()
             .unwrap()
-            .contains("last status: image-pull-error"),
+            .contains("last status: unschedulable; the head is not running"),
         "{}",
         timeout.text
     );
+}
+
+/// Issue 56 item 2: a head no node has room for ends a wait once that has
+/// lasted `--wait-unschedulable-seconds`, naming the scheduler's reason.
+#[tokio::test]
+async fn a_head_without_room_ends_a_wait_after_the_grace() {
+    let env = Env::start_with(EnvOptions {
+        server_args: vec!["--wait-unschedulable-seconds".into(), "1".into()],
+        ..EnvOptions::default()
+    })
+    .await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(
+            NS,
+            &json!({"name": "huge", "head": {"cpus": "64"}, "worker_groups": []}),
+        )
+        .await
+        .expect(201);
+    let stuck = alice
+        .get(&format!("{NS}/huge/wait?timeout_seconds=600"))
+        .await
+        .problem(409, "failed_precondition");
+    let detail = stuck.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("cluster ml-team/huge cannot get ready: its head fits on no node ("),
+        "{detail}"
+    );
+    assert!(detail.contains("Insufficient cpu"), "{detail}");
 }
 
 #[tokio::test]

@@ -67,9 +67,10 @@ async fn sigterm_under_load_finishes_requests_and_ends_waits_cleanly() {
     for i in 0..30 {
         rest.post(NS, &json!({"name": format!("pre-{i}")})).await.expect(201);
     }
-    // Their image never pulls: waits on them stay open.
+    // Their head fits on no node (a wait gives up on that only after a
+    // minute): waits on them stay open.
     for i in 0..10 {
-        let config = json!({"name": format!("stuck-{i}"), "head": {"image": "example.com/doesnotexist:1"}});
+        let config = json!({"name": format!("stuck-{i}"), "head": {"cpus": "64"}, "worker_groups": []});
         rest.post(NS, &config).await.expect(201);
     }
 

@@ -147,6 +147,22 @@ pub(crate) fn print_cluster(ctx: &Context, cluster: &ClusterInfo) -> Result<(), 
     print_clusters(ctx, std::slice::from_ref(cluster))
 }
 
+/// Statuses that mean the head is not running: its workers' count says
+/// nothing then (they wait for it).
+const HEAD_DOWN: [&str; 4] = ["image-pull-error", "crash-loop", "unschedulable", "pods-failed"];
+
+/// One step of a wait, as shown.
+fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {
+    if HEAD_DOWN.contains(&info.status.as_str()) {
+        format!("{namespace}/{name}: {} (the head is not running)", info.status)
+    } else {
+        format!(
+            "{namespace}/{name}: {} ({}/{} workers ready)",
+            info.status, info.ready_workers, info.num_workers
+        )
+    }
+}
+
 /// Waits for `ready` on the WaitCluster stream, showing the status and the
 /// time spent: a spinner on a terminal, one line per change otherwise.
 pub(crate) async fn wait_ready(
@@ -172,10 +188,7 @@ pub(crate) async fn wait_ready(
         let mut stream = std::pin::pin!(client.watch(namespace, name, timeout).await?);
         let mut last: Option<ClusterInfo> = None;
         while let Some(info) = stream.try_next().await? {
-            let message = format!(
-                "{namespace}/{name}: {} ({}/{} workers ready)",
-                info.status, info.ready_workers, info.num_workers
-            );
+            let message = progress(namespace, name, &info);
             if tty {
                 spinner.set_message(message);
             } else if last.as_ref().is_none_or(|l| l.status != info.status) {
@@ -187,6 +200,16 @@ pub(crate) async fn wait_ready(
     }
     .await;
     spinner.finish_and_clear();
+    let result = result.map_err(|failure| match failure {
+        Failure::Client(e) if e.code() == krayne_client::Code::FailedPrecondition => Failure::Hinted(
+            e,
+            format!(
+                "`krayne describe {name} -n {namespace}` shows its events, \
+                 `krayne logs {name} -n {namespace}` the head's log"
+            ),
+        ),
+        other => other,
+    });
     match result? {
         Some(info) if info.status == "ready" => {
             note(&format!(

@@ -418,8 +418,11 @@ pub(super) async fn resume(
 /// Wait until a cluster is ready (long poll).
 ///
 /// Answers 200 with the cluster once its status is `ready` and every desired
-/// worker is ready (so also after a scale-up), or 504 naming the last status
-/// seen when the timeout passes first.
+/// worker is ready (so also after a scale-up), 504 naming the last status
+/// seen when the timeout passes first, or 409 as soon as the head is stuck
+/// where it does not get out by itself (its image cannot be pulled, it
+/// crashed three times, no node has had room for it for a while), naming
+/// the reason.
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/wait", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), WaitQuery),
     responses(
@@ -428,6 +431,7 @@ pub(super) async fn resume(
         (status = 400, description = "Bad timeout", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster (or it was deleted while waiting)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The head will not get ready by itself: why (the image, the crashes, the room)", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes unreachable", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -12,6 +12,7 @@ mod ray_auth;
 mod scale;
 mod services;
 mod status;
+mod stuck;
 mod suspend;
 
 pub use crate::domain::{ObservedCluster, ObservedEvent, ObservedPod};
@@ -27,6 +28,7 @@ pub use ray_auth::{DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_s
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
+pub use stuck::{CRASH_LOOP_RESTARTS, HeadStuck, head_stuck};
 pub use suspend::{annotations_patch, keep_patch, suspend_patch};
 
 /// KubeRay's API group.
