@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod base_path;
 #[macro_use]
 mod client;
 mod error;

@@ -22,6 +22,7 @@ use tokio::{
 
 use crate::{
     Client, ClientError,
+    base_path::{FirstRequest, first_request},
     proto::{self, tunnel_request, tunnel_response},
 };
 
@@ -238,6 +239,32 @@ impl Client {
     /// `service` of cluster `cluster`, until the returned handle is
     /// stopped or dropped.
     pub fn forward(&self, namespace: &str, cluster: &str, service: &str, listener: TcpListener) -> Forwarder {
+        self.forward_under(namespace, cluster, service, None, listener)
+    }
+
+    /// [`Client::forward`] for one of [`Client::list_services`]' services:
+    /// an HTTP service that serves under a base path (the notebook) has a
+    /// GET outside it answered with a redirect into it, so the local
+    /// port's root opens the service.
+    pub fn forward_service(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        service: &proto::HeadService,
+        listener: TcpListener,
+    ) -> Forwarder {
+        let base = (service.protocol == "http" && service.base_path.len() > 1).then(|| service.base_path.clone());
+        self.forward_under(namespace, cluster, &service.name, base, listener)
+    }
+
+    fn forward_under(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        service: &str,
+        base: Option<String>,
+        listener: TcpListener,
+    ) -> Forwarder {
         let counts = Arc::new(Counts::default());
         let local_addr = listener.local_addr().ok();
         let (client, counted) = (self.clone(), counts.clone());
@@ -251,11 +278,23 @@ impl Client {
                 };
                 let (client, counted) = (client.clone(), counted.clone());
                 let (namespace, cluster, service) = (namespace.clone(), cluster.clone(), service.clone());
+                let base = base.clone();
                 tokio::spawn(async move {
+                    let first = match &base {
+                        Some(base) => match first_request(&mut local, base).await {
+                            FirstRequest::Redirected => return,
+                            FirstRequest::Forward(bytes) => bytes,
+                        },
+                        None => Vec::new(),
+                    };
                     counted.opened.fetch_add(1, Ordering::Relaxed);
                     counted.open.fetch_add(1, Ordering::Relaxed);
                     match client.open_tunnel(&namespace, &cluster, &service).await {
-                        Ok(tunnel) => carry(&mut local, tunnel, &counted, QUIET_AFTER_CLIENT_END).await,
+                        Ok(mut tunnel) => {
+                            if tunnel.write_all(&first).await.is_ok() {
+                                carry(&mut local, tunnel, &counted, QUIET_AFTER_CLIENT_END).await;
+                            }
+                        }
                         Err(e) => {
                             counted.failed.fetch_add(1, Ordering::Relaxed);
                             if let Ok(mut last) = counted.last_error.lock() {

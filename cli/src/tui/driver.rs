@@ -460,7 +460,7 @@ async fn open_tunnels(client: &Client, key: &Key) -> Result<Vec<(String, String,
             .await
             .map_err(|e| e.message().to_owned())?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        let forwarder = client.forward(&key.0, &key.1, &service.name, listener);
+        let forwarder = client.forward_service(&key.0, &key.1, &service, listener);
         let shown = local_command(&service.name, port).unwrap_or_else(|| local_url(&service, port));
         opened.push((service.name.clone(), shown, forwarder));
     }

@@ -469,8 +469,8 @@ async fn krayne_open_prints_a_sign_in_link_or_hands_it_to_the_desktop() {
 }
 
 /// Issue 41: the URLs shown are usable as shown. `krayne tunnel`'s
-/// notebook URL ends with the notebook's base URL (it answers there, not
-/// at `/`); the services list and describe carry each HTTP service's URL
+/// notebook URL ends with the notebook's base URL (it answers there; the
+/// port's root redirects there); the services list and describe carry each HTTP service's URL
 /// through the server, which the SDK makes absolute and curl reaches.
 #[tokio::test]
 async fn the_urls_krayne_prints_answer_as_printed() {
@@ -494,6 +494,28 @@ async fn the_urls_krayne_prints_answer_as_printed() {
     );
     let notebook = reqwest::get(&url).await.unwrap();
     assert_eq!(notebook.status(), 200, "{url}");
+    // Issue 56 item 4: the port's root (and `/lab`) open the notebook as
+    // they do through Krayne's port-forward: redirected under its base.
+    let root = url.split("/v1/").next().unwrap().to_owned();
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (path, under) in [("/", ""), ("/lab", "lab"), ("/tree?x=1", "tree?x=1")] {
+        let answer = no_follow.get(format!("{root}{path}")).send().await.unwrap();
+        assert_eq!(answer.status(), 302, "{path}");
+        let location = answer.headers()["location"].to_str().unwrap().to_owned();
+        assert_eq!(
+            location,
+            format!("/v1/namespaces/ml-team/clusters/urls/services/notebook/proxy/{under}")
+        );
+        let opened = reqwest::get(format!("{root}{path}")).await.unwrap();
+        assert_eq!(opened.status(), 200, "{path}");
+        assert!(opened.url().as_str().starts_with(&url), "{}", opened.url());
+    }
+    // A kernel started at the printed URL: requests under the base pass.
+    let kernel = no_follow.post(format!("{url}api/kernels")).send().await.unwrap();
+    assert_eq!(kernel.status(), 201);
     child.kill().await.unwrap();
 
     let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());

@@ -205,7 +205,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             local_url: local_url(remote, local),
             command: local_command(service, local),
         });
-        let forwarder = client.forward(&namespace, &cluster, service, listener);
+        let forwarder = client.forward_service(&namespace, &cluster, remote, listener);
         forwarders.push((service.clone(), local, forwarder));
     }
     if let Some(state_file) = &args.state_file {
