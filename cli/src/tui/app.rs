@@ -185,6 +185,8 @@ pub(crate) struct Detail {
     /// A cluster that is not ready: the head's last lines (pod, text), or
     /// why there are none.
     pub(crate) head_lines: Option<Result<(String, String), String>>,
+    /// Panels PageDown scrolled past (the top ones).
+    pub(crate) scroll: usize,
 }
 
 /// A followed job's log.
@@ -406,8 +408,8 @@ impl App {
         match key.code {
             KeyCode::Up | KeyCode::Char('k') => self.up_down(-1),
             KeyCode::Down | KeyCode::Char('j') => self.up_down(1),
-            KeyCode::PageUp => self.up_down(-10),
-            KeyCode::PageDown => self.up_down(10),
+            KeyCode::PageUp => self.page(-1),
+            KeyCode::PageDown => self.page(1),
             KeyCode::Home | KeyCode::Char('g') => self.up_down(isize::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => self.up_down(isize::MAX / 2),
             KeyCode::Enter => self.run(Command::Detail),
@@ -442,6 +444,21 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    /// PageUp/PageDown: ten rows of the list, or a panel of the detail.
+    fn page(&mut self, delta: isize) -> Vec<Effect> {
+        match &self.screen {
+            Screen::Explorer => {
+                self.move_by(delta * 10);
+                Vec::new()
+            }
+            Screen::Detail(_) => {
+                let scrolled = self.detail.scroll.saturating_add_signed(delta);
+                self.detail.scroll = scrolled.min(super::ui::SCROLLABLE);
+                Vec::new()
+            }
+        }
     }
 
     fn selected_job(&self) -> Option<(Key, String)> {

@@ -168,3 +168,79 @@ async fn the_tui_detail_of_a_crashing_cluster_shows_the_heads_last_lines() {
     .await
     .unwrap();
 }
+
+/// Issue 56 item 5: at 80×24 (and 200×50) the detail of a cluster whose
+/// image cannot be pulled, or whose head crash-loops, leads with the
+/// reason (the image; the restarts), the events and the head's lines;
+/// PageDown brings the services into view.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_clusters_tui_detail_leads_with_why_at_80x24_and_200x50() {
+    let env = Env::start().await;
+    let k = crate::support::Krayne::new(&env, &env.alice());
+    let image = "head.image=rayproject/ray:doesnotexist";
+    k.run(&["create", "img", "-n", "ml-team", "--no-wait", "--set", image])
+        .await
+        .code(0);
+    k.run(&[
+        "create",
+        "crashy",
+        "-n",
+        "ml-team",
+        "--no-wait",
+        "--set",
+        "head.image=example.com/crash-loop:1",
+    ])
+    .await
+    .code(0);
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        for size in [(24, 80), (50, 200)] {
+            let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs.clone(), size);
+            term.wait_for(&["img", "● live"], &[]);
+            term.type_keys("/img\r");
+            term.wait_for(&["filter: img"], &["crashy"]);
+            term.type_keys("\r");
+            term.wait_for(
+                &[
+                    "Why it is not ready",
+                    "image-pull-error: ",
+                    "\"rayproject/ray:doesnotexist\"",
+                    "Head's last lines",
+                ],
+                &[],
+            );
+            if size == (24, 80) {
+                term.wait_for(&["Worker groups"], &["LOCAL TUNNEL"]);
+                term.type_keys("\x1b[6~");
+                term.wait_for(&["LOCAL TUNNEL", "Why it is not ready"], &["Worker groups"]);
+            } else {
+                term.wait_for(&["Worker groups", "LOCAL TUNNEL"], &[]);
+            }
+            term.type_keys("q");
+            term.type_keys("q");
+            assert!(term.wait(), "krayne tui exits with 0");
+
+            let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs.clone(), size);
+            term.wait_for(&["crashy", "● live"], &[]);
+            term.type_keys("/crashy\r");
+            term.wait_for(&["filter: crashy"], &["img"]);
+            term.type_keys("\r");
+            term.wait_for(
+                &[
+                    "Why it is not ready",
+                    "crash-loop: CrashLoopBackOff",
+                    "restarts",
+                    "BackOff",
+                ],
+                &[],
+            );
+            term.type_keys("q");
+            term.type_keys("q");
+            assert!(term.wait(), "krayne tui exits with 0");
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -149,7 +149,7 @@ pub(crate) fn print_cluster(ctx: &Context, cluster: &ClusterInfo) -> Result<(), 
 
 /// Statuses that mean the head is not running: its workers' count says
 /// nothing then (they wait for it).
-const HEAD_DOWN: [&str; 4] = ["image-pull-error", "crash-loop", "unschedulable", "pods-failed"];
+pub(crate) const HEAD_DOWN: [&str; 4] = ["image-pull-error", "crash-loop", "unschedulable", "pods-failed"];
 
 /// One step of a wait, as shown.
 fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {

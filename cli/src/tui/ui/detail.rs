@@ -20,6 +20,7 @@ use crate::{
 const HINTS: &[&str] = &[
     "q back",
     "↑↓ job",
+    "PgDn/PgUp scroll",
     "l follow log",
     "x stop job",
     "s scale",
@@ -29,6 +30,18 @@ const HINTS: &[&str] = &[
     "r refresh",
     "? help",
 ];
+
+/// The boxes PageDown scrolls past, top to bottom.
+#[derive(Debug, Clone, Copy)]
+enum Panel {
+    /// The head and the worker groups.
+    Shape,
+    Services,
+    Jobs,
+}
+
+/// How many panels PageDown can scroll past.
+pub(crate) const SCROLLABLE: usize = 2;
 
 pub(super) fn draw(frame: &mut Frame, app: &App, key: &Key) {
     let rows = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
@@ -40,67 +53,188 @@ pub(super) fn draw(frame: &mut Frame, app: &App, key: &Key) {
     let top = if narrow { 4 + groups + 3 } else { 4.max(groups + 1) + 2 };
     let [bar, body, status] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(frame.area());
-    let heights = allot(body.height, &[top, services + 3, jobs + 3]);
-    let [top_area, services_area, jobs_area, bottom] = Layout::vertical(heights.map(Constraint::Length)).areas(body);
-    frame.render_widget(Paragraph::new(title(app, key)), bar);
+    frame.render_widget(Paragraph::new(title(app, key, narrow)), bar);
+    frame.render_widget(Paragraph::new(status_line(app, HINTS, status.width)), status);
+    // A cluster whose head is down leads with why: the reason, the
+    // events, the head's last lines; the rest scrolls below.
+    let failing = failure(app, key);
+    let rest = match &failing {
+        Some(reason) => {
+            let why_height = (body.height * 2 / 5).max(5).min(body.height);
+            let lines_height = (body.height - why_height) * 3 / 7;
+            let [why_area, lines_area, rest] = Layout::vertical([
+                Constraint::Length(why_height),
+                Constraint::Length(lines_height),
+                Constraint::Min(0),
+            ])
+            .areas(body);
+            why(frame, app, reason, why_area);
+            if lines_area.height >= 3 {
+                match (&app.detail.logs, &app.detail.head_lines) {
+                    (Some(_), _) => log(frame, app, lines_area),
+                    (None, Some(lines)) => head_lines(frame, lines, lines_area),
+                    (None, None) => frame.render_widget(
+                        loading().block(Block::bordered().title(" Head's last lines ")),
+                        lines_area,
+                    ),
+                }
+            }
+            rest
+        }
+        None => body,
+    };
+    let panels: Vec<(Panel, u16)> = [
+        (Panel::Shape, top),
+        (Panel::Services, services + 3),
+        (Panel::Jobs, jobs + 3),
+    ]
+    .into_iter()
+    .skip(app.detail.scroll.min(SCROLLABLE))
+    .collect();
+    let wanted: Vec<u16> = panels.iter().map(|(_, h)| *h).collect();
+    let (mut heights, left) = allot(rest.height, &wanted);
+    // What no panel wants goes to the events (or the log) below them, when
+    // it makes a box; else to the last panel shown, never left blank.
+    let bottom = if failing.is_none() && left >= 3 {
+        left
+    } else {
+        if let Some(last) = heights.iter_mut().rev().find(|h| **h > 0) {
+            *last += left;
+        }
+        0
+    };
+    let mut constraints: Vec<Constraint> = heights.iter().map(|h| Constraint::Length(*h)).collect();
+    constraints.push(Constraint::Length(bottom));
+    let areas = Layout::vertical(constraints).split(rest);
+    for ((panel, _), area) in panels.iter().zip(areas.iter()) {
+        if area.height == 0 {
+            continue;
+        }
+        match panel {
+            Panel::Shape => shape(frame, app, *area, narrow),
+            Panel::Services => services_table(frame, app, key, *area),
+            Panel::Jobs => jobs_table(frame, app, *area),
+        }
+    }
+    let bottom_area = areas.last().copied().unwrap_or_default();
+    if bottom_area.height >= 3 {
+        match (&app.detail.logs, &app.detail.head_lines) {
+            (Some(_), _) => log(frame, app, bottom_area),
+            (None, Some(lines)) if bottom_area.height >= 6 => {
+                let [events_area, head_area] =
+                    Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom_area);
+                events(frame, app, events_area);
+                head_lines(frame, lines, head_area);
+            }
+            (None, Some(lines)) => head_lines(frame, lines, bottom_area),
+            (None, None) => events(frame, app, bottom_area),
+        }
+    }
+}
+
+/// The head and the worker groups: side by side, or narrow one on the
+/// other.
+fn shape(frame: &mut Frame, app: &App, area: Rect, narrow: bool) {
     let (head_area, groups_area) = if narrow {
-        let [h, g] = Layout::vertical([Constraint::Length(4), Constraint::Min(0)]).areas(top_area);
+        let [h, g] = Layout::vertical([Constraint::Length(4), Constraint::Min(0)]).areas(area);
         (h, g)
     } else {
-        let [h, g] = Layout::horizontal([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(top_area);
+        let [h, g] = Layout::horizontal([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(area);
         (h, g)
     };
     head(frame, app, head_area, narrow);
     worker_groups(frame, app, groups_area);
-    services_table(frame, app, key, services_area);
-    jobs_table(frame, app, jobs_area);
-    if bottom.height >= 3 {
-        match (&app.detail.logs, &app.detail.head_lines) {
-            (Some(_), _) => log(frame, app, bottom),
-            (None, Some(lines)) if bottom.height >= 6 => {
-                let [events_area, head_area] =
-                    Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
-                events(frame, app, events_area);
-                head_lines(frame, lines, head_area);
-            }
-            (None, Some(lines)) => head_lines(frame, lines, bottom),
-            (None, None) => events(frame, app, bottom),
+}
+
+/// Why a cluster whose head is down is not ready: its status, and the
+/// head pod's reason and message once the details say them.
+fn failure(app: &App, key: &Key) -> Option<String> {
+    let status = &app.clusters.get(key)?.status;
+    if !crate::commands::cluster::HEAD_DOWN.contains(&status.as_str()) {
+        return None;
+    }
+    let head = app
+        .detail
+        .details
+        .as_ref()
+        .and_then(|d| d.pods.iter().find(|p| p.node_type == "head"));
+    let mut reason = status.clone();
+    if let Some(head) = head {
+        if let Some(r) = &head.reason {
+            reason.push_str(&format!(": {r}"));
+        }
+        if let Some(m) = &head.message {
+            reason.push_str(&format!(": {m}"));
+        }
+        if head.restarts > 0 {
+            reason.push_str(&format!(" ({} restarts)", head.restarts));
         }
     }
-    frame.render_widget(Paragraph::new(status_line(app, HINTS, status.width)), status);
+    Some(reason)
 }
 
-/// The heights of the detail's boxes in `height` lines, by priority: the
-/// cluster's shape, then its services, then its jobs, each as tall as it
-/// wants while there is room (a box of fewer than 3 lines shows nothing,
-/// so it gets none); the events or the log get what is left.
-fn allot(height: u16, wanted: &[u16; 3]) -> [u16; 4] {
-    let mut left = height;
-    let mut heights = [0; 4];
-    for (slot, want) in heights.iter_mut().zip(wanted) {
-        let given = (*want).min(left);
-        *slot = if given >= 3 { given } else { 0 };
-        left -= *slot;
+/// The reason first, then the events, newest first.
+fn why(frame: &mut Frame, app: &App, reason: &str, area: Rect) {
+    let block = Block::bordered()
+        .title(" Why it is not ready ")
+        .border_style(Style::new().fg(Color::Red));
+    let mut lines = vec![Line::from(Span::styled(reason.to_owned(), Style::new().fg(Color::Red)))];
+    match &app.detail.details {
+        Some(details) if details.events.is_empty() => lines.push(Line::from("No events.")),
+        Some(details) => lines.extend(event_lines(details)),
+        None => lines.push(Line::from("loading the events…")),
     }
-    heights[3] = left;
-    heights
+    lines.push(Line::from(Span::styled(
+        "`krayne describe` and `krayne logs --previous` say more",
+        Style::new().fg(Color::DarkGray),
+    )));
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: true }), area);
 }
 
-fn title(app: &App, key: &Key) -> Line<'static> {
-    let mut spans = vec![
-        Span::styled(" krayne ", Style::new().fg(Color::Black).bg(Color::Cyan)),
-        Span::raw(format!("  {} ({})  ", key.1, key.0)),
-    ];
+/// The heights of `wanted` boxes in `height` lines, by priority, each as
+/// tall as it wants while there is room (a box of fewer than 3 lines
+/// shows nothing, so it gets none); and the lines left.
+fn allot(height: u16, wanted: &[u16]) -> (Vec<u16>, u16) {
+    let mut left = height;
+    let mut heights = Vec::with_capacity(wanted.len());
+    for want in wanted {
+        let given = (*want).min(left);
+        let given = if given >= 3 { given } else { 0 };
+        heights.push(given);
+        left -= given;
+    }
+    (heights, left)
+}
+
+fn title(app: &App, key: &Key, narrow: bool) -> Line<'static> {
+    // Narrow, the badge and the words go so that the creator fits whole.
+    let mut spans = if narrow {
+        vec![Span::raw(format!(" {} ({})  ", key.1, key.0))]
+    } else {
+        vec![
+            Span::styled(" krayne ", Style::new().fg(Color::Black).bg(Color::Cyan)),
+            Span::raw(format!("  {} ({})  ", key.1, key.0)),
+        ]
+    };
     match app.clusters.get(key) {
         Some(c) => {
             spans.push(Span::styled(c.status.clone(), status_style(&c.status)));
-            spans.push(Span::raw(format!(
-                "  {}/{} workers ready  age {}  by {}  ",
-                c.ready_workers,
-                c.num_workers,
-                age_at(c.created_at.as_ref(), app.now),
-                or_dash(c.created_by.as_deref()),
-            )));
+            let age = age_at(c.created_at.as_ref(), app.now);
+            let by = or_dash(c.created_by.as_deref());
+            let head_down = crate::commands::cluster::HEAD_DOWN.contains(&c.status.as_str());
+            // Its workers' readiness says nothing while the head is down.
+            spans.push(Span::raw(if head_down && narrow {
+                format!("  head down  {age}  by {by}  ")
+            } else if head_down {
+                format!("  head down  age {age}  by {by}  ")
+            } else if narrow {
+                format!("  {}/{} workers  {age}  by {by}  ", c.ready_workers, c.num_workers)
+            } else {
+                format!(
+                    "  {}/{} workers ready  age {age}  by {by}  ",
+                    c.ready_workers, c.num_workers
+                )
+            }));
             // What the lifecycle policy will do, counting down: loud once
             // the owner has been warned.
             if let Some(countdown) = lifecycle_countdown(c, app.now) {
@@ -152,12 +286,16 @@ fn head(frame: &mut Frame, app: &App, area: Rect, compact: bool) {
     };
     let head = details.head.clone().unwrap_or_default();
     let ip = details.info.as_ref().and_then(|i| i.head_ip.as_deref());
+    // A version nobody could tell is left out rather than said "unknown".
+    let known = |v: &str| !v.is_empty() && v != "unknown";
+    let python = if known(&details.python_version) {
+        format!("  Python {}", details.python_version)
+    } else {
+        String::new()
+    };
     let lines = if compact {
         vec![
-            Line::from(format!(
-                "{}  Ray {}  Python {}",
-                head.image, details.ray_version, details.python_version
-            )),
+            Line::from(format!("{}  Ray {}{python}", head.image, details.ray_version)),
             Line::from(format!(
                 "CPU {}  Memory {}  GPUs {}  IP {}",
                 head.cpus,
@@ -171,10 +309,7 @@ fn head(frame: &mut Frame, app: &App, area: Rect, compact: bool) {
             Line::from(format!("Image   {}", head.image)),
             Line::from(format!("CPU {}  Memory {}  GPUs {}", head.cpus, head.memory, head.gpus)),
             Line::from(format!("IP      {}", or_dash(ip))),
-            Line::from(format!(
-                "Ray {}  Python {}",
-                details.ray_version, details.python_version
-            )),
+            Line::from(format!("Ray {}{python}", details.ray_version)),
         ]
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
@@ -335,9 +470,19 @@ fn events(frame: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
+    frame.render_widget(
+        Paragraph::new(event_lines(details))
+            .block(block)
+            .wrap(Wrap { trim: true }),
+        area,
+    );
+}
+
+/// A cluster's events, newest first, warnings in yellow.
+fn event_lines(details: &krayne_client::proto::ClusterDetails) -> Vec<Line<'static>> {
     let mut newest_first: Vec<_> = details.events.iter().collect();
     newest_first.sort_by_key(|e| std::cmp::Reverse(e.last_seen.as_ref().map(|t| (t.seconds, t.nanos))));
-    let lines: Vec<Line> = newest_first
+    newest_first
         .into_iter()
         .map(|e| {
             let style = if e.r#type == "Warning" {
@@ -353,8 +498,7 @@ fn events(frame: &mut Frame, app: &App, area: Rect) {
                 )),
             ])
         })
-        .collect();
-    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: true }), area);
+        .collect()
 }
 
 #[cfg(test)]
@@ -364,13 +508,13 @@ mod tests {
     #[test]
     fn the_shape_comes_first_then_services_then_jobs() {
         // 80×24: 22 lines under the title.
-        assert_eq!(allot(22, &[8, 8, 6]), [8, 8, 6, 0]);
-        assert_eq!(allot(20, &[8, 8, 6]), [8, 8, 4, 0], "jobs shrink before services");
+        assert_eq!(allot(22, &[8, 8, 6]), (vec![8, 8, 6], 0));
+        assert_eq!(allot(20, &[8, 8, 6]), (vec![8, 8, 4], 0), "jobs shrink before services");
         assert_eq!(
             allot(18, &[8, 8, 6]),
-            [8, 8, 0, 2],
+            (vec![8, 8, 0], 2),
             "a box with no room for a row is left out"
         );
-        assert_eq!(allot(40, &[8, 8, 6]), [8, 8, 6, 18], "the events get the rest");
+        assert_eq!(allot(40, &[8, 8, 6]), (vec![8, 8, 6], 18), "the events get the rest");
     }
 }

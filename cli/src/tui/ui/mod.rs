@@ -6,6 +6,8 @@ mod overlays;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use detail::SCROLLABLE;
+
 use ratatui::{
     Frame,
     layout::{Constraint, Flex, Layout, Rect},

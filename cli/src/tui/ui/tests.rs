@@ -253,6 +253,103 @@ fn detail_with_the_heads_last_lines() {
     insta::assert_snapshot!("detail_head_lines", text);
 }
 
+/// A cluster whose head cannot pull its image, its detail open.
+fn failing_detail() -> App {
+    let mut broken = cluster("ml-team", "demo", "image-pull-error", (1, 1), 120);
+    broken.created_by = Some("alice@example.com".into());
+    let mut app = fixtures::app(Some("ml-team"), vec![broken.clone()]);
+    press(&mut app, KeyCode::Enter);
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    let mut details = fixtures::details();
+    details.info = Some(broken);
+    details.pods = vec![krayne_client::proto::PodInfo {
+        name: "demo-head-x".into(),
+        node_type: "head".into(),
+        phase: "Pending".into(),
+        reason: Some("ImagePullBackOff".into()),
+        message: Some("Back-off pulling image \"rayproject/ray:doesnotexist\"".into()),
+        ..Default::default()
+    }];
+    app.on_msg(Msg::Details(key.clone(), Box::new(details)));
+    app.on_msg(Msg::Services(key.clone(), Ok(fixtures::services())));
+    app.on_msg(Msg::Jobs(key.clone(), Ok(Vec::new())));
+    app.on_msg(Msg::HeadLines(
+        key,
+        Err("the head's container has not started: trying and failing to pull image".into()),
+    ));
+    app
+}
+
+/// Issue 56 item 5: at 80×24 a failing cluster's detail leads with the
+/// reason (naming the image), the events and the head's lines; PageDown
+/// scrolls the other panels into the rows left, none stays blank.
+#[test]
+fn a_failing_clusters_detail_leads_with_why() {
+    let mut app = failing_detail();
+    let small = screen(&app, 80, 24);
+    let rows: Vec<&str> = small.lines().collect();
+    let why = rows.iter().position(|l| l.contains("Why it is not ready")).unwrap();
+    assert_eq!(why, 1, "first under the title: {small}");
+    assert!(
+        small.contains("image-pull-error: ImagePullBackOff: Back-off pulling"),
+        "{small}"
+    );
+    assert!(small.contains("rayproject/ray:doesnotexist"), "{small}");
+    assert!(small.contains("Warning BackOff"), "{small}");
+    assert!(small.contains("Head's last lines"), "{small}");
+    assert!(
+        small.contains("Worker groups") && !small.contains("LOCAL TUNNEL"),
+        "{small}"
+    );
+    assert!(
+        !rows.iter().any(|r| r.trim_matches('"').trim().is_empty()),
+        "no blank row: {small}"
+    );
+    insta::assert_snapshot!("detail_failing_80x24", small);
+    press(&mut app, KeyCode::PageDown);
+    let scrolled = screen(&app, 80, 24);
+    assert!(
+        scrolled.contains("LOCAL TUNNEL") && !scrolled.contains("Worker groups"),
+        "{scrolled}"
+    );
+    assert!(scrolled.contains("Why it is not ready"), "{scrolled}");
+    press(&mut app, KeyCode::PageDown);
+    press(&mut app, KeyCode::PageDown);
+    assert!(screen(&app, 80, 24).contains("No jobs yet"));
+    press(&mut app, KeyCode::PageUp);
+    press(&mut app, KeyCode::PageUp);
+    assert!(screen(&app, 80, 24).contains("Worker groups"));
+    // At 200×50 everything is there at once.
+    let large = screen(&failing_detail(), 200, 50);
+    for part in [
+        "Why it is not ready",
+        "doesnotexist",
+        "Head's last lines",
+        "Worker groups",
+        "LOCAL TUNNEL",
+        "No jobs yet",
+    ] {
+        assert!(large.contains(part), "{part}: {large}");
+    }
+    insta::assert_snapshot!("detail_failing_200x50", large);
+}
+
+/// Issue 56 item 19: at 80 columns the title keeps the creator whole, and
+/// a Python version nobody could tell is left out.
+#[test]
+fn the_narrow_detail_title_keeps_the_creator_whole() {
+    let mut app = failing_detail();
+    let key = ("ml-team".to_owned(), "demo".to_owned());
+    let mut details = fixtures::details();
+    details.python_version = "unknown".into();
+    app.on_msg(Msg::Details(key, Box::new(details)));
+    let small = screen(&app, 80, 24);
+    let title = small.lines().next().unwrap();
+    let by = app.clusters.values().next().unwrap().created_by.clone().unwrap();
+    assert!(title.contains(&format!("by {by}")), "{title}");
+    assert!(!small.contains("Python unknown"), "{small}");
+}
+
 #[test]
 fn a_warned_cluster_counts_down_in_its_detail() {
     let mut warned = cluster("ml-team", "demo", "ready", (2, 2), 300);
