@@ -20,6 +20,8 @@ pub use auth::TokenProvider;
 pub use client::{AuditQuery, Client, ClientBuilder, ClusterSource, CreateOptions, Created, Keep, RetryPolicy, Scale};
 pub use error::{ClientError, FieldViolation};
 pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal, pack_working_dir};
+/// Krayne's cluster defaults: what a spec leaves out becomes these.
+pub use krayne_proto::defaults;
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
 pub use live::{WatchFrom, event_type_name};

@@ -7,6 +7,7 @@
 
 #[cfg(feature = "config")]
 pub mod config;
+pub mod defaults;
 
 /// Package `krayne.v1`.
 pub mod v1 {

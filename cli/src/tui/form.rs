@@ -27,7 +27,7 @@ pub(crate) struct Field {
     pub(crate) label: &'static str,
     pub(crate) value: Value,
     /// Shown dimmed while the field is empty.
-    pub(crate) hint: &'static str,
+    pub(crate) hint: String,
     pub(crate) error: Option<String>,
 }
 
@@ -46,12 +46,12 @@ pub(crate) enum Outcome {
     Stay,
 }
 
-fn text(key: &'static str, label: &'static str, value: &str, hint: &'static str) -> Field {
+fn text(key: &'static str, label: &'static str, value: &str, hint: impl Into<String>) -> Field {
     Field {
         key,
         label,
         value: Value::Text(value.to_owned()),
-        hint,
+        hint: hint.into(),
         error: None,
     }
 }
@@ -61,7 +61,7 @@ fn toggle(key: &'static str, label: &'static str) -> Field {
         key,
         label,
         value: Value::Toggle(false),
-        hint: "",
+        hint: String::new(),
         error: None,
     }
 }
@@ -78,24 +78,35 @@ impl Form {
         }
     }
 
-    /// The create form, for `namespace`.
+    /// The create form, for `namespace`. Fields left empty (and toggles
+    /// left as they are) take Krayne's defaults, as `krayne create NAME`
+    /// does; each hint says the default.
     pub(crate) fn create(namespace: &str) -> Self {
-        Self::new(
-            "Create a cluster".into(),
-            vec![
-                text("name", "Name", "", "lowercase letters, digits and '-'"),
-                text("namespace", "Namespace", namespace, ""),
-                text("replicas", "Workers", "1", "number of workers"),
-                text("min_replicas", "Min workers", "", "autoscaling lower bound"),
-                text("max_replicas", "Max workers", "", "autoscaling upper bound"),
-                text("gpus", "GPUs per worker", "0", ""),
-                text("head.cpus", "Head CPUs", "", "server default, e.g. 2"),
-                text("head.memory", "Head memory", "", "server default, e.g. 8Gi"),
-                toggle("notebook", "Notebook"),
-                toggle("code_server", "Code-server"),
-                toggle("ssh", "SSH"),
-            ],
-        )
+        use krayne_client::defaults as d;
+        let default = |v: &dyn std::fmt::Display| format!("default {v}");
+        let mut fields = vec![
+            text("name", "Name", "", "lowercase letters, digits and '-'"),
+            text("namespace", "Namespace", namespace, ""),
+            text("replicas", "Workers", "", default(&d::REPLICAS)),
+            text("min_replicas", "Min workers", "", default(&d::MIN_REPLICAS)),
+            text("max_replicas", "Max workers", "", default(&d::MAX_REPLICAS)),
+            text("gpus", "GPUs per worker", "", default(&d::GPUS)),
+            text("head.cpus", "Head CPUs", "", default(&d::HEAD_CPUS)),
+            text("head.memory", "Head memory", "", default(&d::HEAD_MEMORY)),
+            toggle("autoscaling", "Autoscaling"),
+            toggle("notebook", "Notebook"),
+            toggle("code_server", "Code-server"),
+            toggle("ssh", "SSH"),
+        ];
+        for field in &mut fields {
+            let on = match field.key {
+                "autoscaling" => d::AUTOSCALING,
+                "notebook" | "code_server" | "ssh" => d::SERVICE_ON,
+                _ => continue,
+            };
+            field.value = Value::Toggle(on);
+        }
+        Self::new("Create a cluster".into(), fields)
     }
 
     /// The scale form for a cluster's worker group.
@@ -215,7 +226,7 @@ impl Form {
         if let Some(n) = max {
             group = group.max_replicas(n);
         }
-        if let Some(n) = gpus.filter(|n| *n > 0) {
+        if let Some(n) = gpus {
             group = group.gpus(n);
         }
         let mut spec = ClusterSpecBuilder::new(self.text("name")).namespace(self.text("namespace"));
@@ -228,7 +239,7 @@ impl Form {
         let spec = spec
             .worker_group(group)
             .services(self.on("notebook"), self.on("code_server"), self.on("ssh"));
-        Some(spec.autoscaling(min.is_some() || max.is_some()).build())
+        Some(spec.autoscaling(self.on("autoscaling")).build())
     }
 
     /// The scale form's resize, or `None` with the wrong fields marked.
@@ -318,8 +329,45 @@ mod tests {
         assert_eq!(spec.name, "dem");
         assert_eq!(spec.namespace.as_deref(), Some("ml-team"));
         assert_eq!(spec.worker_groups[0].replicas, Some(3));
-        assert_eq!(spec.services.unwrap().ssh, Some(true));
+        let services = spec.services.unwrap();
+        assert_eq!(services.ssh, Some(false), "toggled off");
+        assert_eq!((services.notebook, services.code_server), (Some(true), Some(true)));
         assert!(form.touched);
+    }
+
+    /// Issue 56 item 6: a name-only form asks for what `krayne create NAME`
+    /// asks for: Krayne's defaults, which its hints name.
+    #[test]
+    fn an_untouched_form_takes_krayne_s_defaults_and_says_them() {
+        let mut form = Form::create("ml-team");
+        typed(&mut form, "demo");
+        let spec = form.cluster_spec().unwrap();
+        let group = &spec.worker_groups[0];
+        assert_eq!(
+            (group.replicas, group.min_replicas, group.max_replicas, group.gpus),
+            (None, None, None, None)
+        );
+        assert_eq!((spec.head.as_ref().and_then(|h| h.cpus.clone())), None);
+        assert_eq!(
+            spec.autoscaler.and_then(|a| a.enabled),
+            Some(krayne_client::defaults::AUTOSCALING)
+        );
+        let services = spec.services.unwrap();
+        let on = Some(krayne_client::defaults::SERVICE_ON);
+        assert_eq!((services.notebook, services.code_server, services.ssh), (on, on, on));
+        let hint = |key: &str| form.fields.iter().find(|f| f.key == key).unwrap().hint.clone();
+        assert_eq!(
+            hint("head.cpus"),
+            format!("default {}", krayne_client::defaults::HEAD_CPUS)
+        );
+        assert_eq!(
+            hint("head.memory"),
+            format!("default {}", krayne_client::defaults::HEAD_MEMORY)
+        );
+        assert_eq!(
+            hint("max_replicas"),
+            format!("default {}", krayne_client::defaults::MAX_REPLICAS)
+        );
     }
 
     #[test]
@@ -328,7 +376,7 @@ mod tests {
         form.focus = 2;
         typed(&mut form, "x");
         assert!(form.cluster_spec().is_none());
-        assert_eq!(form.fields[2].error.as_deref(), Some("\"1x\" is not a whole number"));
+        assert_eq!(form.fields[2].error.as_deref(), Some("\"x\" is not a whole number"));
         assert_eq!(form.on_key(key(KeyCode::Esc)), Outcome::Cancel);
     }
 

@@ -244,3 +244,51 @@ async fn a_failing_clusters_tui_detail_leads_with_why_at_80x24_and_200x50() {
     .await
     .unwrap();
 }
+
+/// Issue 56 item 6: a cluster made in the TUI's form from its name alone
+/// is the cluster `krayne create NAME` makes (one source of defaults).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_form_and_the_cli_create_the_same_cluster_from_a_name() {
+    let env = Env::start().await;
+    let k = crate::support::Krayne::new(&env, &env.alice());
+    k.run(&["create", "by-cli", "-n", "ml-team", "--no-wait"]).await.code(0);
+    let state = tempfile::tempdir().unwrap();
+    let envs = alices_env(&env, state.path());
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        let mut term = Terminal::spawn(krayne, &["tui", "-n", "ml-team"], envs, (30, 120));
+        term.wait_for(&["by-cli", "● live"], &[]);
+        term.type_keys("c");
+        term.wait_for(&["Create a cluster", "default 4Gi", "default 1"], &[]);
+        term.type_keys("by-tui\r");
+        term.wait_for(&["Created ml-team/by-tui."], &[]);
+        term.type_keys("q");
+        assert!(term.wait(), "krayne tui exits with 0");
+    })
+    .await
+    .unwrap();
+    let shape = |name: &'static str| {
+        let k = &k;
+        async move {
+            let mut d = k
+                .run(&["describe", name, "-n", "ml-team", "-o", "json"])
+                .await
+                .code(0)
+                .json();
+            let info = d["info"].take();
+            let kept = serde_json::json!({
+                "head": d["head"], "worker_groups": d["worker_groups"], "services": d["services"],
+                "autoscaling": info["autoscaling_enabled"], "workers": info["num_workers"],
+            });
+            kept
+        }
+    };
+    let (cli, tui) = (shape("by-cli").await, shape("by-tui").await);
+    assert_eq!(tui, cli);
+    assert_eq!(cli["autoscaling"], true, "{cli}");
+    assert_eq!(
+        cli["services"],
+        json!(["dashboard", "client", "notebook", "code-server", "ssh"]),
+        "{cli}"
+    );
+}

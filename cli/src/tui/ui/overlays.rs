@@ -153,7 +153,9 @@ fn form_popup(frame: &mut Frame, form: &Form, area: Rect) {
         );
         let value = match &field.value {
             Value::Toggle(on) => Span::raw(if *on { "[x]" } else { "[ ]" }),
-            Value::Text(t) if t.is_empty() && !focused => Span::styled(field.hint, Style::new().fg(Color::DarkGray)),
+            Value::Text(t) if t.is_empty() && !focused => {
+                Span::styled(field.hint.clone(), Style::new().fg(Color::DarkGray))
+            }
             Value::Text(t) => Span::raw(t.clone()),
         };
         let mut spans = vec![label, value];

@@ -88,29 +88,8 @@ pub mod limits {
     pub const MAX_KEY_BYTES: usize = 128;
 }
 
-/// Krayne's defaults.
-pub mod defaults {
-    /// Namespace when none is given.
-    pub const NAMESPACE: &str = "default";
-    /// Head CPU.
-    pub const HEAD_CPUS: &str = "1";
-    /// Head memory.
-    pub const HEAD_MEMORY: &str = "4Gi";
-    /// Worker group name.
-    pub const GROUP_NAME: &str = "worker";
-    /// Worker CPU.
-    pub const WORKER_CPUS: &str = "1";
-    /// Worker memory.
-    pub const WORKER_MEMORY: &str = "2Gi";
-    /// Worker group upper bound.
-    pub const MAX_REPLICAS: u32 = 1;
-    /// Autoscaler idle timeout.
-    pub const IDLE_TIMEOUT_SECONDS: u32 = 60;
-    /// Autoscaler container CPU.
-    pub const AUTOSCALER_CPU: &str = "500m";
-    /// Autoscaler container memory.
-    pub const AUTOSCALER_MEMORY: &str = "512Mi";
-}
+/// Krayne's defaults (shared with the SDK, the CLI and the TUI).
+pub use krayne_proto::defaults;
 
 /// Which kind of resource a quantity is, for its bounds.
 #[derive(Clone, Copy)]
@@ -549,8 +528,13 @@ impl Reader {
         let at = |k: &str| format!("{path}.{k}");
         let name = self.group_name(&at("name"), get("name"));
         // Bounds are checked with the relations below, in `check_group_counts`.
-        let replicas = self.count(&at("replicas"), get("replicas"), 0, u32::MAX);
-        let min = self.count(&at("min_replicas"), get("min_replicas"), 0, u32::MAX);
+        let replicas = self.count(&at("replicas"), get("replicas"), defaults::REPLICAS, u32::MAX);
+        let min = self.count(
+            &at("min_replicas"),
+            get("min_replicas"),
+            defaults::MIN_REPLICAS,
+            u32::MAX,
+        );
         let max = self.count(
             &at("max_replicas"),
             get("max_replicas"),
@@ -592,9 +576,9 @@ impl Reader {
     fn services(&mut self, value: Option<&Value>) -> Option<ServicesSpec> {
         let map = self.object("services", value, keys::SERVICES)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
-        let notebook = self.boolean("services.notebook", get("notebook"), true);
-        let code_server = self.boolean("services.code_server", get("code_server"), true);
-        let ssh = self.boolean("services.ssh", get("ssh"), true);
+        let notebook = self.boolean("services.notebook", get("notebook"), defaults::SERVICE_ON);
+        let code_server = self.boolean("services.code_server", get("code_server"), defaults::SERVICE_ON);
+        let ssh = self.boolean("services.ssh", get("ssh"), defaults::SERVICE_ON);
         Some(ServicesSpec {
             notebook: notebook?,
             code_server: code_server?,
@@ -605,7 +589,7 @@ impl Reader {
     fn autoscaler(&mut self, value: Option<&Value>) -> Option<AutoscalerSpec> {
         let map = self.object("autoscaler", value, keys::AUTOSCALER)?;
         let get = |k: &str| map.and_then(|m| m.get(k));
-        let enabled = self.boolean("autoscaler.enabled", get("enabled"), true);
+        let enabled = self.boolean("autoscaler.enabled", get("enabled"), defaults::AUTOSCALING);
         let idle = self.count(
             "autoscaler.idle_timeout_seconds",
             get("idle_timeout_seconds"),
