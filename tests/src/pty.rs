@@ -11,11 +11,24 @@ use std::{
 
 use portable_pty::{Child, CommandBuilder, PtyPair, PtySize, native_pty_system};
 
+/// What the program asked the terminal to put on the clipboard (OSC 52),
+/// each still base64 as sent.
+#[derive(Debug, Default)]
+pub struct Clipboard(Vec<Vec<u8>>);
+
+impl vt100::Callbacks for Clipboard {
+    fn copy_to_clipboard(&mut self, _: &mut vt100::Screen, _ty: &[u8], data: &[u8]) {
+        self.0.push(data.to_vec());
+    }
+}
+
 /// A terminal of `rows` × `cols` with one program in it.
 pub struct Terminal {
     pair: PtyPair,
     child: Box<dyn Child + Send + Sync>,
-    parser: vt100::Parser,
+    parser: vt100::Parser<Clipboard>,
+    /// Every byte the program wrote, as written.
+    transcript: Vec<u8>,
     output: mpsc::Receiver<(Instant, Vec<u8>)>,
     keys: Box<dyn std::io::Write + Send>,
     /// When the program was started.
@@ -63,7 +76,13 @@ impl Terminal {
         Self {
             pair,
             child,
-            parser: vt100::Parser::new(rows.try_into().unwrap(), cols.try_into().unwrap(), 0),
+            parser: vt100::Parser::new_with_callbacks(
+                rows.try_into().unwrap(),
+                cols.try_into().unwrap(),
+                0,
+                Clipboard::default(),
+            ),
+            transcript: Vec::new(),
             output,
             keys,
             started,
@@ -87,6 +106,7 @@ impl Terminal {
             );
             if let Ok((when, bytes)) = self.output.recv_timeout(left.min(Duration::from_millis(200))) {
                 self.parser.process(&bytes);
+                self.transcript.extend_from_slice(&bytes);
                 at = when;
             }
         }
@@ -96,8 +116,28 @@ impl Terminal {
     pub fn screen(&mut self) -> &vt100::Screen {
         while let Ok((_, bytes)) = self.output.recv_timeout(Duration::from_millis(300)) {
             self.parser.process(&bytes);
+            self.transcript.extend_from_slice(&bytes);
         }
         self.parser.screen()
+    }
+
+    /// What the program put on the clipboard (OSC 52) so far, decoded.
+    pub fn clipboard(&mut self) -> Vec<String> {
+        use base64::Engine as _;
+        self.screen();
+        let engine = base64::engine::general_purpose::STANDARD;
+        self.parser
+            .callbacks()
+            .0
+            .iter()
+            .map(|data| String::from_utf8(engine.decode(data).unwrap()).unwrap())
+            .collect()
+    }
+
+    /// Everything the program wrote, as text (escape sequences and all).
+    pub fn transcript(&mut self) -> String {
+        self.screen();
+        String::from_utf8_lossy(&self.transcript).into_owned()
     }
 
     /// Types `keys` (`\r` is Enter, `\t` Tab, `\x7f` Backspace).

@@ -55,6 +55,8 @@ pub(crate) enum Effect {
     Open(Key),
     /// Remember a namespace as the most recent one.
     Remember(String),
+    /// Put this text on the terminal's clipboard (OSC 52).
+    Copy(String),
 }
 
 /// What the driver reports back.
@@ -255,6 +257,9 @@ pub(crate) struct App {
     pub(crate) now: jiff::Timestamp,
     ticks: u64,
     pub(crate) quit: bool,
+    /// Sign-in links to print on one line each once the terminal is back
+    /// (what they open, the link).
+    pub(crate) print_on_exit: Vec<(String, String)>,
 }
 
 impl App {
@@ -280,6 +285,7 @@ impl App {
             now: jiff::Timestamp::now(),
             ticks: 0,
             quit: false,
+            print_on_exit: Vec::new(),
         };
         let effects = app.watch_effects();
         (app, effects)
@@ -629,7 +635,21 @@ impl App {
 
     fn on_overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Vec<Effect> {
         match overlay {
-            Overlay::Help | Overlay::Link { .. } => Vec::new(),
+            Overlay::Help => Vec::new(),
+            Overlay::Link { what, url } => match key.code {
+                KeyCode::Char('c') => {
+                    self.say("Copied the link (where the terminal passes OSC 52 to the clipboard).".to_owned());
+                    let copy = vec![Effect::Copy(url.clone())];
+                    self.overlay = Some(Overlay::Link { what, url });
+                    copy
+                }
+                KeyCode::Char('p') => {
+                    self.say("The link is printed, whole, when you quit (q).".to_owned());
+                    self.print_on_exit.push((what, url));
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            },
             Overlay::Filter => {
                 match key.code {
                     KeyCode::Enter => {}
@@ -838,7 +858,9 @@ impl App {
             Msg::Scaled(key, result) => self.on_scaled(&key, result),
             Msg::Done(Ok(text)) => self.say(text),
             Msg::Link(what, url) => {
-                self.say(format!("Sign-in link for {what}: copy it from the box."));
+                self.say(format!(
+                    "Sign-in link for {what}: c copies it, p prints it whole when you quit."
+                ));
                 self.overlay = Some(Overlay::Link { what, url });
             }
             Msg::Done(Err(text)) => self.complain(text),

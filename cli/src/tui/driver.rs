@@ -77,13 +77,14 @@ impl Drop for Driver {
     }
 }
 
-/// Draws `app` until the user quits, making its calls with `client`.
+/// Draws `app` until the user quits, making its calls with `client`;
+/// returns the sign-in links to print once the terminal is restored.
 pub(crate) async fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     client: Client,
     mut app: App,
     first: Vec<Effect>,
-) -> Result<(), Failure>
+) -> Result<Vec<(String, String)>, Failure>
 where
     B::Error: std::fmt::Display,
 {
@@ -136,7 +137,7 @@ where
             terminal.draw(|f| ui::draw(f, &app)).map_err(draw_failed)?;
         }
     }
-    Ok(())
+    Ok(std::mem::take(&mut app.print_on_exit))
 }
 
 impl Driver {
@@ -335,6 +336,11 @@ impl Driver {
                 tokio::spawn(async move { send(open_dashboard(&client, &key).await) });
             }
             Effect::Remember(namespace) => recent::remember(&namespace),
+            Effect::Copy(text) => {
+                // A terminal without OSC 52 ignores it; nothing to report.
+                let copy = crossterm::clipboard::CopyToClipboard::to_clipboard_from(text);
+                let _ = crossterm::execute!(std::io::stdout(), copy);
+            }
         }
     }
 }

@@ -61,6 +61,12 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     };
     let result = driver::run(&mut terminal, client, app, first).await;
     let restored = ratatui::try_restore();
-    result?;
-    restored.map_err(|e| Failure::Other(format!("cannot restore the terminal: {e}")))
+    let links = result?;
+    restored.map_err(|e| Failure::Other(format!("cannot restore the terminal: {e}")))?;
+    // Unwrapped, one per line, in the scrollback: copyable whole.
+    for (what, url) in links {
+        crate::output::note(&format!("Sign-in link for {what} (open it once, within a minute):"));
+        println!("{url}");
+    }
+    Ok(())
 }

@@ -126,10 +126,38 @@ async fn the_tui_opens_where_the_caller_may_work_and_offers_the_picker_when_refu
         term.type_keys("o");
         term.wait_for(&["Sign-in link for the dashboard of shape", "ticket="], &[]);
         term.type_keys("z");
-        term.wait_for(&["Worker groups"], &["ticket="]);
+        term.wait_for(&["Worker groups"], &["ticket=", "any other key", "OSC 52"]);
+        // Issue 56 item 7: `c` puts the link on the clipboard (OSC 52) and
+        // `p` prints it unwrapped in the scrollback on exit.
+        term.type_keys("o");
+        term.wait_for(
+            &["Sign-in link for the dashboard of shape", "c copies it (OSC 52)"],
+            &[],
+        );
+        term.type_keys("c");
+        term.wait_for(&["Copied the link", "ticket="], &[]);
+        let copied = term.clipboard();
+        assert_eq!(copied.len(), 1, "{copied:?}");
+        assert!(
+            copied[0].starts_with("http") && copied[0].contains("/sessions/sign-in?ticket="),
+            "{copied:?}"
+        );
+        term.type_keys("p");
+        term.wait_for(&["printed, whole, when you quit"], &["ticket="]);
         term.type_keys("q");
         term.type_keys("q");
         assert!(term.wait(), "krayne tui exits with 0");
+        let transcript = term.transcript();
+        let printed = transcript
+            .rsplit("Sign-in link for the dashboard of shape (open it once")
+            .next()
+            .unwrap();
+        let link = printed.lines().nth(1).unwrap_or_default().trim_end();
+        assert!(
+            link.starts_with("http") && link.contains("/sessions/sign-in?ticket="),
+            "{printed:?}"
+        );
+        assert!(!link.contains('\x1b'), "one unbroken line: {link:?}");
 
         let mut term = Terminal::spawn(krayne, &["tui", "-n", "other-team"], envs, (24, 80));
         term.wait_for(

@@ -479,3 +479,17 @@ fn a_cluster_that_is_not_ready_asks_for_its_heads_last_lines() {
     );
     assert!(app.detail.head_lines.is_none());
 }
+
+/// Issue 56 item 7: on a sign-in link, `c` copies it (and keeps it shown),
+/// `p` keeps it for printing on exit.
+#[test]
+fn a_sign_in_link_is_copied_with_c_and_printed_on_exit_with_p() {
+    let mut app = fixtures::app(Some("ml-team"), clusters());
+    let url = "http://127.0.0.1:8080/x/sessions/sign-in?ticket=abc".to_owned();
+    app.on_msg(Msg::Link("the dashboard of demo".into(), url.clone()));
+    assert_eq!(press(&mut app, KeyCode::Char('c')), vec![Effect::Copy(url.clone())]);
+    assert!(matches!(app.overlay, Some(Overlay::Link { .. })), "still shown");
+    assert!(press(&mut app, KeyCode::Char('p')).is_empty());
+    assert!(app.overlay.is_none());
+    assert_eq!(app.print_on_exit, vec![("the dashboard of demo".to_owned(), url)]);
+}

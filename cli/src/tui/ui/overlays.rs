@@ -94,7 +94,10 @@ fn link(frame: &mut Frame, what: &str, url: &str, area: Rect) {
     frame.render_widget(Paragraph::new(lines), link_area);
     frame.render_widget(
         Paragraph::new(vec![
-            Line::from(Span::styled("any key closes", dim)),
+            Line::from(Span::styled(
+                "c copies it (OSC 52) · p prints it unwrapped when you quit · any other key closes",
+                dim,
+            )),
             Line::from(Span::styled("─".repeat(width), dim)),
         ]),
         bottom,
