@@ -6,6 +6,7 @@ mod cli_commands;
 mod cli_config;
 mod cli_errors;
 mod cli_files;
+mod first_hour;
 mod jobs;
 mod krayne_habits;
 mod logs;

@@ -6,10 +6,10 @@ use crate::{context::Context, failure::Failure};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Cluster name.
-    name: String,
+    pub(super) name: String,
     /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
     #[arg(short, long)]
-    namespace: Option<String>,
+    pub(super) namespace: Option<String>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {

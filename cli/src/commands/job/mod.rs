@@ -16,11 +16,17 @@ use crate::{
     output::{age, or_dash, time},
 };
 
-/// `krayne jobs …`: a cluster's Ray jobs.
+/// `krayne jobs …`: a cluster's Ray jobs. `krayne jobs NAME` lists them.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct Args {
     #[command(subcommand)]
-    verb: Verb,
+    verb: Option<Verb>,
+    /// Cluster name: `krayne jobs NAME` lists its jobs (`jobs list NAME`).
+    name: Option<String>,
+    /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
+    #[arg(short, long)]
+    namespace: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -39,7 +45,19 @@ enum Verb {
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
-    match args.verb {
+    let verb = match (args.verb, args.name) {
+        (Some(verb), _) => verb,
+        (None, Some(name)) => Verb::List(list::Args {
+            name,
+            namespace: args.namespace,
+        }),
+        (None, None) => {
+            return Err(Failure::Usage(
+                "give a cluster: `krayne jobs NAME` lists its jobs; or a verb: list, get, logs, stop, delete".into(),
+            ));
+        }
+    };
+    match verb {
         Verb::List(a) => list::run(ctx, a).await,
         Verb::Get(a) => get::run(ctx, a).await,
         Verb::Logs(a) => logs::run(ctx, a).await,

@@ -284,9 +284,9 @@ pub(super) async fn describe(
     responses(
         Refusals, Bodies,
         (status = 200, description = "The cluster after scaling", body = ClusterInfo),
-        (status = 400, description = "Invalid counts", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid counts, or no such worker group (the message names the cluster's groups)", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster or worker group", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),

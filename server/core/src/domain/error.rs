@@ -87,8 +87,6 @@ pub enum ResourceKind {
     Cluster,
     /// A Kubernetes namespace.
     Namespace,
-    /// A worker group of a cluster.
-    WorkerGroup,
     /// A service a cluster's head declares.
     Service,
     /// A Ray job on a cluster.
@@ -106,7 +104,6 @@ impl fmt::Display for ResourceKind {
         f.write_str(match self {
             Self::Cluster => "cluster",
             Self::Namespace => "namespace",
-            Self::WorkerGroup => "worker group",
             Self::Service => "service",
             Self::Job => "job",
             Self::Package => "package",

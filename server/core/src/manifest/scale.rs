@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::domain::{
-    ClusterPatch, Error, ObservedCluster, ResourceKind, Violations, check_worker_counts, limits,
+    ClusterPatch, Error, ObservedCluster, Violations, check_worker_counts, limits,
     quota::{self, Usage},
 };
 
@@ -70,10 +70,18 @@ pub fn plan_scale(cluster: &ObservedCluster, input: &ScaleInput) -> Result<Scale
         .iter()
         .enumerate()
         .find(|(_, g)| g.group_name == input.worker_group)
-        .ok_or_else(|| Error::NotFound {
-            kind: ResourceKind::WorkerGroup,
-            name: input.worker_group.clone(),
-            namespace: None,
+        .ok_or_else(|| {
+            // The choices, since the caller guessed (`worker` is the usual guess).
+            let names: Vec<String> = groups.iter().map(|g| format!("{:?}", g.group_name.as_str())).collect();
+            let has = match names.as_slice() {
+                [] => "it has no worker groups".to_owned(),
+                [one] => format!("its worker group is {one}"),
+                many => format!("its worker groups are {}", many.join(", ")),
+            };
+            Error::invalid(
+                "worker_group",
+                format!("no worker group {:?} in this cluster: {has}", input.worker_group),
+            )
         })?;
     let current = |n: Option<i64>| n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
     let (mut replicas, mut min, mut max) = (
@@ -220,13 +228,11 @@ mod tests {
             replicas: Some(1),
             ..ScaleInput::default()
         };
-        assert!(matches!(
-            scale_patch(&cluster(true), &missing),
-            Err(Error::NotFound {
-                kind: ResourceKind::WorkerGroup,
-                ..
-            })
-        ));
+        let refused = scale_patch(&cluster(true), &missing).unwrap_err().to_string();
+        assert!(
+            refused.contains("worker_group: no worker group \"zz\" in this cluster: its worker group"),
+            "{refused}"
+        );
     }
 
     /// A RayCluster as KubeRay stores it: a head and two worker groups
