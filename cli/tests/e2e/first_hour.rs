@@ -61,3 +61,48 @@ async fn natural_forms_work_and_wrong_guesses_name_the_choices() {
         guessed.stderr()
     );
 }
+
+/// Item 9: typos in nested fields say what they meant and that `--strict`
+/// exists; under `--strict` the dry run fails (exit 2) naming each.
+#[tokio::test]
+async fn typos_say_what_they_meant_and_strict_makes_a_dry_run_fail() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        "name: typo\nhead: {cpu: 4}\nworker_groups:\n  - {name: worker, replica: 2, gpu: 1}\n",
+    )
+    .unwrap();
+    let path = file.path().to_str().unwrap();
+    let warned = k
+        .run(&["create", "-f", path, "-n", "ml-team", "--dry-run"])
+        .await
+        .code(0);
+    let err = warned.stderr();
+    for line in [
+        "Warning: head.cpu: unknown field, ignored (did you mean `cpus`?)",
+        "Warning: worker_groups[0].replica: unknown field, ignored (did you mean `replicas`?)",
+        "Warning: worker_groups[0].gpu: unknown field, ignored (did you mean `gpus`?)",
+        "hint: --strict refuses these (exit 2)",
+        "dry run: ml-team/typo is valid with the 3 warnings above",
+    ] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+    let strict = k
+        .run(&["create", "-f", path, "-n", "ml-team", "--dry-run", "--strict"])
+        .await
+        .code(2);
+    let err = strict.stderr();
+    assert!(
+        err.contains("worker_groups[0].replica: unknown field (did you mean `replicas`?)"),
+        "{err}"
+    );
+    assert!(err.contains("head.cpu: unknown field (did you mean `cpus`?)"), "{err}");
+    assert!(strict.stdout().is_empty());
+    let both = k
+        .run(&["create", "-f", path, "--strict", "--field-validation", "warn"])
+        .await
+        .code(2);
+    assert!(both.stderr().contains("cannot be used with"), "{}", both.stderr());
+}

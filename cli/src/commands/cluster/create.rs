@@ -17,7 +17,7 @@ use crate::{context::Context, failure::Failure, output::note, parse};
   krayne create demo --no-wait -o json               # returns once created
   krayne create -f cluster.yaml                 # the name (and namespace) from the file
   krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml
-  krayne create demo -f old-krayne.yaml --field-validation strict --dry-run")]
+  krayne create demo -f old-krayne.yaml --strict --dry-run   # exit 2 on any unknown key")]
 pub(crate) struct Args {
     /// Cluster name (lowercase letters, digits and '-'); replaces the
     /// file's [default: the file's `name`].
@@ -74,6 +74,11 @@ pub(crate) struct Args {
     /// for each on stderr, or accept them silently.
     #[arg(long, value_enum, default_value_t = FieldValidation::Warn, value_name = "MODE")]
     field_validation: FieldValidation,
+    /// Refuse what would only be warned about (`--field-validation
+    /// strict`): a mistyped key fails the create, or the `--dry-run`, with
+    /// exit 2.
+    #[arg(long, conflicts_with = "field_validation")]
+    strict: bool,
 }
 
 /// `--field-validation`, as kubectl spells it.
@@ -153,10 +158,15 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         .set_all(&args.overrides())?
         .set_all(&args.set)?;
     let client = ctx.client()?;
+    let mode = if args.strict {
+        FieldValidation::Strict
+    } else {
+        args.field_validation
+    };
     let options = CreateOptions {
         dry_run: args.dry_run,
         wait: None,
-        field_validation: args.field_validation.into(),
+        field_validation: mode.into(),
     };
     let created = client.create_with(config, options).await?;
     for warning in &created.warnings {
@@ -172,9 +182,17 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         }
         note(&printable);
     }
+    if !created.warnings.is_empty() {
+        note("hint: --strict refuses these (exit 2) instead of passing them; --field-validation ignore keeps quiet");
+    }
     if args.dry_run {
+        let with = match created.warnings.len() {
+            0 => String::new(),
+            1 => " with the warning above".to_owned(),
+            n => format!(" with the {n} warnings above"),
+        };
         note(&format!(
-            "dry run: {namespace}/{name} is valid; this manifest would be created"
+            "dry run: {namespace}/{name} is valid{with}; this manifest would be created"
         ));
         return ctx.printer.data(&created.manifest);
     }

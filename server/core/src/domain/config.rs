@@ -88,6 +88,17 @@ pub mod limits {
     pub const MAX_KEY_BYTES: usize = 128;
 }
 
+/// The known key a mistyped one most likely meant (`replica` →
+/// `replicas`), as clap suggests a flag: Jaro-Winkler similarity above 0.8.
+fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(key, k), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
 /// Krayne's defaults (shared with the SDK, the CLI and the TUI).
 pub use krayne_proto::defaults;
 
@@ -284,13 +295,16 @@ impl Reader {
         match value {
             None | Some(Value::Null) => Some(None),
             Some(Value::Object(map)) => {
-                let expected = || format!("unknown field; expected one of: {}", known.join(", "));
                 for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
                     let at = join(path, &bounded(&escape_controls(key), limits::MAX_KEY_BYTES));
+                    let guess = did_you_mean(key, known)
+                        .map(|k| format!(" (did you mean `{k}`?)"))
+                        .unwrap_or_default();
+                    let expected = || format!("unknown field{guess}; expected one of: {}", known.join(", "));
                     if path.is_empty() {
                         self.fail(&at, expected());
                     } else {
-                        self.lenient(&at, "unknown field, ignored".into(), expected);
+                        self.lenient(&at, format!("unknown field, ignored{guess}"), expected);
                     }
                 }
                 Some(Some(map))

@@ -131,6 +131,40 @@ fn unknown_keys_below_the_top_level_follow_the_mode() {
     check_modes(&doc, "head.resources", "unknown field", "unknown field, ignored", &want);
 }
 
+/// Issue 56 item 9: a typo of a known key says which one it meant.
+#[test]
+fn a_mistyped_key_says_which_it_meant() {
+    let mut doc = clean();
+    doc["worker_groups"][0]["replica"] = json!(2);
+    doc["worker_groups"][0]["gpu"] = json!(1);
+    doc["head"]["cpu"] = json!(4);
+    doc["head"]["gpu_type"] = json!("a100");
+    let warned = read(&doc, FieldValidation::Warn).warnings;
+    let said: Vec<(String, String)> = warned
+        .iter()
+        .map(|w| (w.field.clone(), w.description.clone()))
+        .collect();
+    for (field, meant) in [
+        ("worker_groups[0].replica", "replicas"),
+        ("worker_groups[0].gpu", "gpus"),
+        ("head.cpu", "cpus"),
+    ] {
+        let want = format!("unknown field, ignored (did you mean `{meant}`?)");
+        assert!(said.contains(&(field.to_owned(), want)), "{field}: {said:?}");
+    }
+    // No guess where nothing is close.
+    assert!(
+        said.contains(&("head.gpu_type".to_owned(), "unknown field, ignored".to_owned())),
+        "{said:?}"
+    );
+    let refused = refusal(&doc, FieldValidation::Strict);
+    assert!(
+        refused.iter().any(|(f, m)| f == "worker_groups[0].replica"
+            && m.starts_with("unknown field (did you mean `replicas`?); expected one of:")),
+        "{refused:?}"
+    );
+}
+
 #[test]
 fn unknown_top_level_keys_are_an_error_in_every_mode() {
     let mut doc = clean();
@@ -142,7 +176,8 @@ fn unknown_top_level_keys_are_an_error_in_every_mode() {
         assert!(
             refused[0]
                 .1
-                .starts_with("unknown field; expected one of: name, namespace")
+                .starts_with("unknown field (did you mean `worker_groups`?); expected one of: name, namespace"),
+            "{refused:?}"
         );
         assert!(!refused[0].1.contains("field_validation"), "{mode:?}: {refused:?}");
     }
