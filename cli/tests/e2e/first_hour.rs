@@ -106,3 +106,40 @@ async fn typos_say_what_they_meant_and_strict_makes_a_dry_run_fail() {
         .code(2);
     assert!(both.stderr().contains("cannot be used with"), "{}", both.stderr());
 }
+
+/// Item 10: a quota refusal says what the cluster and the namespace would
+/// hold, not only the increase.
+#[tokio::test]
+async fn a_quota_refusal_says_what_the_cluster_and_namespace_would_hold() {
+    let env = Env::start_with(krayne_tests::EnvOptions {
+        teams: format!("{}quotas:\n  ml-team: {{ gpus: 8 }}\n", krayne_tests::TEAMS),
+        ..krayne_tests::EnvOptions::default()
+    })
+    .await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&[
+        "create",
+        "big",
+        "-n",
+        "ml-team",
+        "--no-wait",
+        "--no-autoscaling",
+        "--workers",
+        "3",
+        "--gpus-per-worker",
+        "1",
+    ])
+    .await
+    .code(0);
+    let refused = k
+        .run(&["scale", "big", "-n", "ml-team", "--workers", "10"])
+        .await
+        .code(1);
+    assert!(
+        refused.stderr().contains(
+            "quota exceeded in namespace ml-team: gpus: the cluster would hold 10 (7 more), the namespace 10 of its limit 8 (3 in use)"
+        ),
+        "{}",
+        refused.stderr()
+    );
+}

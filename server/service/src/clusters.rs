@@ -113,7 +113,10 @@ impl ControlPlane {
         // Held until the create has landed: the next admission counts it.
         let _admitted = self
             .admit_charge(cx, AuditAction::ClusterCreate, &namespace, &spec.name, async || {
-                Ok((quota::charge_of_manifest(rendered.manifest()), ()))
+                Ok((
+                    quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
+                    (),
+                ))
             })
             .await?;
         let observed = if input.dry_run {
@@ -323,7 +326,7 @@ impl ControlPlane {
                     .await
                     .map_err(|e| e.in_namespace(namespace))?;
                 let plan = plan_scale(&cluster, &input)?;
-                Ok((plan.growth(&cluster), (cluster, plan)))
+                Ok((plan.request(&cluster), (cluster, plan)))
             })
             .await?;
         let (admission, mut planned) = admitted.map_or((None, None), |(guard, planned)| (Some(guard), Some(planned)));
@@ -349,7 +352,7 @@ impl ControlPlane {
                             };
                             let plan = plan_scale(&cluster, &input)?;
                             if let Some(quota) = &quota {
-                                self.fits(quota, namespace, &plan.growth(&cluster), rid).await?;
+                                self.fits(quota, namespace, &plan.request(&cluster), rid).await?;
                             }
                             (cluster, plan)
                         }

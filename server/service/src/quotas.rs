@@ -78,7 +78,7 @@ impl ControlPlane {
         action: AuditAction,
         namespace: &str,
         name: &str,
-        requested: impl AsyncFnOnce() -> Result<(Usage, T), Error>,
+        requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
     ) -> Result<Option<(AdmissionGuard, T)>, Error> {
         let Some(quota) = self.quota_of(namespace) else {
             return Ok(None);
@@ -110,7 +110,7 @@ impl ControlPlane {
         &self,
         quota: &Quota,
         namespace: &str,
-        requested: &Usage,
+        requested: &quota::Request,
         request_id: &str,
     ) -> Result<(), Error> {
         let used = self.usage_now(namespace, request_id).await?;

@@ -49,7 +49,7 @@ impl ControlPlane {
         } else {
             self.admit_charge(cx, action, namespace, name, async || {
                 let cluster = latest().await?;
-                Ok((quota::resume_growth(&cluster), cluster))
+                Ok((quota::Request::resume(&cluster), cluster))
             })
             .await?
         };

@@ -60,7 +60,8 @@ async fn a_gpu_quota_refuses_growth_with_the_numbers_and_counts_every_cluster() 
     assert_eq!(refused.body["code"], "quota_exceeded");
     assert_eq!(
         refused.body["quota_violations"],
-        json!([{"resource": "gpus", "requested": "3", "in_use": "2", "limit": "4"}])
+        json!([{"resource": "gpus", "requested": "3", "in_use": "2", "limit": "4",
+                "cluster_would_hold": "3", "namespace_would_hold": "5"}])
     );
     assert!(refused.headers.get("retry-after").is_none(), "waiting frees no quota");
     let dry = alice
@@ -93,7 +94,9 @@ async fn a_gpu_quota_refuses_growth_with_the_numbers_and_counts_every_cluster() 
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(
-        status.message().contains("gpus: requested 3, in use 2, limit 4"),
+        status
+            .message()
+            .contains("gpus: the cluster would hold 3 (3 more), the namespace 5 of its limit 4 (2 in use)"),
         "{}",
         status.message()
     );
@@ -305,7 +308,8 @@ async fn a_scale_is_charged_what_it_writes_not_what_it_sends() {
         .expect(429);
     assert_eq!(
         refused.body["quota_violations"],
-        json!([{"resource": "cpus", "requested": "69", "in_use": "2", "limit": "64"}])
+        json!([{"resource": "cpus", "requested": "69", "in_use": "2", "limit": "64",
+                "cluster_would_hold": "71", "namespace_would_hold": "71"}])
     );
     assert_eq!(stored_max("auto").await, 1, "nothing written");
 

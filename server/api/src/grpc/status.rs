@@ -26,7 +26,10 @@ pub(crate) fn to_status(e: Error) -> Status {
                 .map(|v| {
                     tonic_types::QuotaViolation::new(
                         format!("namespace:{namespace}/{}", v.resource.as_str()),
-                        format!("requested {}, in use {}, limit {}", v.requested, v.in_use, v.limit),
+                        format!(
+                            "the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
+                            v.cluster_would_hold, v.requested, v.namespace_would_hold, v.limit, v.in_use
+                        ),
                     )
                 })
                 .collect::<Vec<_>>();

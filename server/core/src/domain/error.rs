@@ -255,11 +255,13 @@ fn quota_message(namespace: &str, violations: &[super::quota::QuotaViolation]) -
         .iter()
         .map(|v| {
             format!(
-                "{}: requested {}, in use {}, limit {}",
+                "{}: the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
                 v.resource.as_str(),
+                v.cluster_would_hold,
                 v.requested,
+                v.namespace_would_hold,
+                v.limit,
                 v.in_use,
-                v.limit
             )
         })
         .collect();

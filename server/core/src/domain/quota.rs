@@ -275,6 +275,43 @@ pub struct QuotaViolation {
     pub in_use: String,
     /// The limit.
     pub limit: String,
+    /// What the cluster would hold after the change (a scale from 3 to
+    /// 10 workers of one GPU: 10, where `requested` is 7).
+    pub cluster_would_hold: String,
+    /// What the namespace would hold after it (`in_use` + `requested`).
+    pub namespace_would_hold: String,
+}
+
+/// What a change asks of a namespace's quota: what it adds, and what its
+/// cluster holds after it (for the message, which says both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Request {
+    /// What the namespace's charge grows by.
+    pub growth: Usage,
+    /// The cluster's whole charge after the change.
+    pub cluster_after: Usage,
+}
+
+impl Request {
+    /// A new cluster: it adds all it holds.
+    pub fn new_cluster(charge: Usage) -> Self {
+        Self {
+            growth: charge,
+            cluster_after: charge,
+        }
+    }
+
+    /// Resuming `cluster`: it adds its running charge (not its count).
+    pub fn resume(cluster: &ObservedCluster) -> Self {
+        let cluster_after = Usage {
+            clusters: 1,
+            ..running_charge(cluster)
+        };
+        Self {
+            growth: resume_growth(cluster),
+            cluster_after,
+        }
+    }
 }
 
 /// One resource of a namespace's quota as it stands.
@@ -322,17 +359,19 @@ pub fn standing(quota: &Quota, used: &Usage) -> Vec<QuotaLine> {
 /// The limits of `quota` that `used` plus `requested` would pass. Only
 /// growth is judged: a resource the request does not add to never fails,
 /// even over a lowered limit (scale-downs always pass).
-pub fn check(quota: &Quota, used: &Usage, requested: &Usage) -> Vec<QuotaViolation> {
+pub fn check(quota: &Quota, used: &Usage, requested: &Request) -> Vec<QuotaViolation> {
     QuotaResource::ALL
         .iter()
         .filter_map(|&r| {
             let limit = r.limit(quota)?;
-            let (asked, now) = (r.of(requested), r.of(used));
+            let (asked, now) = (r.of(&requested.growth), r.of(used));
             (asked > 0 && now + asked > limit).then(|| QuotaViolation {
                 resource: r,
                 requested: display(r, asked),
                 in_use: display(r, now),
                 limit: display(r, limit),
+                cluster_would_hold: display(r, r.of(&requested.cluster_after)),
+                namespace_would_hold: display(r, now + asked),
             })
         })
         .collect()
@@ -426,23 +465,34 @@ mod tests {
             gpu_nanos: 3 * NANOS,
             ..Usage::default()
         };
+        // A scale of a cluster holding 1 GPU to 4: 3 more.
+        let scale = Request {
+            growth: asked,
+            cluster_after: Usage {
+                clusters: 1,
+                gpu_nanos: 4 * NANOS,
+                ..Usage::default()
+            },
+        };
         assert_eq!(
-            check(&quota, &used, &asked),
+            check(&quota, &used, &scale),
             [QuotaViolation {
                 resource: QuotaResource::Gpus,
                 requested: "3".into(),
                 in_use: "2".into(),
-                limit: "4".into()
+                limit: "4".into(),
+                cluster_would_hold: "4".into(),
+                namespace_would_hold: "5".into(),
             }]
         );
         let fits = Usage {
             gpu_nanos: 2 * NANOS,
             ..Usage::default()
         };
-        assert!(check(&quota, &used, &fits).is_empty());
+        assert!(check(&quota, &used, &Request::new_cluster(fits)).is_empty());
         // Over a lowered limit, a request that adds nothing passes.
         let lowered: Quota = serde_saphyr::from_str("gpus: 1\n").unwrap();
-        assert!(check(&lowered, &used, &Usage::default()).is_empty());
+        assert!(check(&lowered, &used, &Request::default()).is_empty());
         let lines = standing(&lowered, &used);
         assert_eq!(lines[3].remaining.as_deref(), Some("0"));
         assert_eq!(lines[0].limit, None, "clusters unlimited");

@@ -123,6 +123,16 @@ impl ScalePlan {
         quota::charge(&self.applied(cluster)).minus(quota::charge(cluster))
     }
 
+    /// What the plan asks of the namespace's quota: its growth, and what
+    /// the cluster holds after it.
+    pub fn request(&self, cluster: &ObservedCluster) -> quota::Request {
+        let after = quota::charge(&self.applied(cluster));
+        quota::Request {
+            growth: after.minus(quota::charge(cluster)),
+            cluster_after: after,
+        }
+    }
+
     /// The JSON patch that writes the plan, conditional on `cluster`'s
     /// resourceVersion (the version the plan was made from).
     pub fn patch(&self, cluster: &ObservedCluster) -> ClusterPatch {
