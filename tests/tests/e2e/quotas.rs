@@ -330,7 +330,8 @@ async fn a_scale_is_charged_what_it_writes_not_what_it_sends() {
         .expect(429);
     assert_eq!(
         refused.body["quota_violations"],
-        json!([{"resource": "gpus", "requested": "15", "in_use": "1", "limit": "2"}])
+        json!([{"resource": "gpus", "requested": "15", "in_use": "1", "limit": "2",
+                "cluster_would_hold": "16", "namespace_would_hold": "16"}])
     );
     let mut grpc = env.grpc(&env.alice()).await;
     let status = grpc
