@@ -143,3 +143,29 @@ async fn a_quota_refusal_says_what_the_cluster_and_namespace_would_hold() {
         refused.stderr()
     );
 }
+
+/// Item 11: a service the cluster was created without is said to be off,
+/// with how clusters get it, not "not found".
+#[tokio::test]
+async fn opening_a_service_the_cluster_lacks_says_it_is_off() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "lean", "-n", "ml-team", "--set", "services.code_server=false"])
+        .await
+        .code(0);
+    let refused = k.run(&["open", "lean", "code-server", "-n", "ml-team"]).await.code(1);
+    assert!(
+        refused.stderr().contains(
+            "code-server is not enabled on this cluster (it has dashboard, client, notebook, ssh): clusters have it \
+             unless created with services.code_server: false"
+        ),
+        "{}",
+        refused.stderr()
+    );
+    let unknown = k.run(&["open", "lean", "jupyterlab", "-n", "ml-team"]).await.code(3);
+    assert!(
+        unknown.stderr().contains("service \"jupyterlab\" not found"),
+        "{}",
+        unknown.stderr()
+    );
+}

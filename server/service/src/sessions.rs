@@ -225,15 +225,17 @@ impl ControlPlane {
     }
 
     /// The caller of a proxied request that carries session cookies
-    /// (`sessions`: their values) instead of a bearer token: the session
-    /// for this very service of this cluster, its principal as the current
-    /// team mapping sees it, admitted under its rate. Every other session
-    /// is ignored.
+    /// (`sessions`: their values) instead of a bearer token: a session for
+    /// this cluster (signed in through any of its services: one sign-in
+    /// covers the cluster's services, which its cookie's path reaches), or,
+    /// when `service` is named (a service on a host of its own), for that
+    /// service alone; its principal as the current team mapping sees it,
+    /// admitted under its rate. Every other session is ignored.
     pub async fn session_caller(
         &self,
         meta: &RequestMeta,
         cluster: &ClusterRef,
-        service: &str,
+        service: Option<&str>,
         sessions: &[&str],
     ) -> Result<Context, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
@@ -241,12 +243,15 @@ impl ControlPlane {
         if let Ok(keys) = self.session_keys() {
             for value in sessions {
                 match keys.verify(value, TicketUse::Session) {
-                    Ok(t) if (t.ns.as_str(), t.cluster.as_str(), t.svc.as_str()) == (namespace, name, service) => {
+                    Ok(t)
+                        if (t.ns.as_str(), t.cluster.as_str()) == (namespace, name)
+                            && service.is_none_or(|svc| svc == t.svc.as_str()) =>
+                    {
                         let cx = self.session_context(&t, meta)?;
                         self.admit(&cx)?;
                         return Ok(cx);
                     }
-                    Ok(_) => why = "a session for another service",
+                    Ok(_) => why = "a session for another cluster or service",
                     Err(TicketError::Expired) => why = "session expired",
                     Err(TicketError::Invalid(_)) => why = "session not valid",
                 }

@@ -580,15 +580,9 @@ pub(super) fn find_service(
     service: &str,
     http_only: bool,
 ) -> Result<DeclaredService, Error> {
-    let wanted = declared
-        .iter()
-        .find(|s| s.name == service)
-        .cloned()
-        .ok_or_else(|| Error::NotFound {
-            kind: crate::domain::ResourceKind::Service,
-            name: service.to_owned(),
-            namespace: None,
-        })?;
+    let Some(wanted) = declared.iter().find(|s| s.name == service).cloned() else {
+        return Err(not_declared(declared, service));
+    };
     if http_only && wanted.protocol != "http" {
         return Err(Error::invalid(
             "service",
@@ -596,6 +590,34 @@ pub(super) fn find_service(
         ));
     }
     Ok(wanted)
+}
+
+/// Why a cluster has no service `service`: one of krayne's own that this
+/// cluster was created without is said to be off (and how clusters get
+/// it); any other name is not found.
+fn not_declared(declared: &[DeclaredService], service: &str) -> Error {
+    let key = match service {
+        "notebook" => "notebook",
+        "code-server" => "code_server",
+        "ssh" => "ssh",
+        _ => {
+            return Error::NotFound {
+                kind: crate::domain::ResourceKind::Service,
+                name: service.to_owned(),
+                namespace: None,
+            };
+        }
+    };
+    let has: Vec<&str> = declared.iter().map(|s| s.name).collect();
+    Error::FailedPrecondition(format!(
+        "{service} is not enabled on this cluster (it has {}): clusters have it unless created with \
+         services.{key}: false",
+        if has.is_empty() {
+            "none".to_owned()
+        } else {
+            has.join(", ")
+        }
+    ))
 }
 
 /// A tunnel's row as it ends well: what flowed and why it ended (counted

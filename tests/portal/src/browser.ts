@@ -67,7 +67,8 @@ async function main(): Promise<void> {
     const cookies = await context.cookies();
     const session = cookies.find((c) => c.name === "krayne_session");
     check(session !== undefined, `a session cookie among ${cookies.map((c) => c.name).join(", ")}`);
-    const path = `/v1/namespaces/${namespace}/clusters/${cluster}/services/dashboard/proxy`;
+    // One sign-in covers the cluster's services (issue 56).
+    const path = `/v1/namespaces/${namespace}/clusters/${cluster}/services`;
     check(session.httpOnly, "HttpOnly");
     check(session.sameSite === "Lax", `SameSite=${session.sameSite}`);
     check(session.path === path, `Path=${session.path}`);
@@ -80,6 +81,26 @@ async function main(): Promise<void> {
     const replay = await again.goto(link.sign_in_url);
     check(replay !== null && replay.status() === 401, `a second use answered ${replay?.status()}`);
     ok("second use", "401");
+    // A reload of the used link is a page (not problem JSON) that offers
+    // the service to a browser already signed in, and how to get a new one.
+    const type = replay.headers()["content-type"] ?? "";
+    check(type.startsWith("text/html"), `the used link's answer is a page: ${type}`);
+    const title = await again.textContent("h1");
+    check(title === "This sign-in link was used", `the page says the link was used: ${title}`);
+    const spentCommand = await again.textContent("#command");
+    check(spentCommand === `krayne open ${cluster} dashboard -n ${namespace}`, `a new link: ${spentCommand}`);
+    await again.click("#go-on");
+    await again.waitForURL(link.service_url);
+    await again.waitForFunction(() => document.getElementById("version")?.textContent !== "…");
+    check((await again.textContent("#version")) === "2.60.0", "signed in, the dashboard works after the page");
+    ok("used link page", `${title}; go on to ${again.url()}`);
+
+    // Signed in through the dashboard, the same browser opens the
+    // cluster's notebook too.
+    const notebookUrl = new URL(`/v1/namespaces/${namespace}/clusters/${cluster}/services/notebook/proxy/`, baseUrl);
+    const notebook = await again.goto(notebookUrl.toString());
+    check(notebook !== null && notebook.status() === 200, `the notebook on the same session: ${notebook?.status()}`);
+    ok("one session, the cluster's services", `notebook ${notebook.status()}`);
     const apiRoute = await again.goto(`${baseUrl}/v1/whoami`);
     check(apiRoute !== null && apiRoute.status() === 401, `the API answered the browser ${apiRoute?.status()}`);
     ok("API routes", "401 without a bearer token");

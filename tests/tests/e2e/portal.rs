@@ -212,8 +212,10 @@ async fn a_browser_opens_a_sign_in_link_and_the_dashboard_works_through_the_prox
         "ok redeemed: landed on",
         "ok relative API call: Ray 2.60.0",
         "ok WebSocket: echo",
-        "ok cookie: HttpOnly, SameSite=Lax, Path=/v1/namespaces/ml-team/clusters/browser/services/dashboard/proxy",
+        "ok cookie: HttpOnly, SameSite=Lax, Path=/v1/namespaces/ml-team/clusters/browser/services",
         "ok second use: 401",
+        "ok used link page: This sign-in link was used; go on to",
+        "ok one session, the cluster's services: notebook 200",
         "ok API routes: 401",
         "browser session: all ok",
     ] {

@@ -144,7 +144,7 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
         "krayne_session=",
         "HttpOnly",
         "SameSite=Lax",
-        &format!("Path={dashboard}"),
+        "Path=/v1/namespaces/ml-team/clusters/web/services;",
         "Max-Age=3600",
     ] {
         assert!(first.set_cookie.contains(part), "{part} in {}", first.set_cookie);
@@ -155,6 +155,19 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
     let again = open(url).await;
     assert_eq!(again.status, 401, "a link works once: {}", again.body);
     assert!(again.body.contains("already used"), "{}", again.body);
+    // A browser reloading it gets a page: go on if signed in, else how to
+    // get a new link (issue 56).
+    let reloaded = browser()
+        .get(url)
+        .header("accept", "text/html,application/xhtml+xml")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status().as_u16(), 401);
+    let page = reloaded.text().await.unwrap();
+    assert!(page.contains("<h1>This sign-in link was used</h1>"), "{page}");
+    assert!(page.contains(&format!(r#"href="{dashboard}/""#)), "{page}");
+    assert!(page.contains("krayne open web dashboard -n ml-team"), "{page}");
     let cookie = first.cookie();
 
     let (status, page) = get_with_cookie(&base, &format!("{dashboard}/"), &cookie).await;
@@ -176,16 +189,22 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
     assert_eq!(echoed.unwrap().unwrap(), Message::text("in a session"));
     drop(socket);
 
-    // The cookie is good for this service's proxy, nothing else.
+    // The cookie is good for this cluster's services (issue 56: signed in
+    // to the dashboard, the notebook opens too), nothing else.
     for elsewhere in [
         "/v1/namespaces/ml-team/clusters/web".to_owned(),
         "/v1/whoami".to_owned(),
-        format!("{}/", proxy_path("web", "notebook")),
         format!("{}/", proxy_path("other", "dashboard")),
     ] {
         let (status, body) = get_with_cookie(&base, &elsewhere, &cookie).await;
         assert_eq!(status, 401, "{elsewhere}: {body}");
     }
+    let (status, body) = get_with_cookie(&base, &format!("{}/api", proxy_path("web", "notebook")), &cookie).await;
+    assert_eq!(
+        (status, body.contains("\"version\"")),
+        (200, true),
+        "the cluster's notebook: {body}"
+    );
     // Nor is a forged, expired or misused ticket.
     let keys = SessionKeys::random().unwrap();
     let mut foreign: Ticket = serde_json::from_value(json!({
@@ -244,7 +263,9 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
     let opened = open(link["sign_in_url"].as_str().unwrap()).await;
     assert_eq!(opened.status, 303);
     assert!(
-        opened.set_cookie.contains(&format!("Path={notebook};")),
+        opened
+            .set_cookie
+            .contains("Path=/v1/namespaces/ml-team/clusters/web/services;"),
         "{}",
         opened.set_cookie
     );
@@ -354,7 +375,9 @@ async fn behind_a_public_urls_prefix_links_cookies_and_the_notebook_follow_it() 
     assert_eq!(opened.status, 303);
     assert_eq!(opened.location, format!("/krayne{dashboard}/"));
     assert!(
-        opened.set_cookie.contains(&format!("Path=/krayne{dashboard};")),
+        opened
+            .set_cookie
+            .contains("Path=/krayne/v1/namespaces/ml-team/clusters/nb/services;"),
         "{}",
         opened.set_cookie
     );

@@ -182,13 +182,19 @@ async fn render(request: Request, next: Next, plain_too: bool) -> Response {
 
 /// An error answer some layer wrote as plain text (an extractor's
 /// rejection, say) rather than as a problem.
+/// A page krayne wrote for a person (`text/html`: a used sign-in link) is
+/// left as it is.
 fn is_plain_error(response: &Response) -> bool {
     let status = response.status();
-    let problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    (status.is_client_error() || status.is_server_error()) && !problem
+    let typed = |prefix: &[u8]| {
+        response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(prefix))
+    };
+    (status.is_client_error() || status.is_server_error())
+        && !typed(b"application/problem+json")
+        && !typed(b"text/html")
 }
 
 /// The stable code of a status no domain error produced.

@@ -70,12 +70,13 @@ async fn add_slash(State(s): State<AppState>, uri: Uri) -> Redirect {
 }
 
 /// The caller of a proxied request: its bearer token when it sends one
-/// (`curl`, scripts), else its session cookie for this very service (a
-/// browser). A session's requests are not audited one by one.
+/// (`curl`, scripts), else its session cookie for this cluster (a
+/// browser), or only for `service` when one is named. A session's
+/// requests are not audited one by one.
 async fn caller(
     s: &AppState,
     cluster: &ClusterRef,
-    service: &str,
+    service: Option<&str>,
     parts: &Parts,
 ) -> Result<(Context, TunnelVia), Error> {
     let sessions = session_cookies(&parts.headers);
@@ -310,7 +311,10 @@ pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> R
         browser_path,
     } = target;
     let (mut parts, body) = request.into_parts();
-    let (cx, via) = match caller(s, &cluster, &service, &parts).await {
+    // On a service's own host a session is that service's alone (its
+    // cookie is the host's); in path mode one covers the cluster's services.
+    let session_for = browser_prefix.is_none().then_some(service.as_str());
+    let (cx, via) = match caller(s, &cluster, session_for, &parts).await {
         Ok(found) => found,
         Err(e) if sign_in_page::wants_page(&parts.method, &parts.headers, &e) => {
             return Ok(sign_in_page::page(cluster.namespace(), cluster.name(), &service, &e));

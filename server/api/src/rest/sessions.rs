@@ -17,6 +17,7 @@ use super::{
     paths::{SESSION_COOKIE, link_urls, proxy_path},
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
+    sign_in_page,
 };
 use crate::{
     domain::{ClusterRef, Error, PublicUrl, audit::Transport},
@@ -140,11 +141,26 @@ pub(super) async fn sign_in(
         .into());
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
-    let signed = s
+    let landing = Landing::proxy(&s, &namespace, &name, &service);
+    let signed = match s
         .plane
         .sign_in(&meta, &ClusterRef::new(&namespace, &name), &service, &ticket)
-        .await?;
-    let landing = Landing::proxy(&s, &namespace, &name, &service);
+        .await
+    {
+        Ok(signed) => signed,
+        // A reload, or a link from the history: a page, not a problem
+        // document a person cannot act on.
+        Err(e) if sign_in_page::wants_page(request.method(), request.headers(), &e) => {
+            return Ok(sign_in_page::spent_link_page(
+                &namespace,
+                &name,
+                &service,
+                &landing.location,
+                &e,
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(signed_in_response(&s, signed, landing, via_https(&request)))
 }
 
@@ -177,13 +193,16 @@ pub(super) struct Landing {
 }
 
 impl Landing {
-    /// The service's proxy on this server.
+    /// The service's proxy on this server; the cookie goes to every
+    /// service of the cluster (`…/clusters/{name}/services`): signed in to
+    /// the notebook, the same browser opens the cluster's dashboard.
     pub(super) fn proxy(s: &AppState, namespace: &str, name: &str, service: &str) -> Self {
         let prefix = s.plane.public_url().map_or("", PublicUrl::prefix);
-        let path = format!("{prefix}{}", proxy_path(namespace, name, service));
+        let proxy = format!("{prefix}{}", proxy_path(namespace, name, service));
+        let services = format!("{prefix}/v1/namespaces/{namespace}/clusters/{name}/services");
         Self {
-            location: format!("{path}/"),
-            path,
+            location: format!("{proxy}/"),
+            path: services,
         }
     }
 

@@ -24,27 +24,84 @@ pub(super) fn wants_page(method: &Method, headers: &HeaderMap, refusal: &Error) 
         && !headers.contains_key(header::AUTHORIZATION)
 }
 
-/// The 401 page for service `service` of cluster `name`: how to sign in
-/// (`krayne open`, or a session from a portal), and why this was refused.
-pub(super) fn page(namespace: &str, name: &str, service: &str, refusal: &Error) -> Response {
-    // Only names as Kubernetes spells them go into the page: nothing to
-    // escape, nothing a crafted URL can inject.
-    let plain = |s: &str| -> String {
-        if !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            s.to_owned()
-        } else {
-            "NAME".to_owned()
-        }
-    };
-    let (namespace, name, service) = (plain(namespace), plain(name), plain(service));
-    let why = refusal
+/// Only names as Kubernetes spells them go into a page: nothing to
+/// escape, nothing a crafted URL can inject.
+fn plain(s: &str) -> Option<&str> {
+    (!s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+    .then_some(s)
+}
+
+fn escaped(refusal: &Error) -> String {
+    refusal
         .to_string()
         .replace('&', "&amp;")
         .replace('<', "&lt;")
-        .replace('>', "&gt;");
+        .replace('>', "&gt;")
+}
+
+/// The page for a sign-in link opened again, or too late (a reload, a
+/// link from the history): a browser that opened it a moment ago is
+/// signed in and may go on to `location` (the service's proxy, made of
+/// the same checked names); else how to get a new one.
+pub(super) fn spent_link_page(namespace: &str, name: &str, service: &str, location: &str, refusal: &Error) -> Response {
+    let go_on = match (plain(namespace), plain(name), plain(service)) {
+        (Some(_), Some(name), Some(service)) => format!(
+            r#"<p>If this browser opened it a moment ago, it is signed in: <a id="go-on" href="{location}">open {service} of {name}</a>.</p>"#
+        ),
+        _ => String::new(),
+    };
+    let (namespace, name, service) = (
+        plain(namespace).unwrap_or("NAMESPACE"),
+        plain(name).unwrap_or("NAME"),
+        plain(service).unwrap_or("SERVICE"),
+    );
+    let body = format!(
+        r#"<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>This sign-in link was used</title></head>
+<body style="font-family: sans-serif; max-width: 44em; margin: 3em auto; line-height: 1.5">
+<h1>This sign-in link was used</h1>
+<p>A sign-in link opens once, within a minute of being made.</p>
+{go_on}
+<p>Otherwise get a new link from a terminal where <code>krayne</code> is signed in:</p>
+<pre id="command" style="background: #f4f4f4; padding: .8em">krayne open {name} {service} -n {namespace}</pre>
+<p style="color: #666">Refused: <span id="reason">{why}</span></p>
+</body>
+</html>
+"#,
+        why = escaped(refusal)
+    );
+    html(body)
+}
+
+/// A 401 HTML answer, not cached.
+fn html(body: String) -> Response {
+    let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(r#"Bearer realm="krayne""#),
+    );
+    response
+}
+
+/// The 401 page for service `service` of cluster `name`: how to sign in
+/// (`krayne open`, or a session from a portal), and why this was refused.
+pub(super) fn page(namespace: &str, name: &str, service: &str, refusal: &Error) -> Response {
+    let (namespace, name, service) = (
+        plain(namespace).unwrap_or("NAME"),
+        plain(name).unwrap_or("NAME"),
+        plain(service).unwrap_or("NAME"),
+    );
+    let why = escaped(refusal);
     let body = format!(
         r#"<!doctype html>
 <html lang="en">
@@ -63,18 +120,7 @@ and opens its <code>sign_in_url</code>. Scripts send <code>Authorization: Bearer
 </html>
 "#
     );
-    let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(r#"Bearer realm="krayne""#),
-    );
-    response
+    html(body)
 }
 
 #[cfg(test)]
