@@ -129,6 +129,19 @@ impl Printer {
         let cell = Cell::new(status);
         if self.color { cell.fg(color) } else { cell }
     }
+
+    /// A job's status as Ray spells it (`SUCCEEDED`), as every command
+    /// and `-o json` show it; colored on a terminal.
+    pub(crate) fn job_status(&self, status: &str) -> Cell {
+        let color = match status {
+            "SUCCEEDED" => Color::Green,
+            "PENDING" | "RUNNING" => Color::Yellow,
+            "STOPPED" => Color::DarkGrey,
+            _ => Color::Red,
+        };
+        let cell = Cell::new(status);
+        if self.color { cell.fg(color) } else { cell }
+    }
 }
 
 /// `text` for a terminal: each control character (a terminal's escape, a

@@ -169,3 +169,73 @@ async fn opening_a_service_the_cluster_lacks_says_it_is_off() {
         unknown.stderr()
     );
 }
+
+/// Item 12: `jobs logs -f` ends as `submit` does (the status, exit 1 for a
+/// failed job); list and get spell a status alike (Ray's); suspending a
+/// cluster with jobs says their history goes with the head.
+#[tokio::test]
+async fn jobs_end_spell_and_warn_alike() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "jobby", "-n", "ml-team"]).await.code(0);
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().to_str().unwrap();
+    let ns = ["-n", "ml-team"];
+    let submit = |id: &'static str, line: &'static str| {
+        let k = &k;
+        async move {
+            let args = [
+                "submit",
+                "jobby",
+                "-n",
+                "ml-team",
+                "--working-dir",
+                wd,
+                "--submission-id",
+                id,
+                "--no-wait",
+            ];
+            k.run(&[&args[..], &["--", "sh", "-c", line]].concat()).await.code(0);
+        }
+    };
+    submit("fails", "echo about-to-fail; exit 3").await;
+    submit("works", "echo fine").await;
+
+    let failed = k
+        .run(&[&["jobs", "logs", "jobby", "fails", "-f"][..], &ns].concat())
+        .await
+        .code(1);
+    assert!(failed.stdout().contains("about-to-fail"), "{}", failed.stdout());
+    assert!(
+        failed.stderr().contains("error: job 'fails' FAILED: "),
+        "{}",
+        failed.stderr()
+    );
+    let worked = k
+        .run(&[&["jobs", "logs", "jobby", "works", "-f"][..], &ns].concat())
+        .await
+        .code(0);
+    assert!(worked.stderr().contains("job 'works' succeeded"), "{}", worked.stderr());
+
+    let listed = k.run(&[&["jobs", "jobby"][..], &ns].concat()).await.code(0).stdout();
+    let got = k
+        .run(&[&["jobs", "get", "jobby", "fails"][..], &ns].concat())
+        .await
+        .code(0)
+        .stdout();
+    assert!(listed.contains("FAILED") && listed.contains("SUCCEEDED"), "{listed}");
+    assert!(
+        !listed.contains("failed") && !listed.contains("succeeded"),
+        "one spelling: {listed}"
+    );
+    assert!(got.contains("FAILED"), "{got}");
+
+    let suspended = k.run(&[&["suspend", "jobby"][..], &ns].concat()).await.code(0);
+    assert!(
+        suspended
+            .stderr()
+            .contains("Warning: cluster jobby has 2 Ray jobs: suspending deletes its head, and Ray's job history and logs go with it"),
+        "{}",
+        suspended.stderr()
+    );
+}

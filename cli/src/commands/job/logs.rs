@@ -2,13 +2,11 @@
 
 use futures::StreamExt as _;
 
-use crate::{
-    context::Context,
-    failure::Failure,
-    output::{note, out},
-};
+use crate::{context::Context, failure::Failure, output::out};
 
-/// Print a job's log.
+/// Print a job's log. With `-f` it ends as `submit` does: the job's
+/// status on stderr, exit 0 when it succeeded, 1 otherwise (130 on
+/// Ctrl-C, which stops following, not the job).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -31,13 +29,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     }
     // A followed log is text as it comes (with -o json too: it has no end
     // to wrap).
-    let followed = follow(&client, &namespace, &name, &id, false).await?;
-    if !followed {
-        note(&format!(
+    if !follow(&client, &namespace, &name, &id, false).await? {
+        return Err(Failure::Interrupted(format!(
             "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
-        ));
+        )));
     }
-    Ok(())
+    // As `submit` ends: the job's status, and its exit.
+    super::ended(&client, &namespace, &name, &id).await?.1
 }
 
 /// Prints a job's log until it ends (true) or Ctrl-C (false): to

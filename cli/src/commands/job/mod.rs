@@ -71,6 +71,45 @@ pub(crate) fn status(job: &Job) -> &'static str {
     job.status().as_str_name().trim_start_matches("JOB_STATUS_")
 }
 
+/// How a followed job ended, once its log has: its final state (Ray
+/// settles it shortly after the log ends), `Ok` when it succeeded, else
+/// the failure `submit` and `jobs logs -f` exit 1 with.
+pub(crate) async fn ended(
+    client: &krayne_client::Client,
+    namespace: &str,
+    name: &str,
+    id: &str,
+) -> Result<(Job, Result<(), Failure>), Failure> {
+    let job = client
+        .wait_job(namespace, name, id, std::time::Duration::from_secs(30))
+        .await?;
+    let outcome = match job.status() {
+        krayne_client::proto::JobStatus::Succeeded => {
+            crate::output::note(&format!("job '{id}' succeeded"));
+            Ok(())
+        }
+        _ => Err(Failure::Other(format!(
+            "job '{id}' {}: {}",
+            status(&job),
+            summary(&job.message)
+        ))),
+    };
+    Ok((job, outcome))
+}
+
+/// Ray's failure message without the log it repeats (the log was just
+/// followed above): its first line, up to "last available logs".
+pub(crate) fn summary(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let cut = first.find(", last available logs").map_or(first, |at| &first[..at]);
+    let cut = cut.trim_end_matches([':', ' ']);
+    if cut.len() < first.len() {
+        format!("{cut} (its log is above)")
+    } else {
+        cut.to_owned()
+    }
+}
+
 /// Jobs as a table, or as a JSON/YAML list.
 pub(crate) fn print_jobs(ctx: &Context, jobs: &[Job]) -> Result<(), Failure> {
     if ctx.printer.structured() {
@@ -82,7 +121,7 @@ pub(crate) fn print_jobs(ctx: &Context, jobs: &[Job]) -> Result<(), Failure> {
         .map(|j| {
             vec![
                 Cell::new(&j.id),
-                ctx.printer.status(&status(j).to_ascii_lowercase()),
+                ctx.printer.job_status(status(j)),
                 Cell::new(age(j.start_time.as_ref())),
                 Cell::new(j.driver_exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string())),
                 Cell::new(&j.entrypoint),

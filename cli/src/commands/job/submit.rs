@@ -1,9 +1,9 @@
 //! `krayne submit NAME -- ENTRYPOINT...`.
 
-use std::{io::IsTerminal as _, path::PathBuf, time::Duration};
+use std::{io::IsTerminal as _, path::PathBuf};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use krayne_client::{SubmitJob, package::PackOptions, proto::JobStatus};
+use krayne_client::{SubmitJob, package::PackOptions};
 
 use crate::{
     context::Context,
@@ -151,34 +151,11 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             "stopped following; job '{id}' keeps running (stop it with `krayne jobs stop {name} {id} -n {namespace}`)"
         )));
     }
-    let ended = client.wait_job(&namespace, &name, &id, Duration::from_secs(30)).await?;
+    let (ended, outcome) = super::ended(&client, &namespace, &name, &id).await?;
     if ctx.printer.structured() {
         super::print_job(ctx, &ended)?;
     }
-    match ended.status() {
-        JobStatus::Succeeded => {
-            note(&format!("job '{id}' succeeded"));
-            Ok(())
-        }
-        _ => Err(Failure::Other(format!(
-            "job '{id}' {}: {}",
-            super::status(&ended),
-            summary(&ended.message)
-        ))),
-    }
-}
-
-/// Ray's failure message without the log it repeats (the log was just
-/// followed above): its first line, up to "last available logs".
-fn summary(message: &str) -> String {
-    let first = message.lines().next().unwrap_or_default();
-    let cut = first.find(", last available logs").map_or(first, |at| &first[..at]);
-    let cut = cut.trim_end_matches([':', ' ']);
-    if cut.len() < first.len() {
-        format!("{cut} (its log is above)")
-    } else {
-        cut.to_owned()
-    }
+    outcome
 }
 
 /// A bar on stderr for a large upload; hidden when stderr is not a
@@ -203,10 +180,10 @@ mod tests {
         let ray =
             "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):\nhi\n";
         assert_eq!(
-            summary(ray),
+            super::super::summary(ray),
             "Job entrypoint command failed with exit code 3 (its log is above)"
         );
-        assert_eq!(summary("Job was stopped"), "Job was stopped");
+        assert_eq!(super::super::summary("Job was stopped"), "Job was stopped");
     }
 
     #[test]
