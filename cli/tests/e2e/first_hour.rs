@@ -239,3 +239,30 @@ async fn jobs_end_spell_and_warn_alike() {
         suspended.stderr()
     );
 }
+
+/// Item 13: what docs/cli.md says of the namespace without `-n` is what
+/// the binary does, in its words; docs/sandbox.md says whom the head's
+/// SSH runs commands as, and that it gives a terminal.
+#[tokio::test]
+async fn the_docs_say_what_the_binary_does_about_namespaces_and_the_sandboxs_ssh() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let run = k.run(&["get"]).await.code(0);
+    let said = run.stderr();
+    let reason = said
+        .lines()
+        .find_map(|l| l.strip_prefix("Namespace: ml-team ("))
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("the binary says which namespace: {said}"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Words as a reader sees them, whatever the line breaks.
+    let flat = |text: String| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cli = flat(std::fs::read_to_string(root.join("docs/cli.md")).unwrap());
+    assert!(cli.contains(reason), "docs/cli.md names the binary's reason {reason:?}");
+    assert!(cli.contains("never falls back to `default` by itself"));
+    assert!(!cli.contains("used when `-n` is not given; else `default`"));
+    let sandbox = flat(std::fs::read_to_string(root.join("docs/sandbox.md")).unwrap());
+    assert!(sandbox.contains("as `nobody` when the sandbox runs as root"));
+    assert!(sandbox.contains("gets a pseudo-terminal"));
+    assert!(!sandbox.contains("a pty request is refused"));
+}

@@ -559,3 +559,35 @@ async fn the_urls_krayne_prints_answer_as_printed() {
         .stdout();
     assert!(described.contains(&expected), "{described}");
 }
+
+/// Issue 56 item 13: an interactive `krayne ssh` to the sandbox's head
+/// gets a terminal, as sshd gives one: the shell prompts, `tty` names a
+/// pseudo-terminal, the window's size is the client's, and `exit` ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interactive_krayne_ssh_to_the_sandbox_gets_a_terminal() {
+    let env = ready("ssh-tty").await;
+    let home = tempfile::tempdir().unwrap();
+    let state = home.path().display().to_string();
+    let envs = [
+        ("KRAYNE_SERVER", env.url()),
+        ("KRAYNE_TOKEN", env.alice()),
+        ("XDG_CONFIG_HOME", state.clone()),
+        ("XDG_STATE_HOME", state),
+    ];
+    tokio::task::spawn_blocking(move || {
+        let krayne = env!("CARGO_BIN_EXE_krayne");
+        let mut term =
+            krayne_tests::pty::Terminal::spawn(krayne, &["ssh", "ssh-tty", "-n", "ml-team"], envs, (30, 100));
+        term.wait_for(&["$ "], &[]);
+        term.type_keys("tty; stty size; echo \"answer $((6*7)) as $(id -u)\"\r");
+        let (screen, _) = term.wait_for(&["/dev/pts/", "30 100", "answer 42 as "], &["not a tty"]);
+        // As docs/sandbox.md says: never root; nobody when the sandbox is root.
+        if nix::unistd::geteuid().is_root() {
+            assert!(screen.contains("answer 42 as 65534"), "{screen}");
+        }
+        term.type_keys("exit\r");
+        assert!(term.wait(), "ssh ends with the shell's status 0");
+    })
+    .await
+    .unwrap();
+}

@@ -34,6 +34,7 @@ mod jobs;
 mod ray_auth;
 mod ray_logs;
 mod ssh;
+mod ssh_pty;
 
 pub(crate) use ingress::RUNS_AS_UID;
 

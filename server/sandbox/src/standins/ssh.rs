@@ -11,11 +11,13 @@
 //! runs them as that user; a sandbox run as root runs them as `nobody`
 //! (never as root), in a UTS namespace named after the pod where one can
 //! be made (`unshare`, `setpriv`), so `hostname` answers as a
-//! container's does. No terminal is allocated and no subsystem (sftp) is
-//! served: both are refused, and ssh goes on without a terminal. Reached
+//! container's does. A session that asks for a terminal gets one (a
+//! pseudo-terminal, `ssh_pty`), as from sshd; no subsystem (sftp) is
+//! served. Reached
 //! only through `pods/portforward` (see `listen`), never at the pod's
 //! IP: the API's authorization stands in front of it.
 
+use super::ssh_pty;
 use std::{
     collections::HashMap,
     path::PathBuf,
@@ -104,6 +106,8 @@ where
     let connection = Connection {
         head: head.clone(),
         channels: HashMap::new(),
+        terminals: HashMap::new(),
+        windows: HashMap::new(),
         stopped: stopped.clone(),
     };
     let running = match russh::server::run_stream(head.config.clone(), stream, connection).await {
@@ -133,6 +137,10 @@ where
 struct Connection {
     head: Arc<SshHead>,
     channels: HashMap<ChannelId, Channel<Msg>>,
+    /// Terminals asked for, until the channel's command starts.
+    terminals: HashMap<ChannelId, ssh_pty::TerminalRequest>,
+    /// The terminals of running commands, for window changes.
+    windows: HashMap<ChannelId, ssh_pty::Window>,
     /// The pod's: its commands end when it stops serving.
     stopped: watch::Receiver<()>,
 }
@@ -143,6 +151,27 @@ impl Connection {
         let Some(channel) = self.channels.remove(&id) else {
             return session.channel_failure(id);
         };
+        if let Some(terminal) = self.terminals.remove(&id) {
+            let home = self.head.home.path().to_owned();
+            let started = ssh_pty::start(
+                channel,
+                &terminal,
+                &argv(&self.head, command),
+                &environment(&self.head),
+                &home,
+                self.stopped.clone(),
+            );
+            return match started {
+                Ok(window) => {
+                    self.windows.insert(id, window);
+                    session.channel_success(id)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a sandbox head could not start a terminal over SSH");
+                    session.channel_failure(id)
+                }
+            };
+        }
         match spawn(&self.head, command) {
             Ok(child) => {
                 tokio::spawn(run(channel, child, self.stopped.clone()));
@@ -185,15 +214,50 @@ impl Handler for Connection {
     async fn pty_request(
         &mut self,
         channel: ChannelId,
-        _: &str,
-        _: u32,
-        _: u32,
+        term: &str,
+        cols: u32,
+        rows: u32,
         _: u32,
         _: u32,
         _: &[(russh::Pty, u32)],
         session: &mut Session,
     ) -> Result<(), Self::Error> {
-        session.channel_failure(channel)
+        // Run as root without the means to drop to nobody on a terminal:
+        // no terminal (ssh goes on without one).
+        if nix::unistd::geteuid().is_root() && !can_name_the_host() {
+            return session.channel_failure(channel);
+        }
+        let term = if term.is_empty() || term.len() > 64 || !term.chars().all(|c| c.is_ascii_graphic()) {
+            "xterm".to_owned()
+        } else {
+            term.to_owned()
+        };
+        let clamp = |n: u32| u16::try_from(n.clamp(1, 1000)).unwrap_or(80);
+        self.terminals.insert(
+            channel,
+            ssh_pty::TerminalRequest {
+                term,
+                cols: clamp(cols),
+                rows: clamp(rows),
+            },
+        );
+        session.channel_success(channel)
+    }
+
+    async fn window_change_request(
+        &mut self,
+        channel: ChannelId,
+        cols: u32,
+        rows: u32,
+        _: u32,
+        _: u32,
+        _: &mut Session,
+    ) -> Result<(), Self::Error> {
+        if let Some(window) = self.windows.get(&channel) {
+            let clamp = |n: u32| u16::try_from(n.clamp(1, 1000)).unwrap_or(80);
+            ssh_pty::resize(window, clamp(cols), clamp(rows));
+        }
+        Ok(())
     }
 
     async fn exec_request(
@@ -222,8 +286,51 @@ impl Handler for Connection {
 
     async fn channel_close(&mut self, channel: ChannelId, _: &mut Session) -> Result<(), Self::Error> {
         self.channels.remove(&channel);
+        self.terminals.remove(&channel);
+        self.windows.remove(&channel);
         Ok(())
     }
+}
+
+/// The program and arguments that run `command` (or an interactive
+/// shell) as the head runs it on a terminal: as root, in the pod's UTS
+/// namespace and as nobody.
+fn argv(head: &SshHead, command: Option<&str>) -> Vec<String> {
+    let mut argv: Vec<String> = if nix::unistd::geteuid().is_root() {
+        [
+            "unshare",
+            "--uts",
+            "/bin/sh",
+            "-c",
+            "hostname \"$0\" && exec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all /bin/sh \"$@\"",
+            &head.pod,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    } else {
+        vec!["/bin/sh".to_owned()]
+    };
+    match command {
+        Some(command) => argv.extend(["-c".to_owned(), command.to_owned()]),
+        None => argv.push("-i".to_owned()),
+    }
+    argv
+}
+
+/// The pod's environment, as its commands see it.
+fn environment(head: &SshHead) -> Vec<(&'static str, String)> {
+    let home = head.home.path().display().to_string();
+    vec![
+        (
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned()),
+        ),
+        ("HOME", home),
+        ("USER", USER.to_owned()),
+        ("LOGNAME", USER.to_owned()),
+        ("SHELL", "/bin/sh".to_owned()),
+        ("HOSTNAME", head.pod.clone()),
+    ]
 }
 
 /// Starts `command` (or an interactive shell) as the head runs it.
