@@ -604,6 +604,18 @@ pub struct JwtArgs {
 
 /// `krayne-server sandbox`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Faults, to learn how krayne says why a cluster fails (docs/sandbox.md, \"Fault injection\"):
+  an image containing `doesnotexist` or `:invalid`   the image cannot be pulled (ErrImagePull, then ImagePullBackOff)
+      krayne create bad --set head.image=rayproject/ray:doesnotexist
+  an image containing `crash-loop`                   the head starts and crashes, again and again (CrashLoopBackOff)
+      krayne create crashy --set head.image=example.com/crash-loop:1
+  a head larger than any node (16 CPUs, 64Gi, 2 GPUs) it stays Pending: Unschedulable
+      krayne create huge --set head.cpus=32
+  annotation sandbox.krayne.dev/fault on the RayCluster (kubectl annotate; see the banner's kubeconfig):
+      crash-loop, dashboard-hangs, hostile-head:<oversized|nested|paths|names|escapes|slow|endless|redirect>
+Then `krayne describe NAME` shows the events, `krayne logs NAME --previous` what a crashed head said."
+)]
 pub struct SandboxArgs {
     /// Port of the API on 127.0.0.1 (0 picks a free one).
     #[arg(long, env = "KRAYNE_SANDBOX_PORT", default_value_t = 8080)]

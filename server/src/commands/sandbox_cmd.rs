@@ -131,25 +131,32 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          kubectl            kubectl --kubeconfig {kc} get rayclusters,pods -A\n\
                             (it serves get, list, watch, create, patch, delete, logs, port-forward\n\
                             and auth can-i; krayne tunnel names a cluster's services for you)\n\n\
-         admin token (all namespaces):\n  export KRAYNE_ADMIN_TOKEN={admin}\n\
-         team token (alice, ml-research: editor on ml-team with a quota, viewer on shared-*):\n  export KRAYNE_TOKEN={alice}\n\n\
-         Try it:\n\
-         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/whoami\n\
-         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/quota\n\
-         curl -s -X POST -H \"Authorization: Bearer {alice}\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
-         curl -s -H \"Authorization: Bearer {alice}\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
-         Or with the krayne CLI (cargo build -p krayne-cli puts it in target/debug/krayne):\n\
+         Your token (alice, team ml-research: editor on ml-team, with a quota; viewer on shared-*).\n\
+         Paste this line once in each terminal you use; everything below refers to it:\n\
          export KRAYNE_SERVER={url} KRAYNE_TOKEN={alice} KRAYNE_NAMESPACE=ml-team\n\
+           or keep it for every terminal: krayne login --server {url} --token \"$KRAYNE_TOKEN\" -n ml-team\n\
+           (an admin of every namespace: export KRAYNE_ADMIN_TOKEN={admin})\n\n\
+         Try it with curl:\n\
+         curl -s -H \"Authorization: Bearer $KRAYNE_TOKEN\" {url}/v1/whoami\n\
+         curl -s -H \"Authorization: Bearer $KRAYNE_TOKEN\" {url}/v1/namespaces/ml-team/quota\n\
+         curl -s -X POST -H \"Authorization: Bearer $KRAYNE_TOKEN\" -H 'Content-Type: application/yaml' --data-binary 'name: demo' {url}/v1/namespaces/ml-team/clusters\n\
+         curl -s -H \"Authorization: Bearer $KRAYNE_TOKEN\" '{url}/v1/namespaces/ml-team/clusters/demo/wait?timeout_seconds=60'\n\n\
+         Or with the krayne CLI (cargo build -p krayne-cli puts it in target/debug/krayne):\n\
          krayne whoami\n\
          krayne create demo-cli --workers 2      # waits until it is ready\n\
          krayne get\n\
          krayne describe demo-cli\n\n\
          Use a cluster's services through the server (no kubeconfig):\n\
-         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services\n\
-         curl -s -H \"Authorization: Bearer {alice}\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
+         curl -s -H \"Authorization: Bearer $KRAYNE_TOKEN\" {url}/v1/namespaces/ml-team/clusters/demo/services\n\
+         curl -s -H \"Authorization: Bearer $KRAYNE_TOKEN\" {url}/v1/namespaces/ml-team/clusters/demo/services/dashboard/proxy/api/version\n\
          krayne open demo-cli        # the Ray dashboard in your browser, signed in\n\
          krayne tunnel demo-cli      # local ports for the dashboard, notebook, SSH, …\n\
-         krayne ssh demo-cli -- hostname\n\n\
+         krayne ssh demo-cli -- hostname\n\
+         krayne submit demo-cli -- python3 -c \"print('hello from the head')\"\n\n\
+         Make a head fail, to see how krayne tells why (`krayne-server sandbox --help` lists the faults):\n\
+         krayne create bad-image --set head.image=rayproject/ray:doesnotexist   # stops: the image cannot be pulled\n\
+         krayne create crashy --set head.image=example.com/crash-loop:1         # stops: the head keeps crashing\n\
+         krayne logs crashy --previous                                           # what the crashed head said\n\n\
          A pipeline signs in as its Kubernetes ServiceAccount (the ml-team namespace's default one\n\
          is on the ml-research team here):\n\
          kubectl --kubeconfig {kc} create token default -n ml-team --audience krayne > /tmp/krayne-token\n\

@@ -37,8 +37,21 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     );
     let curls: Vec<&String> = out.iter().filter(|l| l.starts_with("curl ")).collect();
     assert_eq!(curls.len(), 4, "{out:#?}");
+    // Issue 56, items 15 and 17: the token is printed once, in the line to
+    // paste, which every later line refers to; `krayne login` keeps it.
+    let export = out.iter().find(|l| l.starts_with("export KRAYNE_SERVER=")).unwrap();
+    let token = export_value(export, "KRAYNE_TOKEN");
+    assert_eq!(all.iter().filter(|l| l.contains(&token)).count(), 1, "{all:#?}");
+    assert!(
+        all.iter().any(|l| l
+            .trim_start()
+            .starts_with("or keep it for every terminal: krayne login --server ")
+            && l.contains("--token \"$KRAYNE_TOKEN\"")),
+        "{all:#?}"
+    );
     let run = |line: &str| {
-        let output = std::process::Command::new("sh").args(["-c", line]).output().unwrap();
+        let script = format!("{export}\n{line}");
+        let output = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
         assert!(
             output.status.success(),
             "{line}: {}",
@@ -55,7 +68,6 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
     let ready = run(curls[3]);
     assert!(ready.contains("\"status\":\"ready\""), "{ready}");
 
-    let export = out.iter().find(|l| l.starts_with("export KRAYNE_SERVER=")).unwrap();
     let krayne: Vec<&String> = out
         .iter()
         .filter(|l| l.starts_with("krayne ") && !l.starts_with("krayne sandbox"))
@@ -110,6 +122,16 @@ async fn the_sandbox_starts_and_its_curl_and_krayne_lines_work() {
         "{said}"
     );
 
+    // Item 14: it shows how to make a head fail with krayne alone.
+    for fault in [
+        "--set head.image=rayproject/ray:doesnotexist",
+        "--set head.image=example.com/crash-loop:1",
+    ] {
+        assert!(
+            all.iter().any(|l| l.starts_with("krayne create ") && l.contains(fault)),
+            "{fault}: {all:#?}"
+        );
+    }
     let kubectl = out.iter().find(|l| l.contains("kubectl --kubeconfig")).unwrap();
     assert!(kubectl.contains("get rayclusters,pods -A"));
     // Issue 53, item 3: it says what it exposes on the machine, and to whom.
@@ -208,15 +230,18 @@ async fn the_sandbox_takes_a_team_mapping_of_ones_own() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut quota_line = None;
+    let (mut quota_line, mut export) = (None, None);
     while let Ok(Some(line)) = lines.next_line().await {
-        if line.starts_with("curl ") && line.ends_with("/quota") {
+        if line.starts_with("export KRAYNE_SERVER=") {
+            export = Some(line);
+        } else if line.starts_with("curl ") && line.ends_with("/quota") {
             quota_line = Some(line);
             break;
         }
     }
     let line = quota_line.expect("the banner's quota line");
-    let output = std::process::Command::new("sh").args(["-c", &line]).output().unwrap();
+    let script = format!("{}\n{line}", export.expect("the line to paste"));
+    let output = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
     let quota = String::from_utf8_lossy(&output.stdout);
     assert!(quota.contains("\"resource\":\"gpus\",\"limit\":\"1\""), "{quota}");
 }
@@ -252,5 +277,26 @@ async fn a_stopped_sandbox_leaves_no_audit_files_behind() {
     for suffix in ["", "-wal", "-shm"] {
         let file = format!("{}{suffix}", audit.display());
         assert!(!std::path::Path::new(&file).exists(), "{file} left behind");
+    }
+}
+
+/// Issue 56 item 14: `krayne-server sandbox --help` lists the faults a
+/// newcomer can cause, each with a krayne line that causes it.
+#[test]
+fn the_sandboxs_help_lists_its_faults() {
+    let help = std::process::Command::new(server_binary())
+        .args(["sandbox", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for line in [
+        "krayne create bad --set head.image=rayproject/ray:doesnotexist",
+        "krayne create crashy --set head.image=example.com/crash-loop:1",
+        "krayne create huge --set head.cpus=32",
+        "dashboard-hangs",
+        "krayne logs NAME --previous",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
     }
 }
