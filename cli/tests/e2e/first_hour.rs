@@ -266,3 +266,90 @@ async fn the_docs_say_what_the_binary_does_about_namespaces_and_the_sandboxs_ssh
     assert!(sandbox.contains("gets a pseudo-terminal"));
     assert!(!sandbox.contains("a pty request is refused"));
 }
+
+/// Item 18: `create` ends with the cluster's addresses, `submit --no-wait`
+/// with the commands that follow the job, and the "Coming from Krayne"
+/// table gives the exit code the binary gives for each case the issue met.
+#[tokio::test]
+async fn create_lists_addresses_submit_says_what_next_and_the_exit_codes_are_documented() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let created = k.run(&["create", "addr", "-n", "ml-team"]).await.code(0).stdout();
+    for part in [
+        "SERVICE",
+        "OPEN IT WITH",
+        "/v1/namespaces/ml-team/clusters/addr/services/dashboard/proxy/",
+        "krayne open addr -n ml-team",
+        "krayne open addr notebook -n ml-team",
+        "krayne ssh addr -n ml-team",
+    ] {
+        assert!(created.contains(part), "{part}: {created}");
+    }
+    let json = k.run(&["create", "addr2", "-n", "ml-team", "-o", "json"]).await.json();
+    assert_eq!(json["name"], "addr2", "-o json is the cluster alone");
+
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().to_str().unwrap();
+    let submitted = k
+        .run(&[
+            "submit",
+            "addr",
+            "-n",
+            "ml-team",
+            "--working-dir",
+            wd,
+            "--submission-id",
+            "later",
+            "--no-wait",
+            "--",
+            "true",
+        ])
+        .await
+        .code(0);
+    assert_eq!(submitted.stdout().trim(), "later");
+    for next in [
+        "krayne jobs logs addr later -f -n ml-team",
+        "krayne jobs get addr later -n ml-team",
+        "krayne jobs stop addr later -n ml-team",
+    ] {
+        assert!(submitted.stderr().contains(next), "{next}: {}", submitted.stderr());
+    }
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/cli.md")).unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (
+            &["get", "missing", "-n", "ml-team"],
+            3,
+            "| the cluster (or job, service) does not exist | 1 | 3 |",
+        ),
+        (
+            &["get", "-n", "default"],
+            4,
+            "| `get -n NS` where you have no role | 0, an empty table | 4,",
+        ),
+        (
+            &[
+                "create",
+                "slow",
+                "-n",
+                "ml-team",
+                "--set",
+                "head.cpus=64",
+                "--timeout",
+                "1",
+            ],
+            6,
+            "| `create` still not ready after `--timeout` | 0 | 6,",
+        ),
+        (
+            &["create", "addr", "-n", "ml-team", "--no-wait"],
+            7,
+            "| `create` of a name that exists | 1 | 7 |",
+        ),
+    ];
+    for (args, code, row) in cases {
+        k.run(args).await.code(code);
+        assert!(docs.contains(row), "docs/cli.md lacks {row:?}");
+    }
+}

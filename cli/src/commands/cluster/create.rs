@@ -197,12 +197,45 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         return ctx.printer.data(&created.manifest);
     }
     note(&format!("cluster {namespace}/{name} created"));
-    let cluster = if !args.no_wait {
-        super::wait_ready(&client, &namespace, &name, args.timeout).await?
-    } else {
-        created.cluster
+    if args.no_wait {
+        return super::print_cluster(ctx, &created.cluster);
+    }
+    let cluster = super::wait_ready(&client, &namespace, &name, args.timeout).await?;
+    super::print_cluster(ctx, &cluster)?;
+    if !ctx.printer.structured() {
+        addresses(ctx, &client, &namespace, &name).await?;
+    }
+    Ok(())
+}
+
+/// The ready cluster's addresses, as Krayne shows them after a create:
+/// each service, where it answers, and the command that opens it.
+async fn addresses(ctx: &Context, client: &krayne_client::Client, namespace: &str, name: &str) -> Result<(), Failure> {
+    // The cluster is there either way: its addresses are a courtesy.
+    let Ok(services) = client.list_services(namespace, name).await else {
+        return Ok(());
     };
-    super::print_cluster(ctx, &cluster)
+    let server = ctx.server()?;
+    let ns = format!(" -n {namespace}");
+    let rows = services
+        .iter()
+        .map(|s| {
+            let reach = crate::commands::service::access(&server, namespace, name, &s.name, Some(&s.proxy_url));
+            let open = match s.name.as_str() {
+                "dashboard" => format!("krayne open {name}{ns}"),
+                "notebook" | "code-server" => format!("krayne open {name} {}{ns}", s.name),
+                "ssh" => format!("krayne ssh {name}{ns}"),
+                other => format!("krayne tunnel {name} {other}{ns}"),
+            };
+            vec![
+                comfy_table::Cell::new(&s.name),
+                comfy_table::Cell::new(reach),
+                comfy_table::Cell::new(open),
+            ]
+        })
+        .collect();
+    println!();
+    ctx.printer.table(&["SERVICE", "ADDRESS", "OPEN IT WITH"], rows)
 }
 
 #[cfg(test)]

@@ -138,6 +138,11 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         note(&format!("job '{id}' exists already; it is the one shown"));
     }
     if args.no_wait {
+        note(&format!(
+            "follow it:  krayne jobs logs {name} {id} -f -n {namespace}\n\
+             its status: krayne jobs get {name} {id} -n {namespace}\n\
+             stop it:    krayne jobs stop {name} {id} -n {namespace}"
+        ));
         if ctx.printer.structured() {
             return super::print_job(ctx, &submitted.job);
         }
