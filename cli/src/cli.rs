@@ -23,9 +23,13 @@ win over the file `krayne login` writes ($XDG_CONFIG_HOME/krayne/config.yaml).
 Without a namespace from either, commands use the one you may use (your only
 one, or the first where you are an editor) and say which on stderr.";
 
+/// What `--version` says: which tool this is, beside Krayne (both are
+/// called `krayne`, and this one's number is the lower).
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (krayne-cli, Rust; replaces Krayne 0.3.x)");
+
 /// Create and manage Ray clusters on Kubernetes through a krayne server.
 #[derive(Debug, Parser)]
-#[command(name = "krayne", version, after_help = EXIT_CODES, propagate_version = true)]
+#[command(name = "krayne", version = VERSION, after_help = EXIT_CODES, propagate_version = true)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) global: Global,
@@ -42,27 +46,33 @@ pub(crate) struct Cli {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Global {
     /// Server URL, e.g. http://127.0.0.1:8080 [env: KRAYNE_SERVER].
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, help_heading = "Global options", value_name = "URL")]
     pub(crate) server: Option<String>,
     /// Bearer token (JWT) [env: KRAYNE_TOKEN].
-    #[arg(long, global = true, value_name = "JWT")]
+    #[arg(long, global = true, help_heading = "Global options", value_name = "JWT")]
     pub(crate) token: Option<String>,
     /// A file holding the token, re-read when it changes, e.g. a projected
     /// ServiceAccount token [env: KRAYNE_TOKEN_FILE].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Global options", value_name = "FILE")]
     pub(crate) token_file: Option<PathBuf>,
     /// Config file [env: KRAYNE_CONFIG] [default: $XDG_CONFIG_HOME/krayne/config.yaml].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, help_heading = "Global options", value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Output format.
-    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    #[arg(short, long, global = true, help_heading = "Global options", value_enum, default_value_t = Format::Table)]
     pub(crate) output: Format,
     /// Show error details (gRPC code, request id).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub(crate) debug: bool,
     /// Krayne's option; refused with what replaces it (krayne talks to a
     /// krayne server, not to Kubernetes).
-    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        hide = true,
+        value_name = "FILE"
+    )]
     pub(crate) kubeconfig: Option<PathBuf>,
 }
 

@@ -110,7 +110,10 @@ async fn offline_commands_need_no_server() {
     let env = Env::start().await;
     let bare = Krayne::new(&env, "unused").bare();
     let version = bare.run(&["version"]).await.code(0).stdout();
-    assert_eq!(version, format!("krayne {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        version,
+        format!("krayne {} (krayne-cli, Rust; replaces Krayne 0.3.x)\n", env!("CARGO_PKG_VERSION"))
+    );
     let version = bare.run(&["version", "-o", "json"]).await.json();
     assert_eq!(version["client"], env!("CARGO_PKG_VERSION"));
     assert!(bare.run(&["--version"]).await.code(0).stdout().starts_with("krayne "));
@@ -129,7 +132,7 @@ async fn offline_commands_need_no_server() {
     assert_eq!(json["server"]["server_version"], v);
     assert_eq!(json["server"]["api_version"], "v1");
     let client = k.run(&["version", "--client"]).await.code(0).stdout();
-    assert_eq!(client, format!("krayne {v}\n"));
+    assert_eq!(client, format!("krayne {v} (krayne-cli, Rust; replaces Krayne 0.3.x)\n"));
     for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
         let script = bare.run(&["completions", shell]).await.code(0).stdout();
         assert!(script.contains("krayne"), "{shell}");

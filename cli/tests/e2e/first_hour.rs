@@ -353,3 +353,45 @@ async fn create_lists_addresses_submit_says_what_next_and_the_exit_codes_are_doc
         assert!(docs.contains(row), "docs/cli.md lacks {row:?}");
     }
 }
+
+/// Item 19: the small ones, through the binary.
+#[tokio::test]
+async fn the_small_ones() {
+    let env = Env::start().await;
+    let k = Krayne::new(&env, &env.alice());
+    let version = k.run(&["--version"]).await.code(0).stdout();
+    assert_eq!(version.trim(), "krayne 0.1.0 (krayne-cli, Rust; replaces Krayne 0.3.x)");
+
+    let help = k.run(&["get", "--help"]).await.code(0).stdout();
+    let (own, global) = help.split_once("Global options:").expect("a heading of their own");
+    assert!(own.contains("--namespace") && !own.contains("--server"), "{help}");
+    assert!(global.contains("--server") && global.contains("--token"), "{help}");
+    let login = k.run(&["login", "--help"]).await.code(0).stdout();
+    assert_eq!(login.matches("KRAYNE_LOGIN_CLIENT_SECRET").count(), 1, "{login}");
+
+    k.run(&["create", "nap", "-n", "ml-team", "--workers", "2", "--no-autoscaling"])
+        .await
+        .code(0);
+    k.run(&["suspend", "nap", "-n", "ml-team"]).await.code(0);
+    for _ in 0..100 {
+        let got = k.run(&["get", "nap", "-n", "ml-team", "-o", "json"]).await.json();
+        if got["status"] == "suspended" {
+            assert_eq!(got["ready_workers"], 0, "a suspended cluster has no workers: {got}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().to_str().unwrap();
+    let refused = k
+        .run(&["submit", "nap", "-n", "ml-team", "--working-dir", wd, "--", "true"])
+        .await
+        .code(1);
+    assert!(
+        refused
+            .stderr()
+            .contains("It is suspended: `krayne resume nap -n ml-team --wait` first."),
+        "{}",
+        refused.stderr()
+    );
+}

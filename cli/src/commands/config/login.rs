@@ -51,7 +51,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ID")]
     client_id: Option<String>,
     /// The OAuth client's secret, for providers that give even a CLI one
-    /// (Google's "Desktop app" clients) [env: KRAYNE_LOGIN_CLIENT_SECRET].
+    /// (Google's "Desktop app" clients).
     #[arg(
         long,
         value_name = "SECRET",

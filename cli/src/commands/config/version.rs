@@ -31,7 +31,7 @@ pub(crate) fn client_only(format: Format) -> Result<(), Failure> {
     if printer.structured() {
         return printer.data(&json!({ "client": CLIENT }));
     }
-    out(&format!("krayne {CLIENT}\n"))
+    out(&format!("krayne {}\n", crate::cli::VERSION))
 }
 
 pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {

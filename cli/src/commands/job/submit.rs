@@ -86,8 +86,18 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
     let cluster = client.get(&namespace, &name).await?;
     if cluster.status != "ready" {
+        // Krayne's words first; then what to do about it.
+        let next = match cluster.status.as_str() {
+            "suspended" | "suspending" => {
+                format!(" It is suspended: `krayne resume {name} -n {namespace} --wait` first.")
+            }
+            "creating" | "running" | "containers-creating" | "pods-pending" => {
+                format!(" It is starting (Ray is not up yet): `krayne wait {name} -n {namespace}`, then submit again.")
+            }
+            _ => format!(" `krayne describe {name} -n {namespace}` says why."),
+        };
         return Err(Failure::Other(format!(
-            "Cluster '{name}' is not ready (status: {}).",
+            "Cluster '{name}' is not ready (status: {}).{next}",
             cluster.status
         )));
     }

@@ -46,10 +46,17 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         .iter()
         .map(|g| count(g.replicas))
         .fold(0u32, u32::saturating_add);
+    let derived = derive_status(cluster, pods);
+    // KubeRay's count lags a suspend: a suspended cluster has no workers.
+    let ready_workers = if derived == crate::domain::ClusterStatus::Suspended {
+        0
+    } else {
+        count(status.ready_worker_replicas)
+    };
     ClusterInfo {
         name: cluster.metadata.name.to_string(),
         namespace: cluster.metadata.namespace.to_string(),
-        status: derive_status(cluster, pods),
+        status: derived,
         dashboard_url: head_ip.as_ref().map(|ip| format!("http://{ip}:8265")),
         client_url: head_ip.as_ref().map(|ip| format!("ray://{ip}:10001")),
         notebook_url: url("notebook"),
@@ -59,7 +66,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         num_workers,
         autoscaling_enabled: spec.enable_in_tree_autoscaling.unwrap_or(false),
         created_at: owned(cluster.metadata.creation_timestamp.as_ref()),
-        ready_workers: count(status.ready_worker_replicas),
+        ready_workers,
         suspended: spec.suspend.unwrap_or(false),
         created_by: owned(cluster.metadata.annotations.get(ANNOTATION_CREATED_BY)),
         resource_version: owned(cluster.metadata.resource_version.as_ref()),
@@ -287,6 +294,18 @@ fn event_info(e: &ObservedEvent) -> EventInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suspended_cluster_has_no_ready_workers_whatever_kuberay_last_counted() {
+        let cluster: ObservedCluster = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"suspend": true, "workerGroupSpecs": [{"groupName": "w", "replicas": 6}]},
+            "status": {"state": "suspended", "readyWorkerReplicas": 6},
+        }))
+        .unwrap();
+        let info = cluster_info(&cluster, Some(&[]));
+        assert_eq!((info.ready_workers, info.num_workers), (0, 6));
+    }
 
     #[test]
     fn ray_version_comes_from_the_tag() {
