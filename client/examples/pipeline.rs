@@ -3,9 +3,9 @@
 //! the cluster whatever happened in between.
 //!
 //! ```sh
-//! cargo run -p krayne-server -- sandbox          # prints KRAYNE_TOKEN
-//! KRAYNE_SERVER=http://127.0.0.1:8080 KRAYNE_TOKEN=… KRAYNE_NAMESPACE=ml-team \
-//!     cargo run -p krayne-client --example pipeline
+//! cargo run -p krayne-server -- sandbox          # prints the export line to paste
+//! export KRAYNE_SERVER=http://127.0.0.1:8080 KRAYNE_TOKEN=…   # as it printed
+//! cargo run -p krayne-client --example pipeline  # in the first namespace you may edit
 //! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
@@ -13,7 +13,10 @@
 use std::{path::Path, time::Duration};
 
 use futures::TryStreamExt as _;
-use krayne_client::{Client, ClientError, ClusterSpecBuilder, Code, SubmitJob, WorkerGroupBuilder, proto::JobStatus};
+use krayne_client::{
+    Client, ClientError, ClusterSpecBuilder, Code, SubmitJob, WorkerGroupBuilder,
+    proto::{JobStatus, Role},
+};
 
 /// The job's code, as a pipeline would have it in its repository.
 const TRAIN: &str = "import os\n\
@@ -24,7 +27,6 @@ print('trained')\n";
 async fn main() -> Result<(), ClientError> {
     let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
     let server = var("KRAYNE_SERVER", "http://127.0.0.1:8080");
-    let namespace = var("KRAYNE_NAMESPACE", "default");
     let name = format!("pipeline-{}", std::process::id());
     let workdir = std::env::temp_dir().join(&name);
     let local = |e: std::io::Error| ClientError::new(Code::Internal, format!("{}: {e}", workdir.display()));
@@ -32,6 +34,10 @@ async fn main() -> Result<(), ClientError> {
     std::fs::write(workdir.join("train.py"), TRAIN).map_err(local)?;
 
     let client = Client::connect(server).await?.with_token(var("KRAYNE_TOKEN", ""));
+    let namespace = match std::env::var("KRAYNE_NAMESPACE") {
+        Ok(namespace) => namespace,
+        Err(_) => editable_namespace(&client).await?,
+    };
     let spec = ClusterSpecBuilder::new(&name)
         .namespace(&namespace)
         .worker_group(WorkerGroupBuilder::new("worker").replicas(2).cpus("2").memory("4Gi"))
@@ -45,6 +51,22 @@ async fn main() -> Result<(), ClientError> {
     println!("deleted {namespace}/{name}");
     let _ = std::fs::remove_dir_all(&workdir);
     outcome
+}
+
+/// The first namespace where the caller is an editor (as the CLI picks
+/// one): `ml-team` for the sandbox's token.
+async fn editable_namespace(client: &Client) -> Result<String, ClientError> {
+    let me = client.whoami().await?;
+    me.namespaces
+        .iter()
+        .find(|n| matches!(n.role(), Role::Editor | Role::Admin))
+        .map(|n| n.namespace.clone())
+        .ok_or_else(|| {
+            ClientError::new(
+                Code::PermissionDenied,
+                "you are an editor of no namespace: set KRAYNE_NAMESPACE",
+            )
+        })
 }
 
 async fn run_a_job(client: &Client, namespace: &str, name: &str, workdir: &Path) -> Result<(), ClientError> {

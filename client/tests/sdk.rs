@@ -285,10 +285,12 @@ async fn the_pipeline_example_runs() {
         "{} is missing: cargo test builds examples",
         example.display()
     );
+    // No KRAYNE_NAMESPACE, as the README says to run it (issue 56): it
+    // picks the namespace alice may edit.
     let mut cmd = std::process::Command::new(example);
     cmd.env("KRAYNE_SERVER", env.url())
         .env("KRAYNE_TOKEN", env.alice())
-        .env("KRAYNE_NAMESPACE", "ml-team");
+        .env_remove("KRAYNE_NAMESPACE");
     let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -340,4 +342,39 @@ async fn a_wait_resumes_when_its_server_shuts_down() {
     env.start_server().await;
     let ready = wait.await.unwrap().unwrap();
     assert_eq!(ready.status, "ready");
+}
+
+/// Issue 56 item 16: client/README.md can be pasted as it reads: every
+/// Rust block is a whole `main.rs` (no hidden `# ` lines, `#[tokio::main]`
+/// shown), no rustdoc-only link brackets, and the dependency lines are
+/// commands that work from a checkout.
+#[test]
+fn the_readme_reads_as_it_pastes() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, Vec<&str>)> = None;
+    for line in readme.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) => current = Some((lang.to_owned(), Vec::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, lines)), None) => lines.push(line),
+            (None, None) => assert!(!line.contains("[`"), "a rustdoc link in prose: {line}"),
+        }
+    }
+    let rust: Vec<&Vec<&str>> = blocks
+        .iter()
+        .filter(|(l, _)| l.starts_with("rust"))
+        .map(|(_, b)| b)
+        .collect();
+    assert!(rust.len() >= 3, "{blocks:?}");
+    for block in rust {
+        assert!(
+            !block.iter().any(|l| l.starts_with("# ") || *l == "#"),
+            "hidden lines: {block:#?}"
+        );
+        assert!(block.iter().any(|l| l.trim() == "#[tokio::main]"), "{block:#?}");
+        assert!(block.iter().any(|l| l.starts_with("async fn main()")), "{block:#?}");
+    }
+    assert!(readme.contains("cargo add krayne-client --path ../krayne/client"));
+    assert!(!readme.contains("git = \"https://…"), "no placeholder URL");
 }

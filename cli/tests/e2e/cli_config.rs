@@ -112,7 +112,10 @@ async fn offline_commands_need_no_server() {
     let version = bare.run(&["version"]).await.code(0).stdout();
     assert_eq!(
         version,
-        format!("krayne {} (krayne-cli, Rust; replaces Krayne 0.3.x)\n", env!("CARGO_PKG_VERSION"))
+        format!(
+            "krayne {} (krayne-cli, Rust; replaces Krayne 0.3.x)\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
     let version = bare.run(&["version", "-o", "json"]).await.json();
     assert_eq!(version["client"], env!("CARGO_PKG_VERSION"));
@@ -132,7 +135,10 @@ async fn offline_commands_need_no_server() {
     assert_eq!(json["server"]["server_version"], v);
     assert_eq!(json["server"]["api_version"], "v1");
     let client = k.run(&["version", "--client"]).await.code(0).stdout();
-    assert_eq!(client, format!("krayne {v} (krayne-cli, Rust; replaces Krayne 0.3.x)\n"));
+    assert_eq!(
+        client,
+        format!("krayne {v} (krayne-cli, Rust; replaces Krayne 0.3.x)\n")
+    );
     for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
         let script = bare.run(&["completions", shell]).await.code(0).stdout();
         assert!(script.contains("krayne"), "{shell}");
