@@ -46,4 +46,5 @@ mod stream_ends;
 mod suspend;
 mod tenancy;
 mod tunnels;
+mod user_trial;
 mod watch;
