@@ -66,7 +66,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     // Unwrapped, one per line, in the scrollback: copyable whole.
     for (what, url) in links {
         crate::output::note(&format!("Sign-in link for {what} (open it once, within a minute):"));
-        println!("{url}");
+        crate::output::out(&format!("{url}\n"))?;
     }
     Ok(())
 }

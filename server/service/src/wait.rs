@@ -177,7 +177,7 @@ async fn follow(
         // KubeRay stays `ready` while a scale-up's new workers start: wait
         // for them too, and report `ready` once, when it is all there.
         let done = info.status == ClusterStatus::Ready && info.ready_workers >= info.num_workers;
-        let news = !(info.status == ClusterStatus::Ready && !done) && last.as_ref() != Some(&info.status);
+        let news = (done || info.status != ClusterStatus::Ready) && last.as_ref() != Some(&info.status);
         if news {
             last = Some(info.status.clone());
             if tx.send(Ok(info)).await.is_err() || done {

@@ -234,7 +234,7 @@ async fn addresses(ctx: &Context, client: &krayne_client::Client, namespace: &st
             ]
         })
         .collect();
-    println!();
+    crate::output::out("\n")?;
     ctx.printer.table(&["SERVICE", "ADDRESS", "OPEN IT WITH"], rows)
 }
 
