@@ -175,9 +175,10 @@ async fn errors_carry_the_code_and_field_violations() {
         .unwrap_err();
     assert_eq!(again.code(), Code::AlreadyExists);
 
+    // A head with no room is waited for (room may come): the timeout ends it.
     let stuck = ClusterSpecBuilder::new("stuck")
         .namespace("ml-team")
-        .head_image("rayproject/ray:doesnotexist")
+        .head_cpus("64")
         .build();
     c.create(stuck).await.unwrap();
     let timeout = c
@@ -185,7 +186,19 @@ async fn errors_carry_the_code_and_field_violations() {
         .await
         .unwrap_err();
     assert_eq!(timeout.code(), Code::DeadlineExceeded);
-    assert!(timeout.message().contains("image-pull-error"), "{timeout}");
+    assert!(timeout.message().contains("unschedulable"), "{timeout}");
+    // An image that cannot be pulled ends the wait at once, naming it.
+    let bad = ClusterSpecBuilder::new("bad-image")
+        .namespace("ml-team")
+        .head_image("rayproject/ray:doesnotexist")
+        .build();
+    c.create(bad).await.unwrap();
+    let refused = c
+        .wait_until_ready("ml-team", "bad-image", Duration::from_secs(600))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(refused.message().contains("rayproject/ray:doesnotexist"), "{refused}");
 
     let unreachable = Client::connect("http://127.0.0.1:1").await.unwrap_err();
     assert_eq!(unreachable.code(), Code::Unavailable);

@@ -42,7 +42,13 @@ async fn each_kind_of_failure_has_its_exit_code() {
             2,
             "worker_groups[0].min_replicas: must be <= replicas (1)",
         ),
-        (&["scale", "taken", "-n", "ml-team", "-g", "nope", "-r", "1"], 3, "nope"),
+        // A group the cluster lacks is a bad value, named with the ones it
+        // has (issue 56; it was "not found", exit 3).
+        (
+            &["scale", "taken", "-n", "ml-team", "-g", "nope", "-r", "1"],
+            2,
+            "no worker group \"nope\" in this cluster: its worker group is \"worker\"",
+        ),
         (&["get", "--bogus"], 2, "unexpected argument '--bogus'"),
         (&["scale", "taken", "-n", "ml-team"], 2, "required"),
         (

@@ -245,7 +245,12 @@ mod clusters {
             .scale(&alice, &ClusterRef::new("ml-team", "once"), scale("nope", 1))
             .await
             .unwrap_err();
-        assert_eq!(no_group.code(), "not_found");
+        // A bad value naming the groups there are (issue 56).
+        assert_eq!(no_group.code(), "invalid_argument");
+        assert!(
+            no_group.to_string().contains("its worker group is \"worker\""),
+            "{no_group}"
+        );
         assert_eq!(w.store.writes(), 1, "only the first create was written");
     }
 }

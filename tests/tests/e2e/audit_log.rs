@@ -394,7 +394,7 @@ async fn names_no_object_can_have_are_refused_and_audited_on_postgres() {
             &json!({"worker_group": "w\u{0}", "replicas": 1}),
         )
         .await
-        .problem(404, "not_found");
+        .problem(400, "invalid_argument");
     let mut g = env.grpc(&token).await;
     let get = pb::GetClusterRequest {
         namespace: "ml-team".into(),
@@ -413,12 +413,12 @@ async fn names_no_object_can_have_are_refused_and_audited_on_postgres() {
     let mut invalid = Vec::new();
     for _ in 0..100 {
         invalid = rows(&env, "&outcome=invalid").await;
-        if invalid.len() >= 6 {
+        if invalid.len() >= 7 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(invalid.len(), 6, "every refusal is audited: {invalid:#?}");
+    assert_eq!(invalid.len(), 7, "every refusal is audited: {invalid:#?}");
     let namespaces: Vec<&str> = invalid.iter().filter_map(|r| r["namespace"].as_str()).collect();
     assert!(namespaces.contains(&"ml\u{FFFD}team"), "{namespaces:?}");
     assert!(
@@ -426,10 +426,15 @@ async fn names_no_object_can_have_are_refused_and_audited_on_postgres() {
             .iter()
             .all(|r| r["cluster"].as_str().is_none_or(|c| c.len() <= 256))
     );
-    let failed = rows(&env, "&outcome=failed&action=cluster.scale").await;
-    assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert_eq!(failed[0]["http_status"], 404);
-    assert_eq!(failed[0]["request_summary"]["worker_group"], "w\u{FFFD}");
+    // A worker group the cluster lacks is a bad value (issue 56), audited
+    // with the name as it came, made printable.
+    let scaled = rows(&env, "&outcome=invalid&action=cluster.scale").await;
+    let lacking = scaled
+        .iter()
+        .find(|r| r["request_summary"]["worker_group"] == "w\u{FFFD}")
+        .unwrap_or_else(|| panic!("{scaled:#?}"));
+    assert_eq!(lacking["http_status"], 400);
+    assert!(rows(&env, "&outcome=failed&action=cluster.scale").await.is_empty());
     assert!(rows(&env, "&outcome=pending").await.is_empty());
     let metrics = env.ops().get("/metrics").await.text;
     assert_eq!(krayne_tests::metric_total(&metrics, "krayne_audit_dropped_total"), 0.0);

@@ -57,7 +57,7 @@ async fn not_found_exists_and_missing_namespace() {
             &json!({"worker_group": "nope", "replicas": 1}),
         )
         .await
-        .problem(404, "not_found");
+        .problem(400, "invalid_argument");
 
     let mut g = env.grpc(&env.admin()).await;
     let get = |name: &str| pb::GetClusterRequest {

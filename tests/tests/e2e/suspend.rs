@@ -70,7 +70,8 @@ async fn a_suspended_cluster_frees_its_gpus_and_resumes_through_the_quota() {
     assert_eq!(refused.body["code"], "quota_exceeded");
     assert_eq!(
         refused.body["quota_violations"],
-        json!([{"resource": "gpus", "requested": "2", "in_use": "2", "limit": "3"}])
+        json!([{"resource": "gpus", "requested": "2", "in_use": "2", "limit": "3",
+                "cluster_would_hold": "2", "namespace_would_hold": "4"}])
     );
     let mut grpc = env.grpc(&env.alice()).await;
     let status = grpc
