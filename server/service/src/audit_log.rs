@@ -22,10 +22,7 @@ impl ControlPlane {
         let after = check_filter(&filter, page)?;
         if !cx.principal.global_admin {
             match &filter.namespace {
-                Some(ns) => {
-                    self.authorize(cx, Action::ReadAudit, AuditAction::AuditList, ns, None)
-                        .await?
-                }
+                Some(ns) => self.authorize(cx, AuditAction::AuditList, ns, None).await?,
                 None => {
                     let namespaces = self.store.namespaces(&cx.meta.request_id).await?;
                     let mine: Vec<String> = namespaces

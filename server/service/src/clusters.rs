@@ -69,14 +69,8 @@ impl ControlPlane {
             (None, None) => crate::domain::defaults::NAMESPACE.to_owned(),
         };
         let name = config.get("name").and_then(Value::as_str).map(str::to_owned);
-        self.authorize(
-            cx,
-            Action::Mutate,
-            AuditAction::ClusterCreate,
-            &namespace,
-            name.as_deref(),
-        )
-        .await?;
+        self.authorize(cx, AuditAction::ClusterCreate, &namespace, name.as_deref())
+            .await?;
         let (spec, warnings) = match ClusterSpec::read(&config, input.field_validation) {
             Ok(read) => (read.spec, read.warnings),
             Err(e) => {
@@ -193,7 +187,7 @@ impl ControlPlane {
     /// One cluster's summary.
     pub async fn get(&self, cx: &Context, cluster: &ClusterRef) -> Result<ClusterInfo, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterGet, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterGet, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self
@@ -218,8 +212,7 @@ impl ControlPlane {
         let rid = &cx.meta.request_id;
         let namespaces = match namespace {
             Some(ns) => {
-                self.authorize(cx, Action::Read, AuditAction::ClusterList, ns, None)
-                    .await?;
+                self.authorize(cx, AuditAction::ClusterList, ns, None).await?;
                 vec![ns.to_owned()]
             }
             None => {
@@ -266,7 +259,7 @@ impl ControlPlane {
     /// A cluster's full picture: shape, pods and recent events.
     pub async fn describe(&self, cx: &Context, cluster: &ClusterRef) -> Result<ClusterDetails, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let rid = &cx.meta.request_id;
         let cluster = self
@@ -308,7 +301,7 @@ impl ControlPlane {
     /// newer version yet).
     pub async fn scale(&self, cx: &Context, cluster: &ClusterRef, input: ScaleInput) -> Result<ClusterInfo, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterScale, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterScale, namespace, name)
             .await?;
         if let Err(e) = check_scale_input(&input) {
             self.record_refusal(cx, AuditAction::ClusterScale, Some(namespace), Some(name), &e)
@@ -377,7 +370,7 @@ impl ControlPlane {
     /// Deletes a cluster; Kubernetes removes its pods.
     pub async fn delete(&self, cx: &Context, cluster: &ClusterRef) -> Result<(), Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterDelete, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterDelete, namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();
         self.audited(

@@ -12,7 +12,7 @@ use std::{
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _};
 
-use super::tunnels::{Flowed, Permit, Row, completed, counted};
+use super::streams::kit::{Flowed, Permit, Row, completed, counted};
 use crate::domain::ServiceStream;
 
 /// A counted, audited connection to a service (tokio I/O).

@@ -113,7 +113,7 @@ impl ControlPlane {
     /// The cluster's jobs, newest first as Ray lists them (viewer).
     pub async fn jobs(&self, cx: &Context, cluster: &ClusterRef) -> Result<Vec<Job>, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::JobList, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobList, namespace, name)
             .await?;
         let head = self.ray_head(cx, namespace, name).await?;
         let answer = self
@@ -133,8 +133,7 @@ impl ControlPlane {
     /// One job (viewer).
     pub async fn job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<Job, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::JobGet, namespace, name)
-            .await?;
+        self.authorize_cluster(cx, AuditAction::JobGet, namespace, name).await?;
         check_id(id)?;
         let head = self.ray_head(cx, namespace, name).await?;
         let job = self.ray_job(cx, &head, id).await?;
@@ -146,7 +145,7 @@ impl ControlPlane {
     /// A job's whole log so far (viewer).
     pub async fn job_logs(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<String, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobLogs, namespace, name)
             .await?;
         check_id(id)?;
         let head = self.ray_head(cx, namespace, name).await?;
@@ -175,7 +174,7 @@ impl ControlPlane {
     /// `streams`).
     pub async fn follow_job_logs(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<LogStream, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::JobLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobLogs, namespace, name)
             .await?;
         check_id(id)?;
         let head = self.ray_head(cx, namespace, name).await?;
@@ -208,7 +207,7 @@ impl ControlPlane {
         submission: JobSubmission,
     ) -> Result<Submitted, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobSubmit, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobSubmit, namespace, name)
             .await?;
         let refused = async |e: Error| {
             self.record_refusal(cx, AuditAction::JobSubmit, Some(namespace), Some(name), &e)
@@ -275,7 +274,7 @@ impl ControlPlane {
     /// ended already is not an error: `stopped` is false.
     pub async fn stop_job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<Stopped, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobStop, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobStop, namespace, name)
             .await?;
         let head = self.job_head(cx, AuditAction::JobStop, namespace, name, id).await?;
         self.audited(
@@ -310,7 +309,7 @@ impl ControlPlane {
     /// a job still pending or running is `failed_precondition`.
     pub async fn delete_job(&self, cx: &Context, cluster: &ClusterRef, id: &str) -> Result<(), Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::JobDelete, namespace, name)
+        self.authorize_cluster(cx, AuditAction::JobDelete, namespace, name)
             .await?;
         let head = self.job_head(cx, AuditAction::JobDelete, namespace, name, id).await?;
         self.audited(
@@ -349,7 +348,7 @@ impl ControlPlane {
     /// keeps a package it was asked about for Ray's 10 minutes).
     pub async fn has_package(&self, cx: &Context, cluster: &ClusterRef, package: &str) -> Result<bool, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
+        self.authorize_cluster(cx, AuditAction::PackageUpload, namespace, name)
             .await?;
         check_package_name(package).map_err(|why| Error::invalid("package", why))?;
         let head = self.ray_head(cx, namespace, name).await?;
@@ -384,7 +383,7 @@ impl ControlPlane {
         body: PackageBody,
     ) -> Result<Uploaded, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::PackageUpload, namespace, name)
+        self.authorize_cluster(cx, AuditAction::PackageUpload, namespace, name)
             .await?;
         let limit = self.settings.package_limit;
         let too_large = || Error::PayloadTooLarge {

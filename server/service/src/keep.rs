@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Context, ControlPlane, clusters::views};
 use crate::{
     domain::{
-        Action, ClusterInfo, ClusterRef, Error, Violations,
+        ClusterInfo, ClusterRef, Error, Violations,
         audit::AuditAction,
         lifecycle::{keep_limit, parse_duration},
     },
@@ -60,7 +60,7 @@ impl ControlPlane {
     /// goes, and the reaper plans again from then. Audited `cluster.keep`.
     pub async fn keep(&self, cx: &Context, cluster: &ClusterRef, input: &KeepInput) -> Result<ClusterInfo, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::ClusterKeep, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterKeep, namespace, name)
             .await?;
         let now = Timestamp::now();
         let rid = cx.meta.request_id.as_str();

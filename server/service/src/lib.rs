@@ -48,9 +48,10 @@ pub use quotas::NamespaceQuota;
 pub use ray_credentials::RayCredentials;
 pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped, ReaperLimits};
 pub use sessions::{SessionSettings, SignInLink, SignedIn};
+pub use streams::kit::Flowed;
 pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
 use tokio_util::sync::CancellationToken;
-pub use tunnels::{Finished, Flowed, Reachable, Tunnel, TunnelSettings, TunnelVia};
+pub use tunnels::{Finished, Reachable, Tunnel, TunnelSettings, TunnelVia};
 pub use watch::{ClusterWatch, WatchSettings};
 
 use krayne_core::{domain, manifest};
@@ -58,7 +59,7 @@ use krayne_core::{domain, manifest};
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, AuditSink, ClusterStore, Error, Principal, ServiceUpstream, VersionInfo, audit::RequestMeta,
+        AuditSink, ClusterStore, Error, Principal, ServiceUpstream, VersionInfo, audit::RequestMeta,
         check_dns1123_label, check_dns1123_subdomain,
     },
     manifest::ManifestSettings,
@@ -184,9 +185,9 @@ pub struct ControlPlane {
     /// How clusters' services are reached (`None`: they are not).
     upstream: Option<Arc<dyn ServiceUpstream>>,
     /// Open tunnels per principal.
-    open_tunnels: Arc<tunnels::OpenStreams>,
+    open_tunnels: Arc<streams::kit::OpenStreams>,
     /// Pod logs followed now, per caller.
-    open_log_follows: Arc<tunnels::OpenStreams>,
+    open_log_follows: Arc<streams::kit::OpenStreams>,
     /// Live watches: their hub (started by the first) and how many each
     /// principal has open.
     watches: Arc<watch::Watches>,
@@ -232,8 +233,8 @@ impl ControlPlane {
             admission,
             denials,
             upstream: None,
-            open_tunnels: Arc::new(tunnels::OpenStreams::counted_by("krayne_tunnels_open")),
-            open_log_follows: Arc::new(tunnels::OpenStreams::counted_by("krayne_pod_log_follows_open")),
+            open_tunnels: Arc::new(streams::kit::OpenStreams::counted_by("krayne_tunnels_open")),
+            open_log_follows: Arc::new(streams::kit::OpenStreams::counted_by("krayne_pod_log_follows_open")),
             watches: Arc::default(),
             authenticator: None,
             stopping: CancellationToken::new(),
@@ -352,11 +353,11 @@ impl ControlPlane {
     async fn authorize(
         &self,
         cx: &Context,
-        action: Action,
         audit_action: AuditAction,
         namespace: &str,
         cluster: Option<&str>,
     ) -> Result<(), Error> {
+        let action = audit_action.needs();
         let error = match check_dns1123_label(namespace) {
             Err(why) => Error::invalid("namespace", why),
             Ok(()) if cx.principal.may(action, namespace) => return Ok(()),
@@ -378,12 +379,11 @@ impl ControlPlane {
     async fn authorize_cluster(
         &self,
         cx: &Context,
-        action: Action,
         audit_action: AuditAction,
         namespace: &str,
         name: &str,
     ) -> Result<(), Error> {
-        self.authorize(cx, action, audit_action, namespace, Some(name)).await?;
+        self.authorize(cx, audit_action, namespace, Some(name)).await?;
         let Err(why) = check_dns1123_subdomain(name) else {
             return Ok(());
         };

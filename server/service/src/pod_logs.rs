@@ -5,7 +5,10 @@
 
 use futures::StreamExt as _;
 
-use super::{Context, ControlPlane, LogStream, streams::StreamKind, tunnels::Permit};
+use super::{
+    Context, ControlPlane, LogStream,
+    streams::{StreamKind, kit::Permit},
+};
 use crate::domain::{
     Action, ClusterRef, Error, MAX_LOG_BYTES, ObservedPod, PodLog, PodLogOptions, PodLogQuery, audit::AuditAction,
 };
@@ -21,7 +24,7 @@ impl ControlPlane {
     /// [`MAX_LOG_BYTES`] of it (viewer).
     pub async fn cluster_logs(&self, cx: &Context, cluster: &ClusterRef, query: PodLogQuery) -> Result<PodLog, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterLogs, namespace, name)
             .await?;
         let (pod, options) = self.log_target(cx, namespace, name, query).await?;
         let text = self
@@ -48,7 +51,7 @@ impl ControlPlane {
         query: PodLogQuery,
     ) -> Result<(String, String, LogStream), Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterLogs, namespace, name)
             .await?;
         let (pod, options) = self.log_target(cx, namespace, name, query).await?;
         let permit = self.follow_permit(cx, namespace, name).await?;
@@ -63,7 +66,7 @@ impl ControlPlane {
     /// A place for one more of the caller's followed logs (pod or Ray), or
     /// `RateLimited` (recorded) past [`MAX_FOLLOWS_PER_PRINCIPAL`].
     pub(crate) async fn follow_permit(&self, cx: &Context, namespace: &str, name: &str) -> Result<Permit, Error> {
-        let holders = super::tunnels::Holders {
+        let holders = super::streams::kit::Holders {
             subject: (&cx.principal.subject, MAX_FOLLOWS_PER_PRINCIPAL),
             namespace: Some((namespace, MAX_FOLLOWS_PER_NAMESPACE)),
         };

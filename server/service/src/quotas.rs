@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::{Context, ControlPlane};
 use crate::domain::{
-    Action, AdmissionGuard, AdmissionLock, Error,
+    AdmissionGuard, AdmissionLock, Error,
     audit::AuditAction,
     quota::{self, Quota, QuotaLine, Usage},
 };
@@ -128,8 +128,7 @@ impl ControlPlane {
     /// `namespace`'s quota: limits, what its clusters are charged (from
     /// the watch cache) and what remains (viewer).
     pub async fn quota(&self, cx: &Context, namespace: &str) -> Result<NamespaceQuota, Error> {
-        self.authorize(cx, Action::Read, AuditAction::QuotaGet, namespace, None)
-            .await?;
+        self.authorize(cx, AuditAction::QuotaGet, namespace, None).await?;
         let used = self.usage_cached(namespace, &cx.meta.request_id).await?;
         let limits = self.quota_of(namespace);
         if let Some(limits) = &limits {

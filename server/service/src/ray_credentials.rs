@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::{
     Context, ControlPlane,
-    domain::{Action, ClusterRef, Error, audit::AuditAction},
+    domain::{ClusterRef, Error, audit::AuditAction},
     manifest::RayAuth,
 };
 
@@ -34,7 +34,7 @@ impl ControlPlane {
     /// Cluster `cluster`'s Ray credentials (editor; audited).
     pub async fn ray_credentials(&self, cx: &Context, cluster: &ClusterRef) -> Result<RayCredentials, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::RayCredentials, namespace, name)
+        self.authorize_cluster(cx, AuditAction::RayCredentials, namespace, name)
             .await?;
         let rid = cx.meta.request_id.as_str();
         let found = self

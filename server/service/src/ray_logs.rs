@@ -11,7 +11,7 @@ use super::{
         wire::{self, Answer, RayNode},
     },
 };
-use crate::domain::{Action, ClusterRef, Error, RayLogFiles, ResourceKind, audit::AuditAction, check_log_file_name};
+use crate::domain::{ClusterRef, Error, RayLogFiles, ResourceKind, audit::AuditAction, check_log_file_name};
 
 /// Lines of a file read when none are asked for (Ray's own default).
 const DEFAULT_LINES: u32 = 1000;
@@ -28,7 +28,7 @@ impl ControlPlane {
         node: Option<&str>,
     ) -> Result<RayLogFiles, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterLogs, namespace, name)
             .await?;
         let head = self.ray_head(cx, namespace, name).await?;
         let node = self.ray_node(cx, &head, node).await?;
@@ -112,7 +112,7 @@ impl ControlPlane {
         what: &str,
     ) -> Result<(Reachable, String), Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterLogs, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterLogs, namespace, name)
             .await?;
         check_log_file_name(file)?;
         let head = self.ray_head(cx, namespace, name).await?;

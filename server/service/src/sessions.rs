@@ -11,14 +11,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{
-    Context, ControlPlane,
-    tunnels::{find_service, millis},
-};
+use super::{Context, ControlPlane, streams::kit::millis, tunnels::find_service};
 use crate::{
     auth::{SessionKeys, Ticket, TicketError, TicketUse},
     domain::{
-        Action, AuthFailure, ClusterRef, Error, Principal,
+        AuthFailure, ClusterRef, Error, Principal,
         audit::{AuditAction, Outcome, RequestMeta},
     },
     manifest,
@@ -89,7 +86,7 @@ impl ControlPlane {
     /// a browser: the cluster must declare it, and it must speak HTTP.
     pub async fn sign_in_link(&self, cx: &Context, cluster: &ClusterRef, service: &str) -> Result<SignInLink, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ServiceConnect, namespace, name)
             .await?;
         if let Err(e) = self.http_service(cx, namespace, name, service).await {
             self.record_refusal(cx, AuditAction::ServiceConnect, Some(namespace), Some(name), &e)
@@ -172,7 +169,7 @@ impl ControlPlane {
             Err(TicketError::Invalid(why)) => return Err(refuse(&format!("sign-in link: {why}")).await),
         };
         let cx = self.session_context(&link, meta)?;
-        self.authorize_cluster(&cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+        self.authorize_cluster(&cx, AuditAction::ServiceConnect, namespace, name)
             .await?;
         self.http_service(&cx, namespace, name, service).await?;
         let now = now_seconds();

@@ -26,11 +26,14 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-use super::{Context, ControlPlane, tunnels::millis};
+pub(crate) mod kit;
+
+use super::{Context, ControlPlane};
 use crate::domain::{
     Action, AuthFailure, ClusterRef, Error, Role,
     audit::{AuditAction, Outcome},
 };
+use kit::millis;
 
 /// The long-lived streams krayne serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

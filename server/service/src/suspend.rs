@@ -34,8 +34,7 @@ impl ControlPlane {
         action: AuditAction,
     ) -> Result<ClusterInfo, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, crate::domain::Action::Mutate, action, namespace, name)
-            .await?;
+        self.authorize_cluster(cx, action, namespace, name).await?;
         let rid = cx.meta.request_id.as_str();
         let latest = async || {
             self.store

@@ -5,9 +5,8 @@
 //! when idle or when the server shuts down.
 
 use std::{
-    collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -18,16 +17,19 @@ use futures::{
     AsyncReadExt as _, AsyncWriteExt as _, Sink, SinkExt as _, Stream, StreamExt as _,
     future::{BoxFuture, join_all},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{
     Context, ControlPlane,
-    streams::{Ended, StreamGuard, StreamKind},
+    streams::{
+        Ended, StreamGuard, StreamKind,
+        kit::{Flowed, Holders, Permit, Row, completed, millis},
+    },
 };
 use crate::{
     domain::{
-        Action, AuditSink, ClusterRef, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
+        Action, ClusterRef, Error, HeadService, ObservedPod, ServiceState, ServiceStream, ServiceTarget,
         audit::{AuditAction, AuditEntry, Outcome},
         ray_auth::RayToken,
     },
@@ -100,112 +102,10 @@ impl TunnelVia {
     }
 }
 
-/// What flowed through a tunnel.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Flowed {
-    /// Bytes from the client to the service.
-    pub to_service: u64,
-    /// Bytes from the service to the client.
-    pub to_client: u64,
-}
-
-/// Open long-lived streams of one kind (tunnels, watches): per principal,
-/// and in all (which shutdown waits on).
-pub(super) struct OpenStreams {
-    /// Open streams per holder: a subject (`s:…`) or a namespace (`n:…`).
-    by_holder: Mutex<HashMap<String, usize>>,
-    total: tokio::sync::watch::Sender<usize>,
-    /// The gauge counting them.
-    gauge: &'static str,
-}
-
-impl OpenStreams {
-    /// None open yet; `gauge` counts them.
-    pub(super) fn counted_by(gauge: &'static str) -> Self {
-        Self {
-            by_holder: Mutex::default(),
-            total: tokio::sync::watch::Sender::new(0),
-            gauge,
-        }
-    }
-}
-
-/// One open stream's place in [`OpenStreams`], given back when dropped.
-pub(super) struct Permit {
-    open: Arc<OpenStreams>,
-    holders: Vec<String>,
-}
-
-/// Who a stream counts against, each with its most: the caller, and the
-/// namespace (team) it opens into — so a team that makes ServiceAccounts
-/// does not multiply its share.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Holders<'a> {
-    /// The caller's subject, and the most it may hold.
-    pub(super) subject: (&'a str, usize),
-    /// The namespace, and the most all its callers together may hold.
-    pub(super) namespace: Option<(&'a str, usize)>,
-}
-
-/// Which of a stream's holders is at its most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Full {
-    /// The caller.
-    Subject,
-    /// The namespace.
-    Namespace,
-}
-
-impl OpenStreams {
-    /// A place for one more stream of every holder's, unless one of them
-    /// has its most.
-    pub(super) fn take_for(self: &Arc<Self>, holders: Holders<'_>) -> Result<Permit, Full> {
-        let (subject, most) = holders.subject;
-        let mut wanted = vec![(format!("s:{subject}"), most, Full::Subject)];
-        if let Some((namespace, most)) = holders.namespace {
-            wanted.push((format!("n:{namespace}"), most, Full::Namespace));
-        }
-        let mut open = self.by_holder.lock().unwrap_or_else(|p| p.into_inner());
-        for (key, most, full) in &wanted {
-            if open.get(key).copied().unwrap_or(0) >= *most {
-                return Err(*full);
-            }
-        }
-        for (key, _, _) in &wanted {
-            *open.entry(key.clone()).or_default() += 1;
-        }
-        self.total.send_modify(|t| *t += 1);
-        metrics::gauge!(self.gauge).increment(1.0);
-        Ok(Permit {
-            open: self.clone(),
-            holders: wanted.into_iter().map(|(key, _, _)| key).collect(),
-        })
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        let mut open = self.open.by_holder.lock().unwrap_or_else(|p| p.into_inner());
-        for holder in &self.holders {
-            if let Some(n) = open.get_mut(holder) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    open.remove(holder);
-                }
-            }
-        }
-        self.open.total.send_modify(|t| *t = t.saturating_sub(1));
-        metrics::gauge!(self.open.gauge).decrement(1.0);
-    }
-}
-
 /// A tunnel's `pending` audit row until a transport takes it; a tunnel
 /// dropped before it carried anything (its client left during the
 /// upgrade) completes the row as failed.
 struct PendingRow(Option<Row>);
-
-/// A tunnel's audit row, where it goes and when the tunnel began.
-pub(super) type Row = (Arc<dyn AuditSink>, AuditEntry, Instant);
 
 impl Drop for PendingRow {
     fn drop(&mut self) {
@@ -326,7 +226,7 @@ impl ControlPlane {
     /// (viewer).
     pub async fn services(&self, cx: &Context, cluster: &ClusterRef) -> Result<Vec<HeadService>, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterDescribe, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterDescribe, namespace, name)
             .await?;
         let (declared, head, _) = self.head_of(cx, namespace, name).await?;
         let probes = declared.iter().map(|s| self.probe(head.as_deref(), namespace, s));
@@ -382,7 +282,7 @@ impl ControlPlane {
         via: TunnelVia,
     ) -> Result<Reachable, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Mutate, AuditAction::ServiceConnect, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ServiceConnect, namespace, name)
             .await?;
         let found = async {
             let (declared, head, ray_token) = self.head_of(cx, namespace, name).await?;
@@ -509,8 +409,7 @@ impl ControlPlane {
     /// Waits until every tunnel has closed, at most `within`; returns
     /// whether they all have.
     pub async fn tunnels_closed(&self, within: Duration) -> bool {
-        let mut total = self.open_tunnels.total.subscribe();
-        tokio::time::timeout(within, total.wait_for(|n| *n == 0)).await.is_ok()
+        self.open_tunnels.all_closed(within).await
     }
 
     fn upstream(&self) -> Result<&Arc<dyn crate::domain::ServiceUpstream>, Error> {
@@ -620,28 +519,6 @@ fn not_declared(declared: &[DeclaredService], service: &str) -> Error {
     ))
 }
 
-/// A tunnel's row as it ends well: what flowed and why it ended (counted
-/// in the metrics too).
-pub(super) fn completed(entry: &mut AuditEntry, started: Instant, flowed: Flowed, ended: &str) {
-    counted(flowed);
-    if let Value::Object(summary) = &mut entry.summary {
-        summary.insert("bytes_to_service".into(), json!(flowed.to_service));
-        summary.insert("bytes_to_client".into(), json!(flowed.to_client));
-        summary.insert("ended".into(), json!(ended));
-    }
-    entry.outcome = Outcome::Succeeded;
-    entry.http_status = Some(200);
-    entry.grpc_code = Some("OK".to_owned());
-    entry.completed_at = Some(jiff::Timestamp::now().to_string());
-    entry.duration_ms = Some(millis(started.elapsed()));
-}
-
-/// What flowed, in the metrics.
-pub(super) fn counted(flowed: Flowed) {
-    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_service").increment(flowed.to_service);
-    metrics::counter!("krayne_tunnel_bytes_total", "direction" => "to_client").increment(flowed.to_client);
-}
-
 /// A tunnel's row as it fails before carrying anything: why, and the
 /// caller's answer when there was one.
 fn failed(entry: &mut AuditEntry, started: Instant, why: String, answered: Option<&Error>) {
@@ -651,10 +528,6 @@ fn failed(entry: &mut AuditEntry, started: Instant, why: String, answered: Optio
     entry.error = Some(why);
     entry.completed_at = Some(jiff::Timestamp::now().to_string());
     entry.duration_ms = Some(millis(started.elapsed()));
-}
-
-pub(super) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Tunnel {
@@ -757,38 +630,5 @@ impl Tunnel {
         audit.finish(&entry).await;
         control.stream_ended(&guard, &ended).await;
         Finished { ended, flowed, _permit }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Reliability 29i (issue 53, item 9): a team's ServiceAccounts share
-    /// its namespace's limit.
-    #[test]
-    fn many_subjects_of_one_team_share_its_namespaces_limit() {
-        let open = Arc::new(OpenStreams::counted_by("krayne_test_streams_open"));
-        let holders = |subject: &'static str, namespace: &'static str| Holders {
-            subject: (subject, 2),
-            namespace: Some((namespace, 3)),
-        };
-        let mut held = Vec::new();
-        for subject in ["sa-1", "sa-2", "sa-3"] {
-            held.push(open.take_for(holders(subject, "ml-team")).unwrap());
-        }
-        assert_eq!(open.take_for(holders("sa-4", "ml-team")).err(), Some(Full::Namespace));
-        assert!(
-            open.take_for(holders("sa-4", "other-team")).is_ok(),
-            "another team's share"
-        );
-        let first = open.take_for(holders("sa-1", "other-team")).unwrap();
-        assert_eq!(open.take_for(holders("sa-1", "third-team")).err(), Some(Full::Subject));
-        drop(first);
-        drop(held.pop());
-        assert!(
-            open.take_for(holders("sa-4", "ml-team")).is_ok(),
-            "a place again once one ends"
-        );
     }
 }

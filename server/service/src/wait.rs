@@ -11,8 +11,7 @@ use super::{Context, ControlPlane};
 use crate::domain::audit::AuditAction;
 use crate::{
     domain::{
-        Action, Atom, ClusterChange, ClusterInfo, ClusterRef, ClusterStatus, Error, ObservedCluster, ObservedPod,
-        ResourceKind,
+        Atom, ClusterChange, ClusterInfo, ClusterRef, ClusterStatus, Error, ObservedCluster, ObservedPod, ResourceKind,
     },
     manifest::{self, HeadStuck},
 };
@@ -31,7 +30,7 @@ impl ControlPlane {
         timeout: Option<Duration>,
     ) -> Result<BoxStream<'static, Result<ClusterInfo, Error>>, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        self.authorize_cluster(cx, Action::Read, AuditAction::ClusterWait, namespace, name)
+        self.authorize_cluster(cx, AuditAction::ClusterWait, namespace, name)
             .await?;
         let timeout = timeout.unwrap_or(self.settings.default_wait);
         if timeout.is_zero() || timeout > self.settings.max_wait {

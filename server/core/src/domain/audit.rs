@@ -141,6 +141,45 @@ impl AuditAction {
         Self::StreamEnd,
     ];
 
+    /// What a caller must be allowed to do to take this action: one
+    /// place, so that a use case names its audit action and the role
+    /// follows. Actions krayne takes itself (the reaper's, the keeper's,
+    /// a refused token's, a stream's end) are never a caller's: they
+    /// need the strictest tenant role, were they asked for.
+    pub fn needs(self) -> super::Action {
+        use super::Action::{Mutate, Read, ReadAudit};
+        match self {
+            Self::ClusterGet
+            | Self::ClusterList
+            | Self::ClusterDescribe
+            | Self::ClusterWait
+            | Self::ClusterWatch
+            | Self::ClusterLogs
+            | Self::JobList
+            | Self::JobGet
+            | Self::JobLogs
+            | Self::QuotaGet => Read,
+            Self::AuditList => ReadAudit,
+            Self::ClusterCreate
+            | Self::ClusterScale
+            | Self::ClusterDelete
+            | Self::ClusterSuspend
+            | Self::ClusterResume
+            | Self::ClusterKeep
+            | Self::ServiceConnect
+            | Self::RayCredentials
+            | Self::JobSubmit
+            | Self::JobStop
+            | Self::JobDelete
+            | Self::PackageUpload
+            | Self::AuthDenied
+            | Self::ClusterProtect
+            | Self::LifecycleWarn
+            | Self::LifecyclePlan
+            | Self::StreamEnd => Mutate,
+        }
+    }
+
     /// `cluster.create`, `auth.denied`, …
     pub fn as_str(self) -> &'static str {
         match self {
@@ -397,6 +436,26 @@ impl From<AuditEntry> for AuditEvent {
             grpc_code: e.grpc_code,
             error: e.error,
             duration_ms: e.duration_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{super::Action, AuditAction};
+
+    /// Issue 57: the role an action needs follows from its name: reads
+    /// need a viewer, the audit log its readers, everything else an editor.
+    #[test]
+    fn the_role_an_action_needs_follows_from_what_it_does() {
+        for action in AuditAction::ALL {
+            let verb = action.as_str().rsplit('.').next().unwrap_or_default();
+            let want = match (action.as_str(), verb) {
+                ("audit.list", _) => Action::ReadAudit,
+                (_, "get" | "list" | "describe" | "wait" | "watch" | "logs") => Action::Read,
+                _ => Action::Mutate,
+            };
+            assert_eq!(action.needs(), want, "{}", action.as_str());
         }
     }
 }

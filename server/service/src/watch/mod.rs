@@ -16,8 +16,8 @@ use std::{
 use self::hub::Hub;
 use super::{
     Context, ControlPlane,
+    streams::kit::{OpenStreams, Permit},
     streams::{Ended, StreamGuard, StreamKind},
-    tunnels::{OpenStreams, Permit},
 };
 use crate::domain::{
     Action, Atom, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion,
@@ -172,8 +172,7 @@ impl ControlPlane {
         timeout: Option<Duration>,
     ) -> Result<ClusterWatch, Error> {
         if let Some(ns) = namespace {
-            self.authorize(cx, Action::Read, AuditAction::ClusterWatch, ns, None)
-                .await?;
+            self.authorize(cx, AuditAction::ClusterWatch, ns, None).await?;
         }
         let started = self.start_watch(cx, namespace, from, timeout);
         if let Err(e) = &started {
@@ -203,7 +202,7 @@ impl ControlPlane {
         }
         let settings = self.settings.watches.clone();
         let subject = &cx.principal.subject;
-        let holders = crate::tunnels::Holders {
+        let holders = crate::streams::kit::Holders {
             subject: (subject, settings.max_per_principal),
             namespace: namespace.map(|ns| (ns, settings.max_per_namespace)),
         };
