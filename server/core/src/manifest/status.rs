@@ -26,7 +26,13 @@ pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -
     if let Some(status) = from_pods.as_ref().filter(|s| overrides_state(s)) {
         return status.clone();
     }
-    if let Some(state) = cluster.status.state.as_deref().filter(|s| !s.is_empty()) {
+    // Just resumed, KubeRay may still say `suspended`: it is not.
+    if let Some(state) = cluster
+        .status
+        .state
+        .as_deref()
+        .filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case("suspended"))
+    {
         return ClusterStatus::parse(&state.to_lowercase());
     }
     let conditions = &cluster.status.conditions;
@@ -149,6 +155,13 @@ mod tests {
             json!({"conditions": [{"type": "HeadPodReady", "status": "True"}]}),
             json!({}),
         );
+        assert_eq!(derive_status(&c, None), ClusterStatus::Unknown);
+    }
+
+    #[test]
+    fn a_cluster_just_resumed_is_not_suspended_while_kuberay_catches_up() {
+        let c = cluster(json!({"state": "suspended"}), json!({"suspend": false}));
+        assert_eq!(derive_status(&c, Some(&[])), ClusterStatus::Creating);
         assert_eq!(derive_status(&c, None), ClusterStatus::Unknown);
     }
 
