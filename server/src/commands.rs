@@ -6,7 +6,6 @@ use jsonwebtoken::Algorithm;
 
 use crate::{
     app::{self, Parts},
-    audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
         Authenticator, Issuer, IssuerKind, JwksOptions, JwksSource, KeyRefresh, MintRequest, SessionKeys, TokenRules,
         Verifier, VerifyingKey, asymmetric_algorithms, load_mapping, mint, parse_issuers, watch_mapping,
@@ -15,6 +14,9 @@ use crate::{
         AuditCommand, CacheArgs, Cli, ClusterPodSecurity, Command, DatabaseArgs, HttpArgs, JwtArgs, MigrateArgs,
         MintArgs, PruneArgs, SandboxArgs, ServeArgs, TokenCommand, UpstreamMode,
     },
+    control::{
+        ControlSettings, DenialSettings, LifecycleMode, RateLimit, SessionSettings, TunnelSettings, WatchSettings,
+    },
     domain::{AppsDomain, LoginSettings, PublicUrl, VersionInfo, ray_auth::RayAuthKey},
     edge::TrustedProxies,
     k8s::{self, CacheOptions},
@@ -22,9 +24,7 @@ use crate::{
     rest::RestSettings,
     sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
-    service::{
-        DenialSettings, LifecycleMode, RateLimit, ServiceSettings, SessionSettings, TunnelSettings, WatchSettings,
-    },
+    store::{self, DatabaseOptions, QueueOptions, Upkeep},
 };
 
 mod sandbox_cmd;
@@ -308,7 +308,7 @@ fn policy_peers(namespace: &str, labels: &str, extra_ingress: &str) -> Result<Po
 }
 
 /// The service, HTTP and connection settings from the HTTP flags.
-pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings, ConnectionLimits), String> {
+pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings, ConnectionLimits), String> {
     let public_url = http
         .public_url
         .as_deref()
@@ -363,7 +363,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             None
         }
     };
-    let service = ServiceSettings {
+    let service = ControlSettings {
         package_limit: http.max_package_mib.max(1) * 1024 * 1024,
         head_answer_budget: usize::try_from(http.head_answer_budget_mib.max(8).saturating_mul(1024 * 1024))
             .unwrap_or(usize::MAX),
@@ -408,7 +408,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ServiceSettings, RestSettings
             stall: Duration::from_secs(http.watch_stall_seconds.max(1)),
             bookmark_every: Duration::from_secs(http.watch_bookmark_seconds.max(1)),
         },
-        ..ServiceSettings::default()
+        ..ControlSettings::default()
     };
     let rest = RestSettings {
         body_limit: http.body_limit_bytes,
@@ -431,7 +431,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
     let verifier = with_service_accounts(verifier, &args.jwt, &client)?;
     let auth = Authenticator::new(verifier, mapping);
-    let _reloads = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
+    let reload = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
     let in_cluster = args.kubeconfig.is_none() && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = args.service_upstream.unwrap_or(if in_cluster {
         UpstreamMode::Direct
@@ -448,7 +448,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ca_file: args.database.database_ca_file.clone(),
         ..Upkeep::default()
     };
-    let sink = audit::open(
+    let sink = store::open(
         &database(&args.database)?,
         &QueueOptions::default(),
         upkeep,
@@ -461,19 +461,20 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
-    parts.usage = Some((
-        std::sync::Arc::new(sink.usage_ledger()),
+    parts.activity = Some((
+        std::sync::Arc::new(sink.activity_ledger()),
         Duration::from_secs(args.lifecycle.usage_record_seconds),
     ));
-    (parts.service, parts.rest, parts.connections) = settings(&args.http)?;
-    parts.service.audit_reads = args.audit_reads;
-    parts.service.login = login;
+    (parts.control, parts.rest, parts.connections) = settings(&args.http)?;
+    parts.control.audit_reads = args.audit_reads;
+    parts.control.login = login;
     parts.upstream = Some(upstream);
     parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
+    parts.mapping_reload = Some(reload);
     if let Some(l) = &mut parts.lifecycle {
         l.policies = Some(std::sync::Arc::new(sink.policy_ledger()));
     }
-    parts.service.reaper = reaper_limits(&args.lifecycle)?;
+    parts.control.reaper = reaper_limits(&args.lifecycle)?;
     let header = args
         .http
         .trusted_proxy_header
@@ -483,19 +484,19 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.reflection_needs_token = args.http.grpc_reflection_requires_token;
     parts.grace = Duration::from_secs(args.http.shutdown_grace_seconds);
     parts.drain_delay = Duration::from_secs(args.http.shutdown_delay_seconds);
-    parts.service.version = version_info(&[
+    parts.control.version = version_info(&[
         ("watch-cache", args.cache.cache),
         ("audit-reads", args.audit_reads),
         ("trusted-proxies", !args.http.trusted_proxies.is_empty()),
         ("reflection-needs-token", args.http.grpc_reflection_requires_token),
         ("service-account-tokens", args.jwt.service_account_tokens),
-        ("login", parts.service.login.is_some()),
+        ("login", parts.control.login.is_some()),
         ("service-tunnels", true),
-        ("browser-sessions", parts.service.sessions.keys.is_some()),
-        ("apps-domain", parts.service.apps_domain.is_some()),
+        ("browser-sessions", parts.control.sessions.keys.is_some()),
+        ("apps-domain", parts.control.apps_domain.is_some()),
         (
             "restricted-pods",
-            parts.service.manifest.pod_security == PodSecurity::Restricted,
+            parts.control.manifest.pod_security == PodSecurity::Restricted,
         ),
     ]);
     let running = app::start(parts, args.http.listen, args.http.ops_listen, app::shutdown_signal()).await?;
@@ -536,12 +537,12 @@ fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Resul
 }
 
 /// The caps on the reaper's actions and a new policy's settle time.
-fn reaper_limits(args: &crate::config::LifecycleArgs) -> Result<krayne_service::ReaperLimits, String> {
+fn reaper_limits(args: &crate::config::LifecycleArgs) -> Result<krayne_control::ReaperLimits, String> {
     let settle = match args.lifecycle_policy_settle.trim() {
         "0" | "0s" => jiff::SignedDuration::ZERO,
         text => crate::domain::lifecycle::parse_duration(text).map_err(|e| format!("--lifecycle-policy-settle {e}"))?,
     };
-    Ok(krayne_service::ReaperLimits {
+    Ok(krayne_control::ReaperLimits {
         max_actions_per_pass: args.lifecycle_max_actions_per_pass,
         max_actions_per_namespace: args.lifecycle_max_actions_per_namespace,
         policy_settle: settle,
@@ -621,7 +622,7 @@ pub(crate) const FIRST_UPKEEP: Duration = Duration::from_secs(10);
 /// is named.
 pub(crate) fn database(db: &DatabaseArgs) -> Result<DatabaseOptions, String> {
     let url = match &db.database_url_file {
-        Some(file) => audit::read_url(file).map_err(|e| format!("--database-url-file {e}"))?,
+        Some(file) => store::read_url(file).map_err(|e| format!("--database-url-file {e}"))?,
         None => db.database_url.clone(),
     };
     Ok(DatabaseOptions {
@@ -636,9 +637,9 @@ pub(crate) fn database(db: &DatabaseArgs) -> Result<DatabaseOptions, String> {
 #[expect(clippy::print_stdout)]
 async fn migrate(args: &MigrateArgs) -> Result<(), String> {
     let options = database(&args.database)?;
-    let store = audit::Store::connect(&options)?;
+    let store = store::Store::connect(&options)?;
     store.migrate().await?;
-    println!("migrations applied to {}", audit::redact(&options.url));
+    println!("migrations applied to {}", store::redact(&options.url));
     if let Some(role) = &args.grant_to {
         store.grant_runtime(role).await?;
         println!("granted {role} what serving needs (no DELETE, TRUNCATE or DDL on the audit log)");
@@ -652,7 +653,7 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
     let cutoff = jiff::Timestamp::now()
         .checked_sub(age)
         .map_err(|e| format!("--older-than: {e}"))?;
-    let store = audit::Store::connect(&database(&args.database)?)?;
+    let store = store::Store::connect(&database(&args.database)?)?;
     let deleted = store
         .prune(&cutoff.to_string(), args.batch_size)
         .await

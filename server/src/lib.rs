@@ -8,11 +8,11 @@ pub mod commands;
 pub mod config;
 
 pub use krayne_api::{app, edge, grpc, ops, rest, serve};
-pub use krayne_audit as audit;
+pub use krayne_control::{self as control, auth};
 pub use krayne_core::{domain, manifest};
 pub use krayne_kube as k8s;
 pub use krayne_sandbox as sandbox;
-pub use krayne_service::{self as service, auth};
+pub use krayne_store as store;
 
 /// The sandbox's Rust example in docs/sandbox.md, compiled as a doc test.
 #[cfg(doctest)]

@@ -144,11 +144,11 @@ fn the_core_has_no_runtime_and_no_adapter() {
 #[test]
 fn the_use_cases_know_no_transport() {
     let g = graph();
-    let all = g.transitive("krayne-service");
+    let all = g.transitive("krayne-control");
     assert!(all.contains("krayne-core") && all.contains("jsonwebtoken"), "{all:?}");
     // reqwest (the JWKS fetch) brings tower-http along; nothing of ours
     // may use it.
-    let users = g.dependents_within("krayne-service", "tower-http");
+    let users = g.dependents_within("krayne-control", "tower-http");
     assert!(users.iter().all(|u| u == "reqwest"), "tower-http is used by {users:?}");
     for banned in [
         "axum",
@@ -158,11 +158,11 @@ fn the_use_cases_know_no_transport() {
         "sqlx",
         "krayne-api",
         "krayne-kube",
-        "krayne-audit",
+        "krayne-store",
         "krayne-sandbox",
     ] {
         let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
-        assert!(found.is_empty(), "krayne-service depends on {found:?}");
+        assert!(found.is_empty(), "krayne-control depends on {found:?}");
     }
 }
 
@@ -171,7 +171,7 @@ fn the_api_never_reaches_kubernetes_or_sql() {
     let g = graph();
     let all = g.transitive("krayne-api");
     assert!(all.contains("axum") && all.contains("tonic"), "{all:?}");
-    for banned in ["kube", "sqlx", "krayne-kube", "krayne-audit", "krayne-sandbox"] {
+    for banned in ["kube", "sqlx", "krayne-kube", "krayne-store", "krayne-sandbox"] {
         let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
         assert!(found.is_empty(), "krayne-api depends on {found:?}");
     }
@@ -193,8 +193,8 @@ fn one_crate_on_kube_one_on_sqlx() {
             "{krate} depends on kube-rs; only krayne-kube may"
         );
         assert!(
-            !on("sqlx") || krate == "krayne-audit",
-            "{krate} depends on sqlx; only krayne-audit may"
+            !on("sqlx") || krate == "krayne-store",
+            "{krate} depends on sqlx; only krayne-store may"
         );
     }
     assert!(!g.transitive("krayne-sandbox").contains("krayne-api"));
@@ -244,4 +244,144 @@ fn the_cli_is_a_user_of_the_sdk() {
     let ours: Vec<&String> = direct.iter().filter(|d| d.starts_with("krayne-")).collect();
     assert_eq!(ours, ["krayne-client"], "krayne-cli depends on {ours:?}");
     assert!(direct.contains("clap") && direct.contains("ratatui"), "{direct:?}");
+}
+
+/// The Rust sources under `dir` (relative to the workspace), with their
+/// paths relative to it.
+fn sources(dir: &str) -> Vec<(String, String)> {
+    fn walk(root: &Path, at: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let name = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    assert!(!out.is_empty(), "no sources under {dir}");
+    out.sort();
+    out
+}
+
+/// A source without its `#[cfg(test)]` module (by convention the file's
+/// last), so tests may do what the code may not.
+fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text)
+}
+
+#[test]
+fn only_the_authorization_check_vouches_for_a_cluster() {
+    let mut vouching = Vec::new();
+    for dir in [
+        "server/core/src",
+        "server/control/src",
+        "server/api/src",
+        "server/kube/src",
+        "server/store/src",
+    ] {
+        for (file, text) in sources(dir) {
+            if without_tests(&text).contains("Authorized::vouched(") {
+                vouching.push(format!("{dir}/{file}"));
+            }
+        }
+    }
+    assert_eq!(
+        vouching,
+        ["server/control/src/authz.rs"],
+        "an Authorized proof is made only where callers are authorized"
+    );
+}
+
+/// The public functions of `code`: each name with its parameter list.
+fn public_fns(code: &str) -> Vec<(&str, &str)> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("pub ") {
+        let rest = &code[at + 4..];
+        let rest = rest.strip_prefix("async ").unwrap_or(rest);
+        let Some(rest) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) else {
+            continue;
+        };
+        let name = rest[..open].split('<').next().unwrap_or_default();
+        if open < close {
+            found.push((name, &rest[open + 1..close]));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_use_case_takes_a_namespace_and_a_name() {
+    let mut loose = Vec::new();
+    // The in-memory fakes' test helpers (`make_ready(namespace, name)`)
+    // stand for Kubernetes, not for a use case.
+    for (file, text) in sources("server/control/src")
+        .into_iter()
+        .filter(|(f, _)| f != "fakes.rs")
+    {
+        for (name, params) in public_fns(without_tests(&text)) {
+            if params.contains("namespace: &str") && params.contains("name: &str") {
+                loose.push(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(
+        loose.is_empty(),
+        "a cluster is one ClusterRef, not two strings: {loose:?}"
+    );
+    let mine = public_fns("pub async fn get(&self, cx: &Context, namespace: &str, name: &str) -> X");
+    assert_eq!(mine, [("get", "&self, cx: &Context, namespace: &str, name: &str")]);
+}
+
+/// Where the use cases may start a task of their own, each for a reason
+/// that is not background work: it lives as long as one request or one
+/// value. Every periodic or elected task is the driver's.
+const REQUEST_SCOPED_SPAWNS: [(&str, &str); 7] = [
+    ("watch/mod.rs", "one live watch's sender, as long as its caller"),
+    (
+        "connection.rs",
+        "a closed connection's audit row, written from its Drop",
+    ),
+    (
+        "tunnels.rs",
+        "a tunnel's audit row when its client left, written from a Drop",
+    ),
+    (
+        "lifecycle.rs",
+        "a readiness request's probe refresh: one round, at most three seconds",
+    ),
+    ("watch/hub.rs", "the watch hub's feeder, as long as the hub"),
+    ("wait.rs", "one wait's watch, as long as its caller"),
+    (
+        "ray/client.rs",
+        "one head connection's driver, as long as the connection",
+    ),
+];
+
+#[test]
+fn background_work_is_started_only_by_the_driver() {
+    let mut spawning = Vec::new();
+    for (file, text) in sources("server/control/src") {
+        let code = without_tests(&text);
+        if (code.contains("spawn(") || code.contains("spawn_blocking("))
+            && !file.starts_with("background/")
+            && file != "fakes.rs"
+            && !REQUEST_SCOPED_SPAWNS.iter().any(|(f, _)| *f == file)
+        {
+            spawning.push(file);
+        }
+    }
+    assert!(
+        spawning.is_empty(),
+        "tasks started outside the background driver (add them to background/tasks.rs): {spawning:?}"
+    );
+    let driver = sources("server/control/src/background");
+    assert!(driver.iter().any(|(_, text)| text.contains("tokio::spawn(")));
 }

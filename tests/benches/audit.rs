@@ -15,11 +15,11 @@
 use std::time::{Duration, Instant};
 
 use krayne_server::{
-    audit::{DatabaseOptions, QueueOptions, SqlAuditSink, Store},
     domain::{
         AuditSink as _,
         audit::{AuditEntry, AuditFilter, Outcome, RequestMeta, Transport},
     },
+    store::{DatabaseOptions, QueueOptions, SqlAuditSink, Store},
 };
 use krayne_tests::load::percentile;
 use serde_json::json;
@@ -29,7 +29,7 @@ fn entry(outcome: Outcome) -> AuditEntry {
         id: uuid::Uuid::now_v7().to_string(),
         occurred_at: jiff::Timestamp::now().to_string(),
         meta: RequestMeta {
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id: uuid::Uuid::new_v4().to_string().into(),
             correlation_id: None,
             transport: Transport::Rest,
             source_ip: Some("10.0.0.1".into()),
@@ -158,7 +158,7 @@ async fn main() {
 
     println!(
         "audit throughput on Postgres ({})",
-        krayne_server::audit::redact(&db.url)
+        krayne_server::store::redact(&db.url)
     );
     println!("{:<44} {:>12}", "measure", "value");
     println!("{:<44} {:>10.0}/s", "single-row inserts (sequential)", single_rate);

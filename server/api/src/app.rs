@@ -7,13 +7,16 @@ use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
     auth::Authenticator,
+    control::{
+        ControlPlane, ControlSettings,
+        background::{BackgroundWork, ReaperWork},
+    },
     domain::{AuditSink, ClusterStore, ServiceUpstream},
     edge::{self, TrustedProxies},
     grpc::{self, GrpcSettings},
     ops,
     rest::{self, AppState, RestSettings},
     serve::{ConnectionLimits, serve},
-    service::{ControlPlane, ServiceSettings},
 };
 
 /// Everything a running server needs, with adapters chosen.
@@ -25,7 +28,7 @@ pub struct Parts {
     /// Token verification and team mapping.
     pub auth: Authenticator,
     /// Use-case limits and the default image.
-    pub service: ServiceSettings,
+    pub control: ControlSettings,
     /// HTTP limits and CORS.
     pub rest: RestSettings,
     /// What a connection may do before the application sees it.
@@ -48,13 +51,16 @@ pub struct Parts {
     pub lifecycle: Option<Lifecycle>,
     /// Where uses of clusters are recorded for every replica's reaper, and
     /// how often (`None`: nowhere, and no cluster is ever seen idle).
-    pub usage: Option<(Arc<dyn crate::domain::UsageLedger>, Duration)>,
+    pub activity: Option<(Arc<dyn crate::domain::ActivityLedger>, Duration)>,
+    /// Keeps the team mapping current from its file (`None`: it is not
+    /// reloaded).
+    pub mapping_reload: Option<crate::control::background::MappingReload>,
 }
 
 /// The lifecycle reaper's wiring.
 pub struct Lifecycle {
     /// `report` or `act`.
-    pub mode: crate::service::LifecycleMode,
+    pub mode: crate::control::LifecycleMode,
     /// The leader election it acts under.
     pub leadership: Arc<dyn crate::domain::Leadership>,
     /// Time between passes.
@@ -72,7 +78,7 @@ impl Parts {
             store,
             audit,
             auth,
-            service: ServiceSettings::default(),
+            control: ControlSettings::default(),
             rest: RestSettings::default(),
             connections: ConnectionLimits::default(),
             trusted_proxies: TrustedProxies::default(),
@@ -82,7 +88,8 @@ impl Parts {
             upstream: None,
             quota_lock: None,
             lifecycle: None,
-            usage: None,
+            activity: None,
+            mapping_reload: None,
         }
     }
 }
@@ -121,26 +128,33 @@ pub async fn start(
     ops: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, String> {
-    let mut service = ControlPlane::new(parts.store, parts.audit, parts.service).with_authenticator(parts.auth.clone());
+    let mut service = ControlPlane::new(parts.store, parts.audit, parts.control).with_authenticator(parts.auth.clone());
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
     }
     if let Some(lock) = parts.quota_lock {
         service = service.with_quota_lock(lock);
     }
-    if let Some((ledger, every)) = parts.usage {
-        service = service.with_usage_ledger(ledger, every);
+    if let Some((ledger, every)) = parts.activity {
+        service = service.with_activity_ledger(ledger, every);
     }
-    service.keep_quota_gauges(Duration::from_secs(15));
-    service.keep_dependency_gauges(Duration::from_secs(10));
-    service.start_watch_hub();
-    service.spawn_companion_keeper(parts.lifecycle.as_ref().map(|l| l.leadership.clone()));
+    let mut work = BackgroundWork {
+        keeper_leadership: parts.lifecycle.as_ref().map(|l| l.leadership.clone()),
+        mapping_reload: parts.mapping_reload,
+        ..BackgroundWork::default()
+    };
     if let Some(l) = parts.lifecycle {
         if let Some(ledger) = l.policies {
             service = service.with_policy_ledger(ledger);
         }
-        service.spawn_reaper(l.mode, l.leadership, l.every);
+        work.reaper = Some(ReaperWork {
+            mode: l.mode,
+            leadership: l.leadership,
+            every: l.every,
+        });
     }
+    let background = service.start_background(work);
+    tracing::debug!(tasks = ?background.tasks(), "background work started");
     let state = AppState::new(service.clone(), parts.auth.clone(), parts.rest.body_timeout);
     let grpc_settings = GrpcSettings {
         max_message: parts.rest.body_limit,
@@ -225,6 +239,8 @@ pub async fn start(
         if !service.tunnels_closed(Duration::from_secs(2)).await {
             tracing::warn!("tunnels did not close in time");
         }
+        let left = grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+        background.stop(left).await;
         let left = grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
         service.flush_audit(left).await;
         ops_task.abort();

@@ -1,4 +1,4 @@
-//! krayne's transports over its use cases (crate `krayne-service`): REST
+//! krayne's transports over its use cases (crate `krayne-control`): REST
 //! (`rest`, axum + utoipa) and gRPC (`grpc`, tonic), with what every
 //! request passes first (`edge`), the listeners (`serve`, `app`) and the
 //! ops endpoints. It sees Kubernetes and the audit log only through the
@@ -12,5 +12,5 @@ pub mod ops;
 pub mod rest;
 pub mod serve;
 
+use krayne_control::{self as control, auth};
 use krayne_core::domain;
-use krayne_service::{self as service, auth};

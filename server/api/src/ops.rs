@@ -14,7 +14,7 @@ use axum::{
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
-use crate::service::ControlPlane;
+use crate::control::ControlPlane;
 
 /// The process's Prometheus recorder, installed on first use.
 pub fn metrics_handle() -> PrometheusHandle {

@@ -33,8 +33,8 @@ use serde_json::Value;
 
 use crate::{
     domain::{
-        ClusterChange, ClusterPatch, ClusterStore, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions,
-        Preconditions, RenderedCluster,
+        Authorized, ClusterChange, ClusterPatch, ClusterRef, ClusterStore, Error, ObservedCluster, ObservedEvent,
+        ObservedPod, PodLogOptions, Preconditions, RenderedCluster, RequestId,
     },
     manifest::{KUBERAY_API_VERSION, RAYCLUSTERS},
 };
@@ -186,7 +186,7 @@ impl KubeClusterStore {
     async fn call<T: DeserializeOwned>(
         &self,
         request: Result<Request<Vec<u8>>, kube::core::request::Error>,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<T, Error> {
         let mut request = request.map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
         if let Ok(v) = HeaderValue::from_str(request_id) {
@@ -195,11 +195,27 @@ impl KubeClusterStore {
         self.bounded(self.client.request::<T>(request)).await
     }
 
+    /// Pods of `namespace` that match `selector`.
+    async fn ray_pods(
+        &self,
+        namespace: &str,
+        selector: &str,
+        request_id: &RequestId,
+    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let list: ObjectList<ObservedPod> = self
+            .call(
+                core(namespace, "pods").list(&ListParams::default().labels(selector)),
+                request_id,
+            )
+            .await?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+
     async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(
         &self,
         request: KubeRequest,
         selector: ListParams,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<WatchEvent<T>, Error>>, Error> {
         let mut params = WatchParams::default()
             .timeout(WATCH_TIMEOUT_SECONDS)
@@ -220,7 +236,7 @@ impl KubeClusterStore {
 
 #[async_trait::async_trait]
 impl ClusterStore for KubeClusterStore {
-    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error> {
+    async fn namespaces(&self, request_id: &RequestId) -> Result<Vec<String>, Error> {
         let list: ObjectList<Named> = self
             .call(
                 KubeRequest::new("/api/v1/namespaces").list(&ListParams::default()),
@@ -232,12 +248,18 @@ impl ClusterStore for KubeClusterStore {
 
     async fn create(
         &self,
-        cluster: &RenderedCluster,
+        cluster: &Authorized<ClusterRef>,
+        rendered: &RenderedCluster,
         dry_run: bool,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error> {
-        let namespace = cluster.namespace();
-        let body = serde_json::to_vec(cluster.manifest()).map_err(|e| Error::Internal(e.to_string()))?;
+        let namespace = rendered.namespace();
+        if (namespace, rendered.name()) != (cluster.namespace(), cluster.name()) {
+            return Err(Error::Internal(format!(
+                "asked to create {cluster} from a manifest of another"
+            )));
+        }
+        let body = serde_json::to_vec(rendered.manifest()).map_err(|e| Error::Internal(e.to_string()))?;
         let params = PostParams {
             dry_run,
             ..PostParams::default()
@@ -246,42 +268,32 @@ impl ClusterStore for KubeClusterStore {
             .await
     }
 
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
+    async fn get(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error> {
         self.call(
-            rayclusters(Some(namespace)).get(name, &GetParams::default()),
+            rayclusters(Some(cluster.namespace())).get(cluster.name(), &GetParams::default()),
             request_id,
         )
         .await
         .map(Arc::new)
     }
 
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+    async fn list(&self, namespace: Option<&str>, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let list: ObjectList<ObservedCluster> = self
             .call(rayclusters(namespace).list(&ListParams::default()), request_id)
             .await?;
         Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
-    async fn pods(
-        &self,
-        namespace: &str,
-        cluster: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
-        let selector = match cluster {
-            Some(c) => format!("ray.io/cluster={c}"),
-            None => "ray.io/cluster".to_owned(),
-        };
-        let list: ObjectList<ObservedPod> = self
-            .call(
-                core(namespace, "pods").list(&ListParams::default().labels(&selector)),
-                request_id,
-            )
-            .await?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+    async fn pods(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        self.ray_pods(namespace, manifest::LABEL_CLUSTER, request_id).await
     }
 
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+    async fn cluster_pods(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let selector = format!("{}={}", manifest::LABEL_CLUSTER, cluster.name());
+        self.ray_pods(cluster.namespace(), &selector, request_id).await
+    }
+
+    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error> {
         let list: ObjectList<ObservedEvent> = self
             .call(core(namespace, "events").list(&ListParams::default()), request_id)
             .await?;
@@ -293,7 +305,7 @@ impl ClusterStore for KubeClusterStore {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<String, Error> {
         let mut request = logs::request(namespace, pod, options, false)?;
         if let Ok(v) = HeaderValue::from_str(request_id) {
@@ -310,7 +322,7 @@ impl ClusterStore for KubeClusterStore {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
         let mut request = logs::request(namespace, pod, options, true)?;
         if let Ok(v) = HeaderValue::from_str(request_id) {
@@ -325,12 +337,12 @@ impl ClusterStore for KubeClusterStore {
 
     async fn patch(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         patch: &ClusterPatch,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error> {
         let body = serde_json::to_vec(patch.as_json()).map_err(|e| Error::Internal(e.to_string()))?;
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYCLUSTERS}/{name}");
         let request = Request::builder()
             .method(Method::PATCH)
@@ -344,35 +356,40 @@ impl ClusterStore for KubeClusterStore {
 
     async fn delete(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         only_if: Option<&Preconditions>,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
         let mut params = DeleteParams::background();
         params.preconditions = only_if.map(|p| kube::api::Preconditions {
             uid: Some(p.uid.clone()),
             resource_version: Some(p.resource_version.clone()),
         });
-        let request = rayclusters(Some(namespace)).delete(name, &params);
+        let request = rayclusters(Some(cluster.namespace())).delete(cluster.name(), &params);
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
     async fn apply_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: domain::Companion,
-        namespace: &str,
         name: &str,
         object: &Value,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let request = companions(kind, namespace).patch(name, &params, &Patch::Apply(object));
+        let request = companions(kind, cluster.namespace()).patch(name, &params, &Patch::Apply(object));
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
-    async fn get_network_policy(&self, namespace: &str, name: &str, request_id: &str) -> Result<Option<Value>, Error> {
-        let request = companions(domain::Companion::NetworkPolicy, namespace).get(name, &GetParams::default());
+    async fn get_network_policy(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+        request_id: &RequestId,
+    ) -> Result<Option<Value>, Error> {
+        let request =
+            companions(domain::Companion::NetworkPolicy, cluster.namespace()).get(name, &GetParams::default());
         match self.call::<Value>(request, request_id).await {
             Ok(policy) => Ok(Some(policy)),
             Err(Error::NotFound { .. }) => Ok(None),
@@ -382,19 +399,25 @@ impl ClusterStore for KubeClusterStore {
 
     async fn delete_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: domain::Companion,
-        namespace: &str,
         name: &str,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
-        let request = companions(kind, namespace).delete(name, &DeleteParams::background());
+        let request = companions(kind, cluster.namespace()).delete(name, &DeleteParams::background());
         match self.call::<Value>(request, request_id).await {
             Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
-    async fn create_event(&self, namespace: &str, event: &Value, request_id: &str) -> Result<(), Error> {
+    async fn create_event(
+        &self,
+        cluster: &Authorized<ClusterRef>,
+        event: &Value,
+        request_id: &RequestId,
+    ) -> Result<(), Error> {
+        let namespace = cluster.namespace();
         let body = serde_json::to_vec(event).map_err(|e| Error::Internal(e.to_string()))?;
         let request =
             KubeRequest::new(format!("/api/v1/namespaces/{namespace}/events")).create(&PostParams::default(), body);
@@ -403,10 +426,10 @@ impl ClusterStore for KubeClusterStore {
 
     async fn watch(
         &self,
-        namespace: &str,
-        name: &str,
-        request_id: &str,
+        cluster: &ClusterRef,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
         let clusters = self
             .events_of::<ObservedCluster>(rayclusters(Some(namespace)), by_name, request_id)

@@ -7,13 +7,13 @@ use jsonwebtoken::Algorithm;
 use super::start_sandbox;
 use crate::{
     app::{self, Parts},
-    audit::{self, DatabaseOptions, QueueOptions, Upkeep},
     auth::{
         Authenticator, EXAMPLE_MAPPING, KeyRefresh, MintRequest, SessionKeys, TeamMapping, TokenRules, Verifier,
         VerifyingKey, load_mapping, mint, watch_mapping,
     },
     config::SandboxArgs,
     k8s,
+    store::{self, DatabaseOptions, QueueOptions, Upkeep},
 };
 
 fn token(secret: &[u8], subject: &str, groups: &[&str]) -> Result<String, String> {
@@ -72,7 +72,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     };
     let auth = Authenticator::new(verifier, mapping);
     // A mapping of one's own reloads on change and on SIGHUP, as serve's.
-    let _reloads = match &args.teams {
+    let reload = match &args.teams {
         Some(file) => Some(watch_mapping(auth.clone(), file.clone(), hash, true)?),
         None => None,
     };
@@ -81,7 +81,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         sweep_after: super::SWEEP_AFTER,
         ..Upkeep::default()
     };
-    let sink = audit::open(&audit_db, &QueueOptions::default(), upkeep, super::FIRST_UPKEEP).await?;
+    let sink = store::open(&audit_db, &QueueOptions::default(), upkeep, super::FIRST_UPKEEP).await?;
     let mut parts = Parts::new(
         k8s::cluster_store(
             k8s::KubeClusterStore::new(client),
@@ -91,15 +91,16 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
-    parts.usage = Some((std::sync::Arc::new(sink.usage_ledger()), Duration::from_secs(10)));
+    parts.activity = Some((std::sync::Arc::new(sink.activity_ledger()), Duration::from_secs(10)));
+    parts.mapping_reload = reload;
     parts.grace = Duration::from_secs(5);
     // Sessions live as long as this sandbox; its notebooks serve under
     // their proxy path.
-    parts.service.sessions.keys = Some(SessionKeys::random()?);
-    parts.service.manifest.notebook_behind = Some(String::new());
+    parts.control.sessions.keys = Some(SessionKeys::random()?);
+    parts.control.manifest.notebook_behind = Some(String::new());
     // As the chart does: every cluster gets its NetworkPolicy (the sandbox
     // stores it; it has no network plugin to enforce it).
-    parts.service.network_policy = Some(crate::manifest::PolicyPeers {
+    parts.control.network_policy = Some(crate::manifest::PolicyPeers {
         namespace: crate::sandbox::KRAYNE_NAMESPACE.into(),
         pod_labels: [crate::sandbox::KRAYNE_POD_LABEL]
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -108,9 +109,9 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     });
     // As the chart does: clusters require Ray's token authentication, with
     // a key this sandbox makes (or the one it is given).
-    parts.service.ray_auth = Some(sandbox_ray_auth_key()?);
+    parts.control.ray_auth = Some(sandbox_ray_auth_key()?);
     parts.upstream = Some(upstream);
-    parts.service.version = super::version_info(&[
+    parts.control.version = super::version_info(&[
         ("sandbox", true),
         ("watch-cache", args.cache.cache),
         ("service-tunnels", true),

@@ -256,10 +256,10 @@ async fn the_serving_role_appends_to_the_log_but_cannot_erase_it() {
     // The uses of clusters it records for the lifecycle reaper it may
     // write, read and forget.
     use krayne_server::{
-        audit::{DatabaseOptions, SqlUsageLedger, Store},
-        domain::{ClusterUse, UsageLedger as _},
+        domain::{ActivityLedger as _, ClusterUse},
+        store::{DatabaseOptions, SqlActivityLedger, Store},
     };
-    let ledger = SqlUsageLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
+    let ledger = SqlActivityLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
     let now = jiff::Timestamp::now();
     let used = |at: jiff::Timestamp| ClusterUse {
         namespace: "ml-team".into(),
@@ -286,7 +286,7 @@ async fn the_serving_role_appends_to_the_log_but_cannot_erase_it() {
     );
     // And the lifecycle policies it has seen, to tell new ones.
     let policies =
-        krayne_server::audit::SqlPolicyLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
+        krayne_server::store::SqlPolicyLedger::new(Store::connect(&DatabaseOptions::new(runtime.clone())).unwrap());
     use krayne_server::domain::PolicyLedger as _;
     let seen = [("ml-team".to_owned(), r#"{"idle_after":"7200s"}"#.to_owned())];
     let first = policies.observe(&seen, now).await.unwrap();

@@ -318,7 +318,7 @@ async fn a_row_left_pending_by_a_crash_is_resolved_at_start_up() {
     drop(first);
 
     // What a crash between the Kubernetes call and the outcome write leaves.
-    let store = krayne_server::audit::Store::connect(&krayne_server::audit::DatabaseOptions {
+    let store = krayne_server::store::Store::connect(&krayne_server::store::DatabaseOptions {
         url: db.url.clone(),
         max_connections: 1,
         statement_timeout: Duration::from_secs(5),

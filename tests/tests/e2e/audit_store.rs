@@ -3,11 +3,11 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use krayne_server::{
-    audit::{DatabaseOptions, QueueOptions, SqlAuditSink, Store},
     domain::{
         AuditSink as _,
         audit::{AuditEntry, AuditFilter, Outcome, RequestMeta, Transport},
     },
+    store::{DatabaseOptions, QueueOptions, SqlAuditSink, Store},
 };
 use krayne_tests::test_database;
 use serde_json::json;
@@ -34,7 +34,7 @@ fn entry(action: &str, namespace: &str, subject: &str, outcome: Outcome, minutes
         id: uuid::Uuid::now_v7().to_string(),
         occurred_at: at(minutes_ago),
         meta: RequestMeta {
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id: uuid::Uuid::new_v4().to_string().into(),
             correlation_id: None,
             transport: Transport::Grpc,
             source_ip: Some("10.1.2.3".into()),

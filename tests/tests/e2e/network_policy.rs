@@ -336,7 +336,7 @@ async fn clusters_made_before_policies_get_theirs_without_a_restart() {
     let row = &rows[0];
     assert_eq!(
         row["actor"]["subject"],
-        krayne_server::service::LIFECYCLE_SUBJECT,
+        krayne_server::control::LIFECYCLE_SUBJECT,
         "{row}"
     );
     assert_eq!(row["transport"], "system", "{row}");

@@ -11,12 +11,12 @@ use axum::{
 use super::{RequestIds, Source};
 use crate::{
     auth::Authenticator,
+    control::{Context, ControlPlane},
     domain::{
         Error,
         audit::{RequestMeta, Transport},
         text::printable,
     },
-    service::{Context, ControlPlane},
 };
 
 /// The `Authorization` a request carries.
@@ -51,7 +51,9 @@ pub fn request_meta(headers: &HeaderMap, extensions: &Extensions, transport: Tra
         .map(|s| s.0)
         .or_else(|| extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()));
     RequestMeta {
-        request_id: ids.map_or_else(|| uuid::Uuid::now_v7().to_string(), |i| i.request_id.clone()),
+        request_id: ids
+            .map_or_else(|| uuid::Uuid::now_v7().to_string(), |i| i.request_id.clone())
+            .into(),
         correlation_id: ids.and_then(|i| i.correlation_id.clone()),
         transport,
         source_ip: source.map(|ip| ip.to_canonical().to_string()),

@@ -1,6 +1,8 @@
 //! Request ids: the server's own for every request, and the client's kept
 //! apart as a correlation id.
 
+use tracing::Instrument as _;
+
 use axum::{
     extract::Request,
     http::{HeaderMap, HeaderName, HeaderValue},
@@ -57,11 +59,13 @@ pub async fn assign_request_ids(mut request: Request, next: Next) -> Response {
     if let Some(v) = &id_value {
         headers.insert(REQUEST_ID, v.clone());
     }
+    // Every log line of the request's handling names it, however deep.
+    let span = tracing::info_span!("request", request_id = %request_id);
     request.extensions_mut().insert(RequestIds {
         request_id,
         correlation_id: correlation_id.clone(),
     });
-    let mut response = next.run(request).await;
+    let mut response = next.run(request).instrument(span).await;
     let headers = response.headers_mut();
     if let Some(v) = id_value {
         headers.insert(REQUEST_ID, v);

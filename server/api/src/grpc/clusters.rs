@@ -13,8 +13,8 @@ use super::{
     status::to_status,
 };
 use crate::{
+    control::{CreateInput, KeepInput, ScaleInput},
     domain::{ClusterRef, Error, PodLogParts, PodLogQuery, WatchFrom, parse_yaml, watch_timeout},
-    service::{CreateInput, KeepInput, ScaleInput},
 };
 
 #[tonic::async_trait]

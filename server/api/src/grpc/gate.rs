@@ -22,9 +22,9 @@ use tonic::Status;
 use super::status::to_status;
 use crate::{
     auth::Authenticator,
+    control::ControlPlane,
     domain::{AuthFailure, Error, audit::Transport},
     edge::{self, DeadlineBody, DeclaredRefusal},
-    service::ControlPlane,
 };
 
 /// The tunnel method, whose request stream has no idle deadline.

@@ -7,8 +7,8 @@ use tonic::{Request, Status};
 
 use super::status::to_status;
 use crate::{
+    control::{Context, ControlPlane},
     domain::{Error, PageRequest},
-    service::{Context, ControlPlane},
 };
 
 /// The gRPC services over the use cases.

@@ -24,7 +24,7 @@ use krayne_proto::v1::{
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
-use crate::{auth::Authenticator, service::ControlPlane};
+use crate::{auth::Authenticator, control::ControlPlane};
 
 /// Limits and switches of the gRPC transport.
 #[derive(Debug, Clone)]

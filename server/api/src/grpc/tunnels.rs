@@ -13,8 +13,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::{gate::Authority, handler::Grpc, status::to_status};
 use crate::{
+    control::{Ended, TunnelVia},
     domain::{ClusterRef, Error, HeadService, ServiceState},
-    service::{Ended, TunnelVia},
 };
 
 /// Messages to the client a tunnel may hold before it waits for the

@@ -25,8 +25,8 @@ use super::{
 use serde_json::Value;
 
 use crate::{
+    control::{Context, CreateInput, KeepInput, ScaleInput},
     domain::{ClusterRef, ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
-    service::{Context, CreateInput, KeepInput, ScaleInput},
 };
 
 /// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and

@@ -6,8 +6,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
+    control::Created,
     domain::{self, FieldValidation, FieldViolation},
-    service::Created,
 };
 
 pub(super) use crate::domain::{ClusterDetails, ClusterInfo, NamespaceAccess};

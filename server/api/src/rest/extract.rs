@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use super::{AppState, problem::ApiError, problem::Problem};
 use crate::{
+    control::Context,
     domain::{AuthFailure, ClusterRef, Error, audit::Transport, parse_yaml},
     edge,
-    service::Context,
 };
 
 /// The authenticated caller of a request, with its circumstances: from

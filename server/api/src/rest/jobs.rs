@@ -24,9 +24,9 @@ use super::{
     responses::{Bodies, KubernetesReads, Refusals},
 };
 use crate::{
+    control::LogStream,
     domain::{ClusterRef, Error, Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
-    service::LogStream,
 };
 
 /// A cluster's Ray jobs.

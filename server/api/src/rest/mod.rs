@@ -1,6 +1,6 @@
 //! The REST transport: axum routes documented with utoipa, problem+json
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
-//! limit, gzip, CORS). Calls the control plane (`krayne_service::ControlPlane`) only.
+//! limit, gzip, CORS). Calls the control plane (`krayne_control::ControlPlane`) only.
 
 mod apps;
 mod audit;
@@ -51,8 +51,8 @@ use utoipa_swagger_ui::SwaggerUi;
 pub use crate::edge::REQUEST_ID;
 use crate::{
     auth::Authenticator,
+    control::ControlPlane,
     edge::{self, BodyTimeout, CORRELATION_ID, DeadlineBody, DeclaredRefusal},
-    service::ControlPlane,
 };
 
 /// What the handlers share.

@@ -3,7 +3,7 @@
 //! absolute URLs a browser opens (the gRPC transport answers the same
 //! links: they lead here).
 
-use krayne_service::SignInLink;
+use krayne_control::SignInLink;
 
 use crate::domain::{Error, PublicUrl};
 

@@ -43,9 +43,9 @@ use super::{
     upstreams::{Key, ReturnsAtEnd, Upstream},
 };
 use crate::{
+    control::{Context, Ended, Reachable, Touching, TunnelVia},
     domain::{ClusterRef, Error, PublicUrl, audit::Transport, ray_auth::RAY_AUTH_HEADER},
     edge::{self, ViaHttps},
-    service::{Context, Ended, Reachable, Touching, TunnelVia},
 };
 
 /// The proxy's path, without the trailing slash.

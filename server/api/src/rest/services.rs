@@ -21,8 +21,8 @@ use super::{
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
+    control::{Ended, Tunnel, TunnelVia},
     domain::{ClusterRef, HeadService},
-    service::{Ended, Tunnel, TunnelVia},
 };
 
 /// A cluster's services.

@@ -20,9 +20,9 @@ use super::{
     sign_in_page,
 };
 use crate::{
+    control::{SignInLink, SignedIn},
     domain::{ClusterRef, Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
-    service::{SignInLink, SignedIn},
 };
 
 /// A sign-in link for a browser.

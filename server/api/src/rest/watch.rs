@@ -19,8 +19,8 @@ use utoipa::ToSchema;
 
 use super::{dto::ListQuery, problem::Problem};
 use crate::{
+    control::{ClusterWatch, Context, ControlPlane},
     domain::{ClusterInfo, Error, WatchEvent, WatchFrom, watch_timeout},
-    service::{ClusterWatch, Context, ControlPlane},
 };
 
 /// NDJSON's media type.
@@ -126,7 +126,7 @@ pub(super) async fn respond(
     let from = start(query, headers)?;
     let timeout = watch_timeout(query.timeout_seconds.unwrap_or(0))?;
     let watch = plane.watch_clusters(cx, namespace, from, timeout).await?;
-    let request_id = cx.meta.request_id.clone();
+    let request_id = String::from(cx.meta.request_id.clone());
     let mut response = if wants_events(headers) {
         as_events(watch, request_id).into_response()
     } else {

@@ -254,7 +254,7 @@ impl Transport {
 pub struct RequestMeta {
     /// The server's id of the request (UUID v7), unique: it is never taken
     /// from the client, so no caller can reuse another's.
-    pub request_id: String,
+    pub request_id: super::RequestId,
     /// The id the client sent (`x-correlation-id` or `x-request-id`), kept
     /// apart from the request id: echoed back, stored, searchable.
     pub correlation_id: Option<String>,
@@ -416,7 +416,7 @@ impl From<AuditEntry> for AuditEvent {
             id: e.id,
             occurred_at: e.occurred_at,
             completed_at: e.completed_at,
-            request_id: e.meta.request_id,
+            request_id: e.meta.request_id.into(),
             correlation_id: e.meta.correlation_id,
             actor: Actor {
                 subject: e.subject,

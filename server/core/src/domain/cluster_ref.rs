@@ -1,26 +1,79 @@
-//! A cluster named by a request, as one value.
+//! A cluster named by a request, as one value, and where it lives.
 
 use std::fmt;
 
-/// A cluster named by a request (a REST path, a gRPC message): its
+use super::Atom;
+
+/// A Kubernetes cluster krayne reaches: where a Ray cluster lives. Today
+/// there is one, [`Site::local`] (the Kubernetes krayne runs in); several
+/// sites add values, not parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Site(Atom);
+
+impl Site {
+    /// The name of the one Kubernetes krayne has without a sites file.
+    pub const LOCAL: &'static str = "local";
+
+    /// The Kubernetes krayne runs in.
+    pub fn local() -> Self {
+        Self(Atom::from(Self::LOCAL))
+    }
+
+    /// The site named `name`.
+    pub fn new(name: &str) -> Self {
+        Self(Atom::new(name))
+    }
+
+    /// The site's name.
+    pub fn name(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl Default for Site {
+    fn default() -> Self {
+        Self::local()
+    }
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A cluster named by a request (a REST path, a gRPC message): its site,
 /// namespace and name, carried as one value from the transport through
-/// the use cases. Made once at the edge; its form is checked by the use
-/// case that authorizes it, after the caller's role, so refusals keep
-/// their order (a caller without the role learns nothing of the name:
-/// 403 before a name's 400) and each is audited.
+/// the use cases to the ports. Made once at the edge; its form is checked
+/// by the use case that authorizes it, after the caller's role, so
+/// refusals keep their order (a caller without the role learns nothing of
+/// the name: 403 before a name's 400) and each is audited.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterRef {
+    site: Site,
     namespace: String,
     name: String,
 }
 
 impl ClusterRef {
-    /// The cluster `name` of `namespace`, as the request gave them.
+    /// The cluster `name` of `namespace` in the local site, as the
+    /// request gave them.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self::at(Site::local(), namespace, name)
+    }
+
+    /// The cluster `name` of `namespace` in `site`.
+    pub fn at(site: Site, namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
+            site,
             namespace: namespace.into(),
             name: name.into(),
         }
+    }
+
+    /// Where it lives.
+    pub fn site(&self) -> &Site {
+        &self.site
     }
 
     /// The namespace.
@@ -34,6 +87,8 @@ impl ClusterRef {
     }
 }
 
+/// `namespace/name`: a cluster's identity is unique across sites, so the
+/// site is not part of how it is named to people.
 impl fmt::Display for ClusterRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -51,5 +106,12 @@ mod tests {
             (c.namespace(), c.name(), c.to_string().as_str()),
             ("ml-team", "demo", "ml-team/demo")
         );
+    }
+
+    #[test]
+    fn a_cluster_named_without_a_site_lives_in_the_local_one() {
+        let c = ClusterRef::new("ml-team", "demo");
+        assert_eq!((c.site(), c.site().name()), (&Site::local(), "local"));
+        assert_ne!(c, ClusterRef::at(Site::new("eu-1"), "ml-team", "demo"));
     }
 }

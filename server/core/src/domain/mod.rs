@@ -4,6 +4,7 @@
 mod apps_domain;
 pub mod atom;
 pub mod audit;
+mod authorized;
 mod cluster;
 mod cluster_ref;
 mod config;
@@ -24,6 +25,7 @@ mod quantity;
 pub mod quota;
 pub mod ray_auth;
 mod rendered;
+mod request_id;
 #[cfg(feature = "schema")]
 pub mod schema;
 mod spec;
@@ -32,11 +34,12 @@ mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
 pub use atom::Atom;
+pub use authorized::Authorized;
 pub use cluster::{
     BuiltFrom, ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary,
     WorkerGroupDetails,
 };
-pub use cluster_ref::ClusterRef;
+pub use cluster_ref::{ClusterRef, Site};
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
 pub use error::{AuthFailure, Error, FieldViolation, ResourceKind, Violations};
 pub use head_service::{HeadService, ServiceState, ServiceStream, ServiceTarget, ServiceUpstream};
@@ -53,13 +56,14 @@ pub use pod_log::{
     check_log_file_name,
 };
 pub use ports::{
-    AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse, Companion,
-    FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, TokenReviews,
-    UsageLedger,
+    ActivityLedger, AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse,
+    Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions,
+    TokenReviews,
 };
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
 pub use rendered::{ClusterPatch, RenderedCluster};
+pub use request_id::RequestId;
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
 pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion, watch_timeout};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 
 use super::{
-    ClusterPatch, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions, RenderedCluster,
+    Authorized, ClusterPatch, ClusterRef, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions,
+    RenderedCluster, RequestId,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -110,32 +111,37 @@ pub trait ClusterFeed: Send + Sync + 'static {
     fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>>;
 }
 
-/// Kubernetes as the use cases see it. Every call carries the request id,
-/// which implementations pass on so the two audit trails can be joined.
+/// Kubernetes as the use cases see it. A cluster is named by one
+/// [`ClusterRef`]; every write takes the [`Authorized`] proof that the
+/// caller (or krayne's own automation) was allowed it. Every call carries
+/// the request id, which implementations pass on so the two audit trails
+/// can be joined.
 #[async_trait::async_trait]
 pub trait ClusterStore: Send + Sync + 'static {
     /// Names of every namespace.
-    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error>;
+    async fn namespaces(&self, request_id: &RequestId) -> Result<Vec<String>, Error>;
     /// Creates a RayCluster; with `dry_run`, Kubernetes checks it and
     /// stores nothing.
+    /// `cluster` names what `rendered` is (a store refuses a mismatch).
     async fn create(
         &self,
-        cluster: &RenderedCluster,
+        cluster: &Authorized<ClusterRef>,
+        rendered: &RenderedCluster,
         dry_run: bool,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error>;
     /// One RayCluster. Reads hand out shared objects: a cache serves the
     /// same ones to every reader without copying them.
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error>;
+    async fn get(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error>;
     /// One RayCluster as Kubernetes has it now, bypassing any cache: for a
     /// write that must retry after a conflict with a newer version.
-    async fn get_latest(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
-        self.get(namespace, name, request_id).await
+    async fn get_latest(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error> {
+        self.get(cluster, request_id).await
     }
     /// RayClusters of one namespace, or of all when `None` (all that
     /// krayne covers: with namespaced RBAC, those of its Roles' namespaces,
     /// each listed in its own namespace).
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error>;
+    async fn list(&self, namespace: Option<&str>, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error>;
     /// Up to `limit` RayClusters of `namespaces` (sorted) that come after
     /// `after` (namespace, name), in namespace then name order: one page
     /// costs what the page holds, not what the namespaces hold, where the
@@ -145,7 +151,7 @@ pub trait ClusterStore: Send + Sync + 'static {
         namespaces: &[String],
         after: Option<(&str, &str)>,
         limit: usize,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let mut page = Vec::new();
         for (ns, from) in super::resume_points(namespaces, after) {
@@ -161,10 +167,10 @@ pub trait ClusterStore: Send + Sync + 'static {
     }
     /// Ray pods of the named clusters of one namespace, grouped by
     /// cluster in the order of `clusters`.
-    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &str) -> Result<PodsOf, Error> {
+    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &RequestId) -> Result<PodsOf, Error> {
         let index: std::collections::HashMap<&str, usize> = clusters.iter().enumerate().map(|(i, c)| (*c, i)).collect();
         let mut grouped: Vec<Vec<Arc<ObservedPod>>> = vec![Vec::new(); clusters.len()];
-        for pod in self.pods(namespace, None, request_id).await? {
+        for pod in self.pods(namespace, request_id).await? {
             let at = pod.cluster_name().and_then(|c| index.get(c).copied());
             if let Some(pods) = at.and_then(|i| grouped.get_mut(i)) {
                 pods.push(pod);
@@ -185,26 +191,22 @@ pub trait ClusterStore: Send + Sync + 'static {
     /// RayClusters of one namespace as Kubernetes has them now, bypassing
     /// any cache: quota admission must count a cluster another replica
     /// created a moment ago.
-    async fn list_latest(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+    async fn list_latest(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         self.list(Some(namespace), request_id).await
     }
-    /// Ray pods of one namespace (all clusters, or one when `cluster` is set).
-    async fn pods(
-        &self,
-        namespace: &str,
-        cluster: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<Arc<ObservedPod>>, Error>;
+    /// Ray pods of one namespace, of every cluster.
+    async fn pods(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error>;
+    /// Ray pods of one cluster.
+    async fn cluster_pods(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error>;
     /// Events of one namespace.
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error>;
+    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error>;
     /// Applies a patch the core made (a scale); it names the version it
     /// was made from, so a stale one fails with `Conflict`.
     async fn patch(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         patch: &ClusterPatch,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error>;
     /// One container's log of pod `pod` (`pods/log`), at most
     /// `options.limit_bytes` of it.
@@ -213,7 +215,7 @@ pub trait ClusterStore: Send + Sync + 'static {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<String, Error> {
         let _ = (namespace, pod, options, request_id);
         Err(Error::Unavailable("this store reads no pod logs".into()))
@@ -225,7 +227,7 @@ pub trait ClusterStore: Send + Sync + 'static {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
         let _ = (namespace, pod, options, request_id);
         Err(Error::Unavailable("this store reads no pod logs".into()))
@@ -235,49 +237,53 @@ pub trait ClusterStore: Send + Sync + 'static {
     /// `Conflict`).
     async fn delete(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         only_if: Option<&Preconditions>,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error>;
-    /// Makes `object` (a companion the core built) what Kubernetes holds
-    /// under `name` in `namespace`: server-side apply as krayne's field
+    /// Makes `object` (a companion the core built for `cluster`) what
+    /// Kubernetes holds under `name` in the cluster's namespace: server-side apply as krayne's field
     /// manager, forced (krayne owns these objects; one left over from a
     /// deleted cluster of the same name is taken over).
     async fn apply_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: Companion,
-        namespace: &str,
         name: &str,
         object: &serde_json::Value,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error>;
-    /// The NetworkPolicy `name` of `namespace` as Kubernetes holds it, if
-    /// any (krayne never reads Secrets).
+    /// The NetworkPolicy `name` beside `cluster` as Kubernetes holds it,
+    /// if any (krayne never reads Secrets).
     async fn get_network_policy(
         &self,
-        namespace: &str,
+        cluster: &ClusterRef,
         name: &str,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<Option<serde_json::Value>, Error>;
     /// Deletes a companion (a token Secret staged for a cluster that was
     /// not made); gone already is success.
     async fn delete_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: Companion,
-        namespace: &str,
         name: &str,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error>;
-    /// Creates a core/v1 Event (the object the core built) in `namespace`.
-    async fn create_event(&self, namespace: &str, event: &serde_json::Value, request_id: &str) -> Result<(), Error>;
+    /// Creates a core/v1 Event (the object the core built) about
+    /// `cluster`, in its namespace.
+    async fn create_event(
+        &self,
+        cluster: &Authorized<ClusterRef>,
+        event: &serde_json::Value,
+        request_id: &RequestId,
+    ) -> Result<(), Error>;
     /// Every change to the cluster and its pods from now on, starting with
     /// their current state.
     async fn watch(
         &self,
-        namespace: &str,
-        name: &str,
-        request_id: &str,
+        cluster: &ClusterRef,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error>;
     /// Whether Kubernetes answers (for readiness).
     async fn ping(&self) -> Result<(), Error>;
@@ -396,7 +402,7 @@ pub struct ClusterUse {
 /// reads: replicas share no memory, so a cluster used through one is seen
 /// in use by the leader wherever it runs.
 #[async_trait::async_trait]
-pub trait UsageLedger: Send + Sync + 'static {
+pub trait ActivityLedger: Send + Sync + 'static {
     /// Records `uses`; of two uses of a cluster the later is kept.
     async fn record(&self, uses: &[ClusterUse]) -> Result<(), Error>;
     /// Each cluster's last recorded use.

@@ -11,8 +11,9 @@ use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched
 use crate::{
     KubeClusterStore,
     domain::{
-        ClusterChange, ClusterFeed, ClusterPatch, ClusterStore, Companion, Error, ObservedCluster, ObservedEvent,
-        ObservedPod, PodLogOptions, PodsOf, Preconditions, RenderedCluster, ResourceKind,
+        Authorized, ClusterChange, ClusterFeed, ClusterPatch, ClusterRef, ClusterStore, Companion, Error,
+        ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions, PodsOf, Preconditions, RenderedCluster, RequestId,
+        ResourceKind,
     },
     manifest::LABEL_CLUSTER,
 };
@@ -243,7 +244,7 @@ fn spawn<T: Slot>(
 
 #[async_trait::async_trait]
 impl ClusterStore for CachedClusterStore {
-    async fn namespaces(&self, request_id: &str) -> Result<Vec<String>, Error> {
+    async fn namespaces(&self, request_id: &RequestId) -> Result<Vec<String>, Error> {
         let cached = self.cache.serving(Kind::Namespaces, None);
         source(Kind::Namespaces, cached);
         if !cached {
@@ -258,39 +259,41 @@ impl ClusterStore for CachedClusterStore {
 
     async fn create(
         &self,
-        cluster: &RenderedCluster,
+        cluster: &Authorized<ClusterRef>,
+        rendered: &RenderedCluster,
         dry_run: bool,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error> {
-        let created = self.api.create(cluster, dry_run, request_id).await?;
+        let created = self.api.create(cluster, rendered, dry_run, request_id).await?;
         if !dry_run {
             self.written(&created).await;
         }
         Ok(created)
     }
 
-    async fn get(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
+    async fn get(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let cached =
             self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.fresh(Some(namespace), Some(name));
         source(Kind::Clusters, cached);
         if !cached {
-            return self.api.get(namespace, name, request_id).await;
+            return self.api.get(cluster, request_id).await;
         }
         let found = read(&self.cache.clusters).get(namespace, "", name);
         found.ok_or_else(|| self.not_found(namespace, name))
     }
 
-    async fn get_latest(&self, namespace: &str, name: &str, request_id: &str) -> Result<Arc<ObservedCluster>, Error> {
+    async fn get_latest(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error> {
         source(Kind::Clusters, false);
-        self.api.get(namespace, name, request_id).await
+        self.api.get(cluster, request_id).await
     }
 
-    async fn list_latest(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+    async fn list_latest(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         source(Kind::Clusters, false);
         self.api.list(Some(namespace), request_id).await
     }
 
-    async fn list(&self, namespace: Option<&str>, request_id: &str) -> Result<Vec<Arc<ObservedCluster>>, Error> {
+    async fn list(&self, namespace: Option<&str>, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         if namespace.is_none()
             && let Some(covered) = self.cache.covered()
         {
@@ -328,7 +331,7 @@ impl ClusterStore for CachedClusterStore {
         namespaces: &[String],
         after: Option<(&str, &str)>,
         limit: usize,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let cached = namespaces
             .iter()
@@ -348,7 +351,7 @@ impl ClusterStore for CachedClusterStore {
         Ok(page)
     }
 
-    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &str) -> Result<PodsOf, Error> {
+    async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &RequestId) -> Result<PodsOf, Error> {
         let cached = self.cache.serving(Kind::Pods, Some(namespace));
         source(Kind::Pods, cached);
         if !cached {
@@ -366,25 +369,25 @@ impl ClusterStore for CachedClusterStore {
         Some(Arc::new(super::changes::CacheFeed(self.cache.clone())))
     }
 
-    async fn pods(
-        &self,
-        namespace: &str,
-        cluster: Option<&str>,
-        request_id: &str,
-    ) -> Result<Vec<Arc<ObservedPod>>, Error> {
+    async fn pods(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error> {
         let cached = self.cache.serving(Kind::Pods, Some(namespace));
         source(Kind::Pods, cached);
         if !cached {
-            return self.api.pods(namespace, cluster, request_id).await;
+            return self.api.pods(namespace, request_id).await;
         }
-        let pods = read(&self.cache.pods);
-        Ok(match cluster {
-            Some(c) => pods.bucket(namespace, c),
-            None => pods.namespace(namespace),
-        })
+        Ok(read(&self.cache.pods).namespace(namespace))
     }
 
-    async fn events(&self, namespace: &str, request_id: &str) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+    async fn cluster_pods(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error> {
+        let cached = self.cache.serving(Kind::Pods, Some(cluster.namespace()));
+        source(Kind::Pods, cached);
+        if !cached {
+            return self.api.cluster_pods(cluster, request_id).await;
+        }
+        Ok(read(&self.cache.pods).bucket(cluster.namespace(), cluster.name()))
+    }
+
+    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error> {
         let cached = self.cache.serving(Kind::Events, Some(namespace));
         source(Kind::Events, cached);
         if !cached {
@@ -395,12 +398,11 @@ impl ClusterStore for CachedClusterStore {
 
     async fn patch(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         patch: &ClusterPatch,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<ObservedCluster, Error> {
-        let patched = self.api.patch(namespace, name, patch, request_id).await?;
+        let patched = self.api.patch(cluster, patch, request_id).await?;
         self.written(&patched).await;
         Ok(patched)
     }
@@ -410,7 +412,7 @@ impl ClusterStore for CachedClusterStore {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<String, Error> {
         self.api.pod_log(namespace, pod, options, request_id).await
     }
@@ -420,72 +422,74 @@ impl ClusterStore for CachedClusterStore {
         namespace: &str,
         pod: &str,
         options: &PodLogOptions,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
         self.api.follow_pod_log(namespace, pod, options, request_id).await
     }
 
     async fn delete(
         &self,
-        namespace: &str,
-        name: &str,
+        cluster: &Authorized<ClusterRef>,
         only_if: Option<&Preconditions>,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
-        self.api.delete(namespace, name, only_if, request_id).await?;
+        self.api.delete(cluster, only_if, request_id).await?;
         self.cache
-            .await_write(namespace, name, Expect::Gone, self.write_wait)
+            .await_write(cluster.namespace(), cluster.name(), Expect::Gone, self.write_wait)
             .await;
         Ok(())
     }
 
     async fn apply_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: Companion,
-        namespace: &str,
         name: &str,
         object: &serde_json::Value,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
-        self.api
-            .apply_companion(kind, namespace, name, object, request_id)
-            .await
+        self.api.apply_companion(cluster, kind, name, object, request_id).await
     }
 
     async fn get_network_policy(
         &self,
-        namespace: &str,
+        cluster: &ClusterRef,
         name: &str,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<Option<serde_json::Value>, Error> {
-        self.api.get_network_policy(namespace, name, request_id).await
+        self.api.get_network_policy(cluster, name, request_id).await
     }
 
     async fn delete_companion(
         &self,
+        cluster: &Authorized<ClusterRef>,
         kind: Companion,
-        namespace: &str,
         name: &str,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> Result<(), Error> {
-        self.api.delete_companion(kind, namespace, name, request_id).await
+        self.api.delete_companion(cluster, kind, name, request_id).await
     }
 
-    async fn create_event(&self, namespace: &str, event: &serde_json::Value, request_id: &str) -> Result<(), Error> {
-        self.api.create_event(namespace, event, request_id).await
+    async fn create_event(
+        &self,
+        cluster: &Authorized<ClusterRef>,
+        event: &serde_json::Value,
+        request_id: &RequestId,
+    ) -> Result<(), Error> {
+        self.api.create_event(cluster, event, request_id).await
     }
 
     async fn watch(
         &self,
-        namespace: &str,
-        name: &str,
-        request_id: &str,
+        cluster: &ClusterRef,
+        request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
+        let (namespace, name) = (cluster.namespace(), cluster.name());
         let cached =
             self.cache.serving(Kind::Clusters, Some(namespace)) && self.cache.serving(Kind::Pods, Some(namespace));
         source(Kind::Clusters, cached);
         if !cached {
-            return self.api.watch(namespace, name, request_id).await;
+            return self.api.watch(cluster, request_id).await;
         }
         Ok(follow(self.cache.clone(), namespace.to_owned(), name.to_owned()))
     }

@@ -1,0 +1,178 @@
+//! Team quotas, enforced at create (dry runs too) and scale: a cluster is
+//! charged its upper bound; a namespace's usage is every RayCluster in it
+//! as Kubernetes has it now (clusters made with kubectl count). Admission
+//! holds the namespace's lock (across replicas: see `krayne-store`'s
+//! `SqlAdmissionLock`) from the count until the create or patch has
+//! landed, so two replicas cannot both pass a limit only one fits; a lock
+//! that cannot be had is `unavailable` (fail closed). Scale-downs always
+//! pass; a lowered quota touches no cluster but refuses growth.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use serde_json::json;
+
+use super::{Context, ControlPlane};
+use crate::domain::{
+    AdmissionGuard, AdmissionLock, Error, RequestId,
+    audit::AuditAction,
+    quota::{self, Quota, QuotaLine, Usage},
+};
+
+/// Admission serialized within this process (one server, or tests).
+#[derive(Default)]
+pub(super) struct LocalAdmissionLock(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+#[async_trait::async_trait]
+impl AdmissionLock for LocalAdmissionLock {
+    async fn lock(&self, namespace: &str) -> Result<AdmissionGuard, Error> {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(namespace.to_owned())
+            .or_default()
+            .clone();
+        Ok(AdmissionGuard::new(lock.lock_owned().await))
+    }
+}
+
+/// A namespace's quota as it stands.
+#[derive(Debug, Clone)]
+pub struct NamespaceQuota {
+    /// The namespace.
+    pub namespace: String,
+    /// Each resource: limit, used, remaining (no quota: every line
+    /// unlimited).
+    pub lines: Vec<QuotaLine>,
+}
+
+impl ControlPlane {
+    /// The quota the team mapping gives `namespace`, if any.
+    pub(super) fn quota_of(&self, namespace: &str) -> Option<Quota> {
+        self.authenticator.as_ref()?.quota(namespace)
+    }
+
+    /// What `namespace`'s clusters are charged, as Kubernetes has them now.
+    async fn usage_now(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
+        let clusters = self.store.list_latest(namespace, request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+    }
+
+    /// What `namespace`'s clusters are charged, from the watch cache.
+    pub(super) async fn usage_cached(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
+        let clusters = self.store.list(Some(namespace), request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+    }
+
+    /// Admits what `requested` computes into `namespace` under its quota:
+    /// `None` when it has none; else the held admission, to keep until the
+    /// change has landed, and what `requested` computed beside the charge
+    /// (the write carries out exactly what was charged). Refusals are
+    /// audited with their violations.
+    pub(super) async fn admit_charge<T>(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: &str,
+        name: &str,
+        requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
+    ) -> Result<Option<(AdmissionGuard, T)>, Error> {
+        let Some(quota) = self.quota_of(namespace) else {
+            return Ok(None);
+        };
+        let admitted = async {
+            let guard = self.quota_lock.lock(namespace).await?;
+            let (requested, computed) = requested().await?;
+            self.fits(&quota, namespace, &requested, &cx.meta.request_id).await?;
+            Ok((guard, computed))
+        };
+        match admitted.await {
+            Ok(admitted) => Ok(Some(admitted)),
+            Err(e) => {
+                let summary = match &e {
+                    Error::QuotaExceeded { violations, .. } => json!({"quota_violations": violations}),
+                    _ => serde_json::Value::Null,
+                };
+                metrics::counter!("krayne_quota_refusals_total").increment(1);
+                self.record_refusal_with(cx, action, Some(namespace), Some(name), &e, summary)
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether `requested` fits `namespace`'s `quota` beside what its
+    /// clusters are charged now (call it holding the admission).
+    pub(super) async fn fits(
+        &self,
+        quota: &Quota,
+        namespace: &str,
+        requested: &quota::Request,
+        request_id: &RequestId,
+    ) -> Result<(), Error> {
+        let used = self.usage_now(namespace, request_id).await?;
+        let violations = quota::check(quota, &used, requested);
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::QuotaExceeded {
+                namespace: namespace.to_owned(),
+                violations,
+            })
+        }
+    }
+
+    /// `namespace`'s quota: limits, what its clusters are charged (from
+    /// the watch cache) and what remains (viewer).
+    pub async fn quota(&self, cx: &Context, namespace: &str) -> Result<NamespaceQuota, Error> {
+        self.authorize(cx, AuditAction::QuotaGet, namespace, None).await?;
+        let used = self.usage_cached(namespace, &cx.meta.request_id).await?;
+        let limits = self.quota_of(namespace);
+        if let Some(limits) = &limits {
+            set_gauges(namespace, limits, &used);
+        }
+        let lines = quota::standing(&limits.unwrap_or_default(), &used);
+        Ok(NamespaceQuota {
+            namespace: namespace.to_owned(),
+            lines,
+        })
+    }
+}
+
+impl ControlPlane {
+    /// Sets `krayne_quota_used` and `krayne_quota_limit` (per namespace
+    /// and resource) for every namespace with a quota, from the watch
+    /// cache (a background task's round).
+    pub(crate) async fn quota_gauges(&self) {
+        let rid = RequestId::from("quota-gauges");
+        let Ok(namespaces) = self.store.namespaces(&rid).await else {
+            return;
+        };
+        for namespace in namespaces {
+            let Some(quota) = self.quota_of(&namespace) else {
+                continue;
+            };
+            let Ok(used) = self.usage_cached(&namespace, &rid).await else {
+                continue;
+            };
+            set_gauges(&namespace, &quota, &used);
+        }
+    }
+}
+
+fn set_gauges(namespace: &str, quota: &Quota, used: &Usage) {
+    let limits = quota::limits(quota);
+    for ((resource, value), limit) in quota::QuotaResource::ALL.iter().zip(used.amounts()).zip(limits) {
+        let labels = [
+            ("namespace", namespace.to_owned()),
+            ("resource", resource.as_str().to_owned()),
+        ];
+        metrics::gauge!("krayne_quota_used", &labels).set(value);
+        if let Some(limit) = limit {
+            metrics::gauge!("krayne_quota_limit", &labels).set(limit);
+        }
+    }
+}
