@@ -39,10 +39,12 @@ COPY . .
 ARG REVISION=unknown
 # Cache mounts keep the registry and target/ between builds, so only what
 # changed recompiles; the binaries are copied out because the cache is not
-# part of the layer.
+# part of the layer. The server is built without its default `sandbox`
+# feature: a production image carries no simulated Kubernetes.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    KRAYNE_GIT_COMMIT="${REVISION}" cargo build --release --locked --bin krayne-server --bin krayne \
+    KRAYNE_GIT_COMMIT="${REVISION}" cargo build --release --locked -p krayne-server --no-default-features \
+    && cargo build --release --locked -p krayne-cli --bin krayne \
     && mkdir -p /out \
     && cp target/release/krayne-server target/release/krayne /out/
 

@@ -12,7 +12,7 @@ use crate::{
     },
     config::{
         AuditCommand, CacheArgs, Cli, ClusterPodSecurity, Command, DatabaseArgs, HttpArgs, JwtArgs, MigrateArgs,
-        MintArgs, PruneArgs, SandboxArgs, ServeArgs, TokenCommand, UpstreamMode,
+        MintArgs, PruneArgs, ServeArgs, TokenCommand, UpstreamMode,
     },
     control::{
         ControlSettings, DenialSettings, LifecycleMode, RateLimit, SessionSettings, TunnelSettings, WatchSettings,
@@ -22,11 +22,11 @@ use crate::{
     k8s::{self, CacheOptions},
     manifest::{ManifestSettings, PodSecurity, PolicyPeers},
     rest::RestSettings,
-    sandbox::{Sandbox, SandboxOptions},
     serve::ConnectionLimits,
     store::{self, DatabaseOptions, QueueOptions, Upkeep},
 };
 
+#[cfg(feature = "sandbox")]
 mod sandbox_cmd;
 
 /// Runs the parsed command line.
@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => serve(*args).await,
+            #[cfg(feature = "sandbox")]
             Command::Sandbox(args) => sandbox_cmd::run(args).await,
             Command::Openapi => openapi(),
             Command::Token(TokenCommand::Mint(args)) => mint_token(&args),
@@ -687,16 +688,4 @@ fn mint_token(args: &MintArgs) -> Result<(), String> {
     };
     println!("{}", mint(&request, alg, &key)?);
     Ok(())
-}
-
-/// Starts the sandbox with the options `krayne-server sandbox` uses.
-pub(crate) async fn start_sandbox(args: &SandboxArgs) -> Result<Sandbox, String> {
-    let mut options = SandboxOptions {
-        namespaces: vec!["default".into(), "ml-team".into(), "shared-data".into()],
-        ..SandboxOptions::default()
-    };
-    options.operator.time_scale = args.time_scale;
-    Sandbox::start(options)
-        .await
-        .map_err(|e| format!("cannot start the sandbox: {e}"))
 }

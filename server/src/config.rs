@@ -26,6 +26,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Try krayne with nothing installed: a simulated Kubernetes, the
     /// server, development tokens, and ready-to-paste commands.
+    #[cfg(feature = "sandbox")]
     Sandbox(SandboxArgs),
     /// Print the OpenAPI document of the REST API.
     Openapi,
@@ -603,6 +604,7 @@ pub struct JwtArgs {
 }
 
 /// `krayne-server sandbox`.
+#[cfg(feature = "sandbox")]
 #[derive(Debug, Args)]
 #[command(
     after_help = "Faults, to learn how krayne says why a cluster fails (docs/sandbox.md, \"Fault injection\"):

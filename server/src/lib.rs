@@ -11,10 +11,11 @@ pub use krayne_api::{app, edge, grpc, ops, rest, serve};
 pub use krayne_control::{self as control, auth};
 pub use krayne_core::{domain, manifest};
 pub use krayne_kube as k8s;
+#[cfg(feature = "sandbox")]
 pub use krayne_sandbox as sandbox;
 pub use krayne_store as store;
 
 /// The sandbox's Rust example in docs/sandbox.md, compiled as a doc test.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "sandbox"))]
 #[doc = include_str!("../../docs/sandbox.md")]
 struct SandboxDocs;

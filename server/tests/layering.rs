@@ -385,3 +385,15 @@ fn background_work_is_started_only_by_the_driver() {
     let driver = sources("server/control/src/background");
     assert!(driver.iter().any(|(_, text)| text.contains("tokio::spawn(")));
 }
+
+#[test]
+fn a_production_build_leaves_the_sandbox_out() {
+    let with = cargo_tree(&["-p", "krayne-server"]).unwrap();
+    assert!(with.contains("krayne-sandbox"), "the sandbox is a default feature");
+    let without = cargo_tree(&["-p", "krayne-server", "--no-default-features"]).unwrap();
+    assert!(!without.contains("krayne-sandbox"), "{without:?}");
+    assert!(
+        without.contains("krayne-api") && without.contains("krayne-kube"),
+        "{without:?}"
+    );
+}

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::api::RequestRecord;
+use super::state::RequestRecord;
 
 /// What RBAC grants the sandbox's callers, when it is told (a kubeconfig
 /// bound to exactly a chart's Roles): any access it does not allow is

@@ -8,7 +8,7 @@
 use axum::{Json, extract::State, response::IntoResponse as _, response::Response};
 use serde_json::{Value, json};
 
-use super::{ApiError, api::Shared};
+use super::{ApiError, state::Shared};
 
 /// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
 pub(super) async fn review(

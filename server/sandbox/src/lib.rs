@@ -41,6 +41,7 @@ mod selector;
 mod service_account_tokens;
 mod spdy;
 mod standins;
+mod state;
 mod store;
 mod validate;
 
@@ -52,7 +53,6 @@ use std::{
 };
 
 pub use access::{Access, Grants};
-pub use api::{RequestRecord, SERVICE_ACCOUNT_USER};
 pub use api_error::ApiError;
 pub use nodes::NodeCapacity;
 pub use operator::{FAULT_ANNOTATION, OperatorOptions};
@@ -60,6 +60,7 @@ pub use resources::Resource;
 pub use selector::{FieldSelector, LabelSelector};
 pub use service_account_tokens::SERVICE_ACCOUNT_ISSUER;
 pub use standins::{ConnectionRecord, DASHBOARD_HANGS, HOSTILE_HEAD, RealDaemons};
+pub use state::{RequestRecord, SERVICE_ACCOUNT_USER};
 
 /// The user this sandbox runs as (its effective uid): the one whose
 /// sockets are krayne's pod's, and, when root, the one that runs tenants'
@@ -133,7 +134,7 @@ impl SandboxOptions {
 /// A running sandbox; stops when dropped.
 pub struct Sandbox {
     addr: SocketAddr,
-    api: Arc<api::ApiState>,
+    api: Arc<state::ApiState>,
     stop: watch::Sender<bool>,
     server: Option<ApiServer>,
     tasks: Vec<JoinHandle<()>>,
@@ -147,7 +148,7 @@ struct ApiServer {
 }
 
 impl ApiServer {
-    fn spawn(listener: tokio::net::TcpListener, api: Arc<api::ApiState>) -> Self {
+    fn spawn(listener: tokio::net::TcpListener, api: Arc<state::ApiState>) -> Self {
         let (stop, mut stopped) = watch::channel(false);
         let app = api::router(api);
         let task = tokio::spawn(async move {
@@ -176,7 +177,7 @@ impl Sandbox {
         let addr = listener.local_addr()?;
         let standins = Arc::new(standins::Standins::new(options.real_daemons.clone(), store.clone()));
         let pod_logs = Arc::new(pod_logs::PodLogs::new());
-        let api = Arc::new(api::ApiState {
+        let api = Arc::new(state::ApiState {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,

@@ -23,8 +23,8 @@ use tokio::sync::{broadcast, watch};
 
 use super::{
     ApiError, Resource,
-    api::Shared,
     operator::FAULT_ANNOTATION,
+    state::Shared,
     store::{ChangeKind, Store, meta_str},
 };
 

@@ -28,7 +28,7 @@ use tokio::{
     task::JoinSet,
 };
 
-use super::{ApiError, Resource, api::ApiState, portforward_spdy, standins::Standins, store::meta_str};
+use super::{ApiError, Resource, portforward_spdy, standins::Standins, state::ApiState, store::meta_str};
 
 /// The subprotocol it speaks (the kubelet's binary channel protocol).
 const PROTOCOLS: [&str; 1] = ["v4.channel.k8s.io"];

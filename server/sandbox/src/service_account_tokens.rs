@@ -24,7 +24,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::{ApiError, Resource, api::Shared};
+use super::{ApiError, Resource, state::Shared};
 
 /// The issuer kubeadm and kind give a cluster's ServiceAccount tokens.
 pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";

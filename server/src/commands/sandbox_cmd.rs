@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use jsonwebtoken::Algorithm;
 
-use super::start_sandbox;
 use crate::{
     app::{self, Parts},
     auth::{
@@ -13,6 +12,7 @@ use crate::{
     },
     config::SandboxArgs,
     k8s,
+    sandbox::{Sandbox, SandboxOptions},
     store::{self, DatabaseOptions, QueueOptions, Upkeep},
 };
 
@@ -217,4 +217,16 @@ fn remove_dead_runs_audit_files(dir: &std::path::Path) {
 fn sandbox_ray_auth_key() -> Result<crate::domain::ray_auth::RayAuthKey, String> {
     let key = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     crate::domain::ray_auth::RayAuthKey::new(key.as_bytes())
+}
+
+/// Starts the sandbox with the options `krayne-server sandbox` uses.
+async fn start_sandbox(args: &SandboxArgs) -> Result<Sandbox, String> {
+    let mut options = SandboxOptions {
+        namespaces: vec!["default".into(), "ml-team".into(), "shared-data".into()],
+        ..SandboxOptions::default()
+    };
+    options.operator.time_scale = args.time_scale;
+    Sandbox::start(options)
+        .await
+        .map_err(|e| format!("cannot start the sandbox: {e}"))
 }

@@ -1001,6 +1001,10 @@ fn versions_and_ports_agree_across_chart_dockerfile_and_server() {
     assert!(dockerfile.contains("EXPOSE 8080 9090"));
     assert!(dockerfile.contains(r#"ENTRYPOINT ["krayne-server"]"#));
     assert!(dockerfile.contains(r#"CMD ["serve"]"#));
+    assert!(
+        dockerfile.contains("-p krayne-server --no-default-features"),
+        "the image leaves the sandbox out"
+    );
     // Base images are build arguments, so releases pin them by digest
     // (docs/operations.md, "Images and supply chain"); the image runs as
     // the distroless `nonroot` user the chart's securityContext names.

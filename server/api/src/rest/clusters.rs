@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::{
     control::{Context, CreateInput, KeepInput, ScaleInput},
-    domain::{ClusterRef, ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
+    domain::{ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
 };
 
 /// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and
@@ -230,9 +230,9 @@ pub(super) async fn create(
 pub(super) async fn get(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<Json<ClusterInfo>, ApiError> {
-    Ok(Json(s.plane.get(&cx, &ClusterRef::new(&namespace, &name)).await?))
+    Ok(Json(s.plane.get(&cx, &cluster).await?))
 }
 
 /// Delete a cluster; Kubernetes removes its pods shortly after.
@@ -250,9 +250,9 @@ pub(super) async fn get(
 pub(super) async fn delete(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<StatusCode, ApiError> {
-    s.plane.delete(&cx, &ClusterRef::new(&namespace, &name)).await?;
+    s.plane.delete(&cx, &cluster).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -269,9 +269,9 @@ pub(super) async fn delete(
 pub(super) async fn describe(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<Json<ClusterDetails>, ApiError> {
-    Ok(Json(s.plane.describe(&cx, &ClusterRef::new(&namespace, &name)).await?))
+    Ok(Json(s.plane.describe(&cx, &cluster).await?))
 }
 
 /// Resize one worker group.
@@ -295,7 +295,7 @@ pub(super) async fn describe(
 pub(super) async fn scale(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Json<ClusterInfo>, ApiError> {
     let body = scale_request(&body)?;
@@ -305,9 +305,7 @@ pub(super) async fn scale(
         min_replicas: body.min_replicas,
         max_replicas: body.max_replicas,
     };
-    Ok(Json(
-        s.plane.scale(&cx, &ClusterRef::new(&namespace, &name), input).await?,
-    ))
+    Ok(Json(s.plane.scale(&cx, &cluster, input).await?))
 }
 
 /// Suspend a cluster.

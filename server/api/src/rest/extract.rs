@@ -211,17 +211,47 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
 }
 
 /// The cluster a path names (`/v1/namespaces/{namespace}/clusters/{name}`
-/// and the routes below it with no more segments), as one value for the
-/// use cases.
+/// and every route below it), as one value for the use cases. Read by the
+/// parameters' names, so a route with more segments (a job's `{id}`, a
+/// service's `{service}`) reads those apart.
 pub(super) struct ClusterPath(pub ClusterRef);
+
+/// The two segments of a cluster's path.
+#[derive(serde::Deserialize)]
+struct ClusterSegments {
+    namespace: String,
+    name: String,
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for ClusterPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Path::<(String, String)>::from_request_parts(parts, state)
+        Path::<ClusterSegments>::from_request_parts(parts, state)
             .await
-            .map(|Path((namespace, name))| Self(ClusterRef::new(namespace, name)))
+            .map(|Path(p)| Self(ClusterRef::new(p.namespace, p.name)))
             .map_err(|e| Error::invalid("path", e.body_text()).into())
     }
+}
+
+/// A job's segment below its cluster's path (`…/jobs/{id}`).
+#[derive(serde::Deserialize)]
+pub(super) struct JobSegment {
+    /// The job's id.
+    pub id: String,
+}
+
+/// A service's segment below its cluster's path (`…/{service}`).
+#[derive(serde::Deserialize)]
+pub(super) struct ServiceSegment {
+    /// The service's name.
+    pub service: String,
+}
+
+/// A working-dir package's segment below its cluster's path
+/// (`…/packages/{package}`).
+#[derive(serde::Deserialize)]
+pub(super) struct PackageSegment {
+    /// The package's name.
+    pub package: String,
 }

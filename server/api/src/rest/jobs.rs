@@ -19,13 +19,13 @@ use utoipa::ToSchema;
 
 use super::{
     AppState,
-    extract::{Caller, JsonBody, QueryOf},
+    extract::{Caller, ClusterPath, JobSegment, JsonBody, PackageSegment, QueryOf},
     problem::{ApiError, Problem},
     responses::{Bodies, KubernetesReads, Refusals},
 };
 use crate::{
     control::LogStream,
-    domain::{ClusterRef, Error, Job, JobSubmission},
+    domain::{Error, Job, JobSubmission},
     edge::{self, DeadlineBody, DeclaredRefusal},
 };
 
@@ -86,9 +86,9 @@ pub(super) struct LogsQuery {
 pub(super) async fn list_jobs(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<Json<JobList>, ApiError> {
-    let jobs = s.plane.jobs(&cx, &ClusterRef::new(&namespace, &name)).await?;
+    let jobs = s.plane.jobs(&cx, &cluster).await?;
     Ok(Json(JobList { jobs }))
 }
 
@@ -117,13 +117,10 @@ pub(super) async fn list_jobs(
 pub(super) async fn submit_job(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     JsonBody(submission): JsonBody<JobSubmission>,
 ) -> Result<Response, ApiError> {
-    let submitted = s
-        .plane
-        .submit_job(&cx, &ClusterRef::new(&namespace, &name), submission)
-        .await?;
+    let submitted = s.plane.submit_job(&cx, &cluster, submission).await?;
     let status = if submitted.created {
         StatusCode::CREATED
     } else {
@@ -149,9 +146,10 @@ pub(super) async fn submit_job(
 pub(super) async fn get_job(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, id)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(JobSegment { id }): Path<JobSegment>,
 ) -> Result<Json<Job>, ApiError> {
-    Ok(Json(s.plane.job(&cx, &ClusterRef::new(&namespace, &name), &id).await?))
+    Ok(Json(s.plane.job(&cx, &cluster, &id).await?))
 }
 
 /// Stop a Ray job.
@@ -175,9 +173,10 @@ pub(super) async fn get_job(
 pub(super) async fn stop_job(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, id)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(JobSegment { id }): Path<JobSegment>,
 ) -> Result<Json<StopResult>, ApiError> {
-    let stopped = s.plane.stop_job(&cx, &ClusterRef::new(&namespace, &name), &id).await?;
+    let stopped = s.plane.stop_job(&cx, &cluster, &id).await?;
     Ok(Json(StopResult {
         stopped: stopped.stopped,
         job: stopped.job,
@@ -204,11 +203,10 @@ pub(super) async fn stop_job(
 pub(super) async fn delete_job(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, id)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(JobSegment { id }): Path<JobSegment>,
 ) -> Result<StatusCode, ApiError> {
-    s.plane
-        .delete_job(&cx, &ClusterRef::new(&namespace, &name), &id)
-        .await?;
+    s.plane.delete_job(&cx, &cluster, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -234,19 +232,17 @@ pub(super) async fn delete_job(
 pub(super) async fn job_logs(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, id)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(JobSegment { id }): Path<JobSegment>,
     QueryOf(query): QueryOf<LogsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !query.follow {
-        let logs = s.plane.job_logs(&cx, &ClusterRef::new(&namespace, &name), &id).await?;
+        let logs = s.plane.job_logs(&cx, &cluster, &id).await?;
         return Ok((plain, logs).into_response());
     }
-    let lines = s
-        .plane
-        .follow_job_logs(&cx, &ClusterRef::new(&namespace, &name), &id)
-        .await?;
+    let lines = s.plane.follow_job_logs(&cx, &cluster, &id).await?;
     Ok(followed(lines, &headers))
 }
 
@@ -308,12 +304,10 @@ fn as_events(lines: LogStream) -> Sse<impl futures::Stream<Item = Result<Event, 
 pub(super) async fn has_package(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, package)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(PackageSegment { package }): Path<PackageSegment>,
 ) -> Result<StatusCode, ApiError> {
-    if s.plane
-        .has_package(&cx, &ClusterRef::new(&namespace, &name), &package)
-        .await?
-    {
+    if s.plane.has_package(&cx, &cluster, &package).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(Error::NotFound {
@@ -351,7 +345,8 @@ pub(super) async fn has_package(
 pub(super) async fn upload_package(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, package)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(PackageSegment { package }): Path<PackageSegment>,
     request: Request,
 ) -> Result<Json<UploadedPackage>, ApiError> {
     // The package limit is the use case's (it also cuts a stream that
@@ -383,10 +378,7 @@ pub(super) async fn upload_package(
         .into_data_stream()
         .map_err(std::io::Error::other)
         .boxed();
-    let uploaded = s
-        .plane
-        .upload_package(&cx, &ClusterRef::new(&namespace, &name), &package, size, chunks)
-        .await?;
+    let uploaded = s.plane.upload_package(&cx, &cluster, &package, size, chunks).await?;
     Ok(Json(UploadedPackage {
         working_dir: uploaded.working_dir,
         package: uploaded.package,

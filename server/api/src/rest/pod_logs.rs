@@ -2,7 +2,7 @@
 
 use axum::{
     Json,
-    extract::{Path, State},
+    extract::State,
     http::{HeaderMap, HeaderName, HeaderValue, header},
     response::{IntoResponse, Response},
 };
@@ -10,12 +10,12 @@ use serde::Deserialize;
 
 use super::{
     AppState,
-    extract::{Caller, QueryOf},
+    extract::{Caller, ClusterPath, QueryOf},
     jobs::followed,
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
-use crate::domain::{ClusterRef, PodLogParts, PodLogQuery, RayLogFiles};
+use crate::domain::{PodLogParts, PodLogQuery, RayLogFiles};
 
 /// Which of a cluster's pod logs, and how much of it.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -72,7 +72,7 @@ const CONTAINER: HeaderName = HeaderName::from_static("x-krayne-container");
 pub(super) async fn cluster_logs(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     QueryOf(q): QueryOf<ClusterLogsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -87,7 +87,6 @@ pub(super) async fn cluster_logs(
         since_seconds: q.since_seconds,
         previous: q.previous,
     })?;
-    let cluster = ClusterRef::new(&namespace, &name);
     let named = |mut response: Response, pod: &str, container: &str| {
         let headers = response.headers_mut();
         for (name, value) in [(POD, pod), (CONTAINER, container)] {
@@ -134,13 +133,10 @@ pub(super) struct RayLogsQuery {
 pub(super) async fn ray_logs(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     QueryOf(q): QueryOf<RayLogsQuery>,
 ) -> Result<Json<RayLogFiles>, ApiError> {
-    let files = s
-        .plane
-        .ray_log_files(&cx, &ClusterRef::new(&namespace, &name), q.node.as_deref())
-        .await?;
+    let files = s.plane.ray_log_files(&cx, &cluster, q.node.as_deref()).await?;
     Ok(Json(files))
 }
 
@@ -183,11 +179,10 @@ pub(super) struct RayLogFileQuery {
 pub(super) async fn ray_log_file(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
     QueryOf(q): QueryOf<RayLogFileQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let cluster = ClusterRef::new(&namespace, &name);
     if q.follow {
         let lines = s
             .plane

@@ -16,13 +16,13 @@ use utoipa::ToSchema;
 
 use super::{
     AppState,
-    extract::Caller,
+    extract::{Caller, ClusterPath, ServiceSegment},
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
 };
 use crate::{
     control::{Ended, Tunnel, TunnelVia},
-    domain::{ClusterRef, HeadService},
+    domain::HeadService,
 };
 
 /// A cluster's services.
@@ -50,9 +50,9 @@ pub(super) struct ServiceList {
 pub(super) async fn list_services(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<Json<ServiceList>, ApiError> {
-    let services = s.plane.services(&cx, &ClusterRef::new(&namespace, &name)).await?;
+    let services = s.plane.services(&cx, &cluster).await?;
     Ok(Json(ServiceList { services }))
 }
 
@@ -92,12 +92,9 @@ pub(super) struct RayCredentials {
 pub(super) async fn ray_credentials(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name)): Path<(String, String)>,
+    ClusterPath(cluster): ClusterPath,
 ) -> Result<Response, ApiError> {
-    let credentials = s
-        .plane
-        .ray_credentials(&cx, &ClusterRef::new(&namespace, &name))
-        .await?;
+    let credentials = s.plane.ray_credentials(&cx, &cluster).await?;
     let body = RayCredentials {
         mode: credentials.mode,
         token: credentials.token,
@@ -134,7 +131,8 @@ pub(super) async fn ray_credentials(
 pub(super) async fn tunnel(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, service)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(ServiceSegment { service }): Path<ServiceSegment>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let Ok(upgrade) = upgrade else {
@@ -147,7 +145,7 @@ pub(super) async fn tunnel(
     };
     let tunnel = s
         .plane
-        .open_tunnel(&cx, &ClusterRef::new(&namespace, &name), &service, TunnelVia::WebSocket)
+        .open_tunnel(&cx, &cluster, &service, TunnelVia::WebSocket)
         .await?;
     // A frame or message is held whole before it is written on: bound both.
     Ok(upgrade

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::{
     AppState,
-    extract::Caller,
+    extract::{Caller, ClusterPath, ServiceSegment},
     paths::{SESSION_COOKIE, link_urls, proxy_path},
     problem::{ApiError, Problem},
     responses::{KubernetesReads, Refusals},
@@ -21,7 +21,7 @@ use super::{
 };
 use crate::{
     control::{SignInLink, SignedIn},
-    domain::{ClusterRef, Error, PublicUrl, audit::Transport},
+    domain::{Error, PublicUrl, audit::Transport},
     edge::{self, ViaHttps},
 };
 
@@ -80,14 +80,12 @@ impl BrowserSession {
 pub(super) async fn create_session(
     State(s): State<AppState>,
     Caller(cx): Caller,
-    Path((namespace, name, service)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(ServiceSegment { service }): Path<ServiceSegment>,
     headers: HeaderMap,
     https: Option<Extension<ViaHttps>>,
 ) -> Result<(StatusCode, Json<BrowserSession>), ApiError> {
-    let link = s
-        .plane
-        .sign_in_link(&cx, &ClusterRef::new(&namespace, &name), &service)
-        .await?;
+    let link = s.plane.sign_in_link(&cx, &cluster, &service).await?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let session = BrowserSession::new(&link, s.plane.public_url(), host, https.is_some())?;
     Ok((StatusCode::CREATED, Json(session)))
@@ -123,14 +121,16 @@ pub(super) struct SignInQuery {
     ))]
 pub(super) async fn sign_in(
     State(s): State<AppState>,
-    Path((namespace, name, service)): Path<(String, String, String)>,
+    ClusterPath(cluster): ClusterPath,
+    Path(ServiceSegment { service }): Path<ServiceSegment>,
     query: Result<Query<SignInQuery>, QueryRejection>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let ticket = ticket(query)?;
+    let (namespace, name) = (cluster.namespace(), cluster.name());
     if s.plane
         .apps_domain()
-        .and_then(|d| d.host(&namespace, &name, &service))
+        .and_then(|d| d.host(namespace, name, &service))
         .is_some()
     {
         return Err(Problem::new(
@@ -141,19 +141,15 @@ pub(super) async fn sign_in(
         .into());
     }
     let meta = edge::request_meta(request.headers(), request.extensions(), Transport::Rest);
-    let landing = Landing::proxy(&s, &namespace, &name, &service);
-    let signed = match s
-        .plane
-        .sign_in(&meta, &ClusterRef::new(&namespace, &name), &service, &ticket)
-        .await
-    {
+    let landing = Landing::proxy(&s, namespace, name, &service);
+    let signed = match s.plane.sign_in(&meta, &cluster, &service, &ticket).await {
         Ok(signed) => signed,
         // A reload, or a link from the history: a page, not a problem
         // document a person cannot act on.
         Err(e) if sign_in_page::wants_page(request.method(), request.headers(), &e) => {
             return Ok(sign_in_page::spent_link_page(
-                &namespace,
-                &name,
+                namespace,
+                name,
                 &service,
                 &landing.location,
                 &e,
