@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+mod browser;
 pub mod edge;
 pub mod grpc;
 pub mod ops;

@@ -18,7 +18,7 @@ use super::{
     },
     extract::{Caller, ClusterPath, ConfigBody, JsonBody, ListCaller, QueryOf},
     problem::{ApiError, Problem},
-    responses::{Bodies, KubernetesReads, Refusals},
+    responses::{Bodies, Editor, EditorOfCluster, KubernetesReads, Refusals, Viewer, ViewerOfCluster},
     warnings::warning_headers,
     watch::ClusterWatchEvent,
 };
@@ -142,14 +142,13 @@ pub(super) async fn list_all(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ListQuery),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Viewer,
         (status = 200, description = "One page of clusters; with `watch=true`, the stream of changes", content(
             (ClusterList = "application/json"),
             (ClusterWatchEvent = "application/x-ndjson"),
             (ClusterWatchEvent = "text/event-stream"),
         )),
         (status = 400, description = "Bad page size or token, or bad watch parameters", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "The watch's resource_version is no longer held: list again", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list(
@@ -176,7 +175,7 @@ pub(super) async fn list(
         (inline(ClusterSpec) = "application/yaml"),
     )),
     responses(
-        Refusals, Bodies,
+        Refusals, Bodies, Editor,
         (status = 201, description = "Created", body = CreateClusterResponse, headers(
             ("Warning" = String, description = "One per ignored key or converted value (`field_validation=warn`): `299 - \"<field>: <what>\"`"),
         )),
@@ -184,7 +183,6 @@ pub(super) async fn list(
             ("Warning" = String, description = "One per ignored key or converted value (`field_validation=warn`): `299 - \"<field>: <what>\"`"),
         )),
         (status = 400, description = "Invalid config or query, with every violation", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The namespace does not exist", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A cluster of that name exists", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
@@ -221,11 +219,9 @@ pub(super) async fn create(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, ViewerOfCluster,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster", body = ClusterInfo),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get(
     State(s): State<AppState>,
@@ -239,11 +235,9 @@ pub(super) async fn get(
 #[utoipa::path(delete, path = "/v1/namespaces/{namespace}/clusters/{name}", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals,
+        Refusals, EditorOfCluster,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Kubernetes did not answer in time; the change may still land", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -260,11 +254,9 @@ pub(super) async fn delete(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/details", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, ViewerOfCluster,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster in full", body = ClusterDetails),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn describe(
     State(s): State<AppState>,
@@ -282,11 +274,9 @@ pub(super) async fn describe(
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     request_body = ScaleRequest,
     responses(
-        Refusals, Bodies,
+        Refusals, Bodies, EditorOfCluster,
         (status = 200, description = "The cluster after scaling", body = ClusterInfo),
         (status = 400, description = "Invalid counts, or no such worker group (the message names the cluster's groups)", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -316,10 +306,8 @@ pub(super) async fn scale(
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/suspend", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals,
+        Refusals, EditorOfCluster,
         (status = 200, description = "The cluster, suspending", body = ClusterInfo),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Changed concurrently too often; retry", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -341,11 +329,9 @@ pub(super) async fn suspend(
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     request_body = KeepRequest,
     responses(
-        Refusals,
+        Refusals, EditorOfCluster,
         (status = 200, description = "The cluster, kept", body = ClusterInfo),
         (status = 400, description = "Neither or both of `for` and `until`, a bad duration or time, one in the past, or past the policy's `keep_max`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The namespace has no lifecycle policy, or its policy lets no one keep clusters (no `keep_max`)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -397,10 +383,8 @@ fn keep_request(body: &Value) -> Result<KeepRequest, Error> {
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/resume", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals,
+        Refusals, EditorOfCluster,
         (status = 200, description = "The cluster, resuming", body = ClusterInfo),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Changed while being admitted; retry", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Its pods would not fit the namespace's quota (`quota_violations` names the numbers), or over the caller's rate", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -424,10 +408,9 @@ pub(super) async fn resume(
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/wait", tag = "clusters",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), WaitQuery),
     responses(
-        Refusals,
+        Refusals, Viewer,
         (status = 200, description = "The cluster, ready", body = ClusterInfo),
         (status = 400, description = "Bad timeout", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster (or it was deleted while waiting)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The head will not get ready by itself: why (the image, the crashes, the room)", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "Not ready in time", body = Problem, content_type = "application/problem+json"),

@@ -18,7 +18,7 @@ use crate::{
 
 /// The authenticated caller of a request, with its circumstances: from
 /// its `Authorization` header only.
-pub(super) struct Caller(pub Context);
+pub(crate) struct Caller(pub Context);
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -39,7 +39,7 @@ impl FromRequestParts<AppState> for Caller {
 /// may ride in the query, on a GET with `watch=true` that accepts
 /// `text/event-stream` only. With an `Authorization` header too, the
 /// request has several credentials and is refused.
-pub(super) struct ListCaller(pub Context);
+pub(crate) struct ListCaller(pub Context);
 
 impl FromRequestParts<AppState> for ListCaller {
     type Rejection = ApiError;
@@ -163,7 +163,7 @@ fn not_json(e: &serde_json::Error) -> ApiError {
 }
 
 /// A cluster config body: JSON, or YAML with a YAML content type.
-pub(super) struct ConfigBody(pub Value);
+pub(crate) struct ConfigBody(pub Value);
 
 impl<S: Send + Sync> FromRequest<S> for ConfigBody {
     type Rejection = ApiError;
@@ -184,7 +184,7 @@ impl<S: Send + Sync> FromRequest<S> for ConfigBody {
 }
 
 /// A JSON body of a known shape.
-pub(super) struct JsonBody<T>(pub T);
+pub(crate) struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
@@ -197,7 +197,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// A query string of a known shape.
-pub(super) struct QueryOf<T>(pub T);
+pub(crate) struct QueryOf<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
     type Rejection = ApiError;
@@ -214,7 +214,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
 /// and every route below it), as one value for the use cases. Read by the
 /// parameters' names, so a route with more segments (a job's `{id}`, a
 /// service's `{service}`) reads those apart.
-pub(super) struct ClusterPath(pub ClusterRef);
+pub(crate) struct ClusterPath(pub ClusterRef);
 
 /// The two segments of a cluster's path.
 #[derive(serde::Deserialize)]
@@ -236,14 +236,14 @@ impl<S: Send + Sync> FromRequestParts<S> for ClusterPath {
 
 /// A job's segment below its cluster's path (`…/jobs/{id}`).
 #[derive(serde::Deserialize)]
-pub(super) struct JobSegment {
+pub(crate) struct JobSegment {
     /// The job's id.
     pub id: String,
 }
 
 /// A service's segment below its cluster's path (`…/{service}`).
 #[derive(serde::Deserialize)]
-pub(super) struct ServiceSegment {
+pub(crate) struct ServiceSegment {
     /// The service's name.
     pub service: String,
 }
@@ -251,7 +251,7 @@ pub(super) struct ServiceSegment {
 /// A working-dir package's segment below its cluster's path
 /// (`…/packages/{package}`).
 #[derive(serde::Deserialize)]
-pub(super) struct PackageSegment {
+pub(crate) struct PackageSegment {
     /// The package's name.
     pub package: String,
 }

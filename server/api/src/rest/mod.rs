@@ -2,30 +2,24 @@
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
 //! limit, gzip, CORS). Calls the control plane (`krayne_control::ControlPlane`) only.
 
-mod apps;
 mod audit;
 mod clusters;
 mod dto;
-mod extract;
+pub(crate) mod extract;
 mod identity;
 mod jobs;
 pub(crate) mod paths;
 mod pod_logs;
-mod problem;
-mod proxy;
-mod proxy_edge;
+pub(crate) mod problem;
 mod quotas;
-mod responses;
+pub(crate) mod responses;
 mod services;
-mod sessions;
-mod sign_in_page;
-mod upstreams;
 mod warnings;
 mod watch;
 
 use std::{sync::Arc, time::Duration};
 
-pub use apps::{AppHosts, by_host};
+pub use crate::browser::{AppHosts, by_host};
 use axum::{
     Router,
     extract::{DefaultBodyLimit, Request},
@@ -66,7 +60,7 @@ pub struct AppState {
     /// stalled upload must not hold a connection to a service).
     pub proxy_body_idle: Duration,
     /// Browser sessions' idle connections to services.
-    upstreams: Arc<upstreams::Upstreams>,
+    pub(crate) upstreams: Arc<crate::browser::upstreams::Upstreams>,
 }
 
 impl AppState {
@@ -74,7 +68,7 @@ impl AppState {
     pub fn new(plane: ControlPlane, auth: Authenticator, proxy_body_idle: Duration) -> Self {
         // A page's requests come in bursts; an idle connection holds one
         // of its caller's tunnel permits, so it is not kept for long.
-        let upstreams = upstreams::Upstreams::new(Duration::from_secs(60), plane.stopping());
+        let upstreams = crate::browser::upstreams::Upstreams::new(Duration::from_secs(60), plane.stopping());
         Self {
             plane,
             auth,
@@ -163,8 +157,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(clusters::resume))
         .routes(routes!(services::list_services))
         .routes(routes!(services::ray_credentials))
-        .routes(routes!(sessions::create_session))
-        .routes(routes!(sessions::sign_in))
+        .routes(routes!(crate::browser::sessions::create_session))
+        .routes(routes!(crate::browser::sessions::sign_in))
         .routes(routes!(jobs::list_jobs, jobs::submit_job))
         .routes(routes!(jobs::get_job, jobs::delete_job))
         .routes(routes!(jobs::stop_job))
@@ -282,7 +276,7 @@ pub fn router(state: AppState, settings: &RestSettings) -> Router {
         .split_for_parts();
     let (streamed, _) = streams().split_for_parts();
     let doc = openapi();
-    let proxied = proxy::router(state.clone());
+    let proxied = crate::browser::proxy::router(state.clone());
     let rest = unary
         .merge(waits)
         .route_layer(middleware::from_fn(crate::ops::track_http))

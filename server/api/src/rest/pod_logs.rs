@@ -13,7 +13,7 @@ use super::{
     extract::{Caller, ClusterPath, QueryOf},
     jobs::followed,
     problem::{ApiError, Problem},
-    responses::{KubernetesReads, Refusals},
+    responses::{KubernetesReads, Refusals, Viewer, ViewerOfCluster},
 };
 use crate::domain::{PodLogParts, PodLogQuery, RayLogFiles};
 
@@ -61,11 +61,9 @@ const CONTAINER: HeaderName = HeaderName::from_static("x-krayne-container");
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
            ClusterLogsQuery),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, ViewerOfCluster,
         (status = 200, description = "The log", body = String, content_type = "text/plain"),
         (status = 400, description = "No such pod or container in the cluster, or a bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "No log to read yet (the container is waiting to start), or no previous container", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Too many followed logs of this caller", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -122,9 +120,8 @@ pub(super) struct RayLogsQuery {
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
            RayLogsQuery),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Viewer,
         (status = 200, description = "The node's log files", body = RayLogFiles),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster or node", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
@@ -167,10 +164,9 @@ pub(super) struct RayLogFileQuery {
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"),
            RayLogFileQuery),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Viewer,
         (status = 200, description = "The file's last lines", body = String, content_type = "text/plain"),
         (status = 400, description = "Not a log file's name, or lines out of range", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster, node or file", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster is not ready, or has no dashboard", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The cluster's Ray head does not answer", body = Problem, content_type = "application/problem+json"),

@@ -120,7 +120,7 @@ impl IntoResponse for Problem {
 }
 
 /// A handler's error: any domain error becomes a problem.
-pub(super) struct ApiError(pub Box<Problem>);
+pub(crate) struct ApiError(pub Box<Problem>);
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -142,13 +142,13 @@ impl IntoResponse for ApiError {
 
 /// Middleware: writes every problem as `application/problem+json` with the
 /// request's id.
-pub(super) async fn render_problems(request: Request, next: Next) -> Response {
+pub(crate) async fn render_problems(request: Request, next: Next) -> Response {
     render(request, next, true).await
 }
 
 /// Middleware: [`render_problems`] for krayne's own problems only; other
 /// answers (a proxied service's errors) pass as they are.
-pub(super) async fn render_own_problems(request: Request, next: Next) -> Response {
+pub(crate) async fn render_own_problems(request: Request, next: Next) -> Response {
     render(request, next, false).await
 }
 

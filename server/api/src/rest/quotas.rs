@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 use super::{
     AppState,
     extract::Caller,
-    problem::{ApiError, Problem},
-    responses::{KubernetesReads, Refusals},
+    problem::ApiError,
+    responses::{KubernetesReads, Refusals, Viewer},
 };
 use crate::domain::quota::QuotaLine;
 
@@ -35,9 +35,8 @@ pub(super) struct QuotaView {
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/quota", tag = "identity",
     params(("namespace" = String, Path, description = "Kubernetes namespace")),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Viewer,
         (status = 200, description = "The namespace's quota", body = QuotaView),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn get_quota(
     State(s): State<AppState>,

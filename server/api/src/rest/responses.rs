@@ -11,7 +11,7 @@ use super::problem::Problem;
 
 /// What any route under `/v1` can answer before or besides its own work.
 #[derive(IntoResponses)]
-pub(super) enum Refusals {
+pub(crate) enum Refusals {
     /// A request krayne cannot read at all.
     #[response(
         status = 400,
@@ -58,7 +58,7 @@ pub(super) enum Refusals {
 
 /// What a route that reads from Kubernetes (or its cache) can answer.
 #[derive(IntoResponses)]
-pub(super) enum KubernetesReads {
+pub(crate) enum KubernetesReads {
     /// Kubernetes cannot be reached.
     #[response(
         status = 503,
@@ -77,7 +77,7 @@ pub(super) enum KubernetesReads {
 
 /// What a route that reads a request body can answer about the body itself.
 #[derive(IntoResponses)]
-pub(super) enum Bodies {
+pub(crate) enum Bodies {
     /// The body came too slowly.
     #[response(
         status = 408,
@@ -92,4 +92,68 @@ pub(super) enum Bodies {
         content_type = "application/problem+json"
     )]
     PayloadTooLarge(Problem),
+}
+
+/// What a route that reads one cluster can answer about its caller and
+/// the cluster.
+#[derive(IntoResponses)]
+pub(crate) enum ViewerOfCluster {
+    /// The caller may not read the namespace.
+    #[response(
+        status = 403,
+        description = "No viewer role on the namespace",
+        content_type = "application/problem+json"
+    )]
+    PermissionDenied(Problem),
+    /// No cluster of that name.
+    #[response(
+        status = 404,
+        description = "No such cluster",
+        content_type = "application/problem+json"
+    )]
+    NotFound(Problem),
+}
+
+/// What a route that changes one cluster can answer about its caller and
+/// the cluster.
+#[derive(IntoResponses)]
+pub(crate) enum EditorOfCluster {
+    /// The caller may not change the namespace's clusters.
+    #[response(
+        status = 403,
+        description = "No editor role on the namespace",
+        content_type = "application/problem+json"
+    )]
+    PermissionDenied(Problem),
+    /// No cluster of that name.
+    #[response(
+        status = 404,
+        description = "No such cluster",
+        content_type = "application/problem+json"
+    )]
+    NotFound(Problem),
+}
+
+/// A route for viewers whose 404 says more than "no such cluster".
+#[derive(IntoResponses)]
+pub(crate) enum Viewer {
+    /// The caller may not read the namespace.
+    #[response(
+        status = 403,
+        description = "No viewer role on the namespace",
+        content_type = "application/problem+json"
+    )]
+    PermissionDenied(Problem),
+}
+
+/// A route for editors whose 404 says more than "no such cluster".
+#[derive(IntoResponses)]
+pub(crate) enum Editor {
+    /// The caller may not change the namespace's clusters.
+    #[response(
+        status = 403,
+        description = "No editor role on the namespace",
+        content_type = "application/problem+json"
+    )]
+    PermissionDenied(Problem),
 }

@@ -18,7 +18,7 @@ use super::{
     AppState,
     extract::{Caller, ClusterPath, ServiceSegment},
     problem::{ApiError, Problem},
-    responses::{KubernetesReads, Refusals},
+    responses::{Editor, EditorOfCluster, KubernetesReads, Refusals, ViewerOfCluster},
 };
 use crate::{
     control::{Ended, Tunnel, TunnelVia},
@@ -41,11 +41,9 @@ pub(super) struct ServiceList {
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/clusters/{name}/services", tag = "services",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, ViewerOfCluster,
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The cluster's services", body = ServiceList),
-        (status = 403, description = "No viewer role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_services(
     State(s): State<AppState>,
@@ -81,11 +79,9 @@ pub(super) struct RayCredentials {
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/ray-credentials", tag = "services",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, EditorOfCluster,
         (status = 200, description = "The cluster's Ray credentials", body = RayCredentials),
         (status = 400, description = "Not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster requires a token krayne did not make", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The audit log cannot be written", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -119,10 +115,9 @@ pub(super) async fn ray_credentials(
         ("service" = String, Path, description = "`dashboard`, `client`, `notebook`, `code-server` or `ssh`"),
     ),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Editor,
         (status = 101, description = "The tunnel is open: binary WebSocket frames carry its bytes"),
         (status = 400, description = "Not a WebSocket request, or not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster, or the cluster declares no such service", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The cluster's head is not serving yet", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller has too many tunnels open", body = Problem, content_type = "application/problem+json"),

@@ -27,7 +27,7 @@ const HOP_BY_HOP: [&str; 8] = [
 const CLIENT_FORWARDING: [&str; 4] = ["forwarded", "x-real-ip", "true-client-ip", "x-client-ip"];
 
 /// Whether a client asks to upgrade the connection (a WebSocket).
-pub(super) fn wants_upgrade(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE)
         && headers
             .get_all(header::CONNECTION)
@@ -38,7 +38,7 @@ pub(super) fn wants_upgrade(headers: &HeaderMap) -> bool {
 
 /// Drops hop-by-hop headers (and those `Connection` names); keeps the
 /// upgrade pair when `upgrade`.
-pub(super) fn drop_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+pub(crate) fn drop_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -59,7 +59,7 @@ pub(super) fn drop_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 /// Removes what the client wrote about its address and route
 /// (`Forwarded`, `X-Real-IP`, every `X-Forwarded-*`): the proxy sets its
 /// own.
-pub(super) fn drop_client_forwarding(headers: &mut HeaderMap) {
+pub(crate) fn drop_client_forwarding(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .keys()
         .filter(|k| k.as_str().starts_with("x-forwarded-") || CLIENT_FORWARDING.contains(&k.as_str()))
@@ -85,7 +85,7 @@ fn is_ray_token(name: &str) -> bool {
 }
 
 /// The `Cookie` header without krayne's own cookies or a Ray token.
-pub(super) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
+pub(crate) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
     let kept: Vec<&str> = headers
         .get_all(header::COOKIE)
         .iter()
@@ -105,7 +105,7 @@ pub(super) fn foreign_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
 /// How the browser sees a proxied service: the origin it talks to, and
 /// in path mode the path the service lives under.
 #[derive(Debug, Clone)]
-pub(super) struct Seen {
+pub(crate) struct Seen {
     /// `scheme://host[:port]/` as the browser addresses the request.
     origin: url::Url,
     /// The proxy path as the browser sees it (path mode), without the
@@ -156,7 +156,7 @@ impl Seen {
 /// read that another site's or origin's page made (an image, a script, a
 /// fetch: services have GETs that act, as Ray's `/api/actors/kill`) and
 /// not a navigation to the service (a link from the portal is fine).
-pub(super) fn cross_origin(method: &Method, upgrade: bool, headers: &HeaderMap, seen: &Seen) -> Option<String> {
+pub(crate) fn cross_origin(method: &Method, upgrade: bool, headers: &HeaderMap, seen: &Seen) -> Option<String> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let site = text("sec-fetch-site");
     let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
@@ -200,7 +200,7 @@ pub(super) fn cross_origin(method: &Method, upgrade: bool, headers: &HeaderMap, 
 /// never named as krayne's; its `Location` resolved as the browser will
 /// resolve it (against `browser_path`) and kept on the service, or
 /// refused (`Err`, why) when it leaves it.
-pub(super) fn confine_response(headers: &mut HeaderMap, seen: &Seen, browser_path: &str) -> Result<(), String> {
+pub(crate) fn confine_response(headers: &mut HeaderMap, seen: &Seen, browser_path: &str) -> Result<(), String> {
     if !seen.own_host() {
         // They act on the whole origin, which in path mode is the API's
         // and every other service's: a service worker scoped to `/`

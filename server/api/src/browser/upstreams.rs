@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Whose connection to which service on which pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Key {
+pub(crate) struct Key {
     /// The caller's subject.
     pub(super) subject: String,
     /// Namespace.
@@ -43,7 +43,7 @@ pub(super) struct Key {
 }
 
 /// An HTTP/1 connection to a service: where requests go, and its task.
-pub(super) struct Upstream {
+pub(crate) struct Upstream {
     /// Sends requests on it.
     pub(super) sender: SendRequest<Body>,
     /// Its connection task (aborted to cut a stalled upload).
@@ -56,7 +56,7 @@ struct Idle {
 }
 
 /// The pool of idle connections.
-pub(super) struct Upstreams {
+pub(crate) struct Upstreams {
     idle: Mutex<HashMap<Key, Vec<Idle>>>,
     /// Whether the reaper of idle connections runs.
     reaping: AtomicBool,
@@ -70,7 +70,7 @@ pub(super) struct Upstreams {
 impl Upstreams {
     /// A pool that closes connections idle for `keep`, and all of them
     /// once `stopping` is cancelled.
-    pub(super) fn new(keep: Duration, stopping: CancellationToken) -> Arc<Self> {
+    pub(crate) fn new(keep: Duration, stopping: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             idle: Mutex::default(),
             reaping: false.into(),
@@ -145,7 +145,7 @@ impl Upstreams {
 
 /// A response body that calls `on_end` once it has been read through
 /// (the connection can then take the next request), keeping its size.
-pub(super) struct ReturnsAtEnd {
+pub(crate) struct ReturnsAtEnd {
     inner: Incoming,
     on_end: Option<Box<dyn FnOnce() + Send>>,
 }

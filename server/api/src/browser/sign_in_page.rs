@@ -12,7 +12,7 @@ use crate::domain::Error;
 /// Whether a refused request is a person's browser opening a page: a
 /// `GET` that accepts HTML and sent no token of its own (a script that
 /// sent a wrong token wants the problem document).
-pub(super) fn wants_page(method: &Method, headers: &HeaderMap, refusal: &Error) -> bool {
+pub(crate) fn wants_page(method: &Method, headers: &HeaderMap, refusal: &Error) -> bool {
     let accepts_html = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -45,7 +45,7 @@ fn escaped(refusal: &Error) -> String {
 /// link from the history): a browser that opened it a moment ago is
 /// signed in and may go on to `location` (the service's proxy, made of
 /// the same checked names); else how to get a new one.
-pub(super) fn spent_link_page(namespace: &str, name: &str, service: &str, location: &str, refusal: &Error) -> Response {
+pub(crate) fn spent_link_page(namespace: &str, name: &str, service: &str, location: &str, refusal: &Error) -> Response {
     let go_on = match (plain(namespace), plain(name), plain(service)) {
         (Some(_), Some(name), Some(service)) => format!(
             r#"<p>If this browser opened it a moment ago, it is signed in: <a id="go-on" href="{location}">open {service} of {name}</a>.</p>"#
@@ -95,7 +95,7 @@ fn html(body: String) -> Response {
 
 /// The 401 page for service `service` of cluster `name`: how to sign in
 /// (`krayne open`, or a session from a portal), and why this was refused.
-pub(super) fn page(namespace: &str, name: &str, service: &str, refusal: &Error) -> Response {
+pub(crate) fn page(namespace: &str, name: &str, service: &str, refusal: &Error) -> Response {
     let (namespace, name, service) = (
         plain(namespace).unwrap_or("NAME"),
         plain(name).unwrap_or("NAME"),

@@ -11,13 +11,13 @@ use cookie::{Cookie, SameSite};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{
+use super::sign_in_page;
+use crate::rest::{
     AppState,
     extract::{Caller, ClusterPath, ServiceSegment},
     paths::{SESSION_COOKIE, link_urls, proxy_path},
     problem::{ApiError, Problem},
-    responses::{KubernetesReads, Refusals},
-    sign_in_page,
+    responses::{Editor, KubernetesReads, Refusals},
 };
 use crate::{
     control::{SignInLink, SignedIn},
@@ -27,7 +27,7 @@ use crate::{
 
 /// A sign-in link for a browser.
 #[derive(Debug, Serialize, ToSchema)]
-pub(super) struct BrowserSession {
+pub(crate) struct BrowserSession {
     /// Open this in a browser, once, before `expires_at`: it sets the
     /// session cookie and leads to the service. It carries a credential:
     /// do not share or log it.
@@ -69,15 +69,14 @@ impl BrowserSession {
         ("service" = String, Path, description = "An HTTP service: `dashboard`, `notebook` or `code-server`"),
     ),
     responses(
-        Refusals, KubernetesReads,
+        Refusals, KubernetesReads, Editor,
         (status = 201, description = "A sign-in link", body = BrowserSession),
         (status = 400, description = "A TCP service, or not a namespace or cluster name Kubernetes could hold", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "No editor role on the namespace", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cluster, or the cluster declares no such service", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The caller's token carries too much to fit in a browser session", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "This server issues no browser sessions", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(super) async fn create_session(
+pub(crate) async fn create_session(
     State(s): State<AppState>,
     Caller(cx): Caller,
     ClusterPath(cluster): ClusterPath,
@@ -93,7 +92,7 @@ pub(super) async fn create_session(
 
 /// The sign-in link's query.
 #[derive(Debug, Deserialize)]
-pub(super) struct SignInQuery {
+pub(crate) struct SignInQuery {
     /// The link's ticket.
     ticket: String,
 }
@@ -119,7 +118,7 @@ pub(super) struct SignInQuery {
         (status = 404, description = "The cluster or its service is gone", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The audit log cannot be written, or this server issues no browser sessions", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(super) async fn sign_in(
+pub(crate) async fn sign_in(
     State(s): State<AppState>,
     ClusterPath(cluster): ClusterPath,
     Path(ServiceSegment { service }): Path<ServiceSegment>,
@@ -161,7 +160,7 @@ pub(super) async fn sign_in(
 }
 
 /// A sign-in link's ticket, or why there is none.
-pub(super) fn ticket(query: Result<Query<SignInQuery>, QueryRejection>) -> Result<String, ApiError> {
+pub(crate) fn ticket(query: Result<Query<SignInQuery>, QueryRejection>) -> Result<String, ApiError> {
     match query {
         Ok(Query(q)) => Ok(q.ticket),
         Err(_) => Err(Problem::new(
@@ -174,13 +173,13 @@ pub(super) fn ticket(query: Result<Query<SignInQuery>, QueryRejection>) -> Resul
 }
 
 /// Whether a trusted proxy says `request`'s client spoke https.
-pub(super) fn via_https(request: &Request) -> bool {
+pub(crate) fn via_https(request: &Request) -> bool {
     request.extensions().get::<ViaHttps>().is_some()
 }
 
 /// Where an opened sign-in link sets its cookie (the cookie's path) and
 /// sends the browser on to.
-pub(super) struct Landing {
+pub(crate) struct Landing {
     /// The cookie's path: the service's proxy as the browser sees it
     /// (behind the public URL's prefix), or `/` on its own host.
     pub(super) path: String,
@@ -214,7 +213,7 @@ impl Landing {
 /// The answer to an opened sign-in link: the cookie (`Secure` when the
 /// browser reached us over https: the public URL is https, or a trusted
 /// proxy said so), and the way on.
-pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, landing: Landing, https: bool) -> Response {
+pub(crate) fn signed_in_response(s: &AppState, signed: SignedIn, landing: Landing, https: bool) -> Response {
     let max_age = i64::try_from(signed.max_age.as_secs()).unwrap_or(i64::MAX);
     let secure = https || s.plane.public_url().is_some_and(PublicUrl::is_https);
     let cookie = Cookie::build((SESSION_COOKIE, signed.session))
@@ -240,7 +239,7 @@ pub(super) fn signed_in_response(s: &AppState, signed: SignedIn, landing: Landin
 }
 
 /// The values of the session cookies a request carries.
-pub(super) fn session_cookies(headers: &HeaderMap) -> Vec<String> {
+pub(crate) fn session_cookies(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(header::COOKIE)
         .iter()

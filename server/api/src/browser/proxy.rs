@@ -32,15 +32,17 @@ use hyper::body::Incoming;
 use tokio::task::AbortHandle;
 
 use super::{
-    AppState,
-    paths::proxy_path,
-    problem::{ApiError, Problem},
     proxy_edge::{
         Seen, confine_response, cross_origin, drop_client_forwarding, drop_hop_by_hop, foreign_cookies, wants_upgrade,
     },
     sessions::session_cookies,
     sign_in_page,
     upstreams::{Key, ReturnsAtEnd, Upstream},
+};
+use crate::rest::{
+    AppState,
+    paths::proxy_path,
+    problem::{ApiError, Problem},
 };
 use crate::{
     control::{Context, Ended, Reachable, Touching, TunnelVia},
@@ -53,7 +55,7 @@ const PREFIX: &str = "/v1/namespaces/{namespace}/clusters/{name}/services/{servi
 
 /// The proxy's routes (outside the API's body limits, timeouts and
 /// compression: bodies stream through as they are).
-pub(super) fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route(PREFIX, any(add_slash))
         .route(&format!("{PREFIX}/"), any(proxy))
@@ -100,7 +102,7 @@ async fn caller(
 }
 
 /// Where a proxied request goes, and how its browser sees the service.
-pub(super) struct Target {
+pub(crate) struct Target {
     /// The cluster.
     pub cluster: ClusterRef,
     /// Service.
@@ -302,7 +304,7 @@ async fn fresh(
 
 /// Proxies `request` to `target`'s service for its caller (bearer token
 /// or session cookie).
-pub(super) async fn forward(s: &AppState, target: Target, request: Request) -> Result<Response, ApiError> {
+pub(crate) async fn forward(s: &AppState, target: Target, request: Request) -> Result<Response, ApiError> {
     let Target {
         cluster,
         service,

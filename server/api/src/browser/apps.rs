@@ -16,12 +16,14 @@ use tower::ServiceExt as _;
 use tower_http::trace::TraceLayer;
 
 use super::{
+    proxy::{Target, forward},
+    sessions::{Landing, SignInQuery, signed_in_response, ticket, via_https},
+};
+use crate::rest::{
     AppState,
     paths::{APP_SIGN_IN, proxy_path},
     problem::{ApiError, Problem, render_own_problems},
-    proxy::{Target, forward},
     request_span,
-    sessions::{Landing, SignInQuery, signed_in_response, ticket, via_https},
 };
 use crate::{
     domain::{AppHost, AppsDomain, ClusterRef, PublicUrl, audit::Transport},
