@@ -89,80 +89,25 @@ impl Global {
     }
 }
 
+/// Every command, grouped by noun: each noun's enum (in
+/// `commands/<noun>/command.rs`) lists its verbs and dispatches them, and
+/// is flattened here, so `krayne create` stays a verb of its own.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Create a cluster, from flags or a Krayne config file.
-    Create(commands::cluster::create::Args),
-    /// List clusters, or show one.
-    #[command(visible_alias = "list")]
-    Get(commands::cluster::get::Args),
-    /// Show a cluster's shape, pods, conditions and recent events.
-    Describe(commands::cluster::describe::Args),
-    /// Resize a worker group.
-    Scale(commands::cluster::scale::Args),
-    /// Suspend a cluster: delete its pods, keep the cluster (and free its quota).
-    Suspend(commands::cluster::suspend::Args),
-    /// Resume a suspended cluster (--wait until it is ready).
-    Resume(commands::cluster::resume::Args),
-    /// Keep a cluster from its lifecycle policy for a while (--for 4h, --until TIME).
-    Keep(commands::cluster::keep::Args),
-    /// Delete a cluster (asks first unless --yes).
-    Delete(commands::cluster::delete::Args),
-    /// Wait until a cluster is ready.
-    Wait(commands::cluster::wait::Args),
-    /// Print a cluster's pod log (the head's Ray container by default).
-    Logs(commands::cluster::logs::Args),
-    /// List a cluster's services (dashboard, Ray client, notebook, code-server, SSH).
-    Services(commands::service::list::Args),
-    /// Open local ports that reach a cluster's services through the server.
-    Tunnel(commands::service::tunnel::Args),
-    /// Open them in the background and return (Krayne's tun-open; `-o json`
-    /// lists `{service, remote_port, local_port, local_url}`, SSH's with
-    /// its `command`).
-    #[command(name = "tun-open")]
-    TunOpen(commands::service::tunnel::Args),
-    /// Print a cluster's Ray token for Ray's own clients through a tunnel
-    /// (`eval "$(krayne ray-credentials NAME)"`).
-    #[command(name = "ray-credentials")]
-    RayCredentials(commands::service::credentials::Args),
-    /// Close a cluster's background tunnels (`krayne tunnel --close NAME`).
-    #[command(name = "tun-close")]
-    TunClose(commands::service::tunnel::CloseArgs),
-    /// SSH to a cluster's head through the server.
-    Ssh(commands::service::ssh::Args),
-    /// Open a cluster's dashboard (or notebook, code-server) in the browser.
-    Open(commands::service::open::Args),
-    /// Run a command on a cluster as a Ray job and follow its log.
-    Submit(commands::job::submit::Args),
-    /// A cluster's Ray jobs: list, get, logs, stop, delete.
-    Jobs(commands::job::Args),
+    #[command(flatten)]
+    Cluster(commands::cluster::Command),
+    #[command(flatten)]
+    Service(commands::service::Command),
+    #[command(flatten)]
+    Job(commands::job::Command),
     /// A live terminal UI over the server's clusters (`?` lists its keys).
     Tui(crate::tui::Args),
-    /// Show who the server thinks you are and what you may do.
-    Whoami(commands::identity::whoami::Args),
-    /// List the namespaces you may use, with your role in each.
-    Namespaces(commands::identity::namespaces::Args),
-    /// Show a namespace's team quota: limits, usage and what remains.
-    Quota(commands::identity::quota::Args),
-    /// Query the audit log.
-    Audit(commands::audit::list::Args),
-    /// Sign in: through your identity provider (browser or device code),
-    /// or save a token you were given.
-    Login(commands::config::login::Args),
-    /// Forget your sign-in to the server.
-    Logout(commands::config::logout::Args),
-    /// Print a shell completion script.
-    Completions(commands::config::completions::Args),
-    /// Print the client's version, and the server's when one is configured.
-    Version(commands::config::version::Args),
-    /// Krayne's `init` (a kubeconfig and context); refused with what
-    /// replaces it.
-    #[command(hide = true)]
-    Init(commands::config::krayne_only::Args),
-    /// Krayne's `sandbox setup|status|teardown` (k3s in Docker); refused
-    /// with what replaces it.
-    #[command(hide = true)]
-    Sandbox(commands::config::krayne_only::Args),
+    #[command(flatten)]
+    Identity(commands::identity::Command),
+    #[command(flatten)]
+    Audit(commands::audit::Command),
+    #[command(flatten)]
+    Config(commands::config::Command),
 }
 
 #[cfg(test)]

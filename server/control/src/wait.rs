@@ -216,15 +216,7 @@ fn last_seen(seen: Option<&ClusterInfo>) -> String {
             "last status: ready, but {} of {} workers ready: the new workers are still starting",
             info.ready_workers, info.num_workers
         ),
-        Some(info)
-            if matches!(
-                info.status,
-                ClusterStatus::ImagePullError
-                    | ClusterStatus::CrashLoop
-                    | ClusterStatus::Unschedulable
-                    | ClusterStatus::PodsFailed
-            ) =>
-        {
+        Some(info) if info.status.is_head_down() => {
             format!("last status: {}; the head is not running", info.status.as_str())
         }
         Some(info) => format!(

@@ -246,7 +246,9 @@ mod tests {
 
     fn overrides(line: &[&str]) -> Vec<String> {
         let cli = Cli::try_parse_from([&["krayne", "create", "c"][..], line].concat()).unwrap();
-        let Command::Create(args) = cli.command else { panic!() };
+        let Command::Cluster(super::super::Command::Create(args)) = cli.command else {
+            panic!()
+        };
         args.overrides()
     }
 

@@ -1,5 +1,6 @@
 //! Cluster lifecycle commands and how clusters are shown.
 
+mod command;
 pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod describe;
@@ -11,6 +12,8 @@ pub(crate) mod resume;
 pub(crate) mod scale;
 pub(crate) mod suspend;
 pub(crate) mod wait;
+
+pub(crate) use command::Command;
 
 use std::{io::IsTerminal as _, time::Duration};
 

@@ -1,8 +1,11 @@
 //! Who the caller is and where they may act.
 
+mod command;
 pub(crate) mod namespaces;
 pub(crate) mod quota;
 pub(crate) mod whoami;
+
+pub(crate) use command::Command;
 
 use comfy_table::Cell;
 use krayne_client::proto::{NamespaceAccess, Role};

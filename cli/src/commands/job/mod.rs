@@ -1,11 +1,14 @@
 //! Ray jobs on a cluster: `krayne submit`, and `krayne jobs list|get|logs|stop|delete`.
 
+mod command;
 pub(crate) mod delete;
 pub(crate) mod get;
 pub(crate) mod list;
 pub(crate) mod logs;
 pub(crate) mod stop;
 pub(crate) mod submit;
+
+pub(crate) use command::Command;
 
 use comfy_table::Cell;
 use krayne_client::{json::to_json, proto::Job};

@@ -1,11 +1,14 @@
 //! A cluster's services: list them, tunnel to them, SSH through a tunnel.
 
+mod command;
 pub(crate) mod credentials;
 pub(crate) mod detached;
 pub(crate) mod list;
 pub(crate) mod open;
 pub(crate) mod ssh;
 pub(crate) mod tunnel;
+
+pub(crate) use command::Command;
 
 /// A service's state as the CLI and the TUI print it.
 pub(crate) fn state_name(service: &krayne_client::proto::HeadService) -> &'static str {

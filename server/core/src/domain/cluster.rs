@@ -55,6 +55,16 @@ impl ClusterStatus {
         Self::Unknown,
     ];
 
+    /// Whether the status says the head is not running (it cannot pull
+    /// its image, keeps crashing, has no room, or failed): its workers'
+    /// count says nothing then, they wait for it.
+    pub fn is_head_down(&self) -> bool {
+        matches!(
+            self,
+            Self::ImagePullError | Self::CrashLoop | Self::Unschedulable | Self::PodsFailed
+        )
+    }
+
     /// The status string Krayne uses.
     pub fn as_str(&self) -> &str {
         match self {
@@ -371,6 +381,18 @@ pub struct EventInfo {
 #[cfg(test)]
 mod tests {
     use super::ClusterStatus;
+
+    /// The CLI (which sees statuses as strings) keeps the same list in
+    /// `cli/src/commands/cluster/mod.rs` (`HEAD_DOWN`).
+    #[test]
+    fn the_head_is_down_when_it_cannot_pull_crashes_has_no_room_or_failed() {
+        let down: Vec<&str> = ClusterStatus::KNOWN
+            .iter()
+            .filter(|s| s.is_head_down())
+            .map(ClusterStatus::as_str)
+            .collect();
+        assert_eq!(down, ["unschedulable", "image-pull-error", "crash-loop", "pods-failed"]);
+    }
 
     #[test]
     fn status_strings_round_trip() {
