@@ -195,3 +195,107 @@ async fn stopped(halt: &CancellationToken, own: Option<&CancellationToken>) {
         None => halt.cancelled().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A leadership a test hands over.
+    struct Handed(tokio::sync::watch::Receiver<bool>);
+
+    #[async_trait::async_trait]
+    impl Leadership for Handed {
+        async fn leading(&self) {
+            let _ = self.0.clone().wait_for(|leads| *leads).await;
+        }
+
+        async fn holds(&self) -> bool {
+            *self.0.borrow()
+        }
+    }
+
+    /// A task body that counts its runs.
+    fn counting() -> (
+        Arc<AtomicUsize>,
+        impl FnMut() -> BoxFuture<'static, ()> + Send + 'static,
+    ) {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        (runs, move || {
+            let counted = counted.clone();
+            Box::pin(async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }) as BoxFuture<'static, ()>
+        })
+    }
+
+    /// Lets the driven task reach its next wait.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_periodic_task_runs_at_once_then_every_period_until_halted() {
+        let (runs, body) = counting();
+        let halt = CancellationToken::new();
+        let driven = tokio::spawn(Task::every("t", Duration::from_secs(10), body).drive(halt.clone()));
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "at once");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "a period later");
+        halt.cancel();
+        driven.await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "no run at the end unless asked");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_elected_task_waits_for_the_lease_and_a_recorder_runs_once_more_at_the_end() {
+        let (runs, body) = counting();
+        let (hand, leads) = tokio::sync::watch::channel(false);
+        let halt = CancellationToken::new();
+        let task = Task::every("t", Duration::from_secs(10), body)
+            .while_leading(Some(Arc::new(Handed(leads))))
+            .final_run();
+        let driven = tokio::spawn(task.drive(halt.clone()));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "not before it leads");
+        hand.send(true).unwrap();
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "once it leads");
+        halt.cancel();
+        driven.await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "the last run at the stop");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_woken_task_waits_a_period_first_and_a_loop_of_its_own_ends_at_the_stop() {
+        let (runs, body) = counting();
+        let wake = Arc::new(Notify::new());
+        let halt = CancellationToken::new();
+        let task = Task::every("t", Duration::from_secs(60), body).woken_by(wake.clone());
+        let driven = tokio::spawn(task.drive(halt.clone()));
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "a recorder has nothing at once");
+        wake.notify_one();
+        settle().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "woken");
+        halt.cancel();
+        driven.await.unwrap();
+
+        let halt = CancellationToken::new();
+        let forever = Task::forever("loop", Box::pin(std::future::pending()));
+        let driven = tokio::spawn(forever.drive(halt.clone()));
+        settle().await;
+        halt.cancel();
+        tokio::time::timeout(Duration::from_secs(1), driven)
+            .await
+            .expect("an event loop is ended, not waited for")
+            .unwrap();
+    }
+}
