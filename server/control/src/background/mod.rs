@@ -12,7 +12,7 @@
 mod task;
 mod tasks;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -70,6 +70,3 @@ impl ControlPlane {
         Driver::start(self.background_tasks(work))
     }
 }
-
-/// A shared handle on a task's state between its runs.
-pub(crate) type Shared<T> = Arc<tokio::sync::Mutex<T>>;

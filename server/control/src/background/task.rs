@@ -20,7 +20,8 @@ pub(crate) struct Task {
     pause_after: Duration,
     final_run: bool,
     until: Option<CancellationToken>,
-    interruptible: bool,
+    /// Runs once, ended (not waited for) at the stop.
+    once: bool,
     run: Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>,
 }
 
@@ -49,19 +50,19 @@ impl Task {
             pause_after: Duration::ZERO,
             final_run: false,
             until: None,
-            interruptible: false,
+            once: false,
             run: Box::new(run),
         }
     }
 
     /// A task that is one long loop of its own (waiting on events, not
-    /// on a clock): started once, ended by the driver's stop.
+    /// on a clock): run once, ended by the driver's stop.
     pub(crate) fn forever(name: &'static str, run: BoxFuture<'static, ()>) -> Self {
         let mut once = Some(run);
-        let mut task = Self::every(name, Duration::from_secs(24 * 3600), move || {
+        let mut task = Self::every(name, Duration::ZERO, move || {
             once.take().unwrap_or_else(|| Box::pin(async {}))
         });
-        task.interruptible = true;
+        task.once = true;
         task
     }
 
@@ -120,7 +121,7 @@ impl Task {
             pause_after,
             final_run,
             until,
-            interruptible,
+            once,
             mut run,
         } = self;
         let end = || stopped(&halt, until.as_ref());
@@ -138,15 +139,14 @@ impl Task {
             if stopping && !final_run {
                 return;
             }
-            let once = measured(name, run());
-            if interruptible {
+            if once {
                 tokio::select! {
-                    () = end() => return,
-                    () = once => {}
+                    () = end() => {}
+                    () = measured(name, run()) => {}
                 }
-            } else {
-                once.await;
+                return;
             }
+            measured(name, run()).await;
             if stopping {
                 return;
             }

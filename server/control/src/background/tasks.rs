@@ -128,7 +128,7 @@ impl ControlPlane {
         if self.settings.network_policy.is_none() && self.settings.ray_auth.is_none() {
             return None;
         }
-        let seen = super::Shared::<KeptClusters>::default();
+        let seen = Arc::new(tokio::sync::Mutex::new(KeptClusters::default()));
         let task = Task::every(
             "companion-keeper",
             self.settings.companions_every,
