@@ -309,6 +309,16 @@ fn policy_peers(namespace: &str, labels: &str, extra_ingress: &str) -> Result<Po
 }
 
 /// The service, HTTP and connection settings from the HTTP flags.
+/// `--head-answer-budget-mib`'s default (the sandbox's budget).
+pub(crate) const DEFAULT_HEAD_ANSWER_BUDGET_MIB: u64 = 16;
+
+/// Ray's heads over HTTP, their answers held within `budget_mib` MiB
+/// together (at least 8).
+pub(crate) fn ray_heads(budget_mib: u64) -> std::sync::Arc<dyn crate::domain::RayHeads> {
+    let budget = usize::try_from(budget_mib.max(8).saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
+    std::sync::Arc::new(krayne_ray::HttpRayHeads::new(budget))
+}
+
 pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings, ConnectionLimits), String> {
     let public_url = http
         .public_url
@@ -366,8 +376,6 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings
     };
     let service = ControlSettings {
         package_limit: http.max_package_mib.max(1) * 1024 * 1024,
-        head_answer_budget: usize::try_from(http.head_answer_budget_mib.max(8).saturating_mul(1024 * 1024))
-            .unwrap_or(usize::MAX),
         manifest: ManifestSettings {
             default_image: http.default_ray_image.clone(),
             default_gpu_image: gpu_image,
@@ -470,6 +478,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.control.audit_reads = args.audit_reads;
     parts.control.login = login;
     parts.upstream = Some(upstream);
+    parts.ray = Some(ray_heads(args.http.head_answer_budget_mib));
     parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
     parts.mapping_reload = Some(reload);
     if let Some(l) = &mut parts.lifecycle {

@@ -195,7 +195,7 @@ pub struct HttpArgs {
     /// a head is its tenant's, and what it sends is capped per endpoint
     /// (64 KiB to 4 MiB) and, all heads together, by this. A read that
     /// would pass it is refused (503; 429 past the namespace's quarter).
-    #[arg(long, env = "KRAYNE_HEAD_ANSWER_BUDGET_MIB", default_value_t = 16)]
+    #[arg(long, env = "KRAYNE_HEAD_ANSWER_BUDGET_MIB", default_value_t = crate::commands::DEFAULT_HEAD_ANSWER_BUDGET_MIB)]
     pub head_answer_budget_mib: u64,
     /// Live watches (`?watch=true`, `WatchClusters`) one caller may hold
     /// open at once.

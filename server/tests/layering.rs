@@ -160,6 +160,7 @@ fn the_use_cases_know_no_transport() {
         "krayne-kube",
         "krayne-store",
         "krayne-sandbox",
+        "krayne-ray",
     ] {
         let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
         assert!(found.is_empty(), "krayne-control depends on {found:?}");
@@ -171,10 +172,57 @@ fn the_api_never_reaches_kubernetes_or_sql() {
     let g = graph();
     let all = g.transitive("krayne-api");
     assert!(all.contains("axum") && all.contains("tonic"), "{all:?}");
-    for banned in ["kube", "sqlx", "krayne-kube", "krayne-store", "krayne-sandbox"] {
+    for banned in [
+        "kube",
+        "sqlx",
+        "krayne-kube",
+        "krayne-store",
+        "krayne-sandbox",
+        "krayne-ray",
+    ] {
         let found: Vec<&String> = all.iter().filter(|d| d.starts_with(banned)).collect();
         assert!(found.is_empty(), "krayne-api depends on {found:?}");
     }
+}
+
+#[test]
+fn ray_is_reached_only_through_its_port() {
+    let g = graph();
+    for krate in &g.server_crates {
+        assert!(
+            !g.direct(krate).contains("krayne-ray") || krate == "krayne-server",
+            "{krate} depends on krayne-ray; only the composition root wires it in"
+        );
+    }
+    let ours: Vec<&String> = g
+        .direct("krayne-ray")
+        .iter()
+        .filter(|d| d.starts_with("krayne-"))
+        .collect();
+    assert_eq!(ours, ["krayne-core"], "the Ray adapter stands on the core alone");
+    let control = g.direct("krayne-control");
+    for banned in ["hyper", "hyper-util", "http-body-util", "tokio-tungstenite"] {
+        assert!(
+            !control.contains(banned),
+            "krayne-control speaks HTTP to heads itself ({banned})"
+        );
+    }
+    let mut speaking = Vec::new();
+    for dir in SERVER_SOURCES.into_iter().filter(|d| *d != "server/ray/src") {
+        for (file, text) in sources(dir) {
+            let code = without_tests(&text);
+            if ["\"/api/jobs", "\"/api/v0/", "\"/api/cluster_status", "\"/api/packages/"]
+                .iter()
+                .any(|path| code.contains(path))
+            {
+                speaking.push(format!("{dir}/{file}"));
+            }
+        }
+    }
+    assert!(
+        speaking.is_empty(),
+        "Ray's paths outside its adapter (server/ray): {speaking:?}"
+    );
 }
 
 #[test]
@@ -246,6 +294,18 @@ fn the_cli_is_a_user_of_the_sdk() {
     assert!(direct.contains("clap") && direct.contains("ratatui"), "{direct:?}");
 }
 
+/// The server's crates' sources (the sandbox's apart: it plays
+/// Kubernetes and Ray's heads, so it speaks their paths).
+const SERVER_SOURCES: [&str; 7] = [
+    "server/core/src",
+    "server/control/src",
+    "server/api/src",
+    "server/kube/src",
+    "server/ray/src",
+    "server/store/src",
+    "server/src",
+];
+
 /// The Rust sources under `dir` (relative to the workspace), with their
 /// paths relative to it.
 fn sources(dir: &str) -> Vec<(String, String)> {
@@ -277,13 +337,7 @@ fn without_tests(text: &str) -> &str {
 #[test]
 fn only_the_authorization_check_vouches_for_a_cluster() {
     let mut vouching = Vec::new();
-    for dir in [
-        "server/core/src",
-        "server/control/src",
-        "server/api/src",
-        "server/kube/src",
-        "server/store/src",
-    ] {
+    for dir in SERVER_SOURCES {
         for (file, text) in sources(dir) {
             if without_tests(&text).contains("Authorized::vouched(") {
                 vouching.push(format!("{dir}/{file}"));
@@ -343,7 +397,7 @@ fn no_use_case_takes_a_namespace_and_a_name() {
 /// Where the use cases may start a task of their own, each for a reason
 /// that is not background work: it lives as long as one request or one
 /// value. Every periodic or elected task is the driver's.
-const REQUEST_SCOPED_SPAWNS: [(&str, &str); 7] = [
+const REQUEST_SCOPED_SPAWNS: [(&str, &str); 6] = [
     ("watch/mod.rs", "one live watch's sender, as long as its caller"),
     (
         "connection.rs",
@@ -359,10 +413,6 @@ const REQUEST_SCOPED_SPAWNS: [(&str, &str); 7] = [
     ),
     ("watch/hub.rs", "the watch hub's feeder, as long as the hub"),
     ("wait.rs", "one wait's watch, as long as its caller"),
-    (
-        "ray/client.rs",
-        "one head connection's driver, as long as the connection",
-    ),
 ];
 
 #[test]

@@ -44,6 +44,9 @@ pub struct Parts {
     pub grace: Duration,
     /// How clusters' services are reached (`None`: they are not).
     pub upstream: Option<Arc<dyn ServiceUpstream>>,
+    /// How clusters' Ray heads are asked, through `upstream` (`None`: they
+    /// are not).
+    pub ray: Option<Arc<dyn crate::domain::RayHeads>>,
     /// Serializes quota admission across replicas (`None`: within this
     /// process only).
     pub quota_lock: Option<Arc<dyn crate::domain::AdmissionLock>>,
@@ -86,6 +89,7 @@ impl Parts {
             drain_delay: Duration::ZERO,
             grace: Duration::from_secs(20),
             upstream: None,
+            ray: None,
             quota_lock: None,
             lifecycle: None,
             activity: None,
@@ -131,6 +135,9 @@ pub async fn start(
     let mut service = ControlPlane::new(parts.store, parts.audit, parts.control).with_authenticator(parts.auth.clone());
     if let Some(upstream) = parts.upstream {
         service = service.with_upstream(upstream);
+    }
+    if let Some(ray) = parts.ray {
+        service = service.with_ray(ray);
     }
     if let Some(lock) = parts.quota_lock {
         service = service.with_quota_lock(lock);

@@ -1,8 +1,11 @@
 //! The lifecycle reaper's cost at 10 000 clusters: one pass, in process,
 //! over the in-memory ports — RayClusters as krayne creates them (through
 //! the create use case), each with a ready head pod; heads answering
-//! Ray's `/api/cluster_status` and `/api/jobs/` over HTTP/1 on in-memory
-//! connections (`fakes::FakeHeads`). For each policy: the pass's wall
+//! Ray's cluster status and jobs in memory (`fakes::FakeHeads`, the
+//! `RayHeads` port's fake: every question still opens a connection to the
+//! head, counted and audited as in production, but no HTTP is spoken — the
+//! HTTP adapter's cost under hostile heads is `krayne-tests`'
+//! `hostile_heads` benchmark). For each policy: the pass's wall
 //! time, its CPU time (this process's, from `/proc/self/stat`), requests
 //! to heads, and writes to Kubernetes.
 //!
@@ -120,6 +123,7 @@ async fn main() {
     );
     let plane = ControlPlane::new(store.clone(), MemoryAudit::new(), ControlSettings::default())
         .with_upstream(heads.clone())
+        .with_ray(heads.clone())
         .with_authenticator(auth.clone())
         .with_activity_ledger(ledger.clone(), std::time::Duration::from_secs(3600));
     let started = Instant::now();

@@ -1,10 +1,10 @@
 //! In-memory ports for testing the use cases without processes (feature
 //! `test-util`): a cluster store that keeps RayClusters as KubeRay objects
 //! and applies the core's patches as Kubernetes does (resourceVersion
-//! preconditions included), an audit sink that keeps its rows, and heads
-//! whose dashboard answers Ray's Jobs API (in memory: jobs stay `PENDING`
-//! until a test ends them) and whose other services echo what they are
-//! sent; an admission lock whose backend is down.
+//! preconditions included), an audit sink that keeps its rows, heads
+//! whose services echo what they are sent and whose Ray answers in memory
+//! (jobs stay `PENDING` until a test ends them), and an admission lock
+//! whose backend is down.
 //!
 //! They are not Kubernetes: no operator runs, so a cluster is `ready` only
 //! when a test says so ([`MemoryStore::make_ready`]), and no watch cache
@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 
 use crate::domain::{
     AdmissionGuard, AdmissionLock, AuditSink, Authorized, ClusterChange, ClusterPatch, ClusterRef, ClusterStore,
-    Companion, Error, ObservedCluster, ObservedEvent, ObservedPod, Preconditions, RenderedCluster, RequestId,
-    ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream,
+    Companion, DeleteReply, Error, HeadLink, HeadUse, Job, JobStatus, JobSubmission, LogFileRead, LogStream,
+    ObservedCluster, ObservedEvent, ObservedPod, PackageBody, Preconditions, RayHeads, RayJobs, RayLogListing, RayNode,
+    RenderedCluster, RequestId, ResourceKind, ServiceStream, ServiceTarget, ServiceUpstream, SubmitReply,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -449,30 +450,37 @@ impl AuditSink for MemoryAudit {
     }
 }
 
-/// Heads as an upstream sees them: the dashboard port answers Ray's Jobs
-/// API (`/api/jobs/`, `/api/packages/gcs/…`) from one in-memory Ray per
-/// head pod; every other service echoes what it is sent. Reached
-/// directly; it records the targets it was asked for.
+/// Heads as an upstream sees them, and as Ray answers through them: every
+/// service echoes what it is sent; Ray ([`RayHeads`]) answers from one
+/// in-memory Ray per head pod, after dialling the head's dashboard as the
+/// HTTP adapter does (so connections are counted, capped and audited as
+/// in production). It records the targets it was asked for.
 #[derive(Debug, Default)]
 pub struct FakeHeads {
     dialled: Mutex<Vec<ServiceTarget>>,
-    rays: Arc<Mutex<BTreeMap<String, Ray>>>,
+    rays: Mutex<BTreeMap<String, Ray>>,
 }
 
 /// One head's Ray, as its Jobs API and cluster status show it.
 #[derive(Debug, Default, Clone)]
 pub struct Ray {
-    /// Jobs by submission id, as Ray's JSON.
-    pub jobs: BTreeMap<String, Value>,
+    /// Jobs by submission id.
+    pub jobs: BTreeMap<String, Job>,
+    /// What each job was submitted as, by submission id.
+    pub submissions: BTreeMap<String, JobSubmission>,
     /// Packages kept, with their sizes.
     pub packages: BTreeMap<String, usize>,
-    /// CPUs a task holds now (`loadMetricsReport.usage`).
+    /// CPUs a task holds now.
     pub cpus_used: f64,
-    /// Since when its node is idle (`NodeIdleSeconds` grows from it).
+    /// Since when its node is idle (its idle seconds grow from it).
     pub idle_from: Option<std::time::Instant>,
     /// It takes requests and never answers.
     pub hangs: bool,
 }
+
+/// When the fake Ray's jobs start and end (as a recorded Ray 2.60 job).
+const STARTED: &str = "2026-11-23T11:42:38.24Z";
+const ENDED: &str = "2026-11-23T11:42:40.914Z";
 
 impl FakeHeads {
     /// Heads that have been dialled by nobody yet.
@@ -511,15 +519,205 @@ impl FakeHeads {
         self.rays.lock().unwrap().entry(pod.to_owned()).or_default().hangs = true;
     }
 
-    /// Ends job `id` on head pod `pod` with Ray's `status` (`SUCCEEDED`…).
-    pub fn end_job(&self, pod: &str, id: &str, status: &str) {
+    /// Ends job `id` on head pod `pod` with `status`.
+    pub fn end_job(&self, pod: &str, id: &str, status: JobStatus) {
         let mut rays = self.rays.lock().unwrap();
         let job = rays
             .get_mut(pod)
             .and_then(|r| r.jobs.get_mut(id))
             .expect("a submitted job");
-        job["status"] = json!(status);
-        job["end_time"] = json!(1_795_434_160_914_i64);
+        job.status = status;
+        job.end_time = Some(ENDED.to_owned());
+    }
+
+    /// Dials `head`'s dashboard as the HTTP adapter would (then hangs up),
+    /// and runs `answer` on its Ray; a hanging head never answers.
+    async fn asked<T>(&self, head: &HeadLink, answer: impl FnOnce(&mut Ray) -> Result<T, Error>) -> Result<T, Error> {
+        self.reached(head).await?;
+        self.answer(head, answer)
+    }
+
+    /// Dials `head`'s dashboard and hangs up; a hanging head never
+    /// returns.
+    async fn reached(&self, head: &HeadLink) -> Result<(), Error> {
+        drop(head.dial().await?);
+        if self.ray(head.pod()).hangs {
+            futures::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+
+    /// `answer` run on `head`'s Ray.
+    fn answer<T>(&self, head: &HeadLink, answer: impl FnOnce(&mut Ray) -> Result<T, Error>) -> Result<T, Error> {
+        let mut rays = self.rays.lock().unwrap();
+        answer(rays.entry(head.pod().to_owned()).or_default())
+    }
+}
+
+/// Ray's answer about a job it does not have.
+fn no_job(id: &str) -> Error {
+    Error::NotFound {
+        kind: ResourceKind::Job,
+        name: id.to_owned(),
+        namespace: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl RayHeads for FakeHeads {
+    async fn jobs(&self, head: &HeadLink) -> Result<RayJobs, Error> {
+        self.asked(head, |ray| {
+            Ok(RayJobs {
+                jobs: ray.jobs.values().cloned().collect(),
+                truncated: false,
+            })
+        })
+        .await
+    }
+
+    async fn job(&self, head: &HeadLink, id: &str) -> Result<Job, Error> {
+        self.asked(head, |ray| ray.jobs.get(id).cloned().ok_or_else(|| no_job(id)))
+            .await
+    }
+
+    async fn submit(&self, head: &HeadLink, job: &JobSubmission) -> Result<SubmitReply, Error> {
+        self.asked(head, |ray| {
+            let id = job
+                .submission_id
+                .clone()
+                .unwrap_or_else(|| format!("raysubmit_{:016}", ray.jobs.len() + 1));
+            if ray.jobs.contains_key(&id) {
+                return Ok(SubmitReply::Taken);
+            }
+            ray.submissions.insert(id.clone(), job.clone());
+            ray.jobs.insert(
+                id.clone(),
+                Job {
+                    id: id.clone(),
+                    submission_id: Some(id.clone()),
+                    ray_job_id: None,
+                    kind: "SUBMISSION".into(),
+                    entrypoint: job.entrypoint.clone(),
+                    status: JobStatus::Pending,
+                    message: Some("Job has not started yet.".into()),
+                    error_type: None,
+                    start_time: Some(STARTED.to_owned()),
+                    end_time: None,
+                    driver_exit_code: None,
+                    metadata: job.metadata.clone(),
+                },
+            );
+            Ok(SubmitReply::Accepted(id))
+        })
+        .await
+    }
+
+    async fn stop_job(&self, head: &HeadLink, id: &str) -> Result<bool, Error> {
+        self.asked(head, |ray| {
+            let job = ray.jobs.get_mut(id).ok_or_else(|| no_job(id))?;
+            let running = matches!(job.status, JobStatus::Pending | JobStatus::Running);
+            if running {
+                job.status = JobStatus::Stopped;
+            }
+            Ok(running)
+        })
+        .await
+    }
+
+    async fn delete_job(&self, head: &HeadLink, id: &str) -> Result<DeleteReply, Error> {
+        self.asked(head, |ray| {
+            let job = ray.jobs.get(id).ok_or_else(|| no_job(id))?;
+            if !job.status.is_terminal() {
+                return Ok(DeleteReply::NotEnded);
+            }
+            ray.jobs.remove(id);
+            Ok(DeleteReply::Deleted)
+        })
+        .await
+    }
+
+    async fn job_log(&self, head: &HeadLink, id: &str) -> Result<String, Error> {
+        self.asked(head, |ray| {
+            ray.jobs.get(id).map(|_| String::new()).ok_or_else(|| no_job(id))
+        })
+        .await
+    }
+
+    async fn follow_job_log(&self, head: &HeadLink, id: &str) -> Result<LogStream, Error> {
+        self.asked(head, |ray| {
+            ray.jobs
+                .get(id)
+                .map(|_| futures::stream::empty().boxed())
+                .ok_or_else(|| no_job(id))
+        })
+        .await
+    }
+
+    async fn has_package(&self, head: &HeadLink, package: &str) -> Result<bool, Error> {
+        self.asked(head, |ray| Ok(ray.packages.contains_key(package))).await
+    }
+
+    async fn upload_package(
+        &self,
+        head: &HeadLink,
+        package: &str,
+        _size: Option<u64>,
+        mut body: PackageBody,
+    ) -> Result<(), Error> {
+        self.reached(head).await?;
+        let mut bytes = 0;
+        while let Some(chunk) = body.next().await {
+            // A body cut short is no upload: Ray keeps nothing of it.
+            let chunk = chunk.map_err(|e| Error::Unavailable(format!("the upload broke off: {e}")))?;
+            bytes += chunk.len();
+        }
+        self.answer(head, |ray| {
+            ray.packages.insert(package.to_owned(), bytes);
+            Ok(())
+        })
+    }
+
+    async fn cluster_use(&self, head: &HeadLink) -> Result<HeadUse, Error> {
+        self.asked(head, |ray| {
+            Ok(if ray.cpus_used > 0.0 {
+                HeadUse::InUse
+            } else {
+                HeadUse::IdleFor(ray.idle_from.map_or(0, |from| from.elapsed().as_secs()))
+            })
+        })
+        .await
+    }
+
+    async fn nodes(&self, head: &HeadLink) -> Result<Vec<RayNode>, Error> {
+        self.asked(head, |_| {
+            Ok(vec![RayNode {
+                id: "a".repeat(56),
+                ip: std::net::Ipv4Addr::new(10, 0, 0, 1).into(),
+                head: true,
+            }])
+        })
+        .await
+    }
+
+    async fn log_files(&self, head: &HeadLink, _node_id: &str) -> Result<RayLogListing, Error> {
+        self.asked(head, |_| Ok(RayLogListing::default())).await
+    }
+
+    async fn log_file(&self, head: &HeadLink, read: &LogFileRead) -> Result<String, Error> {
+        self.asked(head, |_| {
+            Err(Error::NotFound {
+                kind: ResourceKind::LogFile,
+                name: read.file.clone(),
+                namespace: None,
+            })
+        })
+        .await
+    }
+
+    async fn follow_log_file(&self, head: &HeadLink, read: &LogFileRead) -> Result<LogStream, Error> {
+        self.log_file(head, read)
+            .await
+            .map(|_| futures::stream::empty().boxed())
     }
 }
 
@@ -537,13 +735,6 @@ impl ServiceUpstream for FakeHeads {
                 let mut theirs = theirs;
                 let _ = tokio::io::copy(&mut theirs, &mut tokio::io::sink()).await;
             });
-        } else if target.port == crate::manifest::head_ports::DASHBOARD {
-            let (rays, pod) = (self.rays.clone(), target.pod.clone());
-            let answer = hyper::service::service_fn(move |request| ray_answers(rays.clone(), pod.clone(), request));
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(theirs), answer),
-            );
         } else {
             tokio::spawn(async move {
                 let (mut read, mut write) = tokio::io::split(theirs);
@@ -559,104 +750,6 @@ impl ServiceUpstream for FakeHeads {
 
     fn mode(&self, _: &ServiceTarget) -> &'static str {
         "direct"
-    }
-}
-
-type Answer = hyper::Response<http_body_util::Full<bytes::Bytes>>;
-
-/// What Ray's dashboard answers (the shapes in `shared/reference/ray`).
-async fn ray_answers(
-    rays: Arc<Mutex<BTreeMap<String, Ray>>>,
-    pod: String,
-    request: hyper::Request<hyper::body::Incoming>,
-) -> Result<Answer, std::convert::Infallible> {
-    use http_body_util::BodyExt as _;
-
-    let answer = |status: u16, body: String| {
-        let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
-        *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-        Ok(response)
-    };
-    let (parts, body) = request.into_parts();
-    // A body cut short is no upload: Ray keeps nothing of it.
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return answer(400, "the request body ended early".to_owned());
-    };
-    let mut rays = rays.lock().unwrap();
-    let ray = rays.entry(pod).or_default();
-    let path = parts.uri.path().to_owned();
-    let method = parts.method.as_str();
-    if let Some(package) = path.strip_prefix("/api/packages/gcs/") {
-        return match method {
-            "PUT" => {
-                ray.packages.insert(package.to_owned(), body.len());
-                answer(200, String::new())
-            }
-            _ if ray.packages.contains_key(package) => answer(200, String::new()),
-            _ => answer(404, format!("Package {package} does not exist")),
-        };
-    }
-    if path == "/api/cluster_status" {
-        let used = ray.cpus_used;
-        let idle = ray.idle_from.map_or(0, |from| from.elapsed().as_secs());
-        let status = json!({"result": true, "msg": "Got cluster status.", "data": {
-            "autoscalingStatus": format!("Cluster status: 0 nodes\n - NodeIdleSeconds: Min={idle} Mean={idle} Max={idle}\n - ResourceUsage: {used}/1.0 CPU\n"),
-            "clusterStatus": {"loadMetricsReport": {"usage": {
-                "CPU": [used, 1.0], "memory": [0.0, 2_147_483_648.0], "objectStoreMemory": [0.0, 536_870_912.0]
-            }}}
-        }});
-        return answer(200, status.to_string());
-    }
-    let Some(rest) = path.strip_prefix("/api/jobs/") else {
-        return answer(404, "404: Not Found".to_owned());
-    };
-    match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
-        ("GET", [""]) => answer(200, Value::Array(ray.jobs.values().cloned().collect()).to_string()),
-        ("POST", [""]) => {
-            let Ok(submitted) = serde_json::from_slice::<Value>(&body) else {
-                return answer(
-                    500,
-                    "500 Internal Server Error\n\nServer got itself in trouble".to_owned(),
-                );
-            };
-            let id = submitted["submission_id"]
-                .as_str()
-                .map_or_else(|| format!("raysubmit_{:016}", ray.jobs.len() + 1), str::to_owned);
-            if ray.jobs.contains_key(&id) {
-                return answer(
-                    500,
-                    format!(
-                        "ValueError: Job with submission_id {id} already exists. Please use a different submission_id."
-                    ),
-                );
-            }
-            ray.jobs.insert(
-                id.clone(),
-                json!({"type": "SUBMISSION", "job_id": null, "submission_id": id, "driver_info": null,
-                       "status": "PENDING", "entrypoint": submitted["entrypoint"], "message": "Job has not started yet.",
-                       "error_type": null, "start_time": 1_795_434_158_240_i64, "end_time": null,
-                       "metadata": submitted.get("metadata").cloned().unwrap_or(json!({})),
-                       "runtime_env": submitted.get("runtime_env").cloned().unwrap_or(json!({})),
-                       "driver_exit_code": null}),
-            );
-            answer(200, json!({"job_id": id, "submission_id": id}).to_string())
-        }
-        ("GET", [id]) => match ray.jobs.get(*id) {
-            Some(job) => answer(200, job.to_string()),
-            None => answer(404, format!("Job {id} does not exist")),
-        },
-        ("POST", [id, "stop"]) => match ray.jobs.get_mut(*id) {
-            Some(job) => {
-                let running = matches!(job["status"].as_str(), Some("PENDING" | "RUNNING"));
-                if running {
-                    job["status"] = json!("STOPPED");
-                }
-                answer(200, json!({"stopped": running}).to_string())
-            }
-            None => answer(404, format!("Job {id} does not exist")),
-        },
-        ("GET", [id, "logs"]) if ray.jobs.contains_key(*id) => answer(200, json!({"logs": ""}).to_string()),
-        _ => answer(404, "404: Not Found".to_owned()),
     }
 }
 

@@ -11,17 +11,10 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use hyper::Method;
 use jiff::{SignedDuration, Timestamp};
 
-use super::{
-    Context, ControlPlane,
-    ray::{
-        HeadRead,
-        wire::{self, HeadUse},
-    },
-};
-use crate::domain::{ClusterRef, Error, JobStatus, ObservedCluster};
+use super::{Context, ControlPlane};
+use crate::domain::{ClusterRef, Error, HeadUse, JobStatus, ObservedCluster, RayJobs};
 
 /// Longest the reaper waits for one head's answers, all of them.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -93,10 +86,8 @@ impl ControlPlane {
         }
         let asked = async {
             let head = self.ray_head(cx, &ClusterRef::new(namespace, name)).await?;
-            let status: wire::WireClusterStatus = self
-                .ask_head(cx, &head, "/api/cluster_status", HeadRead::ClusterStatus)
-                .await?;
-            let idle_for = match wire::head_use(&status) {
+            let ray = self.ray()?;
+            let idle_for = match ask_head(ray.cluster_use(&head), "its cluster status").await? {
                 HeadUse::IdleFor(seconds) => seconds,
                 HeadUse::InUse => return Ok(None),
                 HeadUse::Unknown => {
@@ -105,13 +96,12 @@ impl ControlPlane {
                     ));
                 }
             };
-            let jobs: wire::WireJobs = self.ask_head(cx, &head, "/api/jobs/", HeadRead::Jobs).await?;
+            let jobs: RayJobs = ask_head(ray.jobs(&head), "its jobs").await?;
             if jobs.truncated {
-                return Err(Error::BadGateway(format!("it lists more than {} jobs", wire::MAX_JOBS)));
+                return Err(Error::BadGateway("it lists more jobs than krayne reads".into()));
             }
             let mut last_end = None;
-            for job in jobs.items {
-                let job = wire::job(job)?;
+            for job in jobs.jobs {
                 if matches!(job.status, JobStatus::Pending | JobStatus::Running) {
                     return Ok(None);
                 }
@@ -130,41 +120,35 @@ impl ControlPlane {
             }
         }
     }
+}
 
-    /// One `GET` of the head's, within [`HEAD_TIMEOUT`] (the caller's
-    /// bound is on both), read as `read` into `T`.
-    async fn ask_head<T: serde::de::DeserializeOwned>(
-        &self,
-        cx: &Context,
-        head: &super::Reachable,
-        path: &str,
-        read: HeadRead,
-    ) -> Result<T, Error> {
-        let asked = tokio::time::timeout(HEAD_TIMEOUT, self.ray(cx, head, Method::GET, path, None, read)).await;
-        let (outcome, result) = match asked {
-            Err(_) => (
-                "timeout",
-                Err(Error::DeadlineExceeded(format!(
-                    "the head did not answer {path} within {} s",
-                    HEAD_TIMEOUT.as_secs()
-                ))),
-            ),
-            Ok(Err(e @ Error::BadGateway(_))) => ("invalid", Err(e)),
-            Ok(Err(e)) => ("unreachable", Err(e)),
-            Ok(Ok(answer)) if answer.status != 200 => (
-                "refused",
-                Err(Error::Unavailable(format!(
-                    "the head answered {path} with {}",
-                    answer.status
-                ))),
-            ),
-            Ok(Ok(answer)) => match answer.parse() {
-                Ok(parsed) => ("answered", Ok(parsed)),
-                Err(e) => ("invalid", Err(e)),
-            },
-        };
-        metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
-        result
+/// One question to a head, within [`HEAD_TIMEOUT`] (the caller's bound
+/// is on both), counted by how it went.
+async fn ask_head<T>(asked: impl Future<Output = Result<T, Error>>, what: &str) -> Result<T, Error> {
+    let (outcome, result) = match tokio::time::timeout(HEAD_TIMEOUT, asked).await {
+        Err(_) => (
+            "timeout",
+            Err(Error::DeadlineExceeded(format!(
+                "the head did not answer with {what} within {} s",
+                HEAD_TIMEOUT.as_secs()
+            ))),
+        ),
+        Ok(Ok(answer)) => ("answered", Ok(answer)),
+        Ok(Err(e)) => (head_failure(&e), Err(e)),
+    };
+    metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
+    result
+}
+
+/// How a head's failure is counted: `invalid` when it answered what Ray
+/// would not, `unreachable` when it could not be reached or answered with
+/// a server error, `refused` when it answered with an error of Ray's API.
+fn head_failure(e: &Error) -> &'static str {
+    match e {
+        Error::BadGateway(_) => "invalid",
+        Error::DeadlineExceeded(_) => "timeout",
+        Error::Unavailable(_) | Error::RateLimited { .. } => "unreachable",
+        _ => "refused",
     }
 }
 

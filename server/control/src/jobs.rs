@@ -9,23 +9,13 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::{Stream, StreamExt as _};
-use hyper::Method;
+use futures::StreamExt as _;
 use serde_json::json;
 
-use super::{
-    Context, ControlPlane, Reachable, TunnelVia,
-    ray::{HeadRead, job_path, wire as ray_wire},
-    streams::StreamKind,
-    tunnels::find_service,
-};
-use crate::{
-    domain::{
-        Action, ClusterRef, ClusterStatus, Error, Job, JobSubmission, ResourceKind, audit::AuditAction, check_job_id,
-        check_package_name, package_uri,
-    },
-    manifest,
+use super::{Context, ControlPlane, heads::check_id, streams::StreamKind};
+use crate::domain::{
+    Action, ClusterRef, DeleteReply, Error, Job, JobSubmission, LogStream, PackageBody, SubmitReply,
+    audit::AuditAction, check_package_name, package_uri,
 };
 
 /// How long after a job ends Ray's job monitor may still rewrite it: a
@@ -51,12 +41,6 @@ pub struct Stopped {
     /// The job as it is now.
     pub job: Job,
 }
-
-/// A job's log as it grows: chunks of whole lines, in order.
-pub type LogStream = std::pin::Pin<Box<dyn Stream<Item = Result<String, Error>> + Send>>;
-
-/// A package's bytes as they arrive.
-pub type PackageBody = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
 /// A package uploaded to a head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,15 +99,7 @@ impl ControlPlane {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let target = self.authorize_cluster(cx, AuditAction::JobList, cluster).await?;
         let head = self.ray_head(cx, &target).await?;
-        let answer = self
-            .ray(cx, &head, Method::GET, "/api/jobs/", None, HeadRead::Jobs)
-            .await?;
-        if answer.status != 200 {
-            return Err(answer.error(ResourceKind::Job, ""));
-        }
-        let listed: ray_wire::WireJobs = answer.parse()?;
-        drop(answer);
-        let jobs = listed.items.into_iter().map(ray_wire::job).collect::<Result<_, _>>()?;
+        let jobs = self.ray()?.jobs(&head).await?.jobs;
         self.record_read(cx, AuditAction::JobList, Some(namespace), Some(name))
             .await;
         Ok(jobs)
@@ -135,7 +111,7 @@ impl ControlPlane {
         let target = self.authorize_cluster(cx, AuditAction::JobGet, cluster).await?;
         check_id(id)?;
         let head = self.ray_head(cx, &target).await?;
-        let job = self.ray_job(cx, &head, id).await?;
+        let job = self.ray()?.job(&head, id).await?;
         self.record_read(cx, AuditAction::JobGet, Some(namespace), Some(name))
             .await;
         Ok(job)
@@ -147,20 +123,7 @@ impl ControlPlane {
         let target = self.authorize_cluster(cx, AuditAction::JobLogs, cluster).await?;
         check_id(id)?;
         let head = self.ray_head(cx, &target).await?;
-        let answer = self
-            .ray(
-                cx,
-                &head,
-                Method::GET,
-                &format!("{}/logs", job_path(id)),
-                None,
-                HeadRead::JobLog,
-            )
-            .await?;
-        if answer.status != 200 {
-            return Err(answer.error(ResourceKind::Job, id));
-        }
-        let logs = answer.parse::<ray_wire::WireJobLog>()?.logs.unwrap_or_default();
+        let logs = self.ray()?.job_log(&head, id).await?;
         self.record_read(cx, AuditAction::JobLogs, Some(namespace), Some(name))
             .await;
         Ok(logs)
@@ -177,10 +140,11 @@ impl ControlPlane {
         let head = self.ray_head(cx, &target).await?;
         // Ray answers an unknown id before the upgrade; asking first
         // gives the clean 404.
-        self.ray_job(cx, &head, id).await?;
+        let ray = self.ray()?;
+        ray.job(&head, id).await?;
         self.record_read(cx, AuditAction::JobLogs, Some(namespace), Some(name))
             .await;
-        let lines = self.ray_log_tail(cx, head, id).await?;
+        let lines = ray.follow_job_log(&head, id).await?;
         // A quiet job's log idles out as a tunnel does; a viewer who loses
         // the role, or whose credential expires, stops reading it.
         let guard = self.stream_guard(
@@ -226,42 +190,25 @@ impl ControlPlane {
             "pip": submission.runtime_env.pip,
         });
         let status = |s: &Submitted| if s.created { 201 } else { 200 };
+        let ray = match self.ray() {
+            Ok(ray) => ray,
+            Err(e) => return Err(refused(e).await),
+        };
         self.audited_with_status(cx, AuditAction::JobSubmit, namespace, name, summary, status, || async {
             if let Some(id) = &submission.submission_id {
-                match self.ray_job(cx, &head, id).await {
+                match ray.job(&head, id).await {
                     Ok(job) => return Ok(Submitted { job, created: false }),
                     Err(Error::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
-            let body = ray_wire::submit_body(&submission);
-            let answer = self
-                .ray(cx, &head, Method::POST, "/api/jobs/", Some(body), HeadRead::Reply)
-                .await?;
-            let id = match answer.status {
-                200 => {
-                    let id = answer
-                        .parse::<ray_wire::WireSubmitted>()?
-                        .submission_id
-                        .unwrap_or_default();
-                    check_id(&id).map_err(|_| {
-                        Error::BadGateway(format!(
-                            "the cluster's Ray head named the submitted job {:?}, which is no job id",
-                            ray_wire::printable(&id, 64)
-                        ))
-                    })?;
-                    id
-                }
+            let (id, created) = match ray.submit(&head, &submission).await? {
+                SubmitReply::Accepted(id) => (id, true),
                 // The same id submitted at the same moment elsewhere.
-                _ if ray_wire::is_duplicate(&answer) => {
-                    let id = submission.submission_id.clone().unwrap_or_default();
-                    let job = self.ray_job(cx, &head, &id).await?;
-                    return Ok(Submitted { job, created: false });
-                }
-                _ => return Err(answer.error(ResourceKind::Job, "")),
+                SubmitReply::Taken => (submission.submission_id.clone().unwrap_or_default(), false),
             };
-            let job = self.ray_job(cx, &head, &id).await?;
-            Ok(Submitted { job, created: true })
+            let job = ray.job(&head, &id).await?;
+            Ok(Submitted { job, created })
         })
         .await
     }
@@ -279,21 +226,9 @@ impl ControlPlane {
             name,
             json!({"job": id}),
             || async {
-                let answer = self
-                    .ray(
-                        cx,
-                        &head,
-                        Method::POST,
-                        &format!("{}/stop", job_path(id)),
-                        None,
-                        HeadRead::Reply,
-                    )
-                    .await?;
-                if answer.status != 200 {
-                    return Err(answer.error(ResourceKind::Job, id));
-                }
-                let stopped = answer.parse::<ray_wire::WireStopped>()?.stopped.unwrap_or(false);
-                let job = self.ray_job(cx, &head, id).await?;
+                let ray = self.ray()?;
+                let stopped = ray.stop_job(&head, id).await?;
+                let job = ray.job(&head, id).await?;
                 Ok(Stopped { stopped, job })
             },
         )
@@ -313,7 +248,8 @@ impl ControlPlane {
             name,
             json!({"job": id}),
             || async {
-                let job = self.ray_job(cx, &head, id).await?;
+                let ray = self.ray()?;
+                let job = ray.job(&head, id).await?;
                 if !job.status.is_terminal() {
                     return Err(still_running(&job));
                 }
@@ -325,13 +261,9 @@ impl ControlPlane {
                         tokio::time::sleep(wait.min(SETTLE_AFTER_END)).await;
                     }
                 }
-                let answer = self
-                    .ray(cx, &head, Method::DELETE, &job_path(id), None, HeadRead::Reply)
-                    .await?;
-                match answer.status {
-                    200 => Ok(()),
-                    _ if ray_wire::is_not_terminal(&answer) => Err(still_running(&job)),
-                    _ => Err(answer.error(ResourceKind::Job, id)),
+                match ray.delete_job(&head, id).await? {
+                    DeleteReply::Deleted => Ok(()),
+                    DeleteReply::NotEnded => Err(still_running(&job)),
                 }
             },
         )
@@ -344,21 +276,7 @@ impl ControlPlane {
         let target = self.authorize_cluster(cx, AuditAction::PackageUpload, cluster).await?;
         check_package_name(package).map_err(|why| Error::invalid("package", why))?;
         let head = self.ray_head(cx, &target).await?;
-        let answer = self
-            .ray(
-                cx,
-                &head,
-                Method::GET,
-                &format!("/api/packages/gcs/{package}"),
-                None,
-                HeadRead::Reply,
-            )
-            .await?;
-        match answer.status {
-            200 => Ok(true),
-            404 => Ok(false),
-            _ => Err(answer.error(ResourceKind::Package, package)),
-        }
+        self.ray()?.has_package(&head, package).await
     }
 
     /// Uploads a working-dir package to cluster `name`'s head (editor),
@@ -401,18 +319,11 @@ impl ControlPlane {
         let (body, carried) = limited(body, limit);
         let summary = json!({"package": package, "bytes": size});
         self.audited(cx, AuditAction::PackageUpload, namespace, name, summary, || async {
-            let path = format!("/api/packages/gcs/{package}");
-            let answer = self
-                .ray_streamed(cx, &head, Method::PUT, &path, size, body, HeadRead::Reply)
-                .await;
+            let uploaded = self.ray()?.upload_package(&head, package, size, body).await;
             if carried.over_limit() {
                 return Err(too_large());
             }
-            let answer = answer?;
-            match answer.status {
-                200 => Ok(()),
-                _ => Err(answer.error(ResourceKind::Package, package)),
-            }
+            uploaded
         })
         .await?;
         Ok(Uploaded {
@@ -421,69 +332,6 @@ impl ControlPlane {
             bytes: carried.bytes(),
         })
     }
-
-    /// The cluster's head as Ray's Jobs API server: the cluster must be
-    /// ready and have a dashboard.
-    pub(crate) async fn ray_head(&self, cx: &Context, target: &ClusterRef) -> Result<Reachable, Error> {
-        let rid = &cx.meta.request_id;
-        let (namespace, name) = (target.namespace(), target.name());
-        let cluster = self
-            .store
-            .get(target, rid)
-            .await
-            .map_err(|e| e.in_namespace(namespace))?;
-        let pods = self.store.cluster_pods(target, rid).await?;
-        let views: Vec<_> = pods.iter().map(|p| &**p).collect();
-        let info = manifest::cluster_info(&cluster, Some(&views));
-        if info.status != ClusterStatus::Ready {
-            // Krayne's words.
-            return Err(Error::FailedPrecondition(format!(
-                "cluster '{name}' is not ready (status: {})",
-                info.status
-            )));
-        }
-        let declared = manifest::declared_services(&cluster);
-        let dashboard = find_service(&declared, "dashboard", true).map_err(|_| {
-            Error::FailedPrecondition(format!(
-                "cluster '{name}' has no dashboard, which serves Ray's Jobs API: create it with the dashboard on"
-            ))
-        })?;
-        let (_, head, ray_token) = self.head_of(cx, target).await?;
-        let head = head.ok_or_else(|| {
-            Error::FailedPrecondition(format!("cluster '{name}' is not ready (status: no serving head pod)"))
-        })?;
-        Ok(Reachable::new(
-            namespace,
-            name,
-            dashboard,
-            head,
-            TunnelVia::JobsApi,
-            ray_token,
-        ))
-    }
-
-    /// [`Self::ray_head`] for a mutation of job `id`, refusals audited.
-    async fn job_head(
-        &self,
-        cx: &Context,
-        action: AuditAction,
-        target: &ClusterRef,
-        id: &str,
-    ) -> Result<Reachable, Error> {
-        let (namespace, name) = (target.namespace(), target.name());
-        let head = match check_id(id) {
-            Ok(()) => self.ray_head(cx, target).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = &head {
-            self.record_refusal(cx, action, Some(namespace), Some(name), e).await;
-        }
-        head
-    }
-}
-
-fn check_id(id: &str) -> Result<(), Error> {
-    check_job_id(id).map_err(|why| Error::invalid("job", why))
 }
 
 fn still_running(job: &Job) -> Error {
@@ -497,13 +345,6 @@ fn still_running(job: &Job) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_that_ray_would_lose_are_refused() {
-        assert!(check_id("train-1").is_ok());
-        assert_eq!(check_id("a/b").unwrap_err().code(), "invalid_argument");
-        assert!(check_id("").is_err());
-    }
 
     #[test]
     fn a_running_job_cannot_be_deleted_and_says_why() {

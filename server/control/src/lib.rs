@@ -18,6 +18,7 @@ mod connection;
 mod denials;
 #[cfg(feature = "test-util")]
 pub mod fakes;
+mod heads;
 mod identity;
 mod idleness;
 mod jobs;
@@ -25,7 +26,6 @@ mod keep;
 mod lifecycle;
 mod pod_logs;
 mod quotas;
-mod ray;
 mod ray_credentials;
 mod ray_logs;
 mod reaper;
@@ -43,8 +43,9 @@ pub use clusters::{CreateInput, Created};
 pub use companions::KeptClusters;
 pub use connection::ServiceConnection;
 pub use denials::DenialSettings;
-pub use jobs::{LogStream, PackageBody, Stopped, Submitted, Uploaded};
+pub use jobs::{Stopped, Submitted, Uploaded};
 pub use keep::KeepInput;
+pub use krayne_core::domain::{LogStream, PackageBody};
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use ray_credentials::RayCredentials;
@@ -120,10 +121,6 @@ pub struct ControlSettings {
     pub network_policy: Option<manifest::PolicyPeers>,
     /// Largest working-dir package uploaded to a head, in bytes.
     pub package_limit: u64,
-    /// Bytes of clusters' heads' answers this replica holds at once, all
-    /// heads together (each read is also capped by its endpoint: see
-    /// `ray::HeadRead`).
-    pub head_answer_budget: usize,
     /// Where people sign in, as `/.well-known/krayne` advertises it.
     pub login: Option<domain::LoginSettings>,
     /// What bounds the lifecycle reaper's actions.
@@ -161,7 +158,6 @@ impl Default for ControlSettings {
             apps_domain: None,
             network_policy: None,
             package_limit: 100 * 1024 * 1024,
-            head_answer_budget: 16 * 1024 * 1024,
             login: None,
             reaper: ReaperLimits::default(),
             ray_auth: None,
@@ -207,8 +203,8 @@ pub struct ControlPlane {
     /// The lifecycle policies the reaper has seen (`None`: every policy is
     /// taken as settled).
     policy_ledger: Option<Arc<dyn domain::PolicyLedger>>,
-    /// What remains of [`ControlSettings::head_answer_budget`].
-    head_answers: Arc<ray::HeadBudget>,
+    /// Clusters' Ray heads (`None`: they are not asked).
+    ray: Option<Arc<dyn domain::RayHeads>>,
     /// Which heads the reaper asks, and when.
     head_schedule: Arc<reaper::HeadSchedule>,
 }
@@ -220,10 +216,6 @@ impl ControlPlane {
         settings.manifest.ray_token_auth = settings.ray_auth.is_some();
         let admission = Arc::new(admission::Admission::new(settings.rate_limit));
         let denials = Arc::new(denials::Denials::new(settings.denials));
-        let head_answers = Arc::new(ray::HeadBudget::new(
-            settings.head_answer_budget,
-            ray::LARGEST_HEAD_READ,
-        ));
         Self {
             store,
             audit,
@@ -241,7 +233,7 @@ impl ControlPlane {
             uses: Arc::default(),
             activity_ledger: None,
             policy_ledger: None,
-            head_answers,
+            ray: None,
             head_schedule: Arc::default(),
         }
     }
@@ -250,6 +242,14 @@ impl ControlPlane {
     #[must_use]
     pub fn with_upstream(mut self, upstream: Arc<dyn ServiceUpstream>) -> Self {
         self.upstream = Some(upstream);
+        self
+    }
+
+    /// Asks clusters' Ray heads (jobs, Ray logs, idleness) through `ray`,
+    /// on connections made as [`Self::with_upstream`]'s.
+    #[must_use]
+    pub fn with_ray(mut self, ray: Arc<dyn domain::RayHeads>) -> Self {
+        self.ray = Some(ray);
         self
     }
 

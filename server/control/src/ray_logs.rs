@@ -1,17 +1,11 @@
 //! A cluster's Ray log files (viewer), through its head's dashboard log
-//! API (`/api/v0/nodes`, `/api/v0/logs`, `/api/v0/logs/file`,
-//! `/api/v0/logs/stream`): what `kubectl ray log` collects, without exec.
+//! API: what `kubectl ray log` collects, without exec.
 
-use hyper::Method;
-
-use super::{
-    Context, ControlPlane, LogStream, Reachable,
-    ray::{
-        HeadRead,
-        wire::{self, Answer, RayNode},
-    },
+use super::{Context, ControlPlane};
+use crate::domain::{
+    ClusterRef, Error, HeadLink, LogFileRead, LogStream, RayLogFiles, RayNode, ResourceKind, audit::AuditAction,
+    check_log_file_name,
 };
-use crate::domain::{ClusterRef, Error, RayLogFiles, ResourceKind, audit::AuditAction, check_log_file_name};
 
 /// Lines of a file read when none are asked for (Ray's own default).
 const DEFAULT_LINES: u32 = 1000;
@@ -30,22 +24,10 @@ impl ControlPlane {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let target = self.authorize_cluster(cx, AuditAction::ClusterLogs, cluster).await?;
         let head = self.ray_head(cx, &target).await?;
-        let node = self.ray_node(cx, &head, node).await?;
-        let answer = self
-            .ray(
-                cx,
-                &head,
-                Method::GET,
-                &format!("/api/v0/logs?node_id={}", node.id),
-                None,
-                HeadRead::LogFiles,
-            )
-            .await?;
-        if answer.status != 200 {
-            return Err(log_error(&answer, &node.id));
-        }
-        let (files, left_out) = wire::log_files(answer.parse()?);
-        if left_out > 0 {
+        let node = self.ray_node(&head, node).await?;
+        let listing = self.ray()?.log_files(&head, &node.id).await?;
+        if listing.left_out > 0 {
+            let left_out = listing.left_out;
             tracing::info!(%namespace, cluster = %name, left_out, "a head listed log files no read would take; left out");
         }
         self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
@@ -54,7 +36,7 @@ impl ControlPlane {
             node_id: node.id,
             node_ip: node.ip.to_string(),
             is_head_node: node.head,
-            files,
+            files: listing.groups,
         })
     }
 
@@ -68,14 +50,11 @@ impl ControlPlane {
         lines: Option<u32>,
     ) -> Result<String, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        let (head, path) = self.ray_log_target(cx, cluster, node, file, lines, "file").await?;
-        let answer = self.ray(cx, &head, Method::GET, &path, None, HeadRead::LogFile).await?;
-        if answer.status != 200 {
-            return Err(log_error(&answer, file));
-        }
+        let (head, read) = self.ray_log_target(cx, cluster, node, file, lines).await?;
+        let text = self.ray()?.log_file(&head, &read).await?;
         self.record_read(cx, AuditAction::ClusterLogs, Some(namespace), Some(name))
             .await;
-        Ok(String::from_utf8_lossy(&answer.body).into_owned())
+        Ok(text)
     }
 
     /// The last `lines` of a Ray log file, then what is written to it, as
@@ -90,17 +69,14 @@ impl ControlPlane {
         lines: Option<u32>,
     ) -> Result<LogStream, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
-        let (head, path) = self.ray_log_target(cx, cluster, node, file, lines, "stream").await?;
+        let (head, read) = self.ray_log_target(cx, cluster, node, file, lines).await?;
         let permit = self.follow_permit(cx, namespace, name).await?;
-        let chunks = match self.ray_get_streamed(cx, &head, &path).await? {
-            Ok(chunks) => chunks,
-            Err(answer) => return Err(log_error(&answer, file)),
-        };
+        let chunks = self.ray()?.follow_log_file(&head, &read).await?;
         Ok(self.followed(cx, namespace, name, permit, chunks).await)
     }
 
-    /// The head to ask, and the path of `/api/v0/logs/{what}` for `file`
-    /// on `node`, once the caller may read.
+    /// The head to ask, and what to read of `file` on `node`, once the
+    /// caller may read.
     async fn ray_log_target(
         &self,
         cx: &Context,
@@ -108,32 +84,23 @@ impl ControlPlane {
         node: Option<&str>,
         file: &str,
         lines: Option<u32>,
-        what: &str,
-    ) -> Result<(Reachable, String), Error> {
+    ) -> Result<(HeadLink, LogFileRead), Error> {
         let target = self.authorize_cluster(cx, AuditAction::ClusterLogs, cluster).await?;
         check_log_file_name(file)?;
+        let lines = checked_lines(lines)?;
         let head = self.ray_head(cx, &target).await?;
-        let node = self.ray_node(cx, &head, node).await?;
-        let path = file_path(what, &node.id, file, lines)?;
-        Ok((head, path))
+        let node = self.ray_node(&head, node).await?;
+        let read = LogFileRead {
+            node_id: node.id,
+            file: file.to_owned(),
+            lines,
+        };
+        Ok((head, read))
     }
 
     /// The node `wanted` names (an id or an IP), else the head node.
-    async fn ray_node(&self, cx: &Context, head: &Reachable, wanted: Option<&str>) -> Result<RayNode, Error> {
-        let answer = self
-            .ray(
-                cx,
-                head,
-                Method::GET,
-                &format!("/api/v0/nodes?limit={}", wire::MAX_NODES),
-                None,
-                HeadRead::Nodes,
-            )
-            .await?;
-        if answer.status != 200 {
-            return Err(answer.error(ResourceKind::RayNode, wanted.unwrap_or("head")));
-        }
-        let nodes = wire::alive_nodes(answer.parse()?)?;
+    async fn ray_node(&self, head: &HeadLink, wanted: Option<&str>) -> Result<RayNode, Error> {
+        let nodes = self.ray()?.nodes(head).await?;
         let wanted_ip = wanted.and_then(|w| w.parse::<std::net::IpAddr>().ok());
         let found = match wanted {
             Some(w) => nodes
@@ -149,32 +116,13 @@ impl ControlPlane {
     }
 }
 
-/// `/api/v0/logs/{what}?node_id=…&filename=…&lines=…`, encoded.
-fn file_path(what: &str, node: &str, file: &str, lines: Option<u32>) -> Result<String, Error> {
+/// The lines asked for, else Ray's default; between 1 and [`MAX_LINES`].
+fn checked_lines(lines: Option<u32>) -> Result<u32, Error> {
     let lines = lines.unwrap_or(DEFAULT_LINES);
     if lines == 0 || lines > MAX_LINES {
         return Err(Error::invalid("lines", format!("must be between 1 and {MAX_LINES}")));
     }
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("node_id", node)
-        .append_pair("filename", file)
-        .append_pair("lines", &lines.to_string())
-        .finish();
-    Ok(format!("/api/v0/logs/{what}?{query}"))
-}
-
-/// Ray's failures of its log API, as its Jobs API's are mapped: its 500
-/// "A file is not found at …" is a missing file.
-fn log_error(answer: &Answer, file: &str) -> Error {
-    let text = String::from_utf8_lossy(&answer.body);
-    if text.contains("A file is not found at") || text.contains("doesn't exist") {
-        return Error::NotFound {
-            kind: ResourceKind::LogFile,
-            name: file.to_owned(),
-            namespace: None,
-        };
-    }
-    answer.error(ResourceKind::LogFile, file)
+    Ok(lines)
 }
 
 #[cfg(test)]
@@ -182,19 +130,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_missing_file_is_a_404_and_other_failures_say_what_ray_said() {
-        let answer = Answer::new;
-        let missing = log_error(
-            &answer(500, "A file is not found at: /tmp/ray/session_x/logs/nope.log"),
-            "nope.log",
-        );
-        assert_eq!(missing.to_string(), "log file \"nope.log\" not found");
-        let other = log_error(&answer(500, "Server got itself in trouble"), "x");
-        assert!(matches!(other, Error::Unavailable(_)), "{other}");
-        assert_eq!(
-            file_path("file", "abc", "events/x y.log", Some(2)).unwrap(),
-            "/api/v0/logs/file?node_id=abc&filename=events%2Fx+y.log&lines=2"
-        );
-        assert!(file_path("file", "abc", "x", Some(0)).is_err());
+    fn lines_are_rays_default_or_within_the_bound() {
+        assert_eq!(checked_lines(None).unwrap(), DEFAULT_LINES);
+        assert_eq!(checked_lines(Some(2)).unwrap(), 2);
+        assert!(checked_lines(Some(0)).is_err());
+        assert!(checked_lines(Some(MAX_LINES + 1)).is_err());
     }
 }

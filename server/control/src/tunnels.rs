@@ -207,11 +207,6 @@ impl Reachable {
     pub fn service(&self) -> &str {
         self.service.name
     }
-
-    /// The cluster's namespace.
-    pub(crate) fn namespace(&self) -> &str {
-        &self.namespace
-    }
 }
 
 impl ControlPlane {

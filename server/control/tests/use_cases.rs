@@ -67,6 +67,7 @@ impl World {
         let auth = Authenticator::new(verifier, mapping);
         let plane = ControlPlane::new(store.clone(), audit.clone(), settings)
             .with_upstream(upstream.clone())
+            .with_ray(upstream.clone())
             .with_authenticator(auth.clone());
         Self {
             plane,
@@ -525,8 +526,8 @@ mod jobs {
         let ray = w.upstream.ray("jobs-head-x1");
         assert_eq!(ray.jobs.len(), 1);
         assert_eq!(
-            ray.jobs["train-1"]["runtime_env"]["working_dir"],
-            format!("gcs://{PACKAGE}")
+            ray.submissions["train-1"].runtime_env.working_dir,
+            Some(format!("gcs://{PACKAGE}"))
         );
 
         let listed = w.plane.jobs(&alice, &ClusterRef::new("ml-team", "jobs")).await.unwrap();

@@ -111,6 +111,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // a key this sandbox makes (or the one it is given).
     parts.control.ray_auth = Some(sandbox_ray_auth_key()?);
     parts.upstream = Some(upstream);
+    parts.ray = Some(super::ray_heads(super::DEFAULT_HEAD_ANSWER_BUDGET_MIB));
     parts.control.version = super::version_info(&[
         ("sandbox", true),
         ("watch-cache", args.cache.cache),

@@ -24,6 +24,7 @@ mod public_url;
 mod quantity;
 pub mod quota;
 pub mod ray_auth;
+mod ray_head;
 mod rendered;
 mod request_id;
 #[cfg(feature = "schema")]
@@ -63,6 +64,10 @@ pub use ports::{
 pub use principal::{Action, Grant, Principal, Role};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
+pub use ray_head::{
+    DeleteReply, DialHead, HeadLink, HeadReader, HeadUse, LogFileRead, LogStream, PackageBody, RayHeads, RayJobs,
+    RayLogListing, RayNode, SubmitReply,
+};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use request_id::RequestId;
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};

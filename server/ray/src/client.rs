@@ -1,5 +1,5 @@
-//! Requests to a head's Jobs API, on connections krayne opens to its
-//! dashboard (direct or port-forward, as every service is reached).
+//! Requests to a head's dashboard, one HTTP/1 request per connection the
+//! control plane opens ([`HeadLink::dial`]), and the job log's WebSocket.
 
 use bytes::Bytes;
 use futures::StreamExt as _;
@@ -7,19 +7,20 @@ use http_body_util::{BodyExt as _, StreamBody};
 use hyper::{
     Method, Request,
     body::{Frame, Incoming},
+    client::conn::http1::SendRequest,
 };
 use hyper_util::rt::TokioIo;
+use krayne_core::domain::{
+    Error, HeadLink, HeadReader, Job, LogStream, PackageBody, ResourceKind, ray_auth::RAY_AUTH_HEADER,
+};
 use serde_json::Value;
+use tokio_util::compat::FuturesAsyncReadCompatExt as _;
 
 use super::{
-    ERROR_ANSWER_LIMIT, HeadRead,
+    HttpRayHeads,
     budget::{self, Held, Spent},
-    job_path,
+    reads::{ERROR_ANSWER_LIMIT, HeadRead, job_path},
     wire::{self, Answer},
-};
-use crate::{
-    Context, ControlPlane, LogStream, PackageBody, Reachable,
-    domain::{Error, Job, ResourceKind, ray_auth::RAY_AUTH_HEADER},
 };
 
 /// How krayne introduces itself to Ray (never as a browser: Ray refuses a
@@ -34,7 +35,7 @@ const READ_BUFFER: usize = 64 * 1024;
 const CONNECTION_BUFFERS: usize = 1024 * 1024 + READ_BUFFER;
 /// The most one read of a head holds: its connection's buffers and the
 /// largest answer read whole.
-pub(crate) const LARGEST_HEAD_READ: usize = CONNECTION_BUFFERS + HeadRead::LogFile.limit();
+pub const LARGEST_HEAD_READ: usize = CONNECTION_BUFFERS + HeadRead::LogFile.limit();
 /// Longest krayne waits for a head's answer to start, then to end (one
 /// request's, not a followed stream's).
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -42,11 +43,11 @@ const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Ray sends a batch of lines per message, far smaller.
 const MAX_TAIL_MESSAGE: usize = 1024 * 1024;
 
-impl ControlPlane {
+impl HttpRayHeads {
     /// A job as the head has it.
-    pub(crate) async fn ray_job(&self, cx: &Context, head: &Reachable, id: &str) -> Result<Job, Error> {
+    pub(crate) async fn read_job(&self, head: &HeadLink, id: &str) -> Result<Job, Error> {
         let answer = self
-            .ray(cx, head, Method::GET, &job_path(id), None, HeadRead::Job)
+            .request(head, Method::GET, &job_path(id), None, HeadRead::Job)
             .await?;
         if answer.status != 200 {
             return Err(answer.error(ResourceKind::Job, id));
@@ -56,10 +57,9 @@ impl ControlPlane {
 
     /// One request to the head, with a JSON body or none; its answer read
     /// as `read`.
-    pub(crate) async fn ray(
+    pub(crate) async fn request(
         &self,
-        cx: &Context,
-        head: &Reachable,
+        head: &HeadLink,
         method: Method,
         path: &str,
         json: Option<Value>,
@@ -73,37 +73,23 @@ impl ControlPlane {
             }
             None => (futures::stream::empty().boxed(), None),
         };
-        self.ray_streamed(cx, head, method, path, size, body, read).await
+        self.request_streamed(head, method, path, size, body, read).await
     }
 
     /// One request to the head on a connection of its own, its body
     /// streamed.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one request: where, how, its body and size, and what its answer is read as"
-    )]
-    pub(crate) async fn ray_streamed(
+    pub(crate) async fn request_streamed(
         &self,
-        cx: &Context,
-        head: &Reachable,
+        head: &HeadLink,
         method: Method,
         path: &str,
         size: Option<u64>,
         body: PackageBody,
         read: HeadRead,
     ) -> Result<Answer, Error> {
-        let unavailable = |e: &dyn std::fmt::Display| {
-            Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
-        };
-        let connection = self.connect(cx, head.clone()).await?.into_connection();
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            .max_buf_size(READ_BUFFER)
-            .handshake(TokioIo::new(connection))
-            .await
-            .map_err(|e| unavailable(&e))?;
         // The connection goes with this call: an answer read whole, or
         // given up on, needs it no more.
-        let _task = AbortOnDrop(tokio::spawn(conn));
+        let (mut sender, _connection) = open(head).await?;
         let has_body = size.is_some() || method == Method::PUT;
         // An upload's answer comes once the head has its body.
         let headers_within = if method == Method::PUT {
@@ -111,22 +97,15 @@ impl ControlPlane {
         } else {
             Some(ANSWER_TIMEOUT)
         };
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, "ray-head")
-            .header(hyper::header::USER_AGENT, USER_AGENT);
+        let mut request = request_to(head, method, path);
         if let Some(size) = size {
             request = request.header(hyper::header::CONTENT_LENGTH, size);
-        }
-        if let Some(token) = head.ray_authorization() {
-            request = request.header(RAY_AUTH_HEADER, token);
         }
         if has_body && path.starts_with("/api/jobs") {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
         let request = request
-            .body(StreamBody::new(body.map(|chunk| chunk.map(Frame::data))))
+            .body(StreamBody::new(body.map(|chunk| chunk.map(Frame::data)).boxed()))
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
         let sent = sender.send_request(request);
         let response = match headers_within {
@@ -137,7 +116,7 @@ impl ControlPlane {
         let status = response.status().as_u16();
         tokio::time::timeout(
             ANSWER_TIMEOUT,
-            self.read_answer(share_of(cx, head), status, response.into_body(), read),
+            self.read_answer(share_of(head), status, response.into_body(), read),
         )
         .await
         .map_err(|_| late(read))?
@@ -224,8 +203,8 @@ impl ControlPlane {
         more: usize,
     ) -> Result<(), Error> {
         let reserved = match share {
-            Some(_) => self.head_answers.reserve(share, held, more),
-            None => self.head_answers.reserve_system(held, more).await,
+            Some(_) => self.budget.reserve(share, held, more),
+            None => self.budget.reserve_system(held, more).await,
         };
         match reserved {
             Ok(()) => Ok(()),
@@ -247,44 +226,16 @@ impl ControlPlane {
 
     /// A `GET` whose answer streams (a followed log file): its status and,
     /// on 200, its body as text chunks; any other status's body read whole.
-    pub(crate) async fn ray_get_streamed(
-        &self,
-        cx: &Context,
-        head: &Reachable,
-        path: &str,
-    ) -> Result<Result<LogStream, Answer>, Error> {
-        let unavailable = |e: &dyn std::fmt::Display| {
-            Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
-        };
-        let connection = self.connect(cx, head.clone()).await?.into_connection();
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            .max_buf_size(READ_BUFFER)
-            .handshake(TokioIo::new(connection))
-            .await
-            .map_err(|e| unavailable(&e))?;
-        let task = tokio::spawn(conn);
-        let mut request = Request::builder()
-            .method(Method::GET)
-            .uri(path)
-            .header(hyper::header::HOST, "ray-head")
-            .header(hyper::header::USER_AGENT, USER_AGENT);
-        if let Some(token) = head.ray_authorization() {
-            request = request.header(RAY_AUTH_HEADER, token);
-        }
-        let request = request
-            .body(http_body_util::Empty::<Bytes>::new())
+    pub(crate) async fn get_streamed(&self, head: &HeadLink, path: &str) -> Result<Result<LogStream, Answer>, Error> {
+        let (mut sender, connection) = open(head).await?;
+        let request = request_to(head, Method::GET, path)
+            .body(StreamBody::new(futures::stream::empty().boxed()))
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
-        let response = match sender.send_request(request).await {
-            Ok(response) => response,
-            Err(e) => {
-                task.abort();
-                return Err(unavailable(&e));
-            }
-        };
+        let response = sender.send_request(request).await.map_err(|e| unavailable(&e))?;
         let status = response.status().as_u16();
         if status != 200 {
             return Ok(Err(self
-                .read_answer(share_of(cx, head), status, response.into_body(), HeadRead::Reply)
+                .read_answer(share_of(head), status, response.into_body(), HeadRead::Reply)
                 .await?));
         }
         let chunks = http_body_util::BodyStream::new(response.into_body()).filter_map(|frame| async move {
@@ -299,10 +250,9 @@ impl ControlPlane {
             }
         });
         // The connection's task goes with the stream.
-        let guard = AbortOnDrop(task);
         Ok(Ok(chunks
             .map(move |chunk| {
-                let _held = &guard;
+                let _held = &connection;
                 chunk
             })
             .boxed()))
@@ -311,17 +261,17 @@ impl ControlPlane {
     /// A job's log as Ray's `/logs/tail` WebSocket sends it, line chunks
     /// in order; an abnormal close or a broken socket is the stream's
     /// last item, an error.
-    pub(crate) async fn ray_log_tail(&self, cx: &Context, head: Reachable, id: &str) -> Result<LogStream, Error> {
+    pub(crate) async fn log_tail(&self, head: &HeadLink, id: &str) -> Result<LogStream, Error> {
         use tokio_tungstenite::tungstenite::{Message, protocol::frame::coding::CloseCode};
 
         use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-        let token = head.ray_authorization();
-        let connection = self.connect(cx, head).await?.into_connection();
+        let token = head.authorization();
+        let connection = head.dial().await?.compat();
         let mut url = format!("ws://ray-head{}/logs/tail", job_path(id))
             .into_client_request()
             .map_err(|e| Error::Internal(format!("a request to Ray: {e}")))?;
-        if let Some(token) = token.and_then(|t| hyper::header::HeaderValue::from_str(&t).ok()) {
+        if let Some(token) = token.and_then(|t| hyper::header::HeaderValue::from_str(t).ok()) {
             url.headers_mut().insert(RAY_AUTH_HEADER, token);
         }
         let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
@@ -347,6 +297,40 @@ impl ControlPlane {
     }
 }
 
+/// A request's body: frames as they come.
+type RequestBody = StreamBody<futures::stream::BoxStream<'static, Result<Frame<Bytes>, std::io::Error>>>;
+
+/// A new HTTP/1 connection to `head`'s dashboard, and its driver's task
+/// (ended when dropped).
+async fn open(head: &HeadLink) -> Result<(SendRequest<RequestBody>, AbortOnDrop), Error> {
+    let connection = head.dial().await?.compat();
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(READ_BUFFER)
+        .handshake(TokioIo::new(connection))
+        .await
+        .map_err(|e| unavailable(&e))?;
+    Ok((sender, AbortOnDrop(tokio::spawn(conn))))
+}
+
+/// A request to `head` as krayne sends every one: its own user agent,
+/// and the cluster's Ray token when it has one.
+fn request_to(head: &HeadLink, method: Method, path: &str) -> hyper::http::request::Builder {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, "ray-head")
+        .header(hyper::header::USER_AGENT, USER_AGENT);
+    match head.authorization() {
+        Some(token) => request.header(RAY_AUTH_HEADER, token),
+        None => request,
+    }
+}
+
+/// A head that could not be reached, or broke off.
+fn unavailable(e: &dyn std::fmt::Display) -> Error {
+    Error::Unavailable(format!("the cluster's Ray head (dashboard) did not answer: {e}"))
+}
+
 /// A head that did not answer within [`ANSWER_TIMEOUT`].
 fn late(read: HeadRead) -> Error {
     metrics::counter!("krayne_head_answers_refused_total", "read" => read.as_str(), "reason" => "timeout").increment(1);
@@ -357,12 +341,15 @@ fn late(read: HeadRead) -> Error {
     ))
 }
 
-/// The namespace whose share of the budget a read of `head` for `cx`
-/// counts against: its own, but for krayne's own reads (the reaper's,
+/// The namespace whose share of the budget a read of `head` counts
+/// against: its cluster's, but for krayne's own reads (the reaper's,
 /// bounded by its concurrency and timeout), which count against the
 /// replica's budget only.
-fn share_of<'a>(cx: &Context, head: &'a Reachable) -> Option<&'a str> {
-    (!cx.is_system()).then(|| head.namespace())
+fn share_of(head: &HeadLink) -> Option<&str> {
+    match head.reader() {
+        HeadReader::Caller => Some(head.cluster().namespace()),
+        HeadReader::Krayne => None,
+    }
 }
 
 /// Counts a head's answer krayne would not read.

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value, json};
 
-use super::{Bounded, BoundedMap};
-use crate::domain::{Error, Job, JobStatus, JobSubmission, ResourceKind, check_log_file_name};
+use krayne_core::domain::{
+    Error, HeadUse, Job, JobStatus, JobSubmission, RayLogListing, RayNode, ResourceKind, check_log_file_name,
+};
+
+use crate::bounded::{Bounded, BoundedMap};
 
 /// Ray's answer to one request, read within its limit; it holds its share
 /// of the replica's budget for heads' answers until dropped.
@@ -18,12 +21,12 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     /// The body (JSON on success; text, often a traceback, on error).
     pub(crate) body: bytes::Bytes,
-    _held: Option<super::budget::Held>,
+    _held: Option<crate::budget::Held>,
 }
 
 impl Answer {
     /// An answer holding `held` of the budget.
-    pub(crate) fn held(status: u16, body: bytes::Bytes, held: Option<super::budget::Held>) -> Self {
+    pub(crate) fn held(status: u16, body: bytes::Bytes, held: Option<crate::budget::Held>) -> Self {
         Self {
             status,
             body,
@@ -225,19 +228,6 @@ pub(crate) fn job(wire: WireJob) -> Result<Job, Error> {
     })
 }
 
-/// What a head's `GET /api/cluster_status` says of its use
-/// (`shared/reference/ray/cluster-status.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeadUse {
-    /// A resource is in use (a task, an actor, a job's entrypoint holds it).
-    InUse,
-    /// Nothing in use; its least idle node has been idle this many seconds
-    /// (`NodeIdleSeconds: Min=`).
-    IdleFor(u64),
-    /// The answer does not say.
-    Unknown,
-}
-
 /// A head's `GET /api/cluster_status` (JSON format): what krayne reads.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WireClusterStatus {
@@ -334,18 +324,6 @@ struct NodesResult {
 /// Most nodes read (the most krayne asks for).
 pub(crate) const MAX_NODES: usize = 1000;
 
-/// A Ray node, its id and IP checked: an id is hex (Ray's are 56 hex
-/// digits), an IP an IP address. Neither is ever a path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RayNode {
-    /// Its id, 1 to 128 hex digits.
-    pub(crate) id: String,
-    /// Its IP address.
-    pub(crate) ip: std::net::IpAddr,
-    /// Whether it is the head node.
-    pub(crate) head: bool,
-}
-
 /// The live nodes of a head's answer; a node whose id is not hex or whose
 /// IP is no address makes the answer the head's fault.
 pub(crate) fn alive_nodes(answer: WireNodes) -> Result<Vec<RayNode>, Error> {
@@ -392,7 +370,7 @@ const MAX_FILES: usize = 10_000;
 /// (relative, inside the log directory: `check_log_file_name`); groups
 /// named with control characters or slashes are left out too. The second
 /// value counts the names left out.
-pub(crate) fn log_files(answer: WireLogFiles) -> (BTreeMap<String, Vec<String>>, usize) {
+pub(crate) fn log_files(answer: WireLogFiles) -> RayLogListing {
     let mut left_out = 0;
     let mut groups = BTreeMap::new();
     for (group, names) in answer.data.result.entries {
@@ -409,13 +387,13 @@ pub(crate) fn log_files(answer: WireLogFiles) -> (BTreeMap<String, Vec<String>>,
         left_out += total - kept.len();
         groups.insert(group, kept);
     }
-    (groups, left_out)
+    RayLogListing { groups, left_out }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::RuntimeEnv;
+    use krayne_core::domain::RuntimeEnv;
 
     /// `autoscalingStatus` and the usage as a Ray 2.60 head answered
     /// (cluster-status.md).
@@ -576,7 +554,7 @@ mod hostile {
             "../group": ["fine.log"],
         }}}))
         .unwrap();
-        let (groups, left_out) = log_files(listed);
+        let RayLogListing { groups, left_out } = log_files(listed);
         assert_eq!(groups.len(), 1);
         assert_eq!(groups["internal"], ["raylet.out", "events/"]);
         assert_eq!(left_out, 5);

@@ -1,24 +1,5 @@
-//! Ray's APIs as krayne speaks them to a head's dashboard: the client
-//! (`client`: one HTTP/1 request per connection to the head, reached as
-//! services are, and the log's WebSocket) and the wire (`wire`: the
-//! bodies sent, the answers read into bounded types, Ray's answers as
-//! krayne's errors; pure). The use cases call these and nothing else of
-//! Ray's.
-//!
-//! A head is its tenant's: every process in it, its dashboard included,
-//! answers whatever the tenant wants. So every answer is capped by what it
-//! is ([`HeadRead`]) before it is read, all heads' answers together by the
-//! replica's budget, and parsed into typed, bounded values; nothing a head
-//! sends is ever used as a path.
-
-mod bounded;
-mod budget;
-mod client;
-pub(crate) mod wire;
-
-pub(crate) use bounded::{Bounded, BoundedMap};
-pub(crate) use budget::HeadBudget;
-pub(crate) use client::LARGEST_HEAD_READ;
+//! What krayne reads from a head, each read with the most of its answer
+//! krayne takes.
 
 /// Ray's path of one job.
 pub(crate) fn job_path(id: &str) -> String {
