@@ -105,6 +105,8 @@ pub(crate) enum Command {
     #[command(flatten)]
     Identity(commands::identity::Command),
     #[command(flatten)]
+    Usage(commands::usage::Command),
+    #[command(flatten)]
     Audit(commands::audit::Command),
     #[command(flatten)]
     Config(commands::config::Command),

@@ -18,6 +18,8 @@ pub(crate) enum Format {
     Json,
     /// YAML, with the API's field names.
     Yaml,
+    /// Comma-separated values of a table's rows, for spreadsheets.
+    Csv,
 }
 
 /// Prints in the chosen format; colours only on a terminal without
@@ -42,6 +44,11 @@ impl Printer {
         matches!(self.format, Format::Json | Format::Yaml)
     }
 
+    /// Whether `-o csv` was asked for.
+    pub(crate) fn csv(&self) -> bool {
+        self.format == Format::Csv
+    }
+
     /// Whether `-o wide` was asked for.
     pub(crate) fn wide(&self) -> bool {
         self.format == Format::Wide
@@ -51,7 +58,7 @@ impl Printer {
     pub(crate) fn data(&self, value: &Value) -> Result<(), Failure> {
         let text = match self.format {
             Format::Json => serde_json::to_string_pretty(value).map_err(|e| Failure::Other(e.to_string()))? + "\n",
-            Format::Table | Format::Wide | Format::Yaml => {
+            Format::Table | Format::Wide | Format::Yaml | Format::Csv => {
                 let yaml = serde_saphyr::to_string(value).map_err(|e| Failure::Other(e.to_string()))?;
                 if yaml.ends_with('\n') { yaml } else { yaml + "\n" }
             }
@@ -60,7 +67,11 @@ impl Printer {
     }
 
     /// Rows under a header, kubectl style: no borders, two spaces apart.
+    /// With `-o csv`, the same as comma-separated values.
     pub(crate) fn table(&self, header: &[&str], rows: Vec<Vec<Cell>>) -> Result<(), Failure> {
+        if self.csv() {
+            return out(&csv(header, &rows)?);
+        }
         out(&self.render(Some(header), rows, &mut Vec::new()))
     }
 
@@ -162,6 +173,23 @@ pub(crate) fn printable(text: &str, lines: bool) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// `rows` under `header` as CSV (RFC 4180), each cell's text as it is
+/// (printable: control characters shown, as in a table).
+fn csv(header: &[&str], rows: &[Vec<Cell>]) -> Result<String, Failure> {
+    let mut writer = ::csv::Writer::from_writer(Vec::new());
+    let failed = |e: ::csv::Error| Failure::Other(format!("writing CSV: {e}"));
+    writer.write_record(header).map_err(failed)?;
+    for row in rows {
+        writer
+            .write_record(row.iter().map(|c| printable(&c.content(), false).into_owned()))
+            .map_err(failed)?;
+    }
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| Failure::Other(format!("writing CSV: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| Failure::Other(format!("writing CSV: {e}")))
 }
 
 /// A table cell holding text from the server or a head: its control

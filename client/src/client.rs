@@ -342,6 +342,13 @@ impl Client {
         VersionServiceClient::new(self.channel.clone())
     }
 
+    pub(crate) fn usages(&self) -> krayne_proto::v1::usage_service_client::UsageServiceClient<Service> {
+        krayne_proto::v1::usage_service_client::UsageServiceClient::with_interceptor(
+            self.channel.clone(),
+            self.bearer.clone(),
+        )
+    }
+
     fn audit(&self) -> AuditServiceClient<Service> {
         AuditServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }

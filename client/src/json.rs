@@ -32,6 +32,7 @@ named! {
     proto::BrowserSession => "krayne.v1.BrowserSession",
     proto::Job => "krayne.v1.Job",
     proto::NamespaceQuota => "krayne.v1.NamespaceQuota",
+    proto::UsageReport => "krayne.v1.UsageReport",
     proto::ClusterLogs => "krayne.v1.ClusterLogs",
     proto::RayLogFiles => "krayne.v1.RayLogFiles",
     prost_types::Struct => "google.protobuf.Struct",

@@ -14,6 +14,7 @@ pub mod package;
 mod pod_logs;
 mod spec;
 mod tunnel;
+mod usage;
 mod watch;
 
 pub use auth::TokenProvider;
@@ -30,6 +31,7 @@ pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_clust
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;
 pub use tunnel::{Counts, Forwarder, TunnelStream, proxy_url};
+pub use usage::UsageQuery;
 
 /// The Rust examples of the docs that use the SDK, compiled as doc tests
 /// (issue 41: one had stopped compiling unseen).

@@ -42,7 +42,8 @@ mod tests {
                 "AuditService",
                 "VersionService",
                 "TunnelService",
-                "JobService"
+                "JobService",
+                "UsageService"
             ]
         );
     }

@@ -470,6 +470,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
+    parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));
     parts.activity = Some((
         std::sync::Arc::new(sink.activity_ledger()),
         Duration::from_secs(args.lifecycle.usage_record_seconds),

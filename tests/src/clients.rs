@@ -175,6 +175,8 @@ pub struct Grpc {
     pub tunnels: TunnelServiceClient<InterceptedService<Channel, Bearer>>,
     /// `krayne.v1.JobService`.
     pub jobs: JobServiceClient<InterceptedService<Channel, Bearer>>,
+    /// `krayne.v1.UsageService`.
+    pub usage: krayne_proto::v1::usage_service_client::UsageServiceClient<InterceptedService<Channel, Bearer>>,
 }
 
 impl Grpc {
@@ -191,7 +193,11 @@ impl Grpc {
             identity: IdentityServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             audit: AuditServiceClient::with_interceptor(channel.clone(), bearer.clone()),
             tunnels: TunnelServiceClient::with_interceptor(channel.clone(), bearer.clone()),
-            jobs: JobServiceClient::with_interceptor(channel.clone(), bearer),
+            jobs: JobServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+            usage: krayne_proto::v1::usage_service_client::UsageServiceClient::with_interceptor(
+                channel.clone(),
+                bearer,
+            ),
             channel,
         }
     }

@@ -6,6 +6,7 @@ pub(crate) mod config;
 pub(crate) mod identity;
 pub(crate) mod job;
 pub(crate) mod service;
+pub(crate) mod usage;
 
 use krayne_client::Code;
 
@@ -46,6 +47,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Job(verb) => verb.run(&ctx).await,
             Command::Tui(args) => crate::tui::run(&ctx, args).await,
             Command::Identity(verb) => verb.run(&ctx).await,
+            Command::Usage(verb) => verb.run(&ctx).await,
             Command::Audit(verb) => verb.run(&ctx).await,
             Command::Config(verb) => verb.run(&ctx).await,
         }

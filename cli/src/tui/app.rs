@@ -75,6 +75,8 @@ pub(crate) enum Msg {
     SignedOut(String),
     /// A namespace's quota (`None`: it has none, or it could not be read).
     Quota(String, Option<NamespaceQuota>),
+    /// A namespace's GPU-hours this month (`None`: not recorded).
+    MonthUsage(String, Option<f64>),
     Namespaces(Vec<NamespaceAccess>),
     Details(Key, Box<ClusterDetails>),
     Services(Key, Result<Vec<HeadService>, String>),
@@ -242,6 +244,8 @@ pub(crate) struct App {
     pub(crate) clusters: BTreeMap<Key, ClusterInfo>,
     pub(crate) connection: Connection,
     pub(crate) quota: Option<NamespaceQuota>,
+    /// The namespace's GPU-hours this month, for the quota line.
+    pub(crate) month_gpu_hours: Option<f64>,
     pub(crate) namespaces: Vec<NamespaceAccess>,
     /// Namespaces used, most recent first.
     pub(crate) recent: Vec<String>,
@@ -271,6 +275,7 @@ impl App {
             clusters: BTreeMap::new(),
             connection: Connection::Connecting,
             quota: None,
+            month_gpu_hours: None,
             namespaces: Vec::new(),
             recent,
             filter_text: String::new(),
@@ -620,6 +625,7 @@ impl App {
         self.namespace = namespace.clone();
         self.clusters.clear();
         self.quota = None;
+        self.month_gpu_hours = None;
         self.selected = None;
         self.cursor = 0;
         self.connection = Connection::Connecting;
@@ -796,6 +802,11 @@ impl App {
                 // An answer for the namespace shown before a switch is dropped.
                 if self.namespace.as_deref() == Some(namespace.as_str()) {
                     self.quota = quota;
+                }
+            }
+            Msg::MonthUsage(namespace, hours) => {
+                if self.namespace.as_deref() == Some(namespace.as_str()) {
+                    self.month_gpu_hours = hours;
                 }
             }
             Msg::Namespaces(namespaces) => self.namespaces = namespaces,

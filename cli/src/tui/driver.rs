@@ -218,6 +218,17 @@ impl Driver {
                     let tx = self.reports.clone();
                     tokio::spawn(async move {
                         let quota = client.quota(&namespace).await.ok();
+                        let query = krayne_client::UsageQuery {
+                            namespace: namespace.clone(),
+                            ..Default::default()
+                        };
+                        let hours = client
+                            .usage(&query)
+                            .await
+                            .ok()
+                            .and_then(|r| r.totals)
+                            .map(|t| t.gpu_hours);
+                        let _ = tx.send(Report::App(Msg::MonthUsage(namespace.clone(), hours)));
                         let _ = tx.send(Report::Landed(flight, Msg::Quota(namespace, quota)));
                     });
                 }

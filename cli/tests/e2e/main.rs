@@ -16,4 +16,5 @@ mod shapes;
 mod support;
 mod tui;
 mod tunnels;
+mod usage;
 mod watch;

@@ -55,6 +55,11 @@ pub struct Parts {
     /// Where uses of clusters are recorded for every replica's reaper, and
     /// how often (`None`: nowhere, and no cluster is ever seen idle).
     pub activity: Option<(Arc<dyn crate::domain::ActivityLedger>, Duration)>,
+    /// Where usage is recorded and read (`None`: no usage accounting).
+    pub usage_ledger: Option<Arc<dyn crate::domain::UsageLedger>>,
+    /// The election usage is recorded under (`None`: the lifecycle
+    /// reaper's, when it runs; else none is recorded).
+    pub usage_leadership: Option<Arc<dyn crate::domain::Leadership>>,
     /// Keeps the team mapping current from its file (`None`: it is not
     /// reloaded).
     pub mapping_reload: Option<crate::control::background::MappingReload>,
@@ -93,6 +98,8 @@ impl Parts {
             quota_lock: None,
             lifecycle: None,
             activity: None,
+            usage_ledger: None,
+            usage_leadership: None,
             mapping_reload: None,
         }
     }
@@ -139,6 +146,9 @@ pub async fn start(
     if let Some(ray) = parts.ray {
         service = service.with_ray(ray);
     }
+    if let Some(ledger) = parts.usage_ledger {
+        service = service.with_usage_ledger(ledger);
+    }
     if let Some(lock) = parts.quota_lock {
         service = service.with_quota_lock(lock);
     }
@@ -147,6 +157,9 @@ pub async fn start(
     }
     let mut work = BackgroundWork {
         keeper_leadership: parts.lifecycle.as_ref().map(|l| l.leadership.clone()),
+        usage_leadership: parts
+            .usage_leadership
+            .or_else(|| parts.lifecycle.as_ref().map(|l| l.leadership.clone())),
         mapping_reload: parts.mapping_reload,
         ..BackgroundWork::default()
     };

@@ -33,6 +33,7 @@ mod sessions;
 mod streams;
 mod suspend;
 mod tunnels;
+mod usage;
 mod wait;
 mod watch;
 
@@ -55,6 +56,7 @@ pub use streams::kit::Flowed;
 pub use streams::{Activity, Ended, StreamGuard, StreamKind, Touching};
 use tokio_util::sync::CancellationToken;
 pub use tunnels::{Finished, Reachable, Tunnel, TunnelSettings, TunnelVia};
+pub use usage::{UsageQuery, UsageRecorder, UsageReport};
 pub use watch::{ClusterWatch, WatchSettings};
 
 use krayne_core::{domain, manifest};
@@ -203,6 +205,9 @@ pub struct ControlPlane {
     /// The lifecycle policies the reaper has seen (`None`: every policy is
     /// taken as settled).
     policy_ledger: Option<Arc<dyn domain::PolicyLedger>>,
+    /// Where usage intervals are recorded and read (`None`: no usage is
+    /// recorded).
+    usage_ledger: Option<Arc<dyn domain::UsageLedger>>,
     /// Clusters' Ray heads (`None`: they are not asked).
     ray: Option<Arc<dyn domain::RayHeads>>,
     /// Which heads the reaper asks, and when.
@@ -234,6 +239,7 @@ impl ControlPlane {
             activity_ledger: None,
             policy_ledger: None,
             ray: None,
+            usage_ledger: None,
             head_schedule: Arc::default(),
         }
     }
@@ -242,6 +248,14 @@ impl ControlPlane {
     #[must_use]
     pub fn with_upstream(mut self, upstream: Arc<dyn ServiceUpstream>) -> Self {
         self.upstream = Some(upstream);
+        self
+    }
+
+    /// Records usage in `ledger` (shared by every replica; the leader's
+    /// recorder writes) and reads reports from it.
+    #[must_use]
+    pub fn with_usage_ledger(mut self, ledger: Arc<dyn domain::UsageLedger>) -> Self {
+        self.usage_ledger = Some(ledger);
         self
     }
 

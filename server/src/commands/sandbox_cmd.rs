@@ -91,6 +91,9 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         auth,
     );
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
+    // One process: it records usage itself.
+    parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));
+    parts.usage_leadership = Some(std::sync::Arc::new(crate::control::background::SoleReplica));
     parts.activity = Some((std::sync::Arc::new(sink.activity_ledger()), Duration::from_secs(10)));
     parts.mapping_reload = reload;
     parts.grace = Duration::from_secs(5);

@@ -13,6 +13,7 @@ mod audit;
 mod policies;
 mod store;
 mod upkeep;
+mod usage;
 
 use std::{sync::Arc, time::Duration};
 
@@ -22,6 +23,7 @@ pub use audit::{QueueOptions, SqlAuditSink};
 pub use policies::SqlPolicyLedger;
 pub use store::{DatabaseOptions, Store, redact};
 pub use upkeep::{Upkeep, read_url};
+pub use usage::SqlUsageLedger;
 
 /// This process's name among the replicas sharing an audit database: the
 /// host (a pod's name) and a random suffix, so a restarted pod is a new

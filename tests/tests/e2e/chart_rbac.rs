@@ -92,6 +92,15 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         .await
         .expect(200);
     admin
+        .get(&call("get", "/v1/namespaces/{namespace}/usage"))
+        .await
+        .expect(200);
+    admin.get(&call("get", "/v1/usage")).await.expect(200);
+    admin
+        .get(&format!("{}?window=7d", call("get", "/v1/usage/allocation")))
+        .await
+        .expect(200);
+    admin
         .post(&format!("{}?dry_run=true", concrete(ns)), &spec)
         .await
         .expect(200);

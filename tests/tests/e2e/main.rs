@@ -46,5 +46,6 @@ mod stream_ends;
 mod suspend;
 mod tenancy;
 mod tunnels;
+mod usage;
 mod user_trial;
 mod watch;

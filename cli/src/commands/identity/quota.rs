@@ -34,7 +34,26 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             ]
         })
         .collect();
-    ctx.printer.table(&["RESOURCE", "USED", "REMAINING"], rows)
+    ctx.printer.table(&["RESOURCE", "USED", "REMAINING"], rows)?;
+    let query = krayne_client::UsageQuery {
+        namespace,
+        ..Default::default()
+    };
+    // A server that records no usage says nothing here.
+    if let Ok(report) = ctx.client()?.usage(&query).await
+        && let Some(totals) = report.totals
+    {
+        crate::output::note(&month_line(&totals));
+    }
+    Ok(())
+}
+
+/// This month's hours, in one line (`krayne usage` shows more).
+fn month_line(t: &krayne_client::proto::UsageFigures) -> String {
+    format!(
+        "This month: {:.1} GPU-hours, {:.1} CPU-hours, {:.1} GiB-hours of memory (krayne usage shows more).",
+        t.gpu_hours, t.cpu_hours, t.memory_gib_hours
+    )
 }
 
 /// `[########............] 12/16 gpus`, or `3 (no limit)`.
@@ -76,5 +95,19 @@ mod tests {
             ..line
         };
         assert_eq!(usage(&free), "12 (no limit)");
+    }
+
+    #[test]
+    fn the_months_usage_reads_as_one_line() {
+        let totals = krayne_client::proto::UsageFigures {
+            gpu_hours: 12.25,
+            cpu_hours: 100.0,
+            memory_gib_hours: 400.04,
+            ..Default::default()
+        };
+        assert_eq!(
+            month_line(&totals),
+            "This month: 12.2 GPU-hours, 100.0 CPU-hours, 400.0 GiB-hours of memory (krayne usage shows more)."
+        );
     }
 }

@@ -71,11 +71,11 @@ fn scope_bar(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// `Quota: cpu 6/16 · memory 12Gi/64Gi`, when the namespace has limits.
+/// `Quota: cpu 6/16 · memory 12Gi/64Gi · this month 12.5 GPU-h`, when the
+/// namespace has limits or recorded usage.
 fn quota_line(app: &App) -> Option<Line<'static>> {
-    let quota = app.quota.as_ref()?;
-    let parts: Vec<String> = quota
-        .resources
+    let lines = app.quota.as_ref().map_or(&[][..], |q| &q.resources[..]);
+    let mut parts: Vec<String> = lines
         .iter()
         .filter_map(|l| {
             l.limit
@@ -83,13 +83,13 @@ fn quota_line(app: &App) -> Option<Line<'static>> {
                 .map(|limit| format!("{} {}/{limit}", l.resource, l.used))
         })
         .collect();
+    if let Some(hours) = app.month_gpu_hours {
+        parts.push(format!("this month {hours:.1} GPU-h"));
+    }
     if parts.is_empty() {
         return None;
     }
-    let full = quota
-        .resources
-        .iter()
-        .any(|l| l.used_fraction.is_some_and(|f| f >= 1.0));
+    let full = lines.iter().any(|l| l.used_fraction.is_some_and(|f| f >= 1.0));
     let style = Style::new().fg(if full { Color::Red } else { Color::DarkGray });
     Some(Line::from(Span::styled(
         format!(" Quota: {}", parts.join(" · ")),

@@ -37,6 +37,19 @@ fn ml_team() -> App {
 }
 
 #[test]
+fn the_quota_line_says_this_months_gpu_hours() {
+    let mut app = ml_team();
+    app.on_msg(Msg::MonthUsage("ml-team".into(), Some(12.46)));
+    let text = screen(&app, 120, 12);
+    assert!(text.contains("this month 12.5 GPU-h"), "{text}");
+    app.on_msg(Msg::MonthUsage("other-team".into(), Some(99.0)));
+    assert!(
+        screen(&app, 120, 12).contains("12.5 GPU-h"),
+        "another namespace's answer is dropped"
+    );
+}
+
+#[test]
 fn explorer() {
     let mut app = ml_team();
     app.on_msg(Msg::Tunnels(

@@ -2,6 +2,7 @@
 //! errors, and the HTTP middleware (request ids, tracing, timeouts, body
 //! limit, gzip, CORS). Calls the control plane (`krayne_control::ControlPlane`) only.
 
+mod allocation;
 mod audit;
 mod clusters;
 mod dto;
@@ -14,6 +15,7 @@ pub(crate) mod problem;
 mod quotas;
 pub(crate) mod responses;
 mod services;
+mod usage;
 mod warnings;
 mod watch;
 
@@ -120,6 +122,7 @@ impl Default for RestSettings {
     tags(
         (name = "clusters", description = "Ray cluster lifecycle"),
         (name = "identity", description = "Who the caller is and what they may use"),
+        (name = "usage", description = "GPU-, CPU- and memory-hours per namespace, cluster, creator, team and day"),
         (name = "audit", description = "Who did what to which cluster, and how it ended"),
         (name = "services", description = "A cluster's services (dashboard, Ray client, notebook, code-server, SSH) through this server"),
         (name = "jobs", description = "Ray jobs on a cluster, through its head's Jobs API"),
@@ -147,6 +150,9 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::version))
         .routes(routes!(identity::client_settings))
         .routes(routes!(quotas::get_quota))
+        .routes(routes!(usage::namespace_usage))
+        .routes(routes!(usage::usage))
+        .routes(routes!(allocation::allocation))
         .routes(routes!(clusters::list_all))
         .routes(routes!(clusters::list, clusters::create))
         .routes(routes!(clusters::get, clusters::delete))

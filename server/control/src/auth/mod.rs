@@ -73,6 +73,14 @@ impl Authenticator {
             .cloned()
     }
 
+    /// The teams with an editor's role in `namespace`, whose its usage is.
+    pub fn editors_of(&self, namespace: &str) -> Vec<String> {
+        self.mapping
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .editors_of(namespace)
+    }
+
     /// The lifecycle policy the mapping gives `namespace`, if any.
     pub fn lifecycle(&self, namespace: &str) -> Option<crate::domain::lifecycle::LifecyclePolicy> {
         self.mapping

@@ -133,6 +133,28 @@ impl TeamMapping {
         for_namespace(&self.quotas, namespace)
     }
 
+    /// The teams with an editor's role in `namespace` (by its name or a
+    /// pattern), by name: whose its usage is.
+    pub fn editors_of(&self, namespace: &str) -> Vec<String> {
+        let matches = |pattern: &str| match pattern.strip_suffix('*') {
+            Some(prefix) => namespace.starts_with(prefix),
+            None => pattern == namespace,
+        };
+        let mut teams: Vec<String> = self
+            .teams
+            .iter()
+            .filter(|t| {
+                t.namespaces
+                    .iter()
+                    .any(|(pattern, role)| *role >= Role::Editor && matches(pattern))
+            })
+            .map(|t| t.name.clone())
+            .collect();
+        teams.sort();
+        teams.dedup();
+        teams
+    }
+
     /// The lifecycle policy of `namespace`, if the mapping gives it one.
     pub fn lifecycle(&self, namespace: &str) -> Option<&LifecyclePolicy> {
         for_namespace(&self.lifecycle, namespace)

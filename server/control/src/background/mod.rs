@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use self::task::Task;
-pub use self::tasks::{BackgroundWork, MappingReload, ReaperWork};
+pub use self::tasks::{BackgroundWork, MappingReload, ReaperWork, SoleReplica};
 use crate::ControlPlane;
 
 /// The running background tasks of a replica.

@@ -15,6 +15,14 @@ const QUOTA_GAUGES_EVERY: Duration = Duration::from_secs(15);
 /// and `krayne_dependency_up`.
 const DEPENDENCY_PROBES_EVERY: Duration = Duration::from_secs(10);
 
+/// How often the usage recorder runs when nothing changes (its counters
+/// move then).
+const USAGE_EVERY: Duration = Duration::from_secs(15);
+
+/// The least time between two rounds of the usage recorder: changes that
+/// come together are recorded together, each end within a moment of it.
+const USAGE_PAUSE: Duration = Duration::from_millis(200);
+
 /// What a replica runs beyond the work every server runs.
 #[derive(Default)]
 pub struct BackgroundWork {
@@ -25,6 +33,23 @@ pub struct BackgroundWork {
     pub keeper_leadership: Option<Arc<dyn Leadership>>,
     /// Keeping the team mapping current from its file.
     pub mapping_reload: Option<MappingReload>,
+    /// The usage recorder's election (the reaper's Lease; `None`: no
+    /// usage is recorded).
+    pub usage_leadership: Option<Arc<dyn Leadership>>,
+}
+
+/// The election of a server that runs alone (the sandbox): it always
+/// leads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SoleReplica;
+
+#[async_trait::async_trait]
+impl Leadership for SoleReplica {
+    async fn leading(&self) {}
+
+    async fn holds(&self) -> bool {
+        true
+    }
 }
 
 /// The lifecycle reaper's schedule.
@@ -58,6 +83,7 @@ impl ControlPlane {
         tasks.extend(self.activity_recorder_task());
         tasks.extend(self.companion_keeper_task(work.keeper_leadership));
         tasks.extend(work.reaper.and_then(|r| self.reaper_task(r)));
+        tasks.extend(self.usage_recorder_tasks(work.usage_leadership));
         tasks.extend(
             work.mapping_reload
                 .map(|MappingReload(run)| Task::forever("team-mapping-reload", run)),
@@ -138,6 +164,44 @@ impl ControlPlane {
             }),
         );
         Some(task.while_leading(leadership))
+    }
+
+    /// The usage recorder, while this replica leads: a round every
+    /// [`USAGE_EVERY`] and soon after every change the watch cache sees
+    /// (the feed's changes wake it), so an end is recorded within a moment.
+    fn usage_recorder_tasks(&self, leadership: Option<Arc<dyn Leadership>>) -> Vec<Task> {
+        let (Some(leadership), Some(_), Some(feed)) = (leadership, &self.usage_ledger, self.store.feed()) else {
+            return Vec::new();
+        };
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let woken = changed.clone();
+        let listen = Task::forever(
+            "usage-changes",
+            Box::pin(async move {
+                use futures::StreamExt as _;
+                let mut changes = feed.changes();
+                while changes.next().await.is_some() {
+                    woken.notify_one();
+                }
+            }),
+        );
+        let recorder = Arc::new(tokio::sync::Mutex::new(crate::UsageRecorder::default()));
+        let record = Task::every(
+            "usage-recorder",
+            USAGE_EVERY,
+            self.body(move |plane| {
+                let recorder = recorder.clone();
+                async move {
+                    plane
+                        .record_usage_round(&mut *recorder.lock().await, jiff::Timestamp::now())
+                        .await;
+                }
+            }),
+        )
+        .woken_by(changed)
+        .pause_after(USAGE_PAUSE)
+        .while_leading(Some(leadership));
+        vec![listen, record]
     }
 
     /// The lifecycle reaper, while this replica leads.

@@ -95,6 +95,8 @@ pub enum AuditAction {
     PackageUpload,
     /// Read a namespace's quota.
     QuotaGet,
+    /// Read usage (GPU-, CPU-, memory-hours).
+    UsageGet,
     /// The lifecycle reaper warned a cluster's owner of what it will do.
     LifecycleWarn,
     /// The lifecycle reaper recorded on a cluster what it plans and since
@@ -110,7 +112,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 28] = [
+    pub const ALL: [Self; 29] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -135,6 +137,7 @@ impl AuditAction {
         Self::JobDelete,
         Self::PackageUpload,
         Self::QuotaGet,
+        Self::UsageGet,
         Self::LifecycleWarn,
         Self::LifecyclePlan,
         Self::ClusterKeep,
@@ -158,7 +161,8 @@ impl AuditAction {
             | Self::JobList
             | Self::JobGet
             | Self::JobLogs
-            | Self::QuotaGet => Read,
+            | Self::QuotaGet
+            | Self::UsageGet => Read,
             Self::AuditList => ReadAudit,
             Self::ClusterCreate
             | Self::ClusterScale
@@ -207,6 +211,7 @@ impl AuditAction {
             Self::JobDelete => "job.delete",
             Self::PackageUpload => "package.upload",
             Self::QuotaGet => "quota.get",
+            Self::UsageGet => "usage.get",
             Self::LifecycleWarn => "lifecycle.warn",
             Self::LifecyclePlan => "lifecycle.plan",
             Self::ClusterKeep => "cluster.keep",

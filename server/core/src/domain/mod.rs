@@ -31,6 +31,7 @@ mod request_id;
 pub mod schema;
 mod spec;
 pub mod text;
+mod usage;
 mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
@@ -71,4 +72,8 @@ pub use ray_head::{
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use request_id::RequestId;
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
+pub use usage::{
+    PodCharge, UsageBy, UsageClose, UsageFigures, UsageInterval, UsageKind, UsageLedger, UsageRow, UsageTotals,
+    report as usage_report, row_key as usage_row_key,
+};
 pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion, watch_timeout};

@@ -392,16 +392,50 @@ impl ObservedPod {
 
 /// A pod's spec, the parts krayne reads.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(from = "RawPodSpec")]
 pub struct PodSpec {
     /// Node it is bound to.
     pub node_name: Option<Atom>,
     /// Its containers' names, Ray's first (a log is read by container).
-    #[serde(deserialize_with = "names")]
     pub containers: Vec<Atom>,
     /// Its init containers' names.
-    #[serde(deserialize_with = "names")]
     pub init_containers: Vec<Atom>,
+    /// What it holds of a node while it runs: its containers' requests
+    /// (else limits) together.
+    pub charge: super::PodCharge,
+}
+
+/// A pod's spec as Kubernetes sends it, read once into [`PodSpec`].
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct RawPodSpec {
+    node_name: Option<Atom>,
+    #[serde(deserialize_with = "nullable")]
+    containers: Vec<RawContainer>,
+    #[serde(deserialize_with = "names")]
+    init_containers: Vec<Atom>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawContainer {
+    name: String,
+    #[serde(deserialize_with = "nullable")]
+    resources: Resources,
+}
+
+impl From<RawPodSpec> for PodSpec {
+    fn from(raw: RawPodSpec) -> Self {
+        let charge = super::PodCharge::of(raw.containers.iter().map(|c| &c.resources));
+        let mut containers: Vec<Atom> = raw.containers.into_iter().map(|c| Atom::from(c.name)).collect();
+        containers.shrink_to_fit();
+        Self {
+            node_name: raw.node_name,
+            containers,
+            init_containers: raw.init_containers,
+            charge,
+        }
+    }
 }
 
 /// The `name`s of a list of containers.
@@ -458,18 +492,51 @@ pub struct ContainerStatus {
 pub struct ContainerState {
     /// Waiting, with why.
     pub waiting: Option<StateReason>,
+    /// Running, since when.
+    pub running: Option<Running>,
     /// Terminated, with why.
     pub terminated: Option<StateReason>,
 }
 
 /// Reason and message of a container state.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct StateReason {
     /// Reason, e.g. `ImagePullBackOff`.
     pub reason: Option<Atom>,
     /// Message.
     pub message: Option<Atom>,
+    /// When it terminated (RFC 3339).
+    pub finished_at: Option<Atom>,
+}
+
+/// A running container's state.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Running {
+    /// When it started (RFC 3339).
+    pub started_at: Option<Atom>,
+}
+
+impl PodStatus {
+    /// When its containers first ran: the earliest `startedAt` of those
+    /// running now (RFC 3339).
+    pub fn running_since(&self) -> Option<&str> {
+        self.container_statuses
+            .iter()
+            .filter_map(|c| c.state.running.as_ref()?.started_at.as_deref())
+            .min()
+    }
+
+    /// When its last container ended, if they all have (RFC 3339).
+    pub fn finished_at(&self) -> Option<&str> {
+        let mut latest = None;
+        for status in &self.container_statuses {
+            let finished = status.state.terminated.as_ref()?.finished_at.as_deref()?;
+            latest = latest.max(Some(finished));
+        }
+        latest
+    }
 }
 
 /// A Kubernetes event (`core/v1`).

@@ -78,6 +78,11 @@ impl SqlAuditSink {
         crate::SqlActivityLedger::new(self.store.clone())
     }
 
+    /// The usage accounting ledger in the same database.
+    pub fn usage_ledger(&self) -> crate::SqlUsageLedger {
+        crate::SqlUsageLedger::new(self.store.clone())
+    }
+
     /// The lifecycle policy ledger in the same database.
     pub fn policy_ledger(&self) -> crate::SqlPolicyLedger {
         crate::SqlPolicyLedger::new(self.store.clone())

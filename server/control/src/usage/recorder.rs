@@ -1,0 +1,266 @@
+//! The usage recorder: the leader's record of every Ray pod's running
+//! life and every cluster's existence and suspensions, from the watch
+//! cache, into the usage ledger. A round compares what runs now with the
+//! intervals it holds open: what began is opened (a pod from its
+//! containers' start, a cluster from its creation), what ended is closed
+//! (a pod at its containers' end when Kubernetes says it, else when the
+//! round saw it gone). Rounds run on every change the cache sees, so an
+//! end is recorded within a moment of it.
+//!
+//! Nothing lost, nothing twice: an interval's key (kind and uid) is
+//! written once; what a round could not write is kept and written by the
+//! next; a recorder that starts (or leads again) reads the open intervals
+//! back and closes those whose object is gone at the last time any
+//! recorder saw every pod, marked estimated.
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
+
+use jiff::Timestamp;
+
+use crate::{
+    ControlPlane,
+    domain::{ObservedCluster, PodCharge, UsageClose, UsageInterval, UsageKind},
+    manifest::{ANNOTATION_CREATED_BY, LABEL_GROUP},
+};
+
+/// Open intervals and writes not yet made, kept between rounds.
+#[derive(Debug, Default)]
+pub struct UsageRecorder {
+    /// Keys of the intervals open, with the namespace and teams of each
+    /// and what it charges (for the counters).
+    open: HashMap<String, Charged>,
+    /// When the last round ran (`None`: the open intervals are to be
+    /// read back from the ledger first).
+    last_round: Option<Timestamp>,
+    opens: Vec<UsageInterval>,
+    closes: Vec<UsageClose>,
+    /// What the counters have counted, by namespace and team: CPU
+    /// seconds, memory byte-seconds, GPU seconds.
+    counted: HashMap<(String, String), [f64; 3]>,
+}
+
+/// What an open interval charges, for the counters.
+#[derive(Debug, Clone, Default)]
+struct Charged {
+    namespace: String,
+    teams: Vec<String>,
+    charge: PodCharge,
+}
+
+/// A round longer ago than this means the recorder did not run (it did not
+/// lead): what it holds is read back from the ledger.
+const STALE_AFTER: Duration = Duration::from_secs(45);
+/// The most writes kept while the ledger cannot be written.
+const MAX_PENDING: usize = 1_000_000;
+
+impl ControlPlane {
+    /// One round of the usage recorder at `now`.
+    pub(crate) async fn record_usage_round(&self, recorder: &mut UsageRecorder, now: Timestamp) {
+        let Some(ledger) = self.usage_ledger.clone() else {
+            return;
+        };
+        let Some(feed) = self.store.feed().filter(|f| f.ready()) else {
+            return;
+        };
+        let stale = recorder
+            .last_round
+            .is_none_or(|at| now.duration_since(at).as_secs_f64() > STALE_AFTER.as_secs_f64());
+        let mut estimate_at = None;
+        if stale {
+            let (keys, seen) = match (ledger.open_keys().await, ledger.last_seen().await) {
+                (Ok(keys), Ok(seen)) => (keys, seen),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(error = %e, "usage: the open intervals cannot be read; recording waits");
+                    return;
+                }
+            };
+            let pending: HashSet<&str> = recorder.opens.iter().map(|i| i.key.as_str()).collect();
+            recorder.open.retain(|k, _| pending.contains(k.as_str()));
+            for key in keys {
+                recorder.open.entry(key).or_default();
+            }
+            estimate_at = Some(seen.unwrap_or(now).min(now));
+        }
+        if let Some(last) = recorder.last_round {
+            Self::count_usage(recorder, now.duration_since(last).as_secs_f64().max(0.0));
+        }
+        let (live, finished) = self.live_usage(feed.as_ref(), &recorder.open, now);
+        for (key, interval) in &live {
+            if !recorder.open.contains_key(key) {
+                recorder.open.insert(
+                    key.clone(),
+                    Charged {
+                        namespace: interval.namespace.clone(),
+                        teams: interval.teams.clone(),
+                        charge: interval.charge.clone(),
+                    },
+                );
+                recorder.opens.push(interval.clone());
+            }
+        }
+        let ended: Vec<String> = recorder
+            .open
+            .keys()
+            .filter(|k| !live.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in ended {
+            recorder.open.remove(&key);
+            let (ended_at, estimated) = match (finished.get(&key).copied(), estimate_at) {
+                (Some(at), _) => (at, false),
+                (None, Some(at)) => (at, true),
+                (None, None) => (now, false),
+            };
+            recorder.closes.push(UsageClose {
+                key,
+                ended_at,
+                estimated,
+            });
+        }
+        recorder.last_round = Some(now);
+        let written = async {
+            ledger.open(&recorder.opens).await?;
+            ledger.close(&recorder.closes).await?;
+            ledger.mark_seen(now).await
+        };
+        match written.await {
+            Ok(()) => {
+                recorder.opens.clear();
+                recorder.closes.clear();
+            }
+            Err(e) => {
+                let held = recorder.opens.len() + recorder.closes.len();
+                tracing::warn!(error = %e, held, "usage: intervals cannot be written; kept for the next round");
+                if held > MAX_PENDING {
+                    tracing::error!(held, "usage: too many unwritten intervals; the oldest are dropped");
+                    let excess = recorder.closes.len().saturating_sub(MAX_PENDING / 2);
+                    recorder.closes.drain(..excess);
+                }
+            }
+        }
+    }
+
+    /// Every interval that is open now, by key; and the end of each pod
+    /// Kubernetes still shows ended (its containers' last end), by key.
+    fn live_usage(
+        &self,
+        feed: &dyn crate::domain::ClusterFeed,
+        open: &HashMap<String, Charged>,
+        now: Timestamp,
+    ) -> (HashMap<String, UsageInterval>, HashMap<String, Timestamp>) {
+        let suspensions: HashMap<&str, &str> = open
+            .keys()
+            .filter_map(|k| {
+                let rest = k.strip_prefix("suspended/")?;
+                Some((rest.split('/').next()?, k.as_str()))
+            })
+            .collect();
+        let mut live = HashMap::new();
+        let mut finished = HashMap::new();
+        let mut teams_of: HashMap<String, Vec<String>> = HashMap::new();
+        for cluster in feed.clusters(None) {
+            let Some(uid) = cluster.metadata.uid.as_deref() else {
+                continue;
+            };
+            let namespace = cluster.metadata.namespace.as_str();
+            let teams = teams_of
+                .entry(namespace.to_owned())
+                .or_insert_with(|| {
+                    self.authenticator
+                        .as_ref()
+                        .map(|a| a.editors_of(namespace))
+                        .unwrap_or_default()
+                })
+                .clone();
+            let base = |kind: UsageKind, key: String, started_at: Timestamp| UsageInterval {
+                key,
+                kind,
+                namespace: namespace.to_owned(),
+                cluster: cluster.metadata.name.as_str().to_owned(),
+                worker_group: None,
+                creator: creator(&cluster),
+                teams: teams.clone(),
+                charge: PodCharge::default(),
+                started_at,
+                ended_at: None,
+                estimated: false,
+            };
+            let created = time(cluster.metadata.creation_timestamp.as_deref()).unwrap_or(now);
+            let key = format!("cluster/{uid}");
+            live.insert(key.clone(), base(UsageKind::Cluster, key, created));
+            if cluster.spec.suspend == Some(true) {
+                // One interval per suspension: its key names when it began.
+                let key = suspensions.get(uid).map_or_else(
+                    || format!("suspended/{uid}/{}", now.as_millisecond()),
+                    |k| (*k).to_owned(),
+                );
+                live.insert(key.clone(), base(UsageKind::Suspended, key, now));
+            }
+            for pod in feed.pods(namespace, cluster.metadata.name.as_str()) {
+                let Some(pod_uid) = pod.metadata.uid.as_deref() else {
+                    continue;
+                };
+                let key = format!("pod/{pod_uid}");
+                if pod.status.phase.as_deref() != Some("Running") {
+                    if let Some(at) = time(pod.status.finished_at()) {
+                        finished.insert(key, at);
+                    }
+                    continue;
+                }
+                let started = time(pod.status.running_since()).unwrap_or(now);
+                let mut interval = base(UsageKind::Pod, key.clone(), started);
+                interval.worker_group = pod.metadata.labels.get(LABEL_GROUP).map(|g| g.as_str().to_owned());
+                interval.charge = pod.spec.charge.clone();
+                live.insert(key, interval);
+            }
+        }
+        (live, finished)
+    }
+
+    /// Adds `seconds` of every open pod interval's charge to the
+    /// counters (which only go up; a new leader's start from zero, as a
+    /// restarted process's do).
+    fn count_usage(recorder: &mut UsageRecorder, seconds: f64) {
+        for charged in recorder.open.values() {
+            let c = &charged.charge;
+            if c.cpu_millis == 0 && c.memory_bytes == 0 && c.gpus == 0 {
+                continue;
+            }
+            let teams: Vec<&str> = if charged.teams.is_empty() {
+                vec![""]
+            } else {
+                charged.teams.iter().map(String::as_str).collect()
+            };
+            for team in teams {
+                let sum = recorder
+                    .counted
+                    .entry((charged.namespace.clone(), team.to_owned()))
+                    .or_default();
+                sum[0] += c.cpu_millis as f64 / 1000.0 * seconds;
+                sum[1] += c.memory_bytes as f64 * seconds;
+                sum[2] += c.gpus as f64 * seconds;
+            }
+        }
+        for ((namespace, team), [cpu, memory, gpus]) in &recorder.counted {
+            let labels = [("namespace", namespace.clone()), ("team", team.clone())];
+            metrics::counter!("krayne_usage_cpu_seconds_total", &labels).absolute(cpu.floor() as u64);
+            metrics::counter!("krayne_usage_memory_byte_seconds_total", &labels).absolute(memory.floor() as u64);
+            metrics::counter!("krayne_usage_gpu_seconds_total", &labels).absolute(gpus.floor() as u64);
+        }
+    }
+}
+
+fn creator(cluster: &ObservedCluster) -> Option<String> {
+    cluster
+        .metadata
+        .annotations
+        .get(ANNOTATION_CREATED_BY)
+        .map(|c| c.as_str().to_owned())
+}
+
+fn time(text: Option<&str>) -> Option<Timestamp> {
+    text?.parse().ok()
+}
