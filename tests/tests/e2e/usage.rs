@@ -287,6 +287,17 @@ async fn a_timelines_hours_match_the_pods_lives_within_a_second_each() {
     assert_eq!(by_creator["rows"][0]["creator"], "alice@example.com", "{by_creator}");
     let by_team = usage(&env, from, "team,day").await;
     assert_eq!(by_team["rows"][0]["team"], "ml-research", "{by_team}");
+    // The counters went up with the GPUs' seconds, within a round's.
+    let counted = env
+        .metric(
+            "krayne_usage_gpu_seconds_total",
+            "namespace=\"ml-team\",team=\"ml-research\"",
+        )
+        .await;
+    assert!(
+        counted >= (gpu * 3600.0 - 16.0).max(1.0) && counted <= gpu * 3600.0 + 1.0,
+        "{counted} GPU-seconds counted, {gpu} GPU-hours recorded"
+    );
 }
 
 #[tokio::test]

@@ -89,16 +89,19 @@ impl ControlPlane {
         }
         let (live, finished) = self.live_usage(feed.as_ref(), &recorder.open, now);
         for (key, interval) in &live {
-            if !recorder.open.contains_key(key) {
-                recorder.open.insert(
-                    key.clone(),
-                    Charged {
-                        namespace: interval.namespace.clone(),
-                        teams: interval.teams.clone(),
-                        charge: interval.charge.clone(),
-                    },
-                );
-                recorder.opens.push(interval.clone());
+            let charged = || Charged {
+                namespace: interval.namespace.clone(),
+                teams: interval.teams.clone(),
+                charge: interval.charge.clone(),
+            };
+            match recorder.open.get_mut(key) {
+                // Read back from the ledger: what it charges is known now.
+                Some(known) if known.namespace.is_empty() => *known = charged(),
+                Some(_) => {}
+                None => {
+                    recorder.open.insert(key.clone(), charged());
+                    recorder.opens.push(interval.clone());
+                }
             }
         }
         let ended: Vec<String> = recorder
