@@ -480,7 +480,11 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     parts.control.login = login;
     parts.upstream = Some(upstream);
     parts.ray = Some(ray_heads(args.http.head_answer_budget_mib));
-    parts.lifecycle = lifecycle(&args.lifecycle, &client)?;
+    let leadership = leadership(&args.lifecycle, &client)?;
+    if args.lifecycle.usage_accounting {
+        parts.usage_leadership = leadership.clone();
+    }
+    parts.lifecycle = lifecycle(&args.lifecycle, leadership);
     parts.mapping_reload = Some(reload);
     if let Some(l) = &mut parts.lifecycle {
         l.policies = Some(std::sync::Arc::new(sink.policy_ledger()));
@@ -516,13 +520,17 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The lifecycle reaper's mode and leader election, when it is on.
-fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Result<Option<app::Lifecycle>, String> {
-    let mode = match args.lifecycle {
-        crate::config::LifecycleFlag::Off => return Ok(None),
-        crate::config::LifecycleFlag::Report => LifecycleMode::Report,
-        crate::config::LifecycleFlag::Act => LifecycleMode::Act,
-    };
+/// The replica's candidacy for the Lease that elects the one replica
+/// running the lifecycle reaper and usage accounting; `None` when both
+/// are off.
+fn leadership(
+    args: &crate::config::LifecycleArgs,
+    client: &k8s::Client,
+) -> Result<Option<std::sync::Arc<dyn crate::domain::Leadership>>, String> {
+    let lifecycle = lifecycle_mode(args);
+    if lifecycle.is_none() && !args.usage_accounting {
+        return Ok(None);
+    }
     let identity = match &args.lifecycle_identity {
         Some(id) if !id.is_empty() => id.clone(),
         _ => format!("{}-{}", host_name(), std::process::id()),
@@ -537,14 +545,37 @@ fn lifecycle(args: &crate::config::LifecycleArgs, client: &k8s::Client) -> Resul
             max_skew: Duration::from_secs(args.lifecycle_max_clock_skew_seconds),
         },
     )
-    .map_err(|e| format!("--lifecycle {}: {e}", mode.as_str()))?;
-    tracing::info!(mode = mode.as_str(), %identity, lease = %args.lifecycle_lease_name, "lifecycle reaper standing for the lease");
-    Ok(Some(app::Lifecycle {
-        mode,
-        leadership: std::sync::Arc::new(leadership),
+    .map_err(|e| format!("--lifecycle-lease-name {}: {e}", args.lifecycle_lease_name))?;
+    tracing::info!(
+        lifecycle = lifecycle.map_or("off", LifecycleMode::as_str),
+        usage_accounting = args.usage_accounting,
+        %identity,
+        lease = %args.lifecycle_lease_name,
+        "standing for the lease"
+    );
+    Ok(Some(std::sync::Arc::new(leadership)))
+}
+
+/// `--lifecycle`, `None` when off.
+fn lifecycle_mode(args: &crate::config::LifecycleArgs) -> Option<LifecycleMode> {
+    match args.lifecycle {
+        crate::config::LifecycleFlag::Off => None,
+        crate::config::LifecycleFlag::Report => Some(LifecycleMode::Report),
+        crate::config::LifecycleFlag::Act => Some(LifecycleMode::Act),
+    }
+}
+
+/// The lifecycle reaper's mode, led through `leadership`, when it is on.
+fn lifecycle(
+    args: &crate::config::LifecycleArgs,
+    leadership: Option<std::sync::Arc<dyn crate::domain::Leadership>>,
+) -> Option<app::Lifecycle> {
+    Some(app::Lifecycle {
+        mode: lifecycle_mode(args)?,
+        leadership: leadership?,
         every: Duration::from_secs(args.lifecycle_interval_seconds),
         policies: None,
-    }))
+    })
 }
 
 /// The caps on the reaper's actions and a new policy's settle time.

@@ -442,6 +442,13 @@ pub struct LifecycleArgs {
     /// whatever its `--lifecycle`.
     #[arg(long, env = "KRAYNE_USAGE_RECORD_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub usage_record_seconds: u64,
+    /// Usage accounting (docs/usage.md): the replica holding the Lease
+    /// above records every Ray pod's running life and each cluster's
+    /// existence and suspensions in the store database, whatever its
+    /// `--lifecycle`. `false`: nothing is recorded (reports show what was)
+    /// and, with `--lifecycle off`, no Lease is asked for.
+    #[arg(long, env = "KRAYNE_USAGE_ACCOUNTING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub usage_accounting: bool,
 }
 
 /// `--lifecycle`.

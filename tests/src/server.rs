@@ -422,6 +422,23 @@ impl Env {
             .to_owned()
     }
 
+    /// Who holds the lifecycle Lease (`krayne-lifecycle` in `default`,
+    /// which elects the reaper and the usage recorder): `""` when none
+    /// does or it does not exist.
+    pub async fn lease_holder(&self) -> String {
+        let url = format!(
+            "{}/apis/coordination.k8s.io/v1/namespaces/default/leases/krayne-lifecycle",
+            self.sandbox.url()
+        );
+        let lease: serde_json::Value = reqwest::get(&url)
+            .await
+            .expect("the sandbox")
+            .json()
+            .await
+            .expect("JSON");
+        lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
+    }
+
     /// The HS256 secret file the server trusts (default token options).
     pub fn secret_file(&self) -> PathBuf {
         self.dir.path().join("secret")

@@ -57,8 +57,7 @@ pub struct Parts {
     pub activity: Option<(Arc<dyn crate::domain::ActivityLedger>, Duration)>,
     /// Where usage is recorded and read (`None`: no usage accounting).
     pub usage_ledger: Option<Arc<dyn crate::domain::UsageLedger>>,
-    /// The election usage is recorded under (`None`: the lifecycle
-    /// reaper's, when it runs; else none is recorded).
+    /// The election usage is recorded under (`None`: none is recorded).
     pub usage_leadership: Option<Arc<dyn crate::domain::Leadership>>,
     /// Keeps the team mapping current from its file (`None`: it is not
     /// reloaded).
@@ -157,9 +156,7 @@ pub async fn start(
     }
     let mut work = BackgroundWork {
         keeper_leadership: parts.lifecycle.as_ref().map(|l| l.leadership.clone()),
-        usage_leadership: parts
-            .usage_leadership
-            .or_else(|| parts.lifecycle.as_ref().map(|l| l.leadership.clone())),
+        usage_leadership: parts.usage_leadership,
         mapping_reload: parts.mapping_reload,
         ..BackgroundWork::default()
     };

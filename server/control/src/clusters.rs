@@ -1,6 +1,6 @@
 //! Create, get, list, describe, scale, delete.
 
-use std::{collections::HashSet, sync::Arc};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -275,18 +275,8 @@ impl ControlPlane {
             .await
             .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.cluster_pods(&target, rid).await?;
-        let about: HashSet<&str> = pods
-            .iter()
-            .map(|p| p.metadata.name.as_str())
-            .chain(std::iter::once(name))
-            .collect();
-        let events: Vec<_> = self
-            .store
-            .events(namespace, rid)
-            .await?
-            .into_iter()
-            .filter(|e| e.involved_object.name.as_deref().is_some_and(|n| about.contains(n)))
-            .collect();
+        let pod_names: Vec<&str> = pods.iter().map(|p| p.metadata.name.as_str()).collect();
+        let events = self.store.cluster_events(&target, &pod_names, rid).await?;
         self.record_read(cx, AuditAction::ClusterDescribe, Some(namespace), Some(name))
             .await;
         let mut details = manifest::cluster_details(&cluster, &views(&pods), &views(&events), &self.settings.manifest);

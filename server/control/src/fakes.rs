@@ -250,7 +250,12 @@ impl ClusterStore for MemoryStore {
         of.into_iter().flatten().map(Self::pod).collect()
     }
 
-    async fn events(&self, _: &str, _: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+    async fn cluster_events(
+        &self,
+        _: &ClusterRef,
+        _: &[&str],
+        _: &RequestId,
+    ) -> Result<Vec<Arc<ObservedEvent>>, Error> {
         Ok(Vec::new())
     }
 

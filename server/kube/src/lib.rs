@@ -293,11 +293,27 @@ impl ClusterStore for KubeClusterStore {
         self.ray_pods(cluster.namespace(), &selector, request_id).await
     }
 
-    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+    async fn cluster_events(
+        &self,
+        cluster: &ClusterRef,
+        pods: &[&str],
+        request_id: &RequestId,
+    ) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+        // One list and a filter rather than a list per pod: the cache
+        // serves describe, this only while it cannot.
         let list: ObjectList<ObservedEvent> = self
-            .call(core(namespace, "events").list(&ListParams::default()), request_id)
+            .call(
+                core(cluster.namespace(), "events").list(&ListParams::default()),
+                request_id,
+            )
             .await?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        let about = |e: &ObservedEvent| {
+            e.involved_object
+                .name
+                .as_deref()
+                .is_some_and(|n| n == cluster.name() || pods.contains(&n))
+        };
+        Ok(list.items.into_iter().filter(about).map(Arc::new).collect())
     }
 
     async fn pod_log(

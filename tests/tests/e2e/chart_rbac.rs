@@ -338,10 +338,11 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     // Granted in both upstream modes: the notebook, code-server and sshd
     // listen on a head's loopback, which only a port-forward reaches.
     let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
-    let lifecycle: BTreeSet<Permission> = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"))
-        .union(&permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml")))
-        .cloned()
-        .collect();
+    // The Lease: granted whenever usage accounting is on (the default) or
+    // the reaper is; the reaper's Events only when it acts.
+    let lease = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"));
+    let events = permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml"));
+    let lifecycle: BTreeSet<Permission> = lease.union(&events).cloned().collect();
     let token_review = permissions_of(&chart::yaml("files/rbac/token-review.yaml"));
     // Kubernetes binds its issuer's discovery documents to every
     // ServiceAccount (`system:service-account-issuer-discovery`).
@@ -351,9 +352,9 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     ]
     .map(str::to_owned)
     .into();
-    let base: BTreeSet<Permission> = namespaced.union(&cluster).cloned().collect();
+    let base: BTreeSet<Permission> = namespaced.union(&cluster).chain(&lease).cloned().collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
-    let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&lifecycle).cloned().collect();
+    let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&events).cloned().collect();
     let with_token_review: BTreeSet<Permission> = with_port_forward
         .union(&token_review)
         .chain(&issuer_discovery)
@@ -416,6 +417,17 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
             "rbac.yaml uses {file}"
         );
     }
+    // The Lease's Role comes with usage accounting (on by default) as with
+    // the reaper, and the server is told which it runs.
+    assert!(
+        rbac.contains(r#"{{- if or (ne .Values.server.lifecycle.mode "off") .Values.server.usageAccounting }}"#),
+        "the Lease must be granted whenever usage accounting is on"
+    );
+    assert_eq!(chart::yaml("values.yaml")["server"]["usageAccounting"], true);
+    assert!(
+        chart::read("templates/configmap.yaml")
+            .contains("KRAYNE_USAGE_ACCOUNTING: {{ .Values.server.usageAccounting | quote }}")
+    );
     // Role mode limits the cache to the Roles' namespaces: a file of a
     // ConfigMap of their own (outside the pods' checksum), one a line.
     let settings = chart::read("templates/configmap.yaml");

@@ -209,7 +209,11 @@ async fn nothing_in_use_through_another_replica_is_suspended_nor_a_silent_head()
     let db = test_database().await;
     let env = Env::start_with(EnvOptions {
         teams: teams("{ idle_after: 6s, warn_before: 2s }"),
-        server_args: ["--usage-record-seconds", "1"].map(str::to_owned).to_vec(),
+        // Standing for no Lease (no reaper, no usage accounting), so the
+        // second replica leads.
+        server_args: ["--usage-record-seconds", "1", "--usage-accounting", "false"]
+            .map(str::to_owned)
+            .to_vec(),
         database_url: Some(db.url.clone()),
         ..EnvOptions::default()
     })

@@ -200,7 +200,7 @@ async fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed() {
         )
         .await;
     }
-    let holder = lease_holder(&env).await;
+    let holder = env.lease_holder().await;
     let survivor_api = if holder.ends_with(&format!("-{}", env.server.pid())) {
         env.server.signal("KILL");
         second.api
@@ -242,16 +242,6 @@ async fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed() {
             assert_eq!(n, 1, "{name} {action}: done once, not {n} times: {rows:#?}");
         }
     }
-}
-
-/// Who holds the reaper's Lease, as the sandbox has it.
-async fn lease_holder(env: &Env) -> String {
-    let url = format!(
-        "{}/apis/coordination.k8s.io/v1/namespaces/default/leases/krayne-lifecycle",
-        env.sandbox.url()
-    );
-    let lease: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
-    lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test]
@@ -332,11 +322,11 @@ async fn a_replica_whose_clock_is_ahead_neither_takes_the_lease_nor_acts_early()
     opts.database_url = Some(db.url.clone());
     let env = Env::start_with(opts).await;
     let started = Instant::now();
-    while lease_holder(&env).await.is_empty() {
+    while env.lease_holder().await.is_empty() {
         assert!(started.elapsed() < Duration::from_secs(20), "nobody took the lease");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let leader = lease_holder(&env).await;
+    let leader = env.lease_holder().await;
     assert!(leader.ends_with(&format!("-{}", env.server.pid())), "{leader}");
 
     let ahead = env.spawn_server_under(&["faketime", "-f", "+60s"], &[]).await;
@@ -370,7 +360,7 @@ async fn a_replica_whose_clock_is_ahead_neither_takes_the_lease_nor_acts_early()
         "suspended {:?} after its creation, before its lifetime",
         created.elapsed()
     );
-    assert_eq!(lease_holder(&env).await, leader, "the live leader kept its lease");
+    assert_eq!(env.lease_holder().await, leader, "the live leader kept its lease");
 
     let metrics = metrics_of(ahead.ops).await;
     let skew = krayne_tests::metric(&metrics, "krayne_clock_skew_seconds", "");
@@ -385,7 +375,7 @@ async fn a_replica_whose_clock_is_ahead_neither_takes_the_lease_nor_acts_early()
     let ahead_rest = krayne_tests::Rest::new(&format!("http://{}", ahead.api), Some(alice.clone()));
     ahead_rest.post(NS, &json!({"name": "later"})).await.expect(201);
     tokio::time::sleep(Duration::from_secs(15)).await;
-    assert_eq!(lease_holder(&env).await, leader, "the skewed replica took the lease");
+    assert_eq!(env.lease_holder().await, leader, "the skewed replica took the lease");
     let later = ahead_rest.get(&format!("{NS}/later")).await.expect(200).body;
     assert!(
         later["lifecycle_warned_at"].is_null(),

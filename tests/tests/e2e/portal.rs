@@ -90,6 +90,7 @@ pub(crate) async fn node_project(what: &str) -> Option<PathBuf> {
     if !modules.join(".bin/tsc").is_file()
         || !modules.join("playwright-core/package.json").is_file()
         || !modules.join("oidc-provider/package.json").is_file()
+        || !modules.join("@grafana/schema/package.json").is_file()
     {
         // The pinned versions of package-lock.json, nothing else.
         run(&npm, &["ci", "--no-audit", "--no-fund"], &[]).await;

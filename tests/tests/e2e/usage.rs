@@ -11,19 +11,30 @@ use std::{
 };
 
 use jiff::Timestamp;
-use krayne_tests::{Env, EnvOptions, TEAMS};
+use krayne_tests::{Env, EnvOptions, Rest, TEAMS};
 use serde_json::{Value, json};
 
 const NS: &str = "/v1/namespaces/ml-team/clusters";
-/// The recorder runs under the reaper's Lease (reporting only).
-const LEADER: [&str; 6] = [
-    "--lifecycle",
-    "report",
-    "--lifecycle-interval-seconds",
-    "3600",
-    "--lifecycle-lease-seconds",
-    "3",
-];
+/// The recorder runs under the lifecycle Lease, with the reaper off (the
+/// chart's default): a short Lease, so that a successor takes over soon.
+const LEADER: [&str; 2] = ["--lifecycle-lease-seconds", "3"];
+
+/// A server recording usage, on `database_url` (SQLite of its own when
+/// `None`), with `args` more.
+async fn recording_env(database_url: Option<String>, args: &[&str]) -> Env {
+    Env::start_with(EnvOptions {
+        server_args: LEADER.iter().chain(args).map(ToString::to_string).collect(),
+        teams: TEAMS.to_owned(),
+        database_url,
+        ..EnvOptions::default()
+    })
+    .await
+}
+
+/// A cluster `name` whose one worker has one GPU.
+fn one_gpu_worker(name: &str) -> Value {
+    json!({"name": name, "worker_groups": [{"name": "gpu", "replicas": 1, "max_replicas": 1, "gpus": 1}]})
+}
 
 /// A pod as the watcher saw it: its charge, when it ran, when it was
 /// last seen and first seen gone.
@@ -31,6 +42,7 @@ const LEADER: [&str; 6] = [
 struct Seen {
     gpus: f64,
     cpus: f64,
+    memory_gib: f64,
     started: Timestamp,
     last_present: Timestamp,
     gone: Option<Timestamp>,
@@ -45,11 +57,25 @@ struct Watcher {
 
 fn quantity(v: &Value) -> f64 {
     let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    match text.strip_suffix('m') {
-        Some(milli) => milli.parse::<f64>().unwrap_or(0.0) / 1000.0,
-        None => text.parse().unwrap_or(0.0),
+    for (suffix, factor) in [
+        ("Ki", 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Gi", GIB),
+        ("Ti", GIB * 1024.0),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("m", 1e-3),
+    ] {
+        if let Some(number) = text.strip_suffix(suffix) {
+            return number.parse::<f64>().unwrap_or(0.0) * factor;
+        }
     }
+    text.parse().unwrap_or(0.0)
 }
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 impl Watcher {
     fn start(env: &Env) -> Self {
@@ -96,6 +122,7 @@ impl Watcher {
                     let entry = all.entry(uid).or_insert(Seen {
                         gpus: sum("nvidia.com/gpu"),
                         cpus: sum("cpu"),
+                        memory_gib: sum("memory") / GIB,
                         started,
                         last_present: now,
                         gone: None,
@@ -170,10 +197,14 @@ async fn end_a_worker(env: &Env) {
         .unwrap();
 }
 
-/// The usage report of ml-team since `from`, grouped `by`.
+/// The usage report of ml-team since `from`, grouped `by`, as alice.
 async fn usage(env: &Env, from: Timestamp, by: &str) -> Value {
-    env.rest(&env.alice())
-        .get(&format!("/v1/namespaces/ml-team/usage?from={from}&by={by}"))
+    usage_at(&env.rest(&env.alice()), from, by).await
+}
+
+/// [`usage`] through `rest` (a replica of alice's).
+async fn usage_at(rest: &Rest, from: Timestamp, by: &str) -> Value {
+    rest.get(&format!("/v1/namespaces/ml-team/usage?from={from}&by={by}"))
         .await
         .expect(200)
         .body
@@ -181,10 +212,15 @@ async fn usage(env: &Env, from: Timestamp, by: &str) -> Value {
 
 /// Until the report's GPU-hours stop moving (every end recorded).
 async fn settled(env: &Env, from: Timestamp) -> Value {
-    let mut last = usage(env, from, "cluster").await;
+    settled_at(&env.rest(&env.alice()), from).await
+}
+
+/// [`settled`] through `rest`.
+async fn settled_at(rest: &Rest, from: Timestamp) -> Value {
+    let mut last = usage_at(rest, from, "cluster").await;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = usage(env, from, "cluster").await;
+        let now = usage_at(rest, from, "cluster").await;
         if now["totals"]["gpu_hours"] == last["totals"]["gpu_hours"] {
             return now;
         }
@@ -195,12 +231,7 @@ async fn settled(env: &Env, from: Timestamp) -> Value {
 
 #[tokio::test]
 async fn a_timelines_hours_match_the_pods_lives_within_a_second_each() {
-    let env = Env::start_with(EnvOptions {
-        server_args: LEADER.iter().map(ToString::to_string).collect(),
-        teams: TEAMS.to_owned(),
-        ..EnvOptions::default()
-    })
-    .await;
+    let env = recording_env(None, &[]).await;
     let alice = env.rest(&env.alice());
     let from = Timestamp::now();
     let watcher = Watcher::start(&env);
@@ -241,11 +272,13 @@ async fn a_timelines_hours_match_the_pods_lives_within_a_second_each() {
 
     let mut expected_gpu = 0.0;
     let mut expected_cpu = 0.0;
+    let mut expected_memory = 0.0;
     for pod in &pods {
         let end = pod.gone.expect("every pod ended");
         let h = hours(pod.started, end);
         expected_gpu += pod.gpus * h;
         expected_cpu += pod.cpus * h;
+        expected_memory += pod.memory_gib * h;
     }
     let report = settled(&env, from).await;
     let totals = &report["totals"];
@@ -265,7 +298,13 @@ async fn a_timelines_hours_match_the_pods_lives_within_a_second_each() {
         (cpu - expected_cpu).abs() <= slack(cpus_per_pod),
         "CPU-hours {cpu} vs {expected_cpu}: {report}"
     );
-    assert!(totals["memory_gib_hours"].as_f64().unwrap() > 0.0, "{report}");
+    let memory_per_pod = pods.iter().map(|p| p.memory_gib).fold(0.0, f64::max);
+    let memory = totals["memory_gib_hours"].as_f64().unwrap();
+    assert!(expected_memory > 0.0, "{pods:?}");
+    assert!(
+        (memory - expected_memory).abs() <= slack(memory_per_pod),
+        "GiB-hours {memory} vs {expected_memory}: {report}"
+    );
     let suspended = totals["suspended_hours"].as_f64().unwrap() * 3600.0;
     assert!((1.0..8.0).contains(&suspended), "suspended for about 2 s: {report}");
     let existed = totals["cluster_hours"].as_f64().unwrap() * 3600.0;
@@ -298,25 +337,28 @@ async fn a_timelines_hours_match_the_pods_lives_within_a_second_each() {
         counted >= (gpu * 3600.0 - 16.0).max(1.0) && counted <= gpu * 3600.0 + 1.0,
         "{counted} GPU-seconds counted, {gpu} GPU-hours recorded"
     );
+    // And CPU and memory alike: each at most what was recorded, and short
+    // of it by at most a round's (15 s) of the largest pod's share.
+    let labels = "namespace=\"ml-team\",team=\"ml-research\"";
+    let cpu_seconds = env.metric("krayne_usage_cpu_seconds_total", labels).await;
+    assert!(
+        cpu_seconds >= cpu * 3600.0 - 16.0 * cpus_per_pod * 2.0 && cpu_seconds <= cpu * 3600.0 + 1.0,
+        "{cpu_seconds} CPU-seconds counted, {cpu} CPU-hours recorded"
+    );
+    let byte_seconds = env.metric("krayne_usage_memory_byte_seconds_total", labels).await;
+    let recorded_bytes = memory * 3600.0 * GIB;
+    assert!(
+        byte_seconds >= recorded_bytes - 16.0 * memory_per_pod * GIB * 2.0 && byte_seconds <= recorded_bytes + GIB,
+        "{byte_seconds} byte-seconds counted, {memory} GiB-hours recorded"
+    );
 }
 
 #[tokio::test]
 async fn a_pod_that_ends_while_no_recorder_runs_is_closed_once_and_marked_estimated() {
-    let mut env = Env::start_with(EnvOptions {
-        server_args: LEADER.iter().map(ToString::to_string).collect(),
-        teams: TEAMS.to_owned(),
-        ..EnvOptions::default()
-    })
-    .await;
+    let mut env = recording_env(None, &[]).await;
     let from = Timestamp::now();
     let alice = env.rest(&env.alice());
-    alice
-        .post(
-            NS,
-            &json!({"name": "gap", "worker_groups": [{"name": "gpu", "replicas": 1, "max_replicas": 1, "gpus": 1}]}),
-        )
-        .await
-        .expect(201);
+    alice.post(NS, &one_gpu_worker("gap")).await.expect(201);
     running_pods(&env, "gap", 2).await;
     let before = settled(&env, from).await;
     assert!(before["totals"]["gpu_hours"].as_f64().unwrap() > 0.0, "{before}");
@@ -345,12 +387,7 @@ async fn a_pod_that_ends_while_no_recorder_runs_is_closed_once_and_marked_estima
 
 #[tokio::test]
 async fn callers_see_only_their_namespaces_usage() {
-    let env = Env::start_with(EnvOptions {
-        server_args: LEADER.iter().map(ToString::to_string).collect(),
-        teams: TEAMS.to_owned(),
-        ..EnvOptions::default()
-    })
-    .await;
+    let env = recording_env(None, &[]).await;
     let alice = env.rest(&env.alice());
     alice.get("/v1/namespaces/other-team/usage").await.expect(403);
     let mine = alice.get("/v1/usage").await.expect(200).body;
@@ -412,23 +449,11 @@ async fn callers_see_only_their_namespaces_usage() {
 async fn a_pod_that_ends_while_the_database_is_down_is_recorded_at_its_end() {
     let db = krayne_tests::test_database().await;
     let (proxy, url) = db.behind_proxy().await;
-    let env = Env::start_with(EnvOptions {
-        server_args: LEADER.iter().map(ToString::to_string).collect(),
-        teams: TEAMS.to_owned(),
-        database_url: Some(url),
-        ..EnvOptions::default()
-    })
-    .await;
+    let env = recording_env(Some(url), &[]).await;
     let from = Timestamp::now();
     let watcher = Watcher::start(&env);
     let alice = env.rest(&env.alice());
-    alice
-        .post(
-            NS,
-            &json!({"name": "dbout", "worker_groups": [{"name": "gpu", "replicas": 1, "max_replicas": 1, "gpus": 1}]}),
-        )
-        .await
-        .expect(201);
+    alice.post(NS, &one_gpu_worker("dbout")).await.expect(201);
     running_pods(&env, "dbout", 2).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -461,4 +486,82 @@ async fn a_pod_that_ends_while_the_database_is_down_is_recorded_at_its_end() {
         report["rows"][0]["estimated"], false,
         "its end was seen, not estimated: {report}"
     );
+}
+
+#[tokio::test]
+async fn a_killed_leaders_successor_records_on_and_counts_nothing_twice() {
+    let db = krayne_tests::test_database().await;
+    let env = recording_env(Some(db.url.clone()), &[]).await;
+    let second = env.spawn_server(&[]).await;
+    let from = Timestamp::now();
+    let watcher = Watcher::start(&env);
+    env.rest(&env.alice())
+        .post(NS, &one_gpu_worker("failover"))
+        .await
+        .expect(201);
+    running_pods(&env, "failover", 2).await;
+    let before = settled(&env, from).await;
+    assert!(before["totals"]["gpu_hours"].as_f64().unwrap() > 0.0, "{before}");
+
+    // SIGKILL to whichever replica records: it closes nothing, releases
+    // nothing. A worker ends before the Lease lapses; KubeRay makes
+    // another.
+    let holder = env.lease_holder().await;
+    let survivor = if holder.ends_with(&format!("-{}", env.server.pid())) {
+        env.server.signal("KILL");
+        second.api
+    } else {
+        assert!(holder.ends_with(&format!("-{}", second.pid())), "holder {holder}");
+        second.signal("KILL");
+        env.server.api
+    };
+    end_a_worker(&env).await;
+    running_pods(&env, "failover", 2).await;
+    let survivor = Rest::new(&format!("http://{survivor}"), Some(env.alice()));
+    let started = Instant::now();
+    let report = loop {
+        let report = settled_at(&survivor, from).await;
+        if report["rows"][0]["estimated"] == true {
+            break report;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the successor never closed the ended worker: {report}"
+        );
+    };
+    let report_time = report["to"].as_str().unwrap().parse::<Timestamp>().unwrap();
+    let pods = watcher.finish().await;
+    assert_eq!(pods.len(), 3, "a head, the ended worker and its successor: {pods:?}");
+    let expected: f64 = pods
+        .iter()
+        .map(|p| p.gpus * hours(p.started, p.gone.unwrap_or(report_time).min(report_time)))
+        .sum();
+    let gpu = report["totals"]["gpu_hours"].as_f64().unwrap();
+    // Nothing twice: at most the pods' lives (a second each). The ended
+    // worker's end is estimated at the killed leader's last round, at
+    // most a round (15 s) and the Lease (3 s) before it really ended.
+    assert!(
+        gpu <= expected + 3.0 * 1.1 / 3600.0,
+        "GPU-hours {gpu} > {expected}: {report}"
+    );
+    assert!(
+        gpu >= expected - 19.0 / 3600.0,
+        "GPU-hours {gpu} lost more than a round of {expected}: {report}"
+    );
+    survivor.delete(&format!("{NS}/failover")).await.expect(204);
+}
+
+#[tokio::test]
+async fn with_usage_accounting_off_nothing_is_recorded_and_no_lease_is_asked_for() {
+    let env = recording_env(None, &["--usage-accounting", "false"]).await;
+    let from = Timestamp::now();
+    let alice = env.rest(&env.alice());
+    alice.post(NS, &one_gpu_worker("unrecorded")).await.expect(201);
+    running_pods(&env, "unrecorded", 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = usage(&env, from, "cluster").await;
+    assert_eq!(report["totals"]["gpu_hours"], 0.0, "{report}");
+    assert_eq!(report["rows"], json!([]), "{report}");
+    assert_eq!(env.lease_holder().await, "", "no Lease was asked for");
+    alice.delete(&format!("{NS}/unrecorded")).await.expect(204);
 }

@@ -198,8 +198,13 @@ pub trait ClusterStore: Send + Sync + 'static {
     async fn pods(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error>;
     /// Ray pods of one cluster.
     async fn cluster_pods(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error>;
-    /// Events of one namespace.
-    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error>;
+    /// Events about one cluster and about its pods named `pods`.
+    async fn cluster_events(
+        &self,
+        cluster: &ClusterRef,
+        pods: &[&str],
+        request_id: &RequestId,
+    ) -> Result<Vec<Arc<ObservedEvent>>, Error>;
     /// Applies a patch the core made (a scale); it names the version it
     /// was made from, so a stale one fails with `Conflict`.
     async fn patch(

@@ -117,6 +117,11 @@ pub(crate) trait Slot: View + Sized {
     fn notice(_object: &Self, _deleted: bool) -> Option<Notice> {
         None
     }
+    /// Whether the cache keeps it (every object of the kind, unless the
+    /// kind says otherwise).
+    fn kept(_object: &Self, _cache: &Cache) -> bool {
+        true
+    }
 }
 
 impl Slot for ObservedCluster {
@@ -153,6 +158,31 @@ impl Slot for ObservedEvent {
     const CACHE_KIND: Kind = Kind::Events;
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.events
+    }
+    /// Only events about Ray objects: on a shared Kubernetes most events
+    /// concern other workloads, which describe never shows.
+    fn kept(event: &Self, cache: &Cache) -> bool {
+        let kept = about_ray(event, &read(&cache.clusters));
+        if !kept {
+            metrics::counter!("krayne_cache_events_dropped_total").increment(1);
+        }
+        kept
+    }
+}
+
+/// Whether `event` is about a RayCluster, or about a pod named as KubeRay
+/// names a cached cluster's pods (`<cluster>-head-…`, `<cluster>-<group>-
+/// worker-…`: the cluster's name and a dash begin it). A pod's events can
+/// come before the pod itself, so its name, not the pod cache, decides.
+fn about_ray(event: &ObservedEvent, clusters: &Collection<ObservedCluster>) -> bool {
+    let subject = &event.involved_object;
+    let namespace = event.metadata.namespace.as_str();
+    match (subject.kind.as_deref(), subject.name.as_deref()) {
+        (Some(manifest_kind), _) if manifest_kind == krayne_core::manifest::RAYCLUSTER_KIND => true,
+        (Some("Pod"), Some(pod)) => pod
+            .match_indices('-')
+            .any(|(at, _)| clusters.get(namespace, "", &pod[..at]).is_some()),
+        _ => false,
     }
 }
 
@@ -273,6 +303,31 @@ impl Cache {
         all
     }
 
+    /// The events about `cluster` and its `pods`, in `namespace`: a
+    /// bucket per object, so the namespace's other events cost nothing.
+    pub(crate) fn events_about(&self, namespace: &str, cluster: &str, pods: &[&str]) -> Vec<Arc<ObservedEvent>> {
+        let events = read(&self.events);
+        std::iter::once(cluster)
+            .chain(pods.iter().copied())
+            .flat_map(|subject| events.in_bucket(namespace, subject).cloned())
+            .collect()
+    }
+
+    /// Waits until `kind` in `scope` has listed once: events are kept by
+    /// the clusters they concern, so their watcher waits for the clusters'.
+    pub(crate) async fn listed(&self, kind: Kind, scope: Option<&str>) {
+        let mut progress = self.progress.subscribe();
+        loop {
+            let key = (kind, scope.map(str::to_owned));
+            if lock(&self.health).get(&key).is_some_and(|h| h.synced) {
+                return;
+            }
+            if progress.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     fn set_health(&self, kind: Kind, scope: Scope, serving: bool) {
         let mut health = lock(&self.health);
         let entry = health.entry((kind, scope)).or_default();
@@ -303,6 +358,7 @@ impl Cache {
         if scope.is_some_and(|ns| !self.covers(ns)) {
             return;
         }
+        let objects: Vec<Arc<T>> = objects.into_iter().filter(|o| T::kept(o, self)).collect();
         write(T::collection(self)).replace(scope, objects);
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
         metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
@@ -312,7 +368,7 @@ impl Cache {
 
     /// An object was added or changed.
     pub(crate) fn applied<T: Slot>(&self, object: Arc<T>) {
-        if T::CACHE_KIND != Kind::Namespaces && !self.covers(&object.meta().namespace) {
+        if (T::CACHE_KIND != Kind::Namespaces && !self.covers(&object.meta().namespace)) || !T::kept(&object, self) {
             return;
         }
         write(T::collection(self)).apply(object.clone());
@@ -373,5 +429,74 @@ impl Cache {
         !expected
             .keys()
             .any(|(ns, n)| namespace.is_none_or(|x| x == ns) && name.is_none_or(|x| x == n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(namespace: &str, name: &str) -> Arc<ObservedCluster> {
+        let mut c = ObservedCluster::default();
+        c.metadata.namespace = namespace.into();
+        c.metadata.name = name.into();
+        Arc::new(c)
+    }
+
+    fn event(namespace: &str, name: &str, kind: &str, subject: &str) -> Arc<ObservedEvent> {
+        let mut e = ObservedEvent::default();
+        e.metadata.namespace = namespace.into();
+        e.metadata.name = name.into();
+        e.involved_object.kind = Some(kind.into());
+        e.involved_object.name = Some(subject.into());
+        Arc::new(e)
+    }
+
+    fn names(events: &[Arc<ObservedEvent>]) -> Vec<&str> {
+        events.iter().map(|e| e.metadata.name.as_str()).collect()
+    }
+
+    #[test]
+    fn only_events_about_ray_objects_are_kept() {
+        let cache = Cache::new(None);
+        cache.relisted::<ObservedCluster>(None, vec![cluster("ml", "train")]);
+        cache.relisted::<ObservedEvent>(
+            None,
+            vec![
+                event("ml", "cluster", "RayCluster", "train"),
+                event("ml", "head", "Pod", "train-head-x7k2p"),
+                event("ml", "worker", "Pod", "train-gpu-worker-9fz4q"),
+                event("ml", "web", "Pod", "web-7d9f8-abcde"),
+                event("ml", "deployment", "Deployment", "train"),
+                event("ml", "unnamed", "Pod", ""),
+                event("other", "elsewhere", "Pod", "train-head-x7k2p"),
+            ],
+        );
+        cache.applied(event("ml", "nginx", "Pod", "nginx-1"));
+        cache.applied(event("ml", "later", "Pod", "train-head-x7k2p"));
+        let kept = read(&cache.events).all();
+        let mut kept = names(&kept);
+        kept.sort_unstable();
+        assert_eq!(kept, ["cluster", "head", "later", "worker"]);
+    }
+
+    #[test]
+    fn a_clusters_events_are_found_by_their_subjects_alone() {
+        let cache = Cache::new(None);
+        cache.relisted::<ObservedCluster>(None, vec![cluster("ml", "a"), cluster("ml", "ab")]);
+        let mut events = vec![
+            event("ml", "a-1", "RayCluster", "a"),
+            event("ml", "a-2", "Pod", "a-head-1"),
+            event("ml", "ab-1", "RayCluster", "ab"),
+            event("ml", "ab-2", "Pod", "ab-head-1"),
+        ];
+        // Thousands of another cluster's events in the same namespace.
+        events.extend((0..5000).map(|i| event("ml", &format!("ab-pod-{i}"), "Pod", &format!("ab-w-{i}"))));
+        cache.relisted::<ObservedEvent>(None, events);
+        let found = cache.events_about("ml", "a", &["a-head-1"]);
+        assert_eq!(names(&found), ["a-1", "a-2"]);
+        let found = cache.events_about("ml", "ab", &["ab-head-1", "ab-gone"]);
+        assert_eq!(names(&found), ["ab-1", "ab-2"]);
+        assert!(cache.events_about("other", "a", &[]).is_empty());
     }
 }

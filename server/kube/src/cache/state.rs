@@ -12,8 +12,8 @@ use crate::domain::{Atom, ObjectMeta, ObservedCluster, ObservedEvent, ObservedPo
 pub(crate) trait Indexed {
     /// Its metadata.
     fn meta(&self) -> &ObjectMeta;
-    /// The bucket within its namespace: the cluster of a pod; none (the
-    /// `""` bucket) otherwise.
+    /// The bucket within its namespace: the cluster of a pod, the object
+    /// an event is about; none (the `""` bucket) otherwise.
     fn bucket(&self) -> Option<&Atom> {
         None
     }
@@ -37,6 +37,11 @@ impl Indexed for ObservedPod {
 impl Indexed for ObservedEvent {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
+    }
+    /// Describe asks for the events of a cluster and of each of its pods
+    /// by name: a lookup per object, never a scan of the namespace.
+    fn bucket(&self) -> Option<&Atom> {
+        self.involved_object.name.as_ref()
     }
 }
 

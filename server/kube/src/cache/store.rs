@@ -113,10 +113,21 @@ fn read_namespaces(file: &std::path::Path) -> Result<BTreeSet<String>, String> {
 fn spawn_scope(cache: &Arc<Cache>, client: &kube::Client, scope: Option<String>) -> Vec<JoinHandle<()>> {
     let every = watcher::Config::default();
     let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
+    // Events are kept by the clusters they concern: their watcher starts
+    // once the clusters are listed.
+    let events = {
+        let (cache, api) = (cache.clone(), api_of::<ObservedEvent>(client, scope.as_ref()));
+        let every = every.clone();
+        let scope = scope.clone();
+        tokio::spawn(async move {
+            cache.listed(Kind::Clusters, scope.as_deref()).await;
+            feed::<ObservedEvent>(cache, api, every, scope).await;
+        })
+    };
     vec![
-        spawn::<ObservedCluster>(cache, client, every.clone(), scope.clone()),
-        spawn::<ObservedPod>(cache, client, ray_pods, scope.clone()),
-        spawn::<ObservedEvent>(cache, client, every, scope),
+        spawn::<ObservedCluster>(cache, client, every, scope.clone()),
+        spawn::<ObservedPod>(cache, client, ray_pods, scope),
+        events,
     ]
 }
 
@@ -235,11 +246,20 @@ fn spawn<T: Slot>(
     config: watcher::Config,
     scope: Option<String>,
 ) -> JoinHandle<()> {
-    let api: Api<Watched<T>> = match &scope {
+    tokio::spawn(feed::<T>(
+        cache.clone(),
+        api_of::<T>(client, scope.as_ref()),
+        config,
+        scope,
+    ))
+}
+
+/// The API of `T` in `scope` (`None`: every namespace).
+fn api_of<T: Slot>(client: &kube::Client, scope: Option<&String>) -> Api<Watched<T>> {
+    match scope {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &()),
         None => Api::all_with(client.clone(), &()),
-    };
-    tokio::spawn(feed::<T>(cache.clone(), api, config, scope))
+    }
 }
 
 #[async_trait::async_trait]
@@ -387,13 +407,18 @@ impl ClusterStore for CachedClusterStore {
         Ok(read(&self.cache.pods).bucket(cluster.namespace(), cluster.name()))
     }
 
-    async fn events(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedEvent>>, Error> {
-        let cached = self.cache.serving(Kind::Events, Some(namespace));
+    async fn cluster_events(
+        &self,
+        cluster: &ClusterRef,
+        pods: &[&str],
+        request_id: &RequestId,
+    ) -> Result<Vec<Arc<ObservedEvent>>, Error> {
+        let cached = self.cache.serving(Kind::Events, Some(cluster.namespace()));
         source(Kind::Events, cached);
         if !cached {
-            return self.api.events(namespace, request_id).await;
+            return self.api.cluster_events(cluster, pods, request_id).await;
         }
-        Ok(read(&self.cache.events).namespace(namespace))
+        Ok(self.cache.events_about(cluster.namespace(), cluster.name(), pods))
     }
 
     async fn patch(
