@@ -26,7 +26,10 @@ use super::{
 /// The API's routes.
 pub(super) fn router(state: Shared) -> Router {
     Router::new()
-        .route("/version", get(|| async { Json(discovery::version()) }))
+        .route(
+            "/version",
+            get(|State(s): State<Shared>| async move { Json(discovery::version(s.watch_list)) }),
+        )
         .route(
             "/api",
             get(|State(s): State<Shared>| async move { Json(discovery::core_versions(&s.address)) }),
@@ -255,6 +258,9 @@ struct WatchRequest {
     fields: FieldSelector,
     from: Option<u64>,
     bookmarks: bool,
+    /// Stream the current objects first, then a bookmark annotated
+    /// `k8s.io/initial-events-end` (`sendInitialEvents=true`).
+    initial_events: bool,
     timeout: Option<Duration>,
 }
 
@@ -299,13 +305,19 @@ fn handle(
                     .get("timeoutSeconds")
                     .and_then(|v| v.parse().ok())
                     .map(Duration::from_secs);
+                let initial_events = flag("sendInitialEvents");
+                if initial_events {
+                    check_initial_events(s.watch_list, q, from)?;
+                }
                 return Ok(Reply::Watch(WatchRequest {
                     resource: r,
                     ns,
                     labels,
                     fields,
-                    from,
+                    // "Not older than" a version the sandbox always has.
+                    from: if initial_events { None } else { from },
                     bookmarks: flag("allowWatchBookmarks"),
+                    initial_events,
                     timeout,
                 }));
             }
@@ -397,6 +409,36 @@ fn handle(
     }
 }
 
+/// What kube-apiserver's `ValidateListOptions` requires of a watch with
+/// `sendInitialEvents=true`, or its refusal where WatchList is off.
+fn check_initial_events(watch_list: bool, q: &HashMap<String, String>, from: Option<u64>) -> Result<(), ApiError> {
+    if !watch_list {
+        return Err(ApiError::invalid_options(&[
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
+        ]));
+    }
+    let mut problems = Vec::new();
+    if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        problems.push(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                .into(),
+        );
+    }
+    if q.get("allowWatchBookmarks").map(String::as_str) != Some("true") {
+        problems.push(
+            "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".into(),
+        );
+    }
+    if from.is_some_and(|v| v != 0) {
+        problems.push("resourceVersion: Invalid value: the sandbox streams its current objects only (resourceVersion \"\" or \"0\")".into());
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_options(&problems))
+    }
+}
+
 /// A list's `continue` token: the first page's version and the last
 /// object sent. Opaque to clients; namespaces and names never hold `/`.
 struct Continue {
@@ -440,6 +482,21 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
 
 fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
+    // A streamed initial list: the objects as of `now`, then what changed
+    // after (replayed from the history), as one consistent stream.
+    let mut w = w;
+    let mut initial = Vec::new();
+    if w.initial_events {
+        let (items, now, _) = s.store.list_page(
+            w.resource,
+            w.ns.as_deref(),
+            |o| selected(o, &w.labels, &w.fields),
+            None,
+            None,
+        );
+        initial = items;
+        w.from = Some(now);
+    }
     match s.store.watch(w.resource, w.from) {
         Err(gone) => {
             // As the real API server: 200, then one ERROR event.
@@ -449,7 +506,11 @@ fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
             let store = s.store.clone();
             let interval = s.bookmark_interval;
             let disconnect = s.disconnect.subscribe();
-            tokio::spawn(stream_changes(store, w, (first, receiver), tx, interval, disconnect));
+            tokio::spawn(async move {
+                if send_initial_events(&w, initial, &tx).await {
+                    stream_changes(store, w, (first, receiver), tx, interval, disconnect).await;
+                }
+            });
         }
     }
     let stream = ReceiverStream::new(rx).map(Ok::<_, Infallible>);
@@ -457,6 +518,25 @@ fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Sends `objects` as ADDED, then the bookmark that ends them (at the
+/// watch's starting version), when the watch asked for initial events.
+/// `false` when the client went away.
+async fn send_initial_events(w: &WatchRequest, objects: Vec<Arc<Value>>, tx: &mpsc::Sender<Bytes>) -> bool {
+    if !w.initial_events {
+        return true;
+    }
+    for object in objects {
+        if tx.send(event_line("ADDED", &object)).await.is_err() {
+            return false;
+        }
+    }
+    let rv = w.from.unwrap_or(0).to_string();
+    let bookmark = json!({"kind": w.resource.kind(), "apiVersion": w.resource.api_version(),
+                          "metadata": {"resourceVersion": rv,
+                                       "annotations": {"k8s.io/initial-events-end": "true"}}});
+    tx.send(event_line("BOOKMARK", &bookmark)).await.is_ok()
 }
 
 async fn stream_changes(

@@ -127,6 +127,13 @@ impl ApiError {
         )
     }
 
+    /// 422 for list or watch options the API server refuses, as
+    /// kube-apiserver's `ValidateListOptions` words it.
+    pub fn invalid_options(problems: &[String]) -> Self {
+        let message = format!("ListOptions.meta.k8s.io \"\" is invalid: {}", problems.join(", "));
+        Self::new(422, "Invalid", message)
+    }
+
     /// 400 for a body or parameter that cannot be read.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message.into())

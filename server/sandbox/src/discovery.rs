@@ -4,10 +4,12 @@ use serde_json::{Value, json};
 
 use super::Resource;
 
-/// `GET /version`.
-pub(super) fn version() -> Value {
+/// `GET /version`: 1.33, or 1.31 (whose WatchList is off by default)
+/// without `watch_list`.
+pub(super) fn version(watch_list: bool) -> Value {
+    let minor = if watch_list { "33" } else { "31" };
     json!({
-        "major": "1", "minor": "33", "gitVersion": "v1.33.0+krayne-sandbox",
+        "major": "1", "minor": minor, "gitVersion": format!("v1.{minor}.0+krayne-sandbox"),
         "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
         "goVersion": "none", "compiler": "rustc", "platform": "linux/amd64",
     })

@@ -90,6 +90,12 @@ pub struct SandboxOptions {
     pub history_limit: usize,
     /// How often watches that allow bookmarks receive one.
     pub bookmark_interval: Duration,
+    /// Whether watches may stream the initial list (`sendInitialEvents`
+    /// with a bookmark annotated `k8s.io/initial-events-end`), as an API
+    /// server with the WatchList feature does. `false`: the sandbox says it
+    /// is Kubernetes 1.31 with the feature gate off and refuses such a
+    /// watch with 422, as that API server does.
+    pub watch_list: bool,
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
     /// Events not seen again for this long are deleted (kube-apiserver's
@@ -111,6 +117,7 @@ impl Default for SandboxOptions {
             namespaces: vec!["default".into()],
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(10),
+            watch_list: true,
             port: 0,
             event_ttl: Duration::from_secs(3600),
             real_daemons: None,
@@ -181,6 +188,7 @@ impl Sandbox {
             store: store.clone(),
             requests: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,
+            watch_list: options.watch_list,
             address: addr.to_string(),
             disconnect: watch::channel(0).0,
             latency: watch::channel(Duration::ZERO).0,

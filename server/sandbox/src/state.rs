@@ -30,6 +30,9 @@ pub(super) struct ApiState {
     pub requests: Mutex<Vec<RequestRecord>>,
     /// How often watches with `allowWatchBookmarks` get a bookmark.
     pub bookmark_interval: Duration,
+    /// Whether watches may stream the initial list (`sendInitialEvents`,
+    /// the WatchList feature of Kubernetes 1.27+).
+    pub watch_list: bool,
     /// `host:port` clients reach the API at.
     pub address: String,
     /// Bumped to end every open watch (a dropped connection, as clients

@@ -23,6 +23,7 @@ mod hardening_grpc;
 mod hostile_heads;
 mod hostile_input;
 mod idle;
+mod initial_lists;
 mod isolation;
 mod issuers;
 mod jobs;

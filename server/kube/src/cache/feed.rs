@@ -8,25 +8,30 @@ use kube::{
     runtime::watcher::{self, Event, watcher},
 };
 
-use super::{Cache, Slot, watched::Watched};
+use super::{Cache, Slot, lists::InitialLists, watched::Watched};
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LAST_RETRY: Duration = Duration::from_secs(30);
 
-/// Keeps `cache` in step with `api` until the task is dropped. A watcher
-/// error (Kubernetes unreachable, `410 Gone`, a broken stream) marks the
-/// scope as not serving and starts over with a fresh list, retrying with
-/// exponential backoff; a completed list serves again.
+/// Keeps `cache` in step with `api` until the task is dropped, listing
+/// as `lists` decides (a streaming list where the API server offers one).
+/// A watcher error (Kubernetes unreachable, `410 Gone`, a broken stream)
+/// marks the scope as not serving and starts over with a fresh list,
+/// retrying with exponential backoff; a completed list serves again. A
+/// streaming list the API server refuses is retried at once as a paged one.
 pub(super) async fn feed<T: Slot>(
     cache: Arc<Cache>,
     api: Api<Watched<T>>,
-    config: watcher::Config,
+    base: watcher::Config,
     scope: Option<String>,
+    lists: Arc<InitialLists>,
 ) {
     let mut retry = FIRST_RETRY;
     loop {
-        let mut events = std::pin::pin!(watcher(api.clone(), config.clone()));
+        let (config, streaming) = lists.config(&base).await;
+        let mut events = std::pin::pin!(watcher(api.clone(), config));
         let mut listing: Vec<Arc<T>> = Vec::new();
+        let mut refused = false;
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Init) => listing.clear(),
@@ -38,12 +43,17 @@ pub(super) async fn feed<T: Slot>(
                 Ok(Event::Apply(object)) => cache.applied::<T>(object.view),
                 Ok(Event::Delete(object)) => cache.deleted::<T>(&object.view),
                 Err(error) => {
-                    cache.failed::<T>(scope.as_deref(), &error);
+                    refused = streaming && lists.refused(&error);
+                    if !refused {
+                        cache.failed::<T>(scope.as_deref(), &error);
+                    }
                     break;
                 }
             }
         }
-        tokio::time::sleep(retry).await;
-        retry = (retry * 2).min(LAST_RETRY);
+        if !refused {
+            tokio::time::sleep(retry).await;
+            retry = (retry * 2).min(LAST_RETRY);
+        }
     }
 }

@@ -8,6 +8,7 @@
 mod changes;
 mod feed;
 mod follow;
+mod lists;
 mod state;
 mod store;
 mod watched;

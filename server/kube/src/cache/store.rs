@@ -7,7 +7,7 @@ use futures::stream::BoxStream;
 use kube::{Api, runtime::watcher};
 use tokio::task::JoinHandle;
 
-use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, read, watched::Watched};
+use super::{Cache, Expect, Kind, Slot, feed::feed, follow::follow, lists::InitialLists, read, watched::Watched};
 use crate::{
     KubeClusterStore,
     domain::{
@@ -109,31 +109,38 @@ fn read_namespaces(file: &std::path::Path) -> Result<BTreeSet<String>, String> {
     Ok(namespaces)
 }
 
+/// Where watchers read from: the client, and the replica's choice of
+/// initial list.
+#[derive(Clone)]
+struct Source {
+    client: kube::Client,
+    lists: Arc<InitialLists>,
+}
+
 /// The watchers of one namespace's clusters, pods and events.
-fn spawn_scope(cache: &Arc<Cache>, client: &kube::Client, scope: Option<String>) -> Vec<JoinHandle<()>> {
+fn spawn_scope(cache: &Arc<Cache>, source: &Source, scope: Option<String>) -> Vec<JoinHandle<()>> {
     let every = watcher::Config::default();
     let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
     // Events are kept by the clusters they concern: their watcher starts
     // once the clusters are listed.
     let events = {
-        let (cache, api) = (cache.clone(), api_of::<ObservedEvent>(client, scope.as_ref()));
-        let every = every.clone();
-        let scope = scope.clone();
+        let (cache, api) = (cache.clone(), api_of::<ObservedEvent>(&source.client, scope.as_ref()));
+        let (every, scope, lists) = (every.clone(), scope.clone(), source.lists.clone());
         tokio::spawn(async move {
             cache.listed(Kind::Clusters, scope.as_deref()).await;
-            feed::<ObservedEvent>(cache, api, every, scope).await;
+            feed::<ObservedEvent>(cache, api, every, scope, lists).await;
         })
     };
     vec![
-        spawn::<ObservedCluster>(cache, client, every, scope.clone()),
-        spawn::<ObservedPod>(cache, client, ray_pods, scope),
+        spawn::<ObservedCluster>(cache, source, every, scope.clone()),
+        spawn::<ObservedPod>(cache, source, ray_pods, scope),
         events,
     ]
 }
 
 /// Makes the cache cover `namespaces`: watchers of namespaces no longer
 /// named stop (then the cache forgets them), new ones start.
-fn cover(cache: &Arc<Cache>, client: &kube::Client, feeds: &std::sync::Mutex<Feeds>, namespaces: &BTreeSet<String>) {
+fn cover(cache: &Arc<Cache>, source: &Source, feeds: &std::sync::Mutex<Feeds>, namespaces: &BTreeSet<String>) {
     let Some(before) = cache.covered() else {
         return;
     };
@@ -145,7 +152,7 @@ fn cover(cache: &Arc<Cache>, client: &kube::Client, feeds: &std::sync::Mutex<Fee
     }
     let (added, removed) = cache.cover(namespaces);
     for ns in &added {
-        feeds.insert(Some(ns.clone()), spawn_scope(cache, client, Some(ns.clone())));
+        feeds.insert(Some(ns.clone()), spawn_scope(cache, source, Some(ns.clone())));
     }
     if !added.is_empty() || !removed.is_empty() {
         tracing::info!(
@@ -164,7 +171,10 @@ impl CachedClusterStore {
     /// # Errors
     /// When the namespaces file cannot be read or names no namespace.
     pub fn start(api: KubeClusterStore, options: &CacheOptions) -> Result<Self, String> {
-        let client = api.client().clone();
+        let source = Source {
+            client: api.client().clone(),
+            lists: Arc::new(InitialLists::new(api.client().clone())),
+        };
         let covered = match &options.namespaces_file {
             Some(file) => Some(read_namespaces(file).map_err(|e| format!("--cache-namespaces-file {e}"))?),
             None => (!options.namespaces.is_empty()).then(|| options.namespaces.iter().cloned().collect()),
@@ -176,11 +186,11 @@ impl CachedClusterStore {
         let cache = Arc::new(Cache::new(covered));
         let mut feeds = Feeds::new();
         for scope in cache.scopes(Kind::Clusters) {
-            feeds.insert(scope.clone(), spawn_scope(&cache, &client, scope));
+            feeds.insert(scope.clone(), spawn_scope(&cache, &source, scope));
         }
         feeds.entry(None).or_default().push(spawn::<super::NamespaceView>(
             &cache,
-            &client,
+            &source,
             watcher::Config::default(),
             None,
         ));
@@ -193,7 +203,7 @@ impl CachedClusterStore {
                 loop {
                     tick.tick().await;
                     match read_namespaces(&file) {
-                        Ok(namespaces) => cover(&cache, &client, &feeds, &namespaces),
+                        Ok(namespaces) => cover(&cache, &source, &feeds, &namespaces),
                         Err(e) => {
                             metrics::counter!("krayne_cache_namespaces_file_errors_total").increment(1);
                             tracing::warn!(error = %e, "the namespaces file cannot be used; the namespaces covered stay as they were");
@@ -242,15 +252,16 @@ impl CachedClusterStore {
 
 fn spawn<T: Slot>(
     cache: &Arc<Cache>,
-    client: &kube::Client,
+    source: &Source,
     config: watcher::Config,
     scope: Option<String>,
 ) -> JoinHandle<()> {
     tokio::spawn(feed::<T>(
         cache.clone(),
-        api_of::<T>(client, scope.as_ref()),
+        api_of::<T>(&source.client, scope.as_ref()),
         config,
         scope,
+        source.lists.clone(),
     ))
 }
 
