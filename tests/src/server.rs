@@ -145,6 +145,28 @@ impl ServerProcess {
         }
     }
 
+    /// Waits (at most 30 s) until `/readyz` answers 200, as a kubelet's
+    /// readiness probe would before sending traffic: "serving" means
+    /// listening, and the watch cache's first lists finish a few
+    /// milliseconds later. A server that stays unready (a test of its
+    /// dependencies) is used as it is after that.
+    pub async fn until_ready(&self) {
+        let url = format!("http://{}/readyz", self.ops);
+        let client = reqwest::Client::new();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if client
+                .get(&url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("pid")
@@ -319,6 +341,7 @@ impl Env {
         }
         args.extend(options.server_args);
         let server = ServerProcess::spawn(&args).await;
+        server.until_ready().await;
         Self {
             server,
             sandbox,
@@ -348,17 +371,22 @@ impl Env {
             }
         }
         self.server = ServerProcess::spawn(&args).await;
+        self.server.until_ready().await;
     }
 
     /// Starts another server with this one's arguments plus `extra`, on
     /// fresh ports: a second replica, or one configured differently.
     pub async fn spawn_server(&self, extra: &[&str]) -> ServerProcess {
-        ServerProcess::spawn(&self.replica_args(extra)).await
+        let server = ServerProcess::spawn(&self.replica_args(extra)).await;
+        server.until_ready().await;
+        server
     }
 
     /// [`Env::spawn_server`] under `wrapper` (e.g. `faketime -f +60s`).
     pub async fn spawn_server_under(&self, wrapper: &[&str], extra: &[&str]) -> ServerProcess {
-        ServerProcess::spawn_under(wrapper, &self.replica_args(extra)).await
+        let server = ServerProcess::spawn_under(wrapper, &self.replica_args(extra)).await;
+        server.until_ready().await;
+        server
     }
 
     /// This environment's server arguments for another replica: its own

@@ -24,11 +24,7 @@ impl ControlPlane {
             match &filter.namespace {
                 Some(ns) => drop(self.authorize(cx, AuditAction::AuditList, ns, None).await?),
                 None => {
-                    let namespaces = self.store.namespaces(&cx.meta.request_id).await?;
-                    let mine: Vec<String> = namespaces
-                        .into_iter()
-                        .filter(|ns| cx.principal.may(Action::ReadAudit, ns))
-                        .collect();
+                    let mine = self.namespaces_where(cx, Action::ReadAudit).await?;
                     if mine.is_empty() {
                         let e = Error::PermissionDenied(format!(
                             "{} needs the admin role on a namespace to read its audit log",

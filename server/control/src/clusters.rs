@@ -221,17 +221,7 @@ impl ControlPlane {
                 self.authorize(cx, AuditAction::ClusterList, ns, None).await?;
                 vec![ns.to_owned()]
             }
-            None => {
-                let mut mine: Vec<String> = self
-                    .store
-                    .namespaces(rid)
-                    .await?
-                    .into_iter()
-                    .filter(|ns| cx.principal.may(Action::Read, ns))
-                    .collect();
-                mine.sort_unstable();
-                mine
-            }
+            None => self.namespaces_where(cx, Action::Read).await?,
         };
         let after = page.after.as_deref().map(|k| k.split_once('/').unwrap_or((k, "")));
         let mut clusters = self.store.list_page(&namespaces, after, page.size + 1, rid).await?;

@@ -52,3 +52,4 @@ mod tunnels;
 mod usage;
 mod user_trial;
 mod watch;
+mod whoami_scope;

@@ -114,7 +114,25 @@ async fn check(model: &Model) {
         let rest = env.rest(&token);
         let mut grpc = env.grpc(&token).await;
         let me = rest.get("/v1/whoami").await.expect(200);
-        let seen: BTreeMap<String, String> = me.body["namespaces"]
+        // whoami lists what the caller's grants reach; a global admin's
+        // every namespace is in the namespaces listing (and counted).
+        let listed = if me.body["global_admin"] == true {
+            let all = rest.get("/v1/namespaces?page_size=1000").await.expect(200);
+            assert_eq!(
+                me.body["namespace_count"],
+                all.body["namespaces"].as_array().unwrap().len(),
+                "{}",
+                me.text
+            );
+            all.body
+        } else {
+            assert_eq!(
+                me.body["namespace_count"],
+                me.body["namespaces"].as_array().unwrap().len()
+            );
+            me.body.clone()
+        };
+        let seen: BTreeMap<String, String> = listed["namespaces"]
             .as_array()
             .unwrap()
             .iter()

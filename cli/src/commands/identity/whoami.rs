@@ -48,6 +48,12 @@ pub(crate) async fn run(ctx: &Context, _: Args) -> Result<(), Failure> {
         out("\nNamespaces:\n")?;
         super::print_access(ctx, &me.namespaces)?;
     }
+    if me.global_admin {
+        out(&format!(
+            "\nAs a global admin you may use all {} namespaces (`krayne namespaces` lists them).\n",
+            me.namespace_count
+        ))?;
+    }
     Ok(())
 }
 

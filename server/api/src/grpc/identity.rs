@@ -34,6 +34,7 @@ impl identity_service_server::IdentityService for Grpc {
             teams: id.teams,
             global_admin: id.global_admin,
             namespaces: id.namespaces.into_iter().map(convert::namespace_access).collect(),
+            namespace_count: u64::try_from(id.namespace_count).unwrap_or(u64::MAX),
             grants: id
                 .grants
                 .into_iter()

@@ -60,14 +60,7 @@ impl ControlPlane {
 
     /// Usage of every namespace the caller may read (an admin's: all).
     pub async fn usage(&self, cx: &Context, query: UsageQuery) -> Result<UsageReport, Error> {
-        let mut mine: Vec<String> = self
-            .store
-            .namespaces(&cx.meta.request_id)
-            .await?
-            .into_iter()
-            .filter(|ns| cx.principal.may(Action::Read, ns))
-            .collect();
-        mine.sort_unstable();
+        let mine = self.namespaces_where(cx, Action::Read).await?;
         let report = self.usage_report(mine, query).await?;
         self.record_read(cx, AuditAction::UsageGet, None, None).await;
         Ok(report)

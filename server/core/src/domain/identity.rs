@@ -31,8 +31,12 @@ pub struct Identity {
     pub teams: Vec<String>,
     /// Whether a global admin.
     pub global_admin: bool,
-    /// Effective role per existing namespace.
+    /// Effective role per existing namespace the caller's grants reach
+    /// (a global admin's: their teams', not every namespace).
     pub namespaces: Vec<NamespaceAccess>,
+    /// How many namespaces the caller may use: those above, or every one
+    /// for a global admin (`GET /v1/namespaces` pages through them).
+    pub namespace_count: usize,
     /// Every grant that applies, including patterns matching nothing yet.
     pub grants: Vec<Grant>,
     /// The issuer that vouched for the caller (the token's `iss`); none

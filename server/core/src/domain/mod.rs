@@ -62,7 +62,7 @@ pub use ports::{
     Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions,
     TokenReviews,
 };
-pub use principal::{Action, Grant, Principal, Role};
+pub use principal::{Action, Grant, Principal, Role, pattern_covers};
 pub use public_url::PublicUrl;
 pub use quantity::{Quantity, QuantityError};
 pub use ray_head::{

@@ -120,6 +120,24 @@ pub trait ClusterFeed: Send + Sync + 'static {
 pub trait ClusterStore: Send + Sync + 'static {
     /// Names of every namespace.
     async fn namespaces(&self, request_id: &RequestId) -> Result<Vec<String>, Error>;
+    /// Names of the namespaces that `patterns` cover (a name, or a prefix
+    /// ending in `*`), sorted: what a caller's grants reach. A store that
+    /// keeps namespaces by name looks the patterns up, so the answer costs
+    /// what it returns, not the platform's namespace count.
+    async fn namespaces_matching(&self, patterns: &[&str], request_id: &RequestId) -> Result<Vec<String>, Error> {
+        let mut names: Vec<String> = self
+            .namespaces(request_id)
+            .await?
+            .into_iter()
+            .filter(|n| patterns.iter().any(|p| super::principal::pattern_covers(p, n)))
+            .collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+    /// How many namespaces exist.
+    async fn namespace_count(&self, request_id: &RequestId) -> Result<usize, Error> {
+        Ok(self.namespaces(request_id).await?.len())
+    }
     /// Creates a RayCluster; with `dry_run`, Kubernetes checks it and
     /// stores nothing.
     /// `cluster` names what `rendered` is (a store refuses a mismatch).

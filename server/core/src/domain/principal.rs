@@ -69,10 +69,16 @@ pub struct Grant {
 impl Grant {
     /// Whether the pattern covers `namespace`.
     pub fn matches(&self, namespace: &str) -> bool {
-        match self.pattern.strip_suffix('*') {
-            Some(prefix) => namespace.starts_with(prefix),
-            None => self.pattern == namespace,
-        }
+        pattern_covers(&self.pattern, namespace)
+    }
+}
+
+/// Whether a mapping pattern (a namespace, or a prefix ending in `*`)
+/// covers `namespace`.
+pub fn pattern_covers(pattern: &str, namespace: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => namespace.starts_with(prefix),
+        None => pattern == namespace,
     }
 }
 

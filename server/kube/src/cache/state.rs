@@ -158,6 +158,27 @@ impl<T: Indexed> Collection<T> {
             .collect()
     }
 
+    /// The names in one bucket that begin with `prefix`, in order: a seek
+    /// and as many steps as there are such names.
+    pub(crate) fn names_with_prefix<'a>(
+        &'a self,
+        namespace: &str,
+        bucket: &str,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a Atom> + 'a {
+        use std::ops::Bound::{Included, Unbounded};
+        self.by_namespace
+            .get(namespace)
+            .and_then(|b| b.get(bucket))
+            .into_iter()
+            .flat_map(move |names| {
+                names
+                    .range::<str, _>((Included(prefix), Unbounded))
+                    .map(|(name, _)| name)
+                    .take_while(move |name| name.starts_with(prefix))
+            })
+    }
+
     /// The objects of a namespace, every bucket.
     pub(crate) fn namespace(&self, namespace: &str) -> Vec<Arc<T>> {
         self.by_namespace
@@ -224,6 +245,24 @@ mod tests {
         c.delete(&pod("a", "x", "never-there"));
         assert_eq!(c.len(), 4);
         assert_eq!(names(&c.bucket("a", "x")), ["x-head", "x-w-2"]);
+    }
+
+    #[test]
+    fn names_with_a_prefix_are_found_by_seeking_to_it() {
+        let mut c = Collection::default();
+        for n in ["ml-a", "ml", "mlx", "ml-b", "web", "ml-"] {
+            c.apply(pod("ns", "x", n));
+        }
+        let found = |prefix: &'static str| -> Vec<String> {
+            c.names_with_prefix("ns", "x", prefix)
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(found("ml-"), ["ml-", "ml-a", "ml-b"]);
+        assert_eq!(found("ml"), ["ml", "ml-", "ml-a", "ml-b", "mlx"]);
+        assert_eq!(found(""), ["ml", "ml-", "ml-a", "ml-b", "mlx", "web"]);
+        assert!(found("zz").is_empty());
+        assert!(c.names_with_prefix("other", "x", "ml").next().is_none());
     }
 
     #[test]

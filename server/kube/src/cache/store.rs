@@ -288,6 +288,39 @@ impl ClusterStore for CachedClusterStore {
             .collect())
     }
 
+    async fn namespaces_matching(&self, patterns: &[&str], request_id: &RequestId) -> Result<Vec<String>, Error> {
+        let cached = self.cache.serving(Kind::Namespaces, None);
+        source(Kind::Namespaces, cached);
+        if !cached {
+            let mut names = self.api.namespaces(request_id).await?;
+            names.retain(|n| patterns.iter().any(|p| krayne_core::domain::pattern_covers(p, n)));
+            names.sort_unstable();
+            return Ok(names);
+        }
+        let namespaces = read(&self.cache.namespaces);
+        let mut found = BTreeSet::new();
+        for pattern in patterns {
+            match pattern.strip_suffix('*') {
+                Some(prefix) => found.extend(namespaces.names_with_prefix("", "", prefix).map(ToString::to_string)),
+                None => {
+                    if namespaces.get("", "", pattern).is_some() {
+                        found.insert((*pattern).to_owned());
+                    }
+                }
+            }
+        }
+        Ok(found.into_iter().collect())
+    }
+
+    async fn namespace_count(&self, request_id: &RequestId) -> Result<usize, Error> {
+        let cached = self.cache.serving(Kind::Namespaces, None);
+        source(Kind::Namespaces, cached);
+        if !cached {
+            return Ok(self.api.namespaces(request_id).await?.len());
+        }
+        Ok(read(&self.cache.namespaces).len())
+    }
+
     async fn create(
         &self,
         cluster: &Authorized<ClusterRef>,
