@@ -467,6 +467,24 @@ impl Env {
         lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
     }
 
+    /// SIGKILLs whichever of this environment's server and `second`
+    /// holds the lifecycle Lease (it closes nothing, releases nothing);
+    /// the API address of the other.
+    ///
+    /// # Panics
+    /// When neither holds it.
+    pub async fn kill_lease_holder(&self, second: &ServerProcess) -> SocketAddr {
+        let holder = self.lease_holder().await;
+        if holder.ends_with(&format!("-{}", self.server.pid())) {
+            self.server.signal("KILL");
+            second.api
+        } else {
+            assert!(holder.ends_with(&format!("-{}", second.pid())), "holder {holder}");
+            second.signal("KILL");
+            self.server.api
+        }
+    }
+
     /// The HS256 secret file the server trusts (default token options).
     pub fn secret_file(&self) -> PathBuf {
         self.dir.path().join("secret")

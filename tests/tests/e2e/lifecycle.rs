@@ -200,15 +200,7 @@ async fn of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed() {
         )
         .await;
     }
-    let holder = env.lease_holder().await;
-    let survivor_api = if holder.ends_with(&format!("-{}", env.server.pid())) {
-        env.server.signal("KILL");
-        second.api
-    } else {
-        assert!(holder.ends_with(&format!("-{}", second.pid())), "holder {holder}");
-        second.signal("KILL");
-        env.server.api
-    };
+    let survivor_api = env.kill_lease_holder(&second).await;
     let survivor = krayne_tests::Rest::new(&format!("http://{survivor_api}"), Some(alice.clone()));
     for name in ["one", "two"] {
         let started = Instant::now();

@@ -506,15 +506,7 @@ async fn a_killed_leaders_successor_records_on_and_counts_nothing_twice() {
     // SIGKILL to whichever replica records: it closes nothing, releases
     // nothing. A worker ends before the Lease lapses; KubeRay makes
     // another.
-    let holder = env.lease_holder().await;
-    let survivor = if holder.ends_with(&format!("-{}", env.server.pid())) {
-        env.server.signal("KILL");
-        second.api
-    } else {
-        assert!(holder.ends_with(&format!("-{}", second.pid())), "holder {holder}");
-        second.signal("KILL");
-        env.server.api
-    };
+    let survivor = env.kill_lease_holder(&second).await;
     end_a_worker(&env).await;
     running_pods(&env, "failover", 2).await;
     let survivor = Rest::new(&format!("http://{survivor}"), Some(env.alice()));
