@@ -24,6 +24,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(env::var("OUT_DIR")?);
     fs::write(out.join("krayne_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
+        // A tunnel's data is handed on without a copy.
+        .bytes(".krayne.v1.TunnelRequest.data")
+        .bytes(".krayne.v1.TunnelResponse.data")
         .client_mod_attribute(".", r#"#[cfg(feature = "client")]"#)
         .server_mod_attribute(".", r#"#[cfg(feature = "server")]"#)
         .compile_fds(fds)?;

@@ -13,6 +13,7 @@ use std::{
     task::{Context, Poll},
 };
 
+use bytes::BytesMut;
 use tokio::{
     io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, DuplexStream, ReadBuf},
     net::TcpListener,
@@ -154,45 +155,19 @@ impl Client {
         cluster: &str,
         service: &str,
     ) -> Result<TunnelStream, ClientError> {
-        let (requests, outbound) = mpsc::channel::<proto::TunnelRequest>(8);
-        let open = proto::TunnelRequest {
-            kind: Some(tunnel_request::Kind::Open(proto::TunnelTarget {
-                namespace: namespace.to_owned(),
-                cluster: cluster.to_owned(),
-                service: service.to_owned(),
-            })),
-        };
-        requests
-            .send(open)
-            .await
-            .map_err(|_| ClientError::new(tonic::Code::Internal, "the tunnel's request stream closed"))?;
-        let mut responses = self
-            .tunnels()
-            .open(tokio_stream::wrappers::ReceiverStream::new(outbound))
-            .await?
-            .into_inner();
-        let opened = match responses.message().await? {
-            Some(proto::TunnelResponse {
-                kind: Some(tunnel_response::Kind::Opened(opened)),
-            }) => opened,
-            _ => {
-                return Err(ClientError::new(
-                    tonic::Code::Internal,
-                    "the server did not open the tunnel",
-                ));
-            }
-        };
+        let Raw {
+            requests,
+            mut responses,
+            opened,
+        } = self.open_raw(namespace, cluster, service).await?;
         let (ours, theirs) = tokio::io::duplex(BUFFER);
         let (ended_tx, ended) = oneshot::channel();
         tokio::spawn(async move {
             let (mut from_user, mut to_user) = tokio::io::split(ours);
             let up = async move {
-                let mut buf = vec![0u8; CHUNK];
-                while let Ok(n) = from_user.read(&mut buf).await {
-                    let data = proto::TunnelRequest {
-                        kind: Some(tunnel_request::Kind::Data(buf[..n].to_vec())),
-                    };
-                    if n == 0 || requests.send(data).await.is_err() {
+                let mut buf = BytesMut::new();
+                while let Ok(n) = read_chunk(&mut from_user, &mut buf).await {
+                    if n == 0 || requests.send(data_message(&mut buf)).await.is_err() {
                         break;
                     }
                 }
@@ -233,6 +208,40 @@ impl Client {
             port: u16::try_from(opened.port).unwrap_or_default(),
             ended,
         })
+    }
+
+    /// Opens the gRPC stream and waits for the server's `opened`.
+    async fn open_raw(&self, namespace: &str, cluster: &str, service: &str) -> Result<Raw, ClientError> {
+        let (requests, outbound) = mpsc::channel::<proto::TunnelRequest>(8);
+        let open = proto::TunnelRequest {
+            kind: Some(tunnel_request::Kind::Open(proto::TunnelTarget {
+                namespace: namespace.to_owned(),
+                cluster: cluster.to_owned(),
+                service: service.to_owned(),
+            })),
+        };
+        requests
+            .send(open)
+            .await
+            .map_err(|_| ClientError::new(tonic::Code::Internal, "the tunnel's request stream closed"))?;
+        let mut responses = self
+            .tunnels()
+            .open(tokio_stream::wrappers::ReceiverStream::new(outbound))
+            .await?
+            .into_inner();
+        match responses.message().await? {
+            Some(proto::TunnelResponse {
+                kind: Some(tunnel_response::Kind::Opened(opened)),
+            }) => Ok(Raw {
+                requests,
+                responses,
+                opened,
+            }),
+            _ => Err(ClientError::new(
+                tonic::Code::Internal,
+                "the server did not open the tunnel",
+            )),
+        }
     }
 
     /// Forwards every connection to `listener` through its own tunnel to
@@ -289,11 +298,9 @@ impl Client {
                     };
                     counted.opened.fetch_add(1, Ordering::Relaxed);
                     counted.open.fetch_add(1, Ordering::Relaxed);
-                    match client.open_tunnel(&namespace, &cluster, &service).await {
-                        Ok(mut tunnel) => {
-                            if tunnel.write_all(&first).await.is_ok() {
-                                carry(&mut local, tunnel, &counted, QUIET_AFTER_CLIENT_END).await;
-                            }
+                    match client.open_raw(&namespace, &cluster, &service).await {
+                        Ok(raw) => {
+                            carry(&mut local, first, raw, &counted, QUIET_AFTER_CLIENT_END).await;
                         }
                         Err(e) => {
                             counted.failed.fetch_add(1, Ordering::Relaxed);
@@ -320,41 +327,60 @@ impl Client {
 /// otherwise keep its connection (and the forwarder's count) open.
 const QUIET_AFTER_CLIENT_END: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Carries one local connection through `tunnel`, counting bytes as they
-/// pass, until the service ends it, or the local client ended its side
-/// and the service then stays quiet for `quiet`.
-async fn carry(local: &mut tokio::net::TcpStream, tunnel: TunnelStream, counts: &Counts, quiet: std::time::Duration) {
+/// Carries one local connection through the tunnel `raw` (after `first`,
+/// bytes already read from it), counting bytes as they pass, until the
+/// service ends it, or the local client ended its side and the service
+/// then stays quiet for `quiet`. The local socket's reads go into the
+/// gRPC messages and the messages' bytes to the socket, with no copy
+/// between.
+async fn carry(
+    local: &mut tokio::net::TcpStream,
+    first: Vec<u8>,
+    raw: Raw,
+    counts: &Counts,
+    quiet: std::time::Duration,
+) {
     let (mut local_in, mut local_out) = local.split();
-    let (mut tunnel_in, mut tunnel_out) = tokio::io::split(tunnel);
+    let Raw {
+        requests,
+        mut responses,
+        ..
+    } = raw;
     let (client_ended, mut ended) = tokio::sync::watch::channel(false);
     let up = async {
-        let mut buf = vec![0u8; CHUNK];
-        while let Ok(n) = local_in.read(&mut buf).await {
-            if n == 0 || tunnel_out.write_all(&buf[..n]).await.is_err() {
-                break;
+        let mut buf = BytesMut::from(&first[..]);
+        let sent = buf.is_empty() || requests.send(data_message(&mut buf)).await.is_ok();
+        if sent {
+            while let Ok(n) = read_chunk(&mut local_in, &mut buf).await {
+                if n == 0 || requests.send(data_message(&mut buf)).await.is_err() {
+                    break;
+                }
+                counts.to_service.fetch_add(n as u64, Ordering::Relaxed);
             }
-            counts.to_service.fetch_add(n as u64, Ordering::Relaxed);
         }
-        let _ = tunnel_out.shutdown().await;
+        // Dropping `requests` ends the stream: a half-close.
+        drop(requests);
         let _ = client_ended.send(true);
         std::future::pending::<()>().await;
     };
     let down = async {
-        let mut buf = vec![0u8; CHUNK];
         loop {
             let waiting = *ended.borrow();
-            let read = tokio::select! {
-                read = tunnel_in.read(&mut buf) => read,
+            let message = tokio::select! {
+                message = responses.message() => message,
                 _ = ended.changed(), if !waiting => continue,
                 () = tokio::time::sleep(quiet), if waiting => break,
             };
-            match read {
-                Ok(n) if n > 0 => {
-                    if local_out.write_all(&buf[..n]).await.is_err() {
+            match message {
+                Ok(Some(proto::TunnelResponse {
+                    kind: Some(tunnel_response::Kind::Data(data)),
+                })) => {
+                    if local_out.write_all(&data).await.is_err() {
                         break;
                     }
-                    counts.to_client.fetch_add(n as u64, Ordering::Relaxed);
+                    counts.to_client.fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
+                Ok(Some(_)) => {}
                 _ => break,
             }
         }
@@ -363,6 +389,28 @@ async fn carry(local: &mut tokio::net::TcpStream, tunnel: TunnelStream, counts: 
     tokio::select! {
         () = up => {}
         () = down => {}
+    }
+}
+
+/// An opened tunnel's gRPC halves.
+struct Raw {
+    requests: mpsc::Sender<proto::TunnelRequest>,
+    responses: tonic::Streaming<proto::TunnelResponse>,
+    opened: proto::TunnelOpened,
+}
+
+/// Reads what `from` has (at most [`CHUNK`]) onto `buf`'s end.
+async fn read_chunk(from: &mut (impl AsyncRead + Unpin), buf: &mut BytesMut) -> io::Result<usize> {
+    buf.reserve(CHUNK);
+    let mut limited = (&mut *from).take(CHUNK as u64);
+    limited.read_buf(buf).await
+}
+
+/// A data message of everything in `buf`, which is left empty (its spare
+/// room is kept for the next read).
+fn data_message(buf: &mut BytesMut) -> proto::TunnelRequest {
+    proto::TunnelRequest {
+        kind: Some(tunnel_request::Kind::Data(buf.split().freeze())),
     }
 }
 

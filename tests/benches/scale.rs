@@ -1,21 +1,33 @@
-//! A release server at scale: `serve` started against a sandbox that
-//! already holds `--clusters` RayClusters (default 10 000, each with a head
-//! and a worker pod, and an event for every other cluster), measured from
-//! outside: its peak RSS while the watch cache first loads and its settled
-//! RSS; then, each a ratio to the no-op route in the same run, a list of a
-//! 50-cluster namespace and the first page (100) of the namespace holding
-//! the 10 000; then `--watchers` (default 1 000) live watches, each fed
-//! every one of `--changes` changes, with the delivery latency, the
-//! server's CPU per change and its RSS.
+//! A release server at platform scale: `serve` started against a sandbox
+//! that already holds `--clusters` RayClusters (default 20 000: 10 000 in
+//! one namespace, 50 in another, the rest over `--namespaces` more), each
+//! with its head and `--workers` worker pods (default 9, so 200 000 pods)
+//! and `--events` events (default 50 000), of which most concern other
+//! workloads, as on a shared Kubernetes. Every object is shaped as the API
+//! server stores what KubeRay and the kubelet write: the RayCluster is
+//! krayne's own rendering with KubeRay's status, the pods come from the
+//! sandbox operator's builder (`krayne_server::sandbox::kuberay_pod`:
+//! KubeRay's command, environment, probes, `/dev/shm`, autoscaler sidecar,
+//! init container, the API server's defaults and `managedFields`).
+//!
+//! Measured from outside: the time to `/readyz`, the requests and bytes the
+//! replica asked of the API until then, its CPU, its peak and settled RSS;
+//! then reads, each a ratio to a one-namespace caller's `whoami` in the
+//! same run (a list of 50, the first page of 10 000, a describe in a
+//! namespace full of other workloads' events, a get, the first page of
+//! every namespace); then `--watchers` live watches fed `--changes`
+//! changes; then `--replicas` fresh replicas started at once against the
+//! same sandbox: requests and bytes of all their starts, and each one's
+//! time to ready and RSS.
 //!
 //! ```sh
 //! cargo build --release -p krayne-server
-//! cargo bench -p krayne-tests --bench scale [-- --clusters 10000 --watchers 1000]
+//! cargo bench -p krayne-tests --bench scale [-- --clusters 20000 --workers 9 --events 50000]
 //! ```
 //!
-//! The sandbox runs without its operator: the objects are written as they
+//! The sandbox runs without its operator: the objects are stored as they
 //! would stand, so loading takes seconds instead of the simulated
-//! scheduler's minutes. Uses `TEST_DATABASE_URL` for the audit log (else a
+//! scheduler's hours. Uses `TEST_DATABASE_URL` for the audit log (else a
 //! throwaway Postgres). Prints a table and one JSON line.
 #![allow(
     clippy::unwrap_used,
@@ -33,7 +45,7 @@ use std::{
 
 use clap::Parser;
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
-use futures::{StreamExt as _, stream};
+use krayne_server::sandbox::{Resource, Sandbox, kuberay_pod};
 use krayne_tests::{
     ServerProcess,
     load::{BenchEnv, closed_loop, percentile, rss_kib},
@@ -42,17 +54,34 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 #[derive(Parser)]
-#[command(about = "Scale benchmark: memory at start, page-first lists and live watchers at 10 000 clusters")]
+#[command(about = "Scale benchmark: start, memory, reads and live watchers at 20 000 clusters and 200 000 pods")]
 struct Args {
-    /// Clusters in the big namespace.
-    #[arg(long, default_value_t = 10_000)]
+    /// RayClusters in all: up to 10 000 (half) in one namespace, 50 in
+    /// another, the rest round robin over `--namespaces` more.
+    #[arg(long, default_value_t = 20_000)]
     clusters: usize,
+    /// Worker pods per cluster; each also has its head.
+    #[arg(long, default_value_t = 9)]
+    workers: usize,
+    /// Namespaces besides the big one and the 50-cluster one.
+    #[arg(long, default_value_t = 998)]
+    namespaces: usize,
+    /// Events in all.
+    #[arg(long, default_value_t = 50_000)]
+    events: usize,
+    /// Percent of the events that are about Ray pods; the rest are about
+    /// other workloads (a tenth of those in the big namespace).
+    #[arg(long, default_value_t = 21)]
+    ray_event_percent: usize,
     /// Live watches open at once.
     #[arg(long, default_value_t = 1000)]
     watchers: usize,
     /// Changes each watcher is fed.
     #[arg(long, default_value_t = 20)]
     changes: usize,
+    /// Fresh replicas started at once at the end.
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
     /// Concurrent clients of the read phases.
     #[arg(long, default_value_t = 32)]
     clients: usize,
@@ -66,61 +95,131 @@ struct Args {
 
 const BIG: &str = "bench-big";
 const FIFTY: &str = "bench-50";
+const AT: &str = "2026-11-01T00:00:00Z";
 
-/// A RayCluster as it stands once ready, and its two pods and an event.
-fn objects(manifest: &Value, ns: &str, i: usize) -> (Value, Vec<Value>, Value) {
-    let name = format!("c-{i:05}");
-    let ip = format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255);
-    let mut cluster = manifest.clone();
-    cluster["metadata"]["name"] = json!(name);
-    cluster["metadata"]["namespace"] = json!(ns);
-    cluster["status"] = json!({"state": "ready", "readyWorkerReplicas": 1, "head": {"podIP": ip, "serviceIP": ip},
-        "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady",
-                        "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"},
-                       {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime",
-                        "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z"}]});
-    let pod = |kind: &str, suffix: &str| {
-        json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("{name}-{suffix}"), "namespace": ns,
-                "labels": {"ray.io/cluster": name, "ray.io/node-type": kind, "ray.io/group": if kind == "head" { "headgroup" } else { "cpu" },
-                           "ray.io/is-ray-node": "yes", "app.kubernetes.io/created-by": "kuberay-operator", "app.kubernetes.io/name": "kuberay"}},
-            "spec": {"nodeName": "node-1", "containers": [{"name": "ray-head", "image": "rayproject/ray:2.43.0"}]},
-            "status": {"phase": "Running", "podIP": ip,
-                "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"},
-                               {"type": "ContainersReady", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
-                "containerStatuses": [{"name": "ray-head", "ready": true, "restartCount": 0, "state": {"running": {}}}]}})
-    };
-    let event = json!({"apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{name}.started"), "namespace": ns},
-        "involvedObject": {"kind": "Pod", "name": format!("{name}-head"), "namespace": ns},
-        "reason": "Started", "message": "Started container ray-head", "type": "Normal", "count": 1});
-    (cluster, vec![pod("head", "head"), pod("worker", "cpu-worker")], event)
+/// What was stored, for the checks and the table.
+#[derive(Default)]
+struct Loaded {
+    clusters: usize,
+    pods: usize,
+    pod_bytes: usize,
+    ray_events: usize,
+    other_events: usize,
+    /// (namespace, pod names) of each cluster, for the Ray events.
+    pods_of: Vec<(String, Vec<String>)>,
 }
 
-/// Writes `objects` straight to the sandbox's API, 32 at a time.
-async fn write_all(http: &reqwest::Client, sandbox: &str, objects: Vec<(String, Value)>) {
-    let failures = stream::iter(objects)
-        .map(|(path, body)| {
-            let request = http.post(format!("{sandbox}{path}")).json(&body).send();
-            async move {
-                let res = request.await.unwrap();
-                if res.status().is_success() {
-                    None
-                } else {
-                    Some(res.text().await.unwrap_or_default())
-                }
-            }
-        })
-        .buffer_unordered(32)
-        .filter_map(std::future::ready)
-        .collect::<Vec<_>>()
-        .await;
-    assert!(
-        failures.is_empty(),
-        "the sandbox refused {} objects, e.g. {}",
-        failures.len(),
-        failures[0]
-    );
+/// Stores cluster `name` in `ns`: krayne's rendering with KubeRay's status,
+/// and its head and `workers` worker pods as KubeRay builds them, running.
+fn store_cluster(
+    sandbox: &Sandbox,
+    manifest: &Value,
+    ns: &str,
+    name: &str,
+    workers: usize,
+    ip: &mut u32,
+    loaded: &mut Loaded,
+) {
+    let mut rc = manifest.clone();
+    rc["metadata"]["name"] = json!(name);
+    rc["metadata"]["namespace"] = json!(ns);
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = json!(workers);
+    let group = rc["spec"]["workerGroupSpecs"][0].clone();
+    let group_name = group["groupName"].as_str().unwrap().to_owned();
+    let mut pods = Vec::with_capacity(workers + 1);
+    for w in 0..=workers {
+        let pod_name = if w == 0 {
+            format!("{name}-head-{:05x}", *ip & 0xfffff)
+        } else {
+            format!("{name}-{group_name}-worker-{:05x}", (*ip + 7) & 0xfffff)
+        };
+        let mut pod = kuberay_pod::build(&rc, (w > 0).then_some(&group), &pod_name);
+        *ip += 1;
+        let address = format!("10.{}.{}.{}", (*ip >> 16) & 255, (*ip >> 8) & 255, *ip & 255);
+        kuberay_pod::running(&mut pod, &format!("gpu-node-{}", *ip % 500), &address, AT);
+        kuberay_pod::stored(&mut pod, AT);
+        pods.push(pod);
+    }
+    rc["metadata"]["generation"] = json!(1);
+    kuberay_pod::with_status(&mut rc, &pods);
+    let uid = sandbox.insert(Resource::RayCluster, ns, rc).unwrap();
+    let mut names = Vec::with_capacity(pods.len());
+    for mut pod in pods {
+        pod["metadata"]["ownerReferences"][0]["uid"] = json!(uid);
+        loaded.pod_bytes += serde_json::to_vec(&pod).unwrap().len();
+        names.push(pod["metadata"]["name"].as_str().unwrap().to_owned());
+        sandbox.insert(Resource::Pod, ns, pod).unwrap();
+        loaded.pods += 1;
+    }
+    loaded.clusters += 1;
+    loaded.pods_of.push((ns.to_owned(), names));
+}
+
+/// An event as the kubelet or a controller records it.
+fn event(ns: &str, kind: &str, object: &str, reason: &str, message: &str, n: usize) -> Value {
+    let component = if kind == "Pod" {
+        "kubelet"
+    } else {
+        "replicaset-controller"
+    };
+    json!({"metadata": {"name": format!("{object}.{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15)), "namespace": ns},
+        "involvedObject": {"apiVersion": if kind == "Pod" { "v1" } else { "apps/v1" }, "kind": kind, "name": object,
+                           "namespace": ns, "uid": format!("{:08x}-0000-4000-8000-{:012x}", n, n), "resourceVersion": "1"},
+        "reason": reason, "message": message, "type": "Normal", "count": 1,
+        "source": {"component": component, "host": "gpu-node-1"},
+        "firstTimestamp": AT, "lastTimestamp": AT, "eventTime": null,
+        "reportingComponent": component, "reportingInstance": "gpu-node-1"})
+}
+
+/// Stores the events: `ray` about Ray pods (ten about the big namespace's
+/// first cluster, which is described), the rest about other workloads'
+/// pods and ReplicaSets, a tenth of them in the big namespace.
+fn store_events(sandbox: &Sandbox, args: &Args, namespaces: &[String], loaded: &mut Loaded) {
+    let ray = args.events * args.ray_event_percent / 100;
+    let reasons = [
+        ("Scheduled", "Successfully assigned {ns}/{pod} to gpu-node-1"),
+        (
+            "Pulled",
+            "Container image \"rayproject/ray:2.43.0-py312\" already present on machine",
+        ),
+        ("Created", "Created container: ray-worker"),
+        ("Started", "Started container ray-worker"),
+    ];
+    for n in 0..args.events {
+        let (ns, kind, object) = if n < ray {
+            let (ns, pods) = &loaded.pods_of[if n < 10 { 0 } else { n % loaded.pods_of.len() }];
+            (ns.clone(), "Pod", pods[n % pods.len()].clone())
+        } else if n % 10 == 0 {
+            (BIG.to_owned(), "Pod", format!("web-7d4b9c8f6-{:05x}", n))
+        } else if n % 3 == 0 {
+            (
+                namespaces[n % namespaces.len()].clone(),
+                "ReplicaSet",
+                format!("etl-{:08x}", n),
+            )
+        } else {
+            (
+                namespaces[n % namespaces.len()].clone(),
+                "Pod",
+                format!("api-5f6d8b7c9-{:05x}", n),
+            )
+        };
+        let (reason, message) = reasons[n % reasons.len()];
+        let message = message.replace("{ns}", &ns).replace("{pod}", &object);
+        let (reason, message) = if kind == "ReplicaSet" {
+            ("SuccessfulCreate", format!("Created pod: {object}-{:05x}", n))
+        } else {
+            (reason, message)
+        };
+        sandbox
+            .insert(Resource::Event, &ns, event(&ns, kind, &object, reason, &message, n))
+            .unwrap();
+        if n < ray {
+            loaded.ray_events += 1;
+        } else {
+            loaded.other_events += 1;
+        }
+    }
 }
 
 /// `krayne_cache_objects` of `kind` on a server's ops port.
@@ -149,17 +248,75 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
+/// How a replica started: seconds to `/readyz`, the API's requests and
+/// bytes meanwhile, and its CPU seconds by then.
+struct Start {
+    ready_seconds: f64,
+    requests: usize,
+    bytes: u64,
+    cpu_seconds: f64,
+}
+
+/// Starts `count` replicas at once and waits until each answers `/readyz`.
+async fn start_replicas(
+    bench: &BenchEnv,
+    count: usize,
+    extra: &[&str],
+) -> (Vec<ServerProcess>, Vec<Start>, usize, u64) {
+    let sandbox = &bench.env.sandbox;
+    let (requests_before, bytes_before) = (sandbox.requests().len(), sandbox.bytes_served());
+    let started = Instant::now();
+    let servers = futures::future::join_all((0..count).map(|_| bench.env.spawn_server_unready(extra))).await;
+    let http = reqwest::Client::new();
+    let mut starts = Vec::new();
+    for server in &servers {
+        let url = format!("http://{}/readyz", server.ops);
+        loop {
+            if http.get(&url).send().await.is_ok_and(|r| r.status() == 200) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "a replica was not ready in 600 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        starts.push(Start {
+            ready_seconds: started.elapsed().as_secs_f64(),
+            requests: sandbox.requests().len() - requests_before,
+            bytes: sandbox.bytes_served() - bytes_before,
+            cpu_seconds: cpu_seconds(server.pid()),
+        });
+    }
+    let requests = sandbox.requests().len() - requests_before;
+    let bytes = sandbox.bytes_served() - bytes_before;
+    (servers, starts, requests, bytes)
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    let big = (args.clusters / 2).min(10_000);
+    let spread = args.clusters.saturating_sub(big + 50);
+    let others: Vec<String> = (0..args.namespaces.max(1))
+        .map(|i| format!("bench-ns-{i:04}"))
+        .collect();
     let mut bench = BenchEnv::start(1, |sandbox| {
         sandbox.run_operator = false;
-        sandbox.namespaces = vec![BIG.into(), FIFTY.into()];
-        sandbox.history_limit = args.clusters * 8;
+        // `default` holds the lifecycle Lease: the replica that leads
+        // records usage, as the chart's default.
+        sandbox.namespaces = ["default", BIG, FIFTY]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(others.iter().cloned())
+            .collect();
+        sandbox.history_limit = 100_000;
+        // The events are dated at the start of the month.
+        sandbox.event_ttl = Duration::from_secs(400 * 86_400);
     })
     .await;
     let http = reqwest::Client::new();
-    let sandbox = bench.env.sandbox.url();
+    let sandbox_url = bench.env.sandbox.url();
     let manifest = http
         .post(format!(
             "{}/v1/namespaces/{FIFTY}/clusters?dry_run=true",
@@ -176,47 +333,114 @@ async fn main() {
         .clone();
     bench.env.stop_server().await;
 
-    eprintln!("writing {} + 50 clusters with their pods and events…", args.clusters);
+    eprintln!(
+        "storing {} clusters with {} pods each and {} events…",
+        args.clusters,
+        args.workers + 1,
+        args.events
+    );
     let started = Instant::now();
-    let mut writes = Vec::new();
-    for (ns, n) in [(BIG, args.clusters), (FIFTY, 50)] {
-        for i in 0..n {
-            let (cluster, pods, event) = objects(&manifest, ns, i);
-            writes.push((format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"), cluster));
-            for pod in pods {
-                writes.push((format!("/api/v1/namespaces/{ns}/pods"), pod));
-            }
-            if i % 2 == 0 {
-                writes.push((format!("/api/v1/namespaces/{ns}/events"), event));
-            }
-        }
+    let mut loaded = Loaded::default();
+    let mut ip = 0u32;
+    let sandbox = &bench.env.sandbox;
+    for i in 0..big {
+        store_cluster(
+            sandbox,
+            &manifest,
+            BIG,
+            &format!("c-{i:05}"),
+            args.workers,
+            &mut ip,
+            &mut loaded,
+        );
     }
-    let written = writes.len();
-    write_all(&http, &sandbox, writes).await;
-    eprintln!("{written} objects in {:.0} s", started.elapsed().as_secs_f64());
-
-    // serve started against the loaded sandbox: peak while its cache loads.
-    let started = Instant::now();
-    let server = bench
-        .env
-        .spawn_server(&["--max-watches-per-caller", &args.watchers.to_string()])
-        .await;
-    let pid = server.pid();
-    let total = args.clusters + 50;
-    while cached(&http, &server, "rayclusters").await < total as f64
-        || cached(&http, &server, "pods").await < 2.0 * total as f64
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..50 {
+        store_cluster(
+            sandbox,
+            &manifest,
+            FIFTY,
+            &format!("c-{i:05}"),
+            args.workers,
+            &mut ip,
+            &mut loaded,
+        );
     }
+    for i in 0..spread {
+        let ns = &others[i % others.len()];
+        store_cluster(
+            sandbox,
+            &manifest,
+            ns,
+            &format!("s-{i:05}"),
+            args.workers,
+            &mut ip,
+            &mut loaded,
+        );
+    }
+    store_events(sandbox, &args, &others, &mut loaded);
     let load_seconds = started.elapsed().as_secs_f64();
-    let (_, peak_loading) = rss_kib(pid).unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (settled, _) = rss_kib(pid).unwrap();
+    eprintln!(
+        "{} clusters, {} pods ({:.1} KB each as JSON), {} + {} events in {load_seconds:.0} s",
+        loaded.clusters,
+        loaded.pods,
+        loaded.pod_bytes as f64 / loaded.pods as f64 / 1e3,
+        loaded.ray_events,
+        loaded.other_events
+    );
 
-    // Reads, each against the no-op route of the same run.
+    // One replica started against the loaded sandbox.
+    let watches = args.watchers.to_string();
+    let requests_before = bench.env.sandbox.requests().len();
+    let (mut servers, starts, _, _) = start_replicas(
+        &bench,
+        1,
+        &[
+            "--max-watches-per-caller",
+            &watches,
+            "--max-watches-per-namespace",
+            &watches,
+        ],
+    )
+    .await;
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for r in &bench.env.sandbox.requests()[requests_before..] {
+        let path = r.uri.split('?').next().unwrap_or_default();
+        let parts: Vec<&str> = path.split('/').collect();
+        let what = match parts.iter().position(|p| *p == "namespaces") {
+            Some(i) if parts.len() > i + 2 => format!("{} …/namespaces/*/{}", r.method, parts[i + 2..].join("/")),
+            _ => format!("{} {path}", r.method),
+        };
+        *kinds.entry(what).or_default() += 1;
+    }
+    eprintln!("requests until ready, by kind: {kinds:?}");
+    let server = servers.remove(0);
+    let start = &starts[0];
+    let pid = server.pid();
+    let (_, peak_at_ready) = rss_kib(pid).unwrap();
+    assert_eq!(cached(&http, &server, "rayclusters").await as usize, loaded.clusters);
+    assert_eq!(cached(&http, &server, "pods").await as usize, loaded.pods);
+    let events_cached = cached(&http, &server, "events").await as usize;
+    eprintln!(
+        "ready in {:.1} s after {} requests ({:.1} MB); {events_cached} events cached",
+        start.ready_seconds,
+        start.requests,
+        start.bytes as f64 / 1e6
+    );
+    // Settled: after the usage recorder's first rounds (every 15 s).
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let (settled, peak) = rss_kib(pid).unwrap();
+    eprintln!(
+        "RSS at ready (peak so far) {:.1} MiB, settled {:.1} MiB, peak {:.1} MiB",
+        mib(peak_at_ready),
+        mib(settled),
+        mib(peak)
+    );
+
+    // Reads, each against a one-namespace caller's whoami in the same run.
+    let solo = bench.env.token("solo@example.com", &["solo"]);
     let base = format!("http://{}", server.api);
-    let phase = |path: String| {
-        let (http, token, url) = (http.clone(), bench.token.clone(), format!("{base}{path}"));
+    let phase = |path: String, token: &str| {
+        let (http, token, url) = (http.clone(), token.to_owned(), format!("{base}{path}"));
         let op: krayne_tests::load::Op = Arc::new(move |_| {
             let request = http.get(&url).bearer_auth(&token);
             Box::pin(async move {
@@ -229,18 +453,32 @@ async fn main() {
     };
     let (warm, secs) = (Duration::from_secs(1), Duration::from_secs_f64(args.seconds));
     let mut reads = Vec::new();
-    for (what, path) in [
-        ("no-op (whoami)", "/v1/whoami".to_owned()),
-        ("list namespace (50)", format!("/v1/namespaces/{FIFTY}/clusters")),
-        ("first page (100) of 10 000", format!("/v1/namespaces/{BIG}/clusters")),
-        ("first page (100) of every namespace", "/v1/clusters".to_owned()),
+    for (what, path, token) in [
+        ("whoami of a one-namespace caller", "/v1/whoami".to_owned(), &solo),
+        ("list namespace (50)", format!("/v1/namespaces/{FIFTY}/clusters"), &solo),
+        (
+            "first page (100) of 10 000",
+            format!("/v1/namespaces/{BIG}/clusters"),
+            &bench.token,
+        ),
+        (
+            "describe (namespace of 10 000 clusters and other workloads' events)",
+            format!("/v1/namespaces/{BIG}/clusters/c-00000/details"),
+            &bench.token,
+        ),
+        ("get", format!("/v1/namespaces/{BIG}/clusters/c-00000"), &bench.token),
+        (
+            "first page (100) of every namespace",
+            "/v1/clusters".to_owned(),
+            &bench.token,
+        ),
     ] {
-        let m = closed_loop(args.clients, warm, secs, phase(path)).await;
+        let m = closed_loop(args.clients, warm, secs, phase(path, token)).await;
         eprintln!("{what}: {:.0}/s", m.per_second());
         reads.push((what, m));
     }
     let noop = reads[0].1.per_second();
-
+    let sandbox = sandbox_url;
     // Live watchers on the 50-cluster namespace, fed one change at a time.
     eprintln!("opening {} watches…", args.watchers);
     let arrivals: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
@@ -254,7 +492,13 @@ async fn main() {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 200, "a watch was refused");
+        let status = response.status();
+        assert_eq!(
+            status,
+            200,
+            "a watch was refused: {}",
+            response.text().await.unwrap_or_default()
+        );
         let arrivals = arrivals.clone();
         tasks.push(tokio::spawn(async move {
             let mut response = response;
@@ -316,25 +560,50 @@ async fn main() {
         t.abort();
     }
 
+    drop(server);
+
+    // Fresh replicas started at once on the same sandbox.
+    eprintln!("starting {} replicas at once…", args.replicas);
+    let (replicas, replica_starts, replica_requests, replica_bytes) = start_replicas(&bench, args.replicas, &[]).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let replica_rss: Vec<(u64, u64)> = replicas.iter().map(|r| rss_kib(r.pid()).unwrap()).collect();
+    drop(replicas);
+
     let mut table = Table::new();
     table.load_style(ASCII_MARKDOWN).set_header(["measure", "value"]);
     let rows = [
         (
-            "objects written to the sandbox".to_owned(),
+            "objects stored in the sandbox".to_owned(),
             format!(
-                "{written} ({} + 50 clusters, 2 pods each, an event per 2)",
-                args.clusters
+                "{} clusters ({big} in one namespace, 50 in another, {spread} over {}), {} pods ({:.1} KB each as JSON), {} events ({} about Ray pods), in {load_seconds:.0} s",
+                loaded.clusters,
+                others.len(),
+                loaded.pods,
+                loaded.pod_bytes as f64 / loaded.pods as f64 / 1e3,
+                loaded.ray_events + loaded.other_events,
+                loaded.ray_events
             ),
         ),
-        ("cache loaded after start".to_owned(), format!("{load_seconds:.1} s")),
+        ("time to /readyz".to_owned(), format!("{:.1} s", start.ready_seconds)),
         (
-            "peak RSS while the cache loads".to_owned(),
-            format!("{:.1} MiB", mib(peak_loading)),
+            "requests to the API until ready".to_owned(),
+            format!("{} ({:.1} MB of responses)", start.requests, start.bytes as f64 / 1e6),
         ),
-        ("settled RSS".to_owned(), format!("{:.1} MiB", mib(settled))),
+        ("CPU until ready".to_owned(), format!("{:.1} s", start.cpu_seconds)),
+        ("events cached".to_owned(), format!("{events_cached}")),
+        ("peak RSS at ready".to_owned(), format!("{:.1} MiB", mib(peak_at_ready))),
+        (
+            "settled RSS (20 s after ready)".to_owned(),
+            format!("{:.1} MiB", mib(settled)),
+        ),
         (
             "peak ÷ settled".to_owned(),
-            format!("{:.2}", peak_loading as f64 / settled as f64),
+            format!(
+                "{:.1} MiB ÷ {:.1} = {:.2}",
+                mib(peak),
+                mib(settled),
+                peak as f64 / settled as f64
+            ),
         ),
     ];
     for (k, v) in rows {
@@ -344,7 +613,7 @@ async fn main() {
         table.add_row([
             format!("REST {what}"),
             format!(
-                "{:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {:.2}× no-op",
+                "{:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {:.2}× whoami",
                 m.per_second(),
                 m.percentile(0.5).as_secs_f64() * 1e3,
                 m.percentile(0.99).as_secs_f64() * 1e3,
@@ -366,16 +635,41 @@ async fn main() {
         "RSS before / with the watchers".to_owned(),
         format!("{:.1} / {:.1} MiB", mib(rss_before), mib(open_rss)),
     ]);
-    println!("scale: {} clusters, {} watchers", args.clusters, args.watchers);
+    table.add_row([
+        format!("{} replicas started at once: requests to the API", args.replicas),
+        format!("{replica_requests} ({:.1} MB of responses)", replica_bytes as f64 / 1e6),
+    ]);
+    for (i, (s, (rss, hwm))) in replica_starts.iter().zip(&replica_rss).enumerate() {
+        table.add_row([
+            format!("replica {}: ready, CPU, settled RSS (peak)", i + 1),
+            format!(
+                "{:.1} s, {:.1} s, {:.1} MiB ({:.1})",
+                s.ready_seconds,
+                s.cpu_seconds,
+                mib(*rss),
+                mib(*hwm)
+            ),
+        ]);
+    }
+    println!(
+        "scale: {} clusters, {} pods, {} events, {} watchers",
+        loaded.clusters, loaded.pods, args.events, args.watchers
+    );
     println!("{table}");
     println!(
         "{}",
         json!({
-            "bench": "scale", "clusters": args.clusters, "load_seconds": load_seconds,
-            "rss_peak_loading_mib": mib(peak_loading), "rss_settled_mib": mib(settled),
+            "bench": "scale", "clusters": loaded.clusters, "pods": loaded.pods, "events": args.events,
+            "ready_seconds": start.ready_seconds, "start_requests": start.requests, "start_bytes": start.bytes,
+            "start_cpu_seconds": start.cpu_seconds, "events_cached": events_cached,
+            "rss_peak_mib": mib(peak), "rss_settled_mib": mib(settled),
             "reads": reads.iter().map(|(w, m)| json!({"what": w, "per_second": m.per_second(), "ratio": m.per_second() / noop})).collect::<Vec<_>>(),
             "watch_p50_ms": p(0.5), "watch_p99_ms": p(0.99), "watch_max_ms": p(1.0),
             "cpu_ms_per_change": cpu / args.changes as f64 * 1e3, "rss_with_watchers_mib": mib(open_rss),
+            "replicas": replica_starts.iter().zip(&replica_rss).map(|(s, (rss, hwm))| json!({
+                "ready_seconds": s.ready_seconds, "cpu_seconds": s.cpu_seconds,
+                "rss_settled_mib": mib(*rss), "rss_peak_mib": mib(*hwm)})).collect::<Vec<_>>(),
+            "replica_start_requests": replica_requests, "replica_start_bytes": replica_bytes,
         })
     );
 }

@@ -1,5 +1,5 @@
 //! Service access through krayne: throughput (64 KiB writes, echoed back
-//! at full duplex) and small round trips over the WebSocket tunnel, the
+//! at full duplex, Ray client port's echo) and small round trips over the WebSocket tunnel, the
 //! gRPC tunnel and the HTTP proxy, each beside a direct loopback
 //! connection to the same sandbox stand-in and a bare Kubernetes
 //! port-forward (kube-rs), measured in the same run. Two servers: one
@@ -53,6 +53,13 @@ struct Args {
     #[arg(long, hide = true)]
     bench: bool,
 }
+
+/// The head's echo every path reaches: Ray's client port, whose stand-in
+/// sends a banner and echoes. (The head's SSH now listens on the pod's
+/// own loopback, as Krayne's bootstrap binds it, so only a port-forward
+/// reaches it and a direct connection cannot be the baseline.)
+const SERVICE: &str = "client";
+const PORT: u16 = 10001;
 
 type Stream = Pin<Box<dyn Io>>;
 trait Io: AsyncRead + AsyncWrite + Send {}
@@ -125,7 +132,7 @@ async fn grpc_tunnel(api: &str, token: &str, service: &str) -> Stream {
             let mut buf = vec![0u8; 32 * 1024];
             while let Ok(n) = r.read(&mut buf).await {
                 let data = pb::TunnelRequest {
-                    kind: Some(tunnel_request::Kind::Data(buf[..n].to_vec())),
+                    kind: Some(tunnel_request::Kind::Data(bytes::Bytes::copy_from_slice(&buf[..n]))),
                 };
                 if n == 0 || tx.send(data).await.is_err() {
                     return;
@@ -245,45 +252,102 @@ async fn main() {
         .unwrap()
         .items
         .remove(0);
+    // The head asks for Ray's token (round 4): the direct HTTP rows send it.
+    let token_secret = head.spec.as_ref().and_then(|s| {
+        s.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "RAY_AUTH_TOKEN")
+            .and_then(|e| {
+                e.value_from
+                    .as_ref()
+                    .and_then(|v| v.secret_key_ref.as_ref())
+                    .map(|r| r.name.clone())
+            })
+    });
+    let ray_token = match token_secret {
+        Some(name) => {
+            let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(
+                krayne_server::k8s::client_for_url(&env.sandbox.url()).unwrap(),
+                "bench-00",
+            );
+            let secret = secrets.get(&name).await.unwrap();
+            let bytes = secret.data.unwrap().remove("auth_token").unwrap().0;
+            String::from_utf8(bytes).unwrap()
+        }
+        None => String::new(),
+    };
     let (pod, ip) = (
         head.metadata.name.clone().unwrap(),
         head.status.and_then(|s| s.pod_ip).unwrap(),
     );
     let token = bench.token.clone();
+    // `krayne tunnel`'s own path: the SDK's forwarder on a local port.
+    let forwarder = |api: String| {
+        let token = token.clone();
+        async move {
+            let client = krayne_client::Client::builder(format!("http://{api}"))
+                .token(token)
+                .connect()
+                .await
+                .unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            client.forward("bench-00", "tun", SERVICE, listener)
+        }
+    };
+    let (pf_forwarder, direct_forwarder) = (forwarder(pf_api.clone()).await, forwarder(direct_api.clone()).await);
+    let (pf_local, direct_local) = (
+        pf_forwarder.local_addr().unwrap(),
+        direct_forwarder.local_addr().unwrap(),
+    );
+    let local = |addr: std::net::SocketAddr| async move {
+        Box::pin(tokio::net::TcpStream::connect(addr).await.unwrap()) as Stream
+    };
 
-    // The SSH stand-in: a banner, then an echo.
+    // Ray's client stand-in: a banner, then an echo.
     type Opener<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Stream> + 'a>> + 'a>;
     let paths: Vec<(&str, Opener)> = vec![
         (
             "direct loopback",
             Box::new(|| {
-                Box::pin(async { Box::pin(tokio::net::TcpStream::connect((ip.as_str(), 22)).await.unwrap()) as Stream })
+                Box::pin(async {
+                    Box::pin(tokio::net::TcpStream::connect((ip.as_str(), PORT)).await.unwrap()) as Stream
+                })
             }),
         ),
         (
             "bare port-forward (kube-rs)",
             Box::new(|| {
                 Box::pin(async {
-                    let mut f = pods.portforward(&pod, &[22]).await.unwrap();
-                    Box::pin(f.take_stream(22).unwrap()) as Stream
+                    let mut f = pods.portforward(&pod, &[PORT]).await.unwrap();
+                    Box::pin(f.take_stream(PORT).unwrap()) as Stream
                 })
             }),
         ),
         (
             "WebSocket tunnel, port-forward upstream",
-            Box::new(|| Box::pin(ws_tunnel(&pf_api, &token, "ssh"))),
+            Box::new(|| Box::pin(ws_tunnel(&pf_api, &token, SERVICE))),
         ),
         (
             "gRPC tunnel, port-forward upstream",
-            Box::new(|| Box::pin(grpc_tunnel(&pf_api, &token, "ssh"))),
+            Box::new(|| Box::pin(grpc_tunnel(&pf_api, &token, SERVICE))),
+        ),
+        (
+            "krayne tunnel (local port), port-forward upstream",
+            Box::new(|| Box::pin(local(pf_local))),
         ),
         (
             "WebSocket tunnel, direct upstream",
-            Box::new(|| Box::pin(ws_tunnel(&direct_api, &token, "ssh"))),
+            Box::new(|| Box::pin(ws_tunnel(&direct_api, &token, SERVICE))),
         ),
         (
             "gRPC tunnel, direct upstream",
-            Box::new(|| Box::pin(grpc_tunnel(&direct_api, &token, "ssh"))),
+            Box::new(|| Box::pin(grpc_tunnel(&direct_api, &token, SERVICE))),
+        ),
+        (
+            "krayne tunnel (local port), direct upstream",
+            Box::new(|| Box::pin(local(direct_local))),
         ),
     ];
     let mut results = Vec::new();
@@ -309,19 +373,19 @@ async fn main() {
     let pod_url = format!("http://{ip}:8265/api/version");
     let n = args.requests;
     eprintln!("HTTP…");
-    let direct_http = http_latency(n, || plain.get(&pod_url)).await;
+    let direct_http = http_latency(n, || plain.get(&pod_url).bearer_auth(&ray_token)).await;
     let proxy_pf = http_latency(n, || plain.get(&pf_url).bearer_auth(&token)).await;
     let proxy_direct = http_latency(n, || plain.get(&direct_url).bearer_auth(&token)).await;
     let session_pf = http_latency(n, || plain.get(&pf_url).header("cookie", &pf_cookie)).await;
     let session_direct = http_latency(n, || plain.get(&direct_url).header("cookie", &direct_cookie)).await;
-    let kept_direct = http_latency(n, || kept.get(&pod_url)).await;
+    let kept_direct = http_latency(n, || kept.get(&pod_url).bearer_auth(&ray_token)).await;
     let kept_session_pf = http_latency(n, || kept.get(&pf_url).header("cookie", &pf_cookie)).await;
     let kept_session_direct = http_latency(n, || kept.get(&direct_url).header("cookie", &direct_cookie)).await;
 
     let ms = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1000.0);
     let mut table = Table::new();
     table.load_style(ASCII_MARKDOWN).set_header([
-        "path (SSH echo stand-in)",
+        "path (Ray client echo stand-in)",
         "MiB/s",
         "× direct",
         "× port-forward",

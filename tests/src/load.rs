@@ -19,6 +19,9 @@ teams:
   - name: bench
     members: { groups: [bench] }
     namespaces: { "bench-*": editor }
+  - name: solo
+    members: { groups: [solo] }
+    namespaces: { "bench-50": viewer }
 "#;
 
 /// Namespace `bench-NN` of cluster number `i`, round robin over `of`.

@@ -382,6 +382,12 @@ impl Env {
         server
     }
 
+    /// [`Env::spawn_server`] without waiting for `/readyz`: once it says it
+    /// is serving. For measuring how long a replica takes to be ready.
+    pub async fn spawn_server_unready(&self, extra: &[&str]) -> ServerProcess {
+        ServerProcess::spawn(&self.replica_args(extra)).await
+    }
+
     /// [`Env::spawn_server`] under `wrapper` (e.g. `faketime -f +60s`).
     pub async fn spawn_server_under(&self, wrapper: &[&str], extra: &[&str]) -> ServerProcess {
         let server = ServerProcess::spawn_under(wrapper, &self.replica_args(extra)).await;

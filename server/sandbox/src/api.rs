@@ -20,7 +20,7 @@ use super::{
     ApiError, Resource, discovery,
     selector::{FieldSelector, LabelSelector},
     state::{ApiState, RequestRecord, SERVICE_ACCOUNT_USER, Shared},
-    store::{Change, Patch, Store, WriteOpts},
+    store::{Change, Patch, Store, WriteOpts, packed_text},
 };
 
 /// The API's routes.
@@ -153,7 +153,26 @@ async fn record(State(s): State<Shared>, req: Request, next: Next) -> Response {
                 .into_response();
         }
     }
-    next.run(req).await
+    counted(next.run(req).await, &s.bytes_served)
+}
+
+/// `response` with its body's bytes added to `total` as they are sent.
+/// Upgrades (port-forward, exec) carry their bytes outside the body.
+fn counted(response: Response, total: &Arc<std::sync::atomic::AtomicU64>) -> Response {
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return response;
+    }
+    let total = total.clone();
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().inspect(move |chunk| {
+        if let Ok(bytes) = chunk {
+            total.fetch_add(
+                u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(body))
 }
 
 /// Whether the object a named request addresses is there.
@@ -241,6 +260,7 @@ async fn dispatch(
 ) -> Response {
     match target.and_then(|t| handle(&s, t, &method, &q, &headers, &body)) {
         Ok(Reply::Object(code, v)) => (code, Json(v)).into_response(),
+        Ok(Reply::Encoded(body)) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Ok(Reply::Watch(w)) => watch_response(&s, w),
         Err(e) => e.into_response(),
     }
@@ -248,6 +268,8 @@ async fn dispatch(
 
 enum Reply {
     Object(StatusCode, Value),
+    /// A 200 whose JSON is written already (a list).
+    Encoded(Vec<u8>),
     Watch(WatchRequest),
 }
 
@@ -341,16 +363,13 @@ fn handle(
             if let Some((namespace, name)) = more {
                 metadata["continue"] = json!(Continue { rv, namespace, name }.to_string());
             }
-            let items: Vec<Value> = items.iter().map(|o| (**o).clone()).collect();
-            ok(&json!({
-                "kind": format!("{}List", r.kind()), "apiVersion": r.api_version(),
-                "metadata": metadata, "items": items,
-            }))
+            Ok(Reply::Encoded(list_body(r, &metadata, &items)))
         }
         (None, &Method::POST) if t.ns.is_some() || !r.namespaced() => {
             let opts = WriteOpts {
                 dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
                 keep_status: false,
+                packed: false,
             };
             let created = store.create(r, &ns_key, parse_json(body)?, opts)?;
             Ok(Reply::Object(StatusCode::CREATED, (*created).clone()))
@@ -475,9 +494,39 @@ fn selected(o: &Value, labels: &LabelSelector, fields: &FieldSelector) -> bool {
 }
 
 fn event_line(kind: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    line.push(b'\n');
+    let mut line = format!("{{\"type\":\"{kind}\",\"object\":").into_bytes();
+    write_object(&mut line, object);
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
+}
+
+/// `object`'s JSON (a packed object's own text) appended to `out`.
+fn write_object(out: &mut Vec<u8>, object: &Value) {
+    match packed_text(object) {
+        Some(text) => out.extend_from_slice(text.as_bytes()),
+        None => {
+            let _ = serde_json::to_writer(&mut *out, object);
+        }
+    }
+}
+
+/// A list's body, written object by object rather than copied into one
+/// tree first.
+fn list_body(r: Resource, metadata: &Value, items: &[Arc<Value>]) -> Vec<u8> {
+    let mut out = format!(
+        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{metadata},\"items\":[",
+        r.kind(),
+        r.api_version()
+    )
+    .into_bytes();
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_object(&mut out, o);
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
 
 fn watch_response(s: &ApiState, w: WatchRequest) -> Response {

@@ -16,7 +16,7 @@ use tokio::sync::{broadcast::error::RecvError, mpsc, watch};
 use super::{
     NodeCapacity, Resource,
     addresses::PodAddresses,
-    kuberay_status,
+    kuberay_pod, kuberay_status,
     nodes::{first_fit, insufficient, pod_request},
     store::{Change, ChangeKind, Store, WriteOpts, meta_str, now, random_suffix},
 };
@@ -259,46 +259,23 @@ impl Operator {
 
     fn create_pod(&mut self, rc: &Value, group: Option<&Value>) {
         let (ns, cluster) = (meta_str(rc, "namespace"), meta_str(rc, "name"));
-        let (node_type, group_name, template) = match group {
-            None => ("head", "headgroup", &rc["spec"]["headGroupSpec"]["template"]),
-            Some(g) => ("worker", g["groupName"].as_str().unwrap_or(""), &g["template"]),
-        };
         let name = match group {
             None => format!("{cluster}-head-{}", random_suffix()),
-            Some(_) => format!("{cluster}-{group_name}-worker-{}", random_suffix()),
+            Some(g) => format!(
+                "{cluster}-{}-worker-{}",
+                g["groupName"].as_str().unwrap_or(""),
+                random_suffix()
+            ),
         };
-        let mut labels = template["metadata"]["labels"].as_object().cloned().unwrap_or_default();
-        for (k, v) in [
-            ("ray.io/cluster", cluster),
-            ("ray.io/node-type", node_type),
-            ("ray.io/group", group_name),
-            ("ray.io/is-ray-node", "yes"),
-            ("app.kubernetes.io/created-by", "kuberay-operator"),
-        ] {
-            labels.insert(k.into(), json!(v));
-        }
-        let mut annotations = template["metadata"]["annotations"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let mut pod = kuberay_pod::build(rc, group, &name);
         if let Some(fault) = rc["metadata"]["annotations"][FAULT_ANNOTATION].as_str() {
-            annotations.insert(FAULT_ANNOTATION.into(), json!(fault));
+            pod["metadata"]["annotations"][FAULT_ANNOTATION] = json!(fault);
         }
-        let mut spec = template["spec"].clone();
-        if !spec.is_object() {
-            spec = json!({"containers": []});
-        }
-        spec["restartPolicy"] = json!("Always");
-        add_ray_auth_env(rc, &mut spec);
-        let pod = json!({
-            "metadata": {"name": name, "labels": labels, "annotations": annotations,
-                         "ownerReferences": Self::owner_reference(rc)},
-            "spec": spec,
-            "status": {"phase": "Pending", "qosClass": "Guaranteed"},
-        });
+        add_ray_auth_env(rc, &mut pod["spec"]);
         let opts = WriteOpts {
             dry_run: false,
             keep_status: true,
+            packed: false,
         };
         if let Ok(pod) = self.store.create(Resource::Pod, ns, pod, opts) {
             self.later(&pod, Step::Schedule, self.opts.schedule_delay);

@@ -28,6 +28,8 @@ pub(super) struct ApiState {
     pub store: Arc<Store>,
     /// Every request answered.
     pub requests: Mutex<Vec<RequestRecord>>,
+    /// Bytes of response bodies sent, counted as they flow.
+    pub bytes_served: Arc<std::sync::atomic::AtomicU64>,
     /// How often watches with `allowWatchBookmarks` get a bookmark.
     pub bookmark_interval: Duration,
     /// Whether watches may stream the initial list (`sendInitialEvents`,

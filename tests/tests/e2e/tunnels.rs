@@ -300,7 +300,7 @@ async fn grpc_tunnel(args: &[&str]) {
     // Data, then a half-close at once: the echo of what came before it
     // still arrives.
     tx.send(pb::TunnelRequest {
-        kind: Some(tunnel_request::Kind::Data(b"ping".to_vec())),
+        kind: Some(tunnel_request::Kind::Data(bytes::Bytes::from_static(b"ping"))),
     })
     .await
     .unwrap();
@@ -377,7 +377,7 @@ async fn only_editors_of_the_namespace_open_tunnels() {
     let mut g = env.grpc(&env.alice()).await;
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     tx.send(pb::TunnelRequest {
-        kind: Some(tunnel_request::Kind::Data(b"no open first".to_vec())),
+        kind: Some(tunnel_request::Kind::Data(bytes::Bytes::from_static(b"no open first"))),
     })
     .await
     .unwrap();

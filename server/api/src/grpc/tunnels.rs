@@ -162,14 +162,14 @@ impl tunnel_service_server::TunnelService for Grpc {
                 future::ready(match m {
                     Ok(pb::TunnelRequest {
                         kind: Some(tunnel_request::Kind::Data(data)),
-                    }) => Some(Ok(Bytes::from(data))),
+                    }) => Some(Ok(data)),
                     Ok(_) => None,
                     Err(status) => Some(Err(status.message().to_owned())),
                 })
             });
             let outgoing = PollSender::new(tx.clone()).with(|data: Bytes| {
                 future::ready(Ok::<_, tokio_util::sync::PollSendError<_>>(Ok(pb::TunnelResponse {
-                    kind: Some(tunnel_response::Kind::Data(data.to_vec())),
+                    kind: Some(tunnel_response::Kind::Data(data)),
                 })))
             });
             let gone = {
