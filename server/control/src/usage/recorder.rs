@@ -42,6 +42,17 @@ pub struct UsageRecorder {
     counted: HashMap<(String, String), [f64; 3]>,
 }
 
+/// What a round finds live (see `live_usage`).
+#[derive(Default)]
+struct Live<'o> {
+    /// Keys of intervals open and known, borrowed from the open map.
+    kept: HashSet<&'o str>,
+    /// Whole intervals for the rest: new, or read back without a charge.
+    fresh: Vec<UsageInterval>,
+    /// The end Kubernetes shows of each pod that ended, by key.
+    finished: HashMap<String, Timestamp>,
+}
+
 /// What an open interval charges, for the counters.
 #[derive(Debug, Clone, Default)]
 struct Charged {
@@ -87,29 +98,30 @@ impl ControlPlane {
         if let Some(last) = recorder.last_round {
             Self::count_usage(recorder, now.duration_since(last).as_secs_f64().max(0.0));
         }
-        let (live, finished) = self.live_usage(feed.as_ref(), &recorder.open, now);
-        for (key, interval) in &live {
-            let charged = || Charged {
+        let Live { kept, fresh, finished } = self.live_usage(feed.as_ref(), &recorder.open, now);
+        let fresh_keys: HashSet<&str> = fresh.iter().map(|i| i.key.as_str()).collect();
+        let ended: Vec<String> = recorder
+            .open
+            .keys()
+            .filter(|k| !kept.contains(k.as_str()) && !fresh_keys.contains(k.as_str()))
+            .cloned()
+            .collect();
+        drop((kept, fresh_keys));
+        for interval in fresh {
+            let charged = Charged {
                 namespace: interval.namespace.clone(),
                 teams: interval.teams.clone(),
                 charge: interval.charge.clone(),
             };
-            match recorder.open.get_mut(key) {
+            match recorder.open.get_mut(&interval.key) {
                 // Read back from the ledger: what it charges is known now.
-                Some(known) if known.namespace.is_empty() => *known = charged(),
-                Some(_) => {}
+                Some(known) => *known = charged,
                 None => {
-                    recorder.open.insert(key.clone(), charged());
-                    recorder.opens.push(interval.clone());
+                    recorder.open.insert(interval.key.clone(), charged);
+                    recorder.opens.push(interval);
                 }
             }
         }
-        let ended: Vec<String> = recorder
-            .open
-            .keys()
-            .filter(|k| !live.contains_key(*k))
-            .cloned()
-            .collect();
         for key in ended {
             recorder.open.remove(&key);
             let (ended_at, estimated) = match (finished.get(&key).copied(), estimate_at) {
@@ -146,14 +158,17 @@ impl ControlPlane {
         }
     }
 
-    /// Every interval that is open now, by key; and the end of each pod
-    /// Kubernetes still shows ended (its containers' last end), by key.
-    fn live_usage(
+    /// What is live now: the keys of intervals already open and known
+    /// (borrowed from `open`: a round allocates nothing for them), whole
+    /// intervals only for the rest (new, or read back from the ledger
+    /// without their charge), and the end of each pod Kubernetes still
+    /// shows ended (its containers' last end), by key.
+    fn live_usage<'o>(
         &self,
         feed: &dyn crate::domain::ClusterFeed,
-        open: &HashMap<String, Charged>,
+        open: &'o HashMap<String, Charged>,
         now: Timestamp,
-    ) -> (HashMap<String, UsageInterval>, HashMap<String, Timestamp>) {
+    ) -> Live<'o> {
         let suspensions: HashMap<&str, &str> = open
             .keys()
             .filter_map(|k| {
@@ -161,8 +176,13 @@ impl ControlPlane {
                 Some((rest.split('/').next()?, k.as_str()))
             })
             .collect();
-        let mut live = HashMap::new();
-        let mut finished = HashMap::new();
+        let mut live = Live::default();
+        // An interval open and known needs no more than its key noted.
+        let known = move |key: &str| -> Option<&'o str> {
+            open.get_key_value(key)
+                .filter(|(_, c)| !c.namespace.is_empty())
+                .map(|(k, _)| k.as_str())
+        };
         let mut teams_of: HashMap<String, Vec<String>> = HashMap::new();
         for cluster in feed.clusters(None) {
             let Some(uid) = cluster.metadata.uid.as_deref() else {
@@ -193,14 +213,20 @@ impl ControlPlane {
             };
             let created = time(cluster.metadata.creation_timestamp.as_deref()).unwrap_or(now);
             let key = format!("cluster/{uid}");
-            live.insert(key.clone(), base(UsageKind::Cluster, key, created));
+            match known(&key) {
+                Some(k) => _ = live.kept.insert(k),
+                None => live.fresh.push(base(UsageKind::Cluster, key, created)),
+            }
             if cluster.spec.suspend == Some(true) {
                 // One interval per suspension: its key names when it began.
                 let key = suspensions.get(uid).map_or_else(
                     || format!("suspended/{uid}/{}", now.as_millisecond()),
                     |k| (*k).to_owned(),
                 );
-                live.insert(key.clone(), base(UsageKind::Suspended, key, now));
+                match known(&key) {
+                    Some(k) => _ = live.kept.insert(k),
+                    None => live.fresh.push(base(UsageKind::Suspended, key, now)),
+                }
             }
             for pod in feed.pods(namespace, cluster.metadata.name.as_str()) {
                 let Some(pod_uid) = pod.metadata.uid.as_deref() else {
@@ -209,18 +235,22 @@ impl ControlPlane {
                 let key = format!("pod/{pod_uid}");
                 if pod.status.phase.as_deref() != Some("Running") {
                     if let Some(at) = time(pod.status.finished_at()) {
-                        finished.insert(key, at);
+                        live.finished.insert(key, at);
                     }
                     continue;
                 }
+                if let Some(k) = known(&key) {
+                    live.kept.insert(k);
+                    continue;
+                }
                 let started = time(pod.status.running_since()).unwrap_or(now);
-                let mut interval = base(UsageKind::Pod, key.clone(), started);
+                let mut interval = base(UsageKind::Pod, key, started);
                 interval.worker_group = pod.metadata.labels.get(LABEL_GROUP).map(|g| g.as_str().to_owned());
                 interval.charge = pod.spec.charge.clone();
-                live.insert(key, interval);
+                live.fresh.push(interval);
             }
         }
-        (live, finished)
+        live
     }
 
     /// Adds `seconds` of every open pod interval's charge to the
