@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use std::sync::Arc;
 
-use super::{kuberay_status, store::meta_str};
+use super::{kuberay_status, nodes, store::meta_str};
 
 /// Port of the head's GCS, as KubeRay defaults it.
 const HEAD_PORT: &str = "6379";
@@ -152,10 +152,9 @@ fn ray_start(head: bool, params: &mut Map<String, Value>, resources: &Value) -> 
     if !params.contains_key("num-cpus") && !limit("cpu").is_null() {
         params.insert("num-cpus".into(), json!(text(&limit("cpu"))));
     }
-    if !params.contains_key("memory")
-        && let Some(bytes) = quantity_bytes(&text(&limit("memory")))
-    {
-        params.insert("memory".into(), json!(bytes.to_string()));
+    let memory = nodes::amount(&limit("memory")) / 1_000_000_000;
+    if !params.contains_key("memory") && memory > 0 {
+        params.insert("memory".into(), json!(memory.to_string()));
     }
     if !params.contains_key("num-gpus") && !limit("nvidia.com/gpu").is_null() {
         params.insert("num-gpus".into(), json!(text(&limit("nvidia.com/gpu"))));
@@ -170,25 +169,6 @@ fn ray_start(head: bool, params: &mut Map<String, Value>, resources: &Value) -> 
         }
     }
     cmd
-}
-
-/// Bytes of a binary or decimal quantity (`4Gi`, `512M`, `1024`).
-fn quantity_bytes(q: &str) -> Option<u64> {
-    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-    let (n, unit) = q.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let m: u64 = match unit {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(m)
 }
 
 /// The Ray container's environment after `setContainerEnvVars`.

@@ -39,7 +39,8 @@ impl NodeCapacity {
 /// What a pod asks for: (cpu, memory, gpus), summed over its containers.
 pub(super) type Request = (u128, u128, u128);
 
-fn amount(v: &Value) -> u128 {
+/// A quantity (`4Gi`, `500m`, `2`) in billionths of its unit.
+pub(super) fn amount(v: &Value) -> u128 {
     match v {
         Value::String(s) => s.parse::<Quantity>().map(|q| q.nanos()).unwrap_or(0),
         Value::Number(n) => n.to_string().parse::<Quantity>().map(|q| q.nanos()).unwrap_or(0),
