@@ -407,7 +407,13 @@ async fn main() {
         let path = r.uri.split('?').next().unwrap_or_default();
         let parts: Vec<&str> = path.split('/').collect();
         let what = match parts.iter().position(|p| *p == "namespaces") {
-            Some(i) if parts.len() > i + 2 => format!("{} …/namespaces/*/{}", r.method, parts[i + 2..].join("/")),
+            // The resource, not each object's name: `…/networkpolicies/*`.
+            Some(i) if parts.len() > i + 2 => format!(
+                "{} …/namespaces/*/{}{}",
+                r.method,
+                parts[i + 2],
+                if parts.len() > i + 3 { "/*" } else { "" }
+            ),
             _ => format!("{} {path}", r.method),
         };
         *kinds.entry(what).or_default() += 1;

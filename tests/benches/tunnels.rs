@@ -152,6 +152,26 @@ async fn grpc_tunnel(api: &str, token: &str, service: &str) -> Stream {
     })
 }
 
+/// A plain TCP relay on a local port to `target`: bytes copied each way
+/// by `tokio::io::copy_bidirectional`, no framing, no checks. Two in a
+/// row have the hops of `krayne tunnel` with a direct upstream (the
+/// caller's forwarder, then the server), so they measure what those hops
+/// alone allow on this machine.
+async fn relay(target: std::net::SocketAddr) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let local = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    local
+}
+
 /// MiB/s of `mib` MiB written in 64 KiB writes while the echo is read back.
 async fn throughput(stream: Stream, banner: bool, mib: usize) -> f64 {
     let (mut r, mut w) = tokio::io::split(stream);
@@ -301,6 +321,8 @@ async fn main() {
         pf_forwarder.local_addr().unwrap(),
         direct_forwarder.local_addr().unwrap(),
     );
+    let echo: std::net::SocketAddr = format!("{ip}:{PORT}").parse().unwrap();
+    let two_relays = relay(relay(echo).await).await;
     let local = |addr: std::net::SocketAddr| async move {
         Box::pin(tokio::net::TcpStream::connect(addr).await.unwrap()) as Stream
     };
@@ -315,6 +337,10 @@ async fn main() {
                     Box::pin(tokio::net::TcpStream::connect((ip.as_str(), PORT)).await.unwrap()) as Stream
                 })
             }),
+        ),
+        (
+            "two plain TCP relays (the tunnel's hops, nothing else)",
+            Box::new(|| Box::pin(local(two_relays))),
         ),
         (
             "bare port-forward (kube-rs)",
@@ -358,7 +384,7 @@ async fn main() {
         results.push((*name, mibs, p50, p99));
     }
     let base_direct = results[0].1;
-    let base_pf = results[1].1;
+    let base_pf = results[2].1;
 
     let dashboard =
         |api: &str| format!("http://{api}/v1/namespaces/bench-00/clusters/tun/services/dashboard/proxy/api/version");

@@ -176,7 +176,7 @@ impl ControlPlane {
         created: &ObservedCluster,
         rid: &RequestId,
     ) -> Result<(), Error> {
-        let Err(why) = self.keep_companions(target, created, false, rid).await else {
+        let Err(why) = self.keep_companions(target, created, None, rid).await else {
             return Ok(());
         };
         let (namespace, name) = (created.metadata.namespace.as_str(), created.metadata.name.as_str());

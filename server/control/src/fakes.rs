@@ -330,19 +330,18 @@ impl ClusterStore for MemoryStore {
         Ok(())
     }
 
-    async fn get_network_policy(
+    async fn network_policies(
         &self,
-        cluster: &ClusterRef,
-        name: &str,
+        namespace: &str,
         _: &RequestId,
-    ) -> Result<Option<Value>, Error> {
+    ) -> Result<std::collections::HashMap<String, crate::manifest::HeldPolicy>, Error> {
         let state = self.state.lock().unwrap();
-        let key = (
-            Companion::NetworkPolicy.kind(),
-            cluster.namespace().to_owned(),
-            name.to_owned(),
-        );
-        Ok(state.companions.get(&key).cloned())
+        Ok(state
+            .companions
+            .iter()
+            .filter(|((kind, ns, _), _)| *kind == Companion::NetworkPolicy.kind() && ns == namespace)
+            .map(|((_, _, name), policy)| (name.clone(), crate::manifest::HeldPolicy::of(policy)))
+            .collect())
     }
 
     async fn delete_companion(

@@ -58,6 +58,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Deserialize)]
 struct ObjectList<T> {
     items: Vec<T>,
+    /// Where the next page starts, on a paged list.
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +90,9 @@ fn rayclusters(namespace: Option<&str>) -> KubeRequest {
 const FIELD_MANAGER: &str = "krayne";
 
 /// Where a companion kind lives in `namespace`.
+/// NetworkPolicies a page when the keeper lists a namespace's.
+const POLICIES_A_PAGE: u32 = 500;
+
 fn companions(kind: domain::Companion, namespace: &str) -> KubeRequest {
     match kind {
         domain::Companion::NetworkPolicy => KubeRequest::new(format!(
@@ -398,18 +410,29 @@ impl ClusterStore for KubeClusterStore {
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 
-    async fn get_network_policy(
+    async fn network_policies(
         &self,
-        cluster: &ClusterRef,
-        name: &str,
+        namespace: &str,
         request_id: &RequestId,
-    ) -> Result<Option<Value>, Error> {
-        let request =
-            companions(domain::Companion::NetworkPolicy, cluster.namespace()).get(name, &GetParams::default());
-        match self.call::<Value>(request, request_id).await {
-            Ok(policy) => Ok(Some(policy)),
-            Err(Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
+    ) -> Result<std::collections::HashMap<String, manifest::HeldPolicy>, Error> {
+        let mut held = std::collections::HashMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = ListParams::default().limit(POLICIES_A_PAGE);
+            if let Some(token) = &token {
+                params = params.continue_token(token);
+            }
+            let request = companions(domain::Companion::NetworkPolicy, namespace).list(&params);
+            let page: ObjectList<Value> = self.call(request, request_id).await?;
+            for policy in &page.items {
+                if let Some(name) = policy["metadata"]["name"].as_str() {
+                    held.insert(name.to_owned(), manifest::HeldPolicy::of(policy));
+                }
+            }
+            match page.metadata.continue_.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(held),
+            }
         }
     }
 

@@ -15,6 +15,8 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    fmt::Write as _,
+    sync::Arc,
     time::Duration,
 };
 
@@ -22,16 +24,25 @@ use jiff::Timestamp;
 
 use crate::{
     ControlPlane,
-    domain::{ObservedCluster, PodCharge, UsageClose, UsageInterval, UsageKind},
+    domain::{ObservedCluster, PodCharge, Shared, UsageClose, UsageInterval, UsageKind},
     manifest::{ANNOTATION_CREATED_BY, LABEL_GROUP},
 };
 
 /// Open intervals and writes not yet made, kept between rounds.
+///
+/// At 200 000 pods the open map is the recorder's memory: an entry is its
+/// key, the round that last saw it, what it charges and a pointer to its
+/// namespace's [`Scope`], shared by every interval of that namespace.
 #[derive(Debug, Default)]
 pub struct UsageRecorder {
-    /// Keys of the intervals open, with the namespace and teams of each
-    /// and what it charges (for the counters).
-    open: HashMap<String, Charged>,
+    /// The intervals open, by key.
+    open: HashMap<Box<str>, Charged>,
+    /// Each namespace's scope as rounds last found it (a namespace whose
+    /// teams change gets a new one; intervals keep the one they began
+    /// with).
+    scopes: HashMap<String, Arc<Scope>>,
+    /// Rounds run, to mark what a round saw.
+    round: u64,
     /// When the last round ran (`None`: the open intervals are to be
     /// read back from the ledger first).
     last_round: Option<Timestamp>,
@@ -42,23 +53,45 @@ pub struct UsageRecorder {
     counted: HashMap<(String, String), [f64; 3]>,
 }
 
-/// What a round finds live (see `live_usage`).
+/// What a round finds live that is not yet open and known (see
+/// `live_usage`); what is open and known is marked in the open map.
 #[derive(Default)]
-struct Live<'o> {
-    /// Keys of intervals open and known, borrowed from the open map.
-    kept: HashSet<&'o str>,
-    /// Whole intervals for the rest: new, or read back without a charge.
-    fresh: Vec<UsageInterval>,
+struct Live {
+    /// Whole intervals, with their scope: new, or read back without a
+    /// charge.
+    fresh: Vec<(UsageInterval, Arc<Scope>)>,
     /// The end Kubernetes shows of each pod that ended, by key.
     finished: HashMap<String, Timestamp>,
 }
 
-/// What an open interval charges, for the counters.
+/// One round, as its slices share it.
+struct Round {
+    number: u64,
+    now: Timestamp,
+    /// Suspension intervals open, by cluster uid.
+    suspensions: HashMap<String, String>,
+    /// The namespaces seen so far.
+    namespaces: HashSet<String>,
+}
+
+/// An open interval.
 #[derive(Debug, Clone, Default)]
 struct Charged {
+    /// Its namespace and teams; `None` for an interval read back from
+    /// the ledger and not yet seen by a round.
+    scope: Option<Arc<Scope>>,
+    /// What it charges, for the counters (shared: a group's pods charge
+    /// alike).
+    charge: Shared<PodCharge>,
+    /// The last round that saw it live.
+    seen: u64,
+}
+
+/// A namespace and the teams that edit it, one per namespace a round.
+#[derive(Debug, Default)]
+struct Scope {
     namespace: String,
     teams: Vec<String>,
-    charge: PodCharge,
 }
 
 /// A round longer ago than this means the recorder did not run (it did not
@@ -66,6 +99,10 @@ struct Charged {
 const STALE_AFTER: Duration = Duration::from_secs(45);
 /// The most writes kept while the ledger cannot be written.
 const MAX_PENDING: usize = 1_000_000;
+/// Clusters a round looks at before writing what it found new.
+const CLUSTERS_A_SLICE: usize = 500;
+/// New intervals held before they are written within a round.
+const WRITE_AFTER: usize = 5_000;
 
 impl ControlPlane {
     /// One round of the usage recorder at `now`.
@@ -89,48 +126,83 @@ impl ControlPlane {
                 }
             };
             let pending: HashSet<&str> = recorder.opens.iter().map(|i| i.key.as_str()).collect();
-            recorder.open.retain(|k, _| pending.contains(k.as_str()));
+            recorder.open.retain(|k, _| pending.contains(&**k));
             for key in keys {
-                recorder.open.entry(key).or_default();
+                recorder.open.entry(key.into_boxed_str()).or_default();
             }
             estimate_at = Some(seen.unwrap_or(now).min(now));
         }
         if let Some(last) = recorder.last_round {
             Self::count_usage(recorder, now.duration_since(last).as_secs_f64().max(0.0));
         }
-        let Live { kept, fresh, finished } = self.live_usage(feed.as_ref(), &recorder.open, now);
-        let fresh_keys: HashSet<&str> = fresh.iter().map(|i| i.key.as_str()).collect();
-        let ended: Vec<String> = recorder
-            .open
-            .keys()
-            .filter(|k| !kept.contains(k.as_str()) && !fresh_keys.contains(k.as_str()))
-            .cloned()
-            .collect();
-        drop((kept, fresh_keys));
-        for interval in fresh {
-            let charged = Charged {
-                namespace: interval.namespace.clone(),
-                teams: interval.teams.clone(),
-                charge: interval.charge.clone(),
-            };
-            match recorder.open.get_mut(&interval.key) {
-                // Read back from the ledger: what it charges is known now.
-                Some(known) => *known = charged,
-                None => {
-                    recorder.open.insert(interval.key.clone(), charged);
-                    recorder.opens.push(interval);
+        recorder.round += 1;
+        let round = recorder.round;
+        // A round goes over the clusters a slice at a time and writes what
+        // is new as it goes: a first round at 200 000 pods would otherwise
+        // hold an interval of owned strings for each of them, twice.
+        let clusters = feed.clusters(None);
+        let mut this = Round {
+            number: round,
+            now,
+            suspensions: recorder
+                .open
+                .keys()
+                .filter_map(|k| {
+                    let rest = k.strip_prefix("suspended/")?;
+                    Some((rest.split('/').next()?.to_owned(), k.to_string()))
+                })
+                .collect(),
+            namespaces: HashSet::new(),
+        };
+        let mut finished = HashMap::new();
+        let mut writable = true;
+        for slice in clusters.chunks(CLUSTERS_A_SLICE) {
+            let live = self.live_usage(slice, feed.as_ref(), recorder, &mut this);
+            finished.extend(live.finished);
+            for (interval, scope) in live.fresh {
+                let charged = Charged {
+                    scope: Some(scope),
+                    charge: Shared::new(interval.charge.clone()),
+                    seen: round,
+                };
+                match recorder.open.get_mut(interval.key.as_str()) {
+                    // Read back from the ledger: what it charges is known now.
+                    Some(known) => *known = charged,
+                    None => {
+                        recorder.open.insert(interval.key.clone().into_boxed_str(), charged);
+                        recorder.opens.push(interval);
+                    }
+                }
+            }
+            if writable && recorder.opens.len() >= WRITE_AFTER {
+                match ledger.open(&recorder.opens).await {
+                    Ok(()) => recorder.opens.clear(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, held = recorder.opens.len(), "usage: intervals cannot be written; kept for the end of the round");
+                        writable = false;
+                    }
                 }
             }
         }
+        drop(clusters);
+        recorder
+            .scopes
+            .retain(|namespace, _| this.namespaces.contains(namespace));
+        let ended: Vec<Box<str>> = recorder
+            .open
+            .iter()
+            .filter(|(_, c)| c.seen != round)
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in ended {
             recorder.open.remove(&key);
-            let (ended_at, estimated) = match (finished.get(&key).copied(), estimate_at) {
+            let (ended_at, estimated) = match (finished.get(&*key).copied(), estimate_at) {
                 (Some(at), _) => (at, false),
                 (None, Some(at)) => (at, true),
                 (None, None) => (now, false),
             };
             recorder.closes.push(UsageClose {
-                key,
+                key: key.into_string(),
                 ended_at,
                 estimated,
             });
@@ -158,96 +230,101 @@ impl ControlPlane {
         }
     }
 
-    /// What is live now: the keys of intervals already open and known
-    /// (borrowed from `open`: a round allocates nothing for them), whole
-    /// intervals only for the rest (new, or read back from the ledger
-    /// without their charge), and the end of each pod Kubernetes still
-    /// shows ended (its containers' last end), by key.
-    fn live_usage<'o>(
+    /// What is live now: intervals already open and known are marked
+    /// seen by this `round` in `open` (a round allocates nothing for them);
+    /// whole intervals only for the rest (new, or read back from the
+    /// ledger without their charge), and the end of each pod Kubernetes
+    /// still shows ended (its containers' last end), by key.
+    fn live_usage(
         &self,
+        clusters: &[Arc<ObservedCluster>],
         feed: &dyn crate::domain::ClusterFeed,
-        open: &'o HashMap<String, Charged>,
-        now: Timestamp,
-    ) -> Live<'o> {
-        let suspensions: HashMap<&str, &str> = open
-            .keys()
-            .filter_map(|k| {
-                let rest = k.strip_prefix("suspended/")?;
-                Some((rest.split('/').next()?, k.as_str()))
-            })
-            .collect();
+        recorder: &mut UsageRecorder,
+        this: &mut Round,
+    ) -> Live {
+        let UsageRecorder { open, scopes, .. } = recorder;
+        let (round, now) = (this.number, this.now);
         let mut live = Live::default();
-        // An interval open and known needs no more than its key noted.
-        let known = move |key: &str| -> Option<&'o str> {
-            open.get_key_value(key)
-                .filter(|(_, c)| !c.namespace.is_empty())
-                .map(|(k, _)| k.as_str())
+        // An interval open and known needs no more than a mark.
+        let mut known = |key: &str| -> bool {
+            match open.get_mut(key) {
+                Some(c) if c.scope.is_some() => {
+                    c.seen = round;
+                    true
+                }
+                _ => false,
+            }
         };
-        let mut teams_of: HashMap<String, Vec<String>> = HashMap::new();
-        for cluster in feed.clusters(None) {
+        let mut key = String::new();
+        for cluster in clusters {
             let Some(uid) = cluster.metadata.uid.as_deref() else {
                 continue;
             };
             let namespace = cluster.metadata.namespace.as_str();
-            let teams = teams_of
-                .entry(namespace.to_owned())
-                .or_insert_with(|| {
-                    self.authenticator
-                        .as_ref()
-                        .map(|a| a.editors_of(namespace))
-                        .unwrap_or_default()
-                })
-                .clone();
+            if !this.namespaces.contains(namespace) {
+                this.namespaces.insert(namespace.to_owned());
+                let teams = self
+                    .authenticator
+                    .as_ref()
+                    .map(|a| a.editors_of(namespace))
+                    .unwrap_or_default();
+                if scopes.get(namespace).is_none_or(|s| s.teams != teams) {
+                    let namespace = namespace.to_owned();
+                    scopes.insert(namespace.clone(), Arc::new(Scope { namespace, teams }));
+                }
+            }
+            let Some(scope) = scopes.get(namespace).cloned() else {
+                continue;
+            };
             let base = |kind: UsageKind, key: String, started_at: Timestamp| UsageInterval {
                 key,
                 kind,
                 namespace: namespace.to_owned(),
                 cluster: cluster.metadata.name.as_str().to_owned(),
                 worker_group: None,
-                creator: creator(&cluster),
-                teams: teams.clone(),
+                creator: creator(cluster),
+                teams: scope.teams.clone(),
                 charge: PodCharge::default(),
                 started_at,
                 ended_at: None,
                 estimated: false,
             };
             let created = time(cluster.metadata.creation_timestamp.as_deref()).unwrap_or(now);
-            let key = format!("cluster/{uid}");
-            match known(&key) {
-                Some(k) => _ = live.kept.insert(k),
-                None => live.fresh.push(base(UsageKind::Cluster, key, created)),
+            keyed(&mut key, format_args!("cluster/{uid}"));
+            if !known(&key) {
+                live.fresh
+                    .push((base(UsageKind::Cluster, key.clone(), created), scope.clone()));
             }
             if cluster.spec.suspend == Some(true) {
                 // One interval per suspension: its key names when it began.
-                let key = suspensions.get(uid).map_or_else(
-                    || format!("suspended/{uid}/{}", now.as_millisecond()),
-                    |k| (*k).to_owned(),
-                );
-                match known(&key) {
-                    Some(k) => _ = live.kept.insert(k),
-                    None => live.fresh.push(base(UsageKind::Suspended, key, now)),
+                match this.suspensions.get(uid) {
+                    Some(k) => keyed(&mut key, format_args!("{k}")),
+                    None => keyed(&mut key, format_args!("suspended/{uid}/{}", now.as_millisecond())),
+                }
+                if !known(&key) {
+                    live.fresh
+                        .push((base(UsageKind::Suspended, key.clone(), now), scope.clone()));
                 }
             }
             for pod in feed.pods(namespace, cluster.metadata.name.as_str()) {
                 let Some(pod_uid) = pod.metadata.uid.as_deref() else {
                     continue;
                 };
-                let key = format!("pod/{pod_uid}");
+                keyed(&mut key, format_args!("pod/{pod_uid}"));
                 if pod.status.phase.as_deref() != Some("Running") {
                     if let Some(at) = time(pod.status.finished_at()) {
-                        live.finished.insert(key, at);
+                        live.finished.insert(key.clone(), at);
                     }
                     continue;
                 }
-                if let Some(k) = known(&key) {
-                    live.kept.insert(k);
+                if known(&key) {
                     continue;
                 }
                 let started = time(pod.status.running_since()).unwrap_or(now);
-                let mut interval = base(UsageKind::Pod, key, started);
+                let mut interval = base(UsageKind::Pod, key.clone(), started);
                 interval.worker_group = pod.metadata.labels.get(LABEL_GROUP).map(|g| g.as_str().to_owned());
-                interval.charge = pod.spec.charge.clone();
-                live.fresh.push(interval);
+                interval.charge = (*pod.spec.charge).clone();
+                live.fresh.push((interval, scope.clone()));
             }
         }
         live
@@ -257,24 +334,35 @@ impl ControlPlane {
     /// counters (which only go up; a new leader's start from zero, as a
     /// restarted process's do).
     fn count_usage(recorder: &mut UsageRecorder, seconds: f64) {
+        // Summed by scope first: a few thousand namespaces, not an entry
+        // (and its strings) per pod.
+        let mut by_scope: HashMap<*const Scope, (&Arc<Scope>, [f64; 3])> = HashMap::new();
         for charged in recorder.open.values() {
-            let c = &charged.charge;
+            let (c, Some(scope)) = (&charged.charge, &charged.scope) else {
+                continue;
+            };
             if c.cpu_millis == 0 && c.memory_bytes == 0 && c.gpus == 0 {
                 continue;
             }
-            let teams: Vec<&str> = if charged.teams.is_empty() {
+            let sum = &mut by_scope.entry(Arc::as_ptr(scope)).or_insert((scope, [0.0; 3])).1;
+            sum[0] += c.cpu_millis as f64 / 1000.0 * seconds;
+            sum[1] += c.memory_bytes as f64 * seconds;
+            sum[2] += c.gpus as f64 * seconds;
+        }
+        for (scope, [cpu, memory, gpus]) in by_scope.into_values() {
+            let teams: Vec<&str> = if scope.teams.is_empty() {
                 vec![""]
             } else {
-                charged.teams.iter().map(String::as_str).collect()
+                scope.teams.iter().map(String::as_str).collect()
             };
             for team in teams {
                 let sum = recorder
                     .counted
-                    .entry((charged.namespace.clone(), team.to_owned()))
+                    .entry((scope.namespace.clone(), team.to_owned()))
                     .or_default();
-                sum[0] += c.cpu_millis as f64 / 1000.0 * seconds;
-                sum[1] += c.memory_bytes as f64 * seconds;
-                sum[2] += c.gpus as f64 * seconds;
+                sum[0] += cpu;
+                sum[1] += memory;
+                sum[2] += gpus;
             }
         }
         for ((namespace, team), [cpu, memory, gpus]) in &recorder.counted {
@@ -284,6 +372,12 @@ impl ControlPlane {
             metrics::counter!("krayne_usage_gpu_seconds_total", &labels).absolute(gpus.floor() as u64);
         }
     }
+}
+
+/// Writes `text` into `key`, reusing its buffer.
+fn keyed(key: &mut String, text: std::fmt::Arguments<'_>) {
+    key.clear();
+    _ = key.write_fmt(text);
 }
 
 fn creator(cluster: &ObservedCluster) -> Option<String> {

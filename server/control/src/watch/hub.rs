@@ -420,7 +420,9 @@ mod tests {
         p.metadata.namespace = ns.into();
         p.metadata.name = format!("{cluster}-head").into();
         p.metadata.resource_version = Some(version.into());
-        p.metadata.labels.insert(manifest::LABEL_CLUSTER, cluster.into());
+        p.metadata
+            .labels
+            .edit(|l| _ = l.insert(manifest::LABEL_CLUSTER, cluster.into()));
         Arc::new(p)
     }
 

@@ -201,12 +201,13 @@ impl Summary {
 
 /// The versions a summary was built from: the cluster's resourceVersion
 /// and its pods' names and resourceVersions, in the order given. Compared
-/// exactly (atoms compare by pointer), so a list reuses a summary only
-/// when nothing it shows can differ.
+/// exactly (names are atoms, compared by pointer; versions are a few
+/// inline bytes), so a list reuses a summary only when nothing it shows
+/// can differ.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuiltFrom {
-    cluster: Option<Atom>,
-    pods: Box<[(Atom, Option<Atom>)]>,
+    cluster: Option<super::ShortText>,
+    pods: Box<[(Atom, Option<super::ShortText>)]>,
 }
 
 impl BuiltFrom {

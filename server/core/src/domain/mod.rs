@@ -35,7 +35,7 @@ mod usage;
 mod watch;
 
 pub use apps_domain::{AppHost, AppsDomain};
-pub use atom::Atom;
+pub use atom::{Atom, Shared, ShortText};
 pub use authorized::Authorized;
 pub use cluster::{
     BuiltFrom, ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary,

@@ -9,7 +9,7 @@
 use litemap::LiteMap;
 use serde::{Deserialize, Deserializer};
 
-use super::{Atom, atom::scalar};
+use super::{Atom, Shared, ShortText, atom::scalar};
 
 /// `null` or missing → `T::default()`.
 fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
@@ -40,7 +40,7 @@ const KEPT_KEYS: [&str; 9] = [
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
 /// values are skipped unread.
-fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<&'static str, Atom>, D::Error> {
+fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<Shared<LiteMap<&'static str, Atom>>, D::Error> {
     struct Kept;
     impl<'de> serde::de::Visitor<'de> for Kept {
         type Value = LiteMap<&'static str, Atom>;
@@ -69,7 +69,7 @@ fn kept<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<&'static str, Atom>, 
             Ok(kept)
         }
     }
-    d.deserialize_option(Kept)
+    d.deserialize_option(Kept).map(Shared::new)
 }
 
 /// A map of JSON scalars (`null` → empty), each read as its text.
@@ -100,27 +100,27 @@ pub struct ObjectMeta {
     /// interned.
     pub uid: Option<Box<str>>,
     /// Creation time (RFC 3339).
-    pub creation_timestamp: Option<Atom>,
+    pub creation_timestamp: Option<ShortText>,
     /// Resource version.
-    pub resource_version: Option<Atom>,
+    pub resource_version: Option<ShortText>,
     /// Set once deletion began (finalizers may keep the object a while).
     pub deletion_timestamp: Option<Atom>,
     /// The labels reads use (`ray.io/cluster`, `ray.io/node-type`,
     /// `ray.io/group`); others are not kept.
     #[serde(deserialize_with = "kept")]
-    pub labels: LiteMap<&'static str, Atom>,
+    pub labels: Shared<LiteMap<&'static str, Atom>>,
     /// The annotations reads use (`krayne.dev/created-by`); others (such
     /// as kubectl's last-applied configuration) are not kept.
     #[serde(deserialize_with = "kept")]
-    pub annotations: LiteMap<&'static str, Atom>,
+    pub annotations: Shared<LiteMap<&'static str, Atom>>,
     /// The uid of its controller (the owner reference marked `controller`):
-    /// a Ray pod's RayCluster.
+    /// a Ray pod's RayCluster. An atom: a cluster's pods all name it.
     #[serde(rename = "ownerReferences", deserialize_with = "controller")]
-    pub controller: Option<Box<str>>,
+    pub controller: Option<Atom>,
 }
 
 /// The controller's uid among owner references.
-fn controller<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::Error> {
+fn controller<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Atom>, D::Error> {
     #[derive(Deserialize)]
     struct Owner {
         #[serde(default)]
@@ -132,7 +132,7 @@ fn controller<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<str>>, D::Er
     Ok(owners
         .into_iter()
         .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.into_boxed_str()))
+        .map(|o| Atom::new(&o.uid)))
 }
 
 /// A RayCluster as observed.
@@ -397,12 +397,12 @@ pub struct PodSpec {
     /// Node it is bound to.
     pub node_name: Option<Atom>,
     /// Its containers' names, Ray's first (a log is read by container).
-    pub containers: Vec<Atom>,
+    pub containers: Shared<Vec<Atom>>,
     /// Its init containers' names.
-    pub init_containers: Vec<Atom>,
+    pub init_containers: Shared<Vec<Atom>>,
     /// What it holds of a node while it runs: its containers' requests
     /// (else limits) together.
-    pub charge: super::PodCharge,
+    pub charge: Shared<super::PodCharge>,
 }
 
 /// A pod's spec as Kubernetes sends it, read once into [`PodSpec`].
@@ -429,10 +429,11 @@ impl From<RawPodSpec> for PodSpec {
         let charge = super::PodCharge::of(raw.containers.iter().map(|c| &c.resources));
         let mut containers: Vec<Atom> = raw.containers.into_iter().map(|c| Atom::from(c.name)).collect();
         containers.shrink_to_fit();
+        let (containers, charge) = (Shared::new(containers), Shared::new(charge));
         Self {
             node_name: raw.node_name,
             containers,
-            init_containers: raw.init_containers,
+            init_containers: Shared::new(raw.init_containers),
             charge,
         }
     }
@@ -470,7 +471,7 @@ pub struct PodStatus {
     pub container_statuses: Vec<ContainerStatus>,
     /// Pod IP.
     #[serde(rename = "podIP")]
-    pub pod_ip: Option<Atom>,
+    pub pod_ip: Option<ShortText>,
 }
 
 /// A container's status.
@@ -486,16 +487,18 @@ pub struct ContainerStatus {
     pub ready: Option<bool>,
 }
 
-/// A container's state; at most one part is set.
+/// A container's state; at most one part is set. Waiting and terminated
+/// are boxed: most cached containers run, and a cache of 200 000 pods
+/// should not carry room for their reasons inline.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct ContainerState {
     /// Waiting, with why.
-    pub waiting: Option<StateReason>,
+    pub waiting: Option<Box<StateReason>>,
     /// Running, since when.
     pub running: Option<Running>,
     /// Terminated, with why.
-    pub terminated: Option<StateReason>,
+    pub terminated: Option<Box<StateReason>>,
 }
 
 /// Reason and message of a container state.
@@ -507,7 +510,7 @@ pub struct StateReason {
     /// Message.
     pub message: Option<Atom>,
     /// When it terminated (RFC 3339).
-    pub finished_at: Option<Atom>,
+    pub finished_at: Option<ShortText>,
 }
 
 /// A running container's state.
@@ -515,7 +518,7 @@ pub struct StateReason {
 #[serde(rename_all = "camelCase", default)]
 pub struct Running {
     /// When it started (RFC 3339).
-    pub started_at: Option<Atom>,
+    pub started_at: Option<ShortText>,
 }
 
 impl PodStatus {
@@ -582,8 +585,8 @@ pub struct InvolvedObject {
 pub struct PodConditions {
     /// `Ready` is `True`.
     pub ready: bool,
-    /// `PodScheduled` is `False`: its reason and message.
-    pub unscheduled: Option<Unscheduled>,
+    /// `PodScheduled` is `False`: its reason and message (boxed: rare).
+    pub unscheduled: Option<Box<Unscheduled>>,
 }
 
 /// Why a pod is not scheduled, in the scheduler's words.
@@ -603,10 +606,10 @@ impl<'de> Deserialize<'de> for PodConditions {
                 kept.ready = true;
             }
             if c.type_ == "PodScheduled" && c.status == "False" {
-                kept.unscheduled = Some(Unscheduled {
+                kept.unscheduled = Some(Box::new(Unscheduled {
                     reason: c.reason,
                     message: c.message,
-                });
+                }));
             }
         }
         Ok(kept)
@@ -661,10 +664,10 @@ mod tests {
         .unwrap();
         let wanted = PodConditions {
             ready: true,
-            unscheduled: Some(Unscheduled {
+            unscheduled: Some(Box::new(Unscheduled {
                 reason: Some("Unschedulable".into()),
                 message: Some("0/1 nodes".into()),
-            }),
+            })),
         };
         assert_eq!(pod.status.conditions, wanted);
         let scheduled: ObservedPod = serde_json::from_value(json!({"status": {"conditions": [
@@ -727,5 +730,42 @@ mod tests {
         let pod: ObservedPod =
             serde_json::from_value(json!({"status": {"containerStatuses": [{"ready": true}]}})).unwrap();
         assert_eq!(pod.status.container_statuses.capacity(), 1);
+    }
+
+    #[test]
+    fn a_groups_pods_share_their_labels_containers_and_charge() {
+        let pod = |name: &str| -> ObservedPod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "uid": name, "resourceVersion": "7",
+                    "labels": {"ray.io/cluster": "c", "ray.io/group": "gpu", "ray.io/node-type": "worker", "pod-template-hash": name}},
+                "spec": {"containers": [{"name": "ray-worker", "resources": {"requests": {"cpu": "2"}}}],
+                    "initContainers": [{"name": "wait-gcs-ready"}]},
+            }))
+            .unwrap()
+        };
+        let (a, b) = (pod("c-gpu-1"), pod("c-gpu-2"));
+        assert!(std::ptr::eq(&*a.metadata.labels, &*b.metadata.labels));
+        assert!(std::ptr::eq(&*a.spec.containers, &*b.spec.containers));
+        assert!(std::ptr::eq(&*a.spec.init_containers, &*b.spec.init_containers));
+        assert!(std::ptr::eq(&*a.spec.charge, &*b.spec.charge));
+        assert_eq!(a.spec.charge.cpu_millis, 2000);
+        assert_eq!(a.metadata.resource_version.as_deref(), Some("7"));
+        let mut moved = a.clone();
+        moved
+            .metadata
+            .labels
+            .edit(|l| _ = l.insert(crate::manifest::LABEL_GROUP, "cpu".into()));
+        assert_eq!(
+            moved
+                .metadata
+                .labels
+                .get(crate::manifest::LABEL_GROUP)
+                .map(Atom::as_str),
+            Some("cpu")
+        );
+        assert_eq!(
+            a.metadata.labels.get(crate::manifest::LABEL_GROUP).map(Atom::as_str),
+            Some("gpu")
+        );
     }
 }

@@ -276,14 +276,14 @@ pub trait ClusterStore: Send + Sync + 'static {
         object: &serde_json::Value,
         request_id: &RequestId,
     ) -> Result<(), Error>;
-    /// The NetworkPolicy `name` beside `cluster` as Kubernetes holds it,
-    /// if any (krayne never reads Secrets).
-    async fn get_network_policy(
+    /// The NetworkPolicies of `namespace` as Kubernetes holds them, by
+    /// name, each reduced to what krayne compares (krayne never reads
+    /// Secrets).
+    async fn network_policies(
         &self,
-        cluster: &ClusterRef,
-        name: &str,
+        namespace: &str,
         request_id: &RequestId,
-    ) -> Result<Option<serde_json::Value>, Error>;
+    ) -> Result<std::collections::HashMap<String, crate::manifest::HeldPolicy>, Error>;
     /// Deletes a companion (a token Secret staged for a cluster that was
     /// not made); gone already is success.
     async fn delete_companion(

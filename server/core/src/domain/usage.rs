@@ -13,7 +13,7 @@ use super::{Atom, Error, Quantity, observed::Resources};
 
 /// What a pod holds while it runs: its containers' requests (else their
 /// limits, as Kubernetes defaults a request to its limit), together.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodCharge {
     /// CPU, in thousandths of a core.
     pub cpu_millis: u64,

@@ -282,12 +282,12 @@ fn event_info(e: &ObservedEvent) -> EventInfo {
         object_kind: owned(e.involved_object.kind.as_ref()).unwrap_or_default(),
         object_name: owned(e.involved_object.name.as_ref()).unwrap_or_default(),
         count: count(e.count).max(1),
-        last_seen: owned(
-            e.last_timestamp
-                .as_ref()
-                .or(e.event_time.as_ref())
-                .or(e.metadata.creation_timestamp.as_ref()),
-        ),
+        last_seen: e
+            .last_timestamp
+            .as_deref()
+            .or(e.event_time.as_deref())
+            .or(e.metadata.creation_timestamp.as_deref())
+            .map(str::to_owned),
     }
 }
 

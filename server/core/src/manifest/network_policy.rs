@@ -11,7 +11,10 @@
 //! before policies were on get theirs, and a policy left over from a
 //! deleted cluster of the same name is taken over.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    hash::{DefaultHasher, Hash as _, Hasher as _},
+};
 
 use serde_json::{Value, json};
 
@@ -87,7 +90,7 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
         "metadata": {
             "name": network_policy_name(name),
             "namespace": namespace,
-            "labels": {LABEL_CLUSTER: name, "app.kubernetes.io/managed-by": "krayne"},
+            "labels": {LABEL_CLUSTER: name, MANAGED_BY: "krayne"},
             "ownerReferences": [{
                 "apiVersion": KUBERAY_API_VERSION,
                 "kind": RAYCLUSTER_KIND,
@@ -101,6 +104,75 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
             "ingress": ingress,
         },
     })
+}
+
+/// The label saying who manages a NetworkPolicy; krayne replaces only
+/// policies it manages.
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// A NetworkPolicy as Kubernetes holds it, reduced to what the keeper
+/// compares: who manages it, and a digest of its rules and owners. A
+/// namespace's policies are listed at once, so each is kept in tens of
+/// bytes rather than as a JSON tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPolicy {
+    /// Its `app.kubernetes.io/managed-by` label.
+    pub managed_by: Option<String>,
+    /// [`policy_digest`] of it.
+    pub digest: u64,
+}
+
+impl HeldPolicy {
+    /// The held view of `policy`.
+    pub fn of(policy: &Value) -> Self {
+        Self {
+            managed_by: policy["metadata"]["labels"][MANAGED_BY].as_str().map(str::to_owned),
+            digest: policy_digest(policy),
+        }
+    }
+
+    /// Whether krayne manages it, and so may replace it.
+    pub fn managed_by_krayne(&self) -> bool {
+        self.managed_by.as_deref() == Some("krayne")
+    }
+}
+
+/// A digest of what makes two policies the same for krayne: the same
+/// rules (`spec`), owned by the same objects (their uids). Object keys
+/// count in any order, as JSON equality does (the API server writes them
+/// in its own order).
+pub fn policy_digest(policy: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    canonical(&policy["spec"], &mut hasher);
+    let owners = policy["metadata"]["ownerReferences"].as_array();
+    for owner in owners.into_iter().flatten() {
+        canonical(&owner["uid"], &mut hasher);
+    }
+    hasher.finish()
+}
+
+fn canonical(value: &Value, hasher: &mut DefaultHasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                canonical(item, hasher);
+            }
+        }
+        Value::Object(map) => {
+            (5u8, map.len()).hash(hasher);
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (key, item) in entries {
+                key.hash(hasher);
+                canonical(item, hasher);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +234,34 @@ mod tests {
             let e = PolicyPeers::parse_extra_ingress(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_held_policy_is_the_same_only_with_the_same_rules_and_owner() {
+        let wanted = json!({
+            "metadata": {"ownerReferences": [{"uid": "u1"}], "labels": {MANAGED_BY: "krayne"}},
+            "spec": {"podSelector": {"matchLabels": {"ray.io/cluster": "demo"}}, "policyTypes": ["Ingress"]},
+        });
+        // As the API server writes it back: its own key order, its fields.
+        let current = json!({
+            "spec": {"policyTypes": ["Ingress"], "podSelector": {"matchLabels": {"ray.io/cluster": "demo"}}},
+            "metadata": {"resourceVersion": "9", "labels": {MANAGED_BY: "krayne"}, "ownerReferences": [{"uid": "u1", "kind": "RayCluster"}]},
+        });
+        let held = HeldPolicy::of(&current);
+        assert!(held.managed_by_krayne());
+        assert_eq!(held.digest, policy_digest(&wanted));
+        let mut orphan = current.clone();
+        orphan["metadata"]["ownerReferences"][0]["uid"] = json!("u0");
+        assert_ne!(
+            policy_digest(&orphan),
+            policy_digest(&wanted),
+            "an orphan of an older cluster"
+        );
+        let mut widened = current.clone();
+        widened["spec"]["ingress"] = json!([{}]);
+        assert_ne!(policy_digest(&widened), policy_digest(&wanted));
+        let theirs = HeldPolicy::of(&json!({"metadata": {"labels": {MANAGED_BY: "helm"}}}));
+        assert!(!theirs.managed_by_krayne());
+        assert_eq!(theirs.managed_by.as_deref(), Some("helm"));
     }
 }

@@ -220,7 +220,9 @@ mod tests {
         let mut p = ObservedPod::default();
         p.metadata.namespace = ns.into();
         p.metadata.name = name.into();
-        p.metadata.labels.insert(crate::manifest::LABEL_CLUSTER, cluster.into());
+        p.metadata
+            .labels
+            .edit(|l| _ = l.insert(crate::manifest::LABEL_CLUSTER, cluster.into()));
         Arc::new(p)
     }
 

@@ -520,13 +520,12 @@ impl ClusterStore for CachedClusterStore {
         self.api.apply_companion(cluster, kind, name, object, request_id).await
     }
 
-    async fn get_network_policy(
+    async fn network_policies(
         &self,
-        cluster: &ClusterRef,
-        name: &str,
+        namespace: &str,
         request_id: &RequestId,
-    ) -> Result<Option<serde_json::Value>, Error> {
-        self.api.get_network_policy(cluster, name, request_id).await
+    ) -> Result<std::collections::HashMap<String, crate::manifest::HeldPolicy>, Error> {
+        self.api.network_policies(namespace, request_id).await
     }
 
     async fn delete_companion(
