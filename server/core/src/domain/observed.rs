@@ -80,6 +80,11 @@ fn scalars<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<Atom, Atom>, D::Er
     Ok(read.into_iter().flatten().map(|(k, Text(v))| (k, v)).collect())
 }
 
+/// [`scalars`], shared with every object that has the same.
+fn shared_scalars<'de, D: Deserializer<'de>>(d: D) -> Result<Shared<LiteMap<Atom, Atom>>, D::Error> {
+    scalars(d).map(Shared::new)
+}
+
 /// A JSON scalar, or nothing, read as its text.
 fn optional_scalar<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Atom>, D::Error> {
     let text = scalar(d)?;
@@ -185,14 +190,14 @@ pub struct AuthOptions {
 pub struct HeadGroupSpec {
     /// `ray start` parameters (strings by the CRD; numbers and booleans
     /// read as their text).
-    #[serde(deserialize_with = "scalars")]
-    pub ray_start_params: LiteMap<Atom, Atom>,
+    #[serde(deserialize_with = "shared_scalars")]
+    pub ray_start_params: Shared<LiteMap<Atom, Atom>>,
     /// Head service.
     #[serde(deserialize_with = "nullable")]
-    pub head_service: ServiceTemplate,
-    /// Pod template.
+    pub head_service: Shared<ServiceTemplate>,
+    /// Pod template (shared: clusters made alike have the same).
     #[serde(deserialize_with = "nullable")]
-    pub template: PodTemplate,
+    pub template: Shared<PodTemplate>,
 }
 
 /// A worker group.
@@ -208,13 +213,13 @@ pub struct WorkerGroupSpec {
     pub min_replicas: Option<i64>,
     /// Upper bound.
     pub max_replicas: Option<i64>,
-    /// Pod template.
+    /// Pod template (shared: groups made alike have the same).
     #[serde(deserialize_with = "nullable")]
-    pub template: PodTemplate,
+    pub template: Shared<PodTemplate>,
 }
 
 /// `headService`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct ServiceTemplate {
     /// Service spec.
@@ -223,7 +228,7 @@ pub struct ServiceTemplate {
 }
 
 /// A service spec's ports.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct ServiceSpec {
     /// Ports.
@@ -232,7 +237,7 @@ pub struct ServiceSpec {
 }
 
 /// A container's or a service's port.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct NamedPort {
     /// Port name.
@@ -249,7 +254,7 @@ pub struct NamedPort {
 }
 
 /// A pod template.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct PodTemplate {
     /// Pod spec.
@@ -258,7 +263,7 @@ pub struct PodTemplate {
 }
 
 /// A pod template's containers.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct PodTemplateSpec {
     /// Containers; the Ray container comes first.
@@ -267,7 +272,7 @@ pub struct PodTemplateSpec {
 }
 
 /// A container.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct Container {
     /// Image.
@@ -300,7 +305,7 @@ fn notebook_base<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Atom>, D::Err
 }
 
 /// Container resources; values are quantities (strings or numbers).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(default)]
 pub struct Resources {
     /// Requests.
