@@ -255,13 +255,16 @@ fn made_by_krayne(cluster: &ObservedCluster) -> bool {
 /// (a list a namespace, not a GET a cluster: 20 000 clusters asked 20 000
 /// GETs of a starting leader) and again when the list is older than
 /// [`POLICIES_FRESH_FOR`], since a round over a large namespace takes
-/// minutes.
+/// minutes. A list that failed is not asked again for the namespace's
+/// other clusters until then.
 #[derive(Default)]
 struct NamespacePolicies {
-    namespace: Option<String>,
-    listed_at: Option<Instant>,
-    held: HashMap<String, HeldPolicy>,
+    /// The namespace, when it was listed, and what the list gave.
+    listed: Option<(String, Instant, Listed)>,
 }
+
+/// One namespace's policies by name, or why they could not be listed.
+type Listed = Result<HashMap<String, HeldPolicy>, Error>;
 
 /// How long a namespace's listed policies stand for what it holds.
 const POLICIES_FRESH_FOR: Duration = Duration::from_secs(30);
@@ -277,14 +280,18 @@ impl NamespacePolicies {
         if plane.settings.network_policy.is_none() {
             return Ok(None);
         }
-        let fresh = self.namespace.as_deref() == Some(namespace)
-            && self.listed_at.is_some_and(|at| at.elapsed() < POLICIES_FRESH_FOR);
+        let fresh = self
+            .listed
+            .as_ref()
+            .is_some_and(|(ns, at, _)| ns == namespace && at.elapsed() < POLICIES_FRESH_FOR);
         if !fresh {
-            self.namespace = None;
-            self.held = plane.store.network_policies(namespace, rid).await?;
-            self.namespace = Some(namespace.to_owned());
-            self.listed_at = Some(Instant::now());
+            let held = plane.store.network_policies(namespace, rid).await;
+            self.listed = Some((namespace.to_owned(), Instant::now(), held));
         }
-        Ok(Some(&self.held))
+        match self.listed.as_ref().map(|(_, _, held)| held) {
+            Some(Ok(held)) => Ok(Some(held)),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
+        }
     }
 }
