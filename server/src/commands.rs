@@ -642,6 +642,7 @@ pub(crate) fn cache_options(cache: &CacheArgs) -> Option<CacheOptions> {
         namespaces: cache.cache_namespaces.clone(),
         namespaces_file: cache.cache_namespaces_file.clone(),
         write_wait: Duration::from_millis(cache.cache_write_wait_ms),
+        whole_lists_up_to: cache.cache_whole_lists_up_to,
     })
 }
 

@@ -502,6 +502,14 @@ pub struct CacheArgs {
     /// reads of that cluster go to Kubernetes until it does.
     #[arg(long, env = "KRAYNE_CACHE_WRITE_WAIT_MS", default_value_t = 3000)]
     pub cache_write_wait_ms: u64,
+    /// Where the API server cannot stream lists (before Kubernetes 1.27,
+    /// or WatchList off): the most objects a watcher lists whole from the
+    /// API server's watch cache (`resourceVersion=0`, which such API
+    /// servers answer unpaged). Bigger lists, and lists by label such as
+    /// Ray's pods, are read from etcd in pages of 500, so a replica's
+    /// memory at start is bounded by a page, not by the platform.
+    #[arg(long, env = "KRAYNE_CACHE_WHOLE_LISTS_UP_TO", default_value_t = krayne_kube::WHOLE_LISTS_UP_TO)]
+    pub cache_whole_lists_up_to: u32,
 }
 
 /// How tokens are checked.

@@ -18,7 +18,8 @@
 //! every namespace); then `--watchers` live watches fed `--changes`
 //! changes; then `--replicas` fresh replicas started at once against the
 //! same sandbox: requests and bytes of all their starts, and each one's
-//! time to ready and RSS.
+//! time to ready and RSS. `--no-watch-list` measures the same without
+//! streaming lists (an API server before 1.27, or with WatchList off).
 //!
 //! ```sh
 //! cargo build --release -p krayne-server
@@ -88,6 +89,11 @@ struct Args {
     /// Measured seconds per read phase.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
+    /// The sandbox says it is Kubernetes 1.31 with WatchList off: replicas
+    /// make their initial lists instead of streaming them (small kinds
+    /// whole from the watch cache, big ones in pages from etcd).
+    #[arg(long)]
+    no_watch_list: bool,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -303,6 +309,7 @@ async fn main() {
         .collect();
     let mut bench = BenchEnv::start(1, |sandbox| {
         sandbox.run_operator = false;
+        sandbox.watch_list = !args.no_watch_list;
         // `default` holds the lifecycle Lease: the replica that leads
         // records usage, as the chart's default.
         sandbox.namespaces = ["default", BIG, FIFTY]

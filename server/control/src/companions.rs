@@ -100,7 +100,8 @@ impl ControlPlane {
     ) -> Result<Kept, Error> {
         let mut kept = Kept::default();
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
-        let uid = cluster.metadata.uid.as_deref();
+        let uid = cluster.metadata.uid.as_ref().map(crate::domain::Uid::text);
+        let uid = uid.as_deref();
         if let RayAuth::Token { token, secret } = self.ray_auth_of(cluster) {
             let object = manifest::ray_auth_secret(namespace, name, &secret, &token, uid);
             self.store
@@ -151,7 +152,12 @@ impl ControlPlane {
                 continue;
             }
             let key = (listed.metadata.namespace.to_string(), listed.metadata.name.to_string());
-            let uid = listed.metadata.uid.as_deref().unwrap_or_default().to_owned();
+            let uid = listed
+                .metadata
+                .uid
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             let fingerprint = self.fingerprint(&listed);
             if seen.0.get(&key).is_some_and(|(u, f)| *u == uid && *f == fingerprint) {
                 continue;
@@ -162,7 +168,9 @@ impl ControlPlane {
             let Ok(cluster) = self.store.get(&ClusterRef::new(&*key.0, &*key.1), &rid).await else {
                 continue;
             };
-            if cluster.metadata.uid.as_deref() != Some(uid.as_str()) || cluster.metadata.deletion_timestamp.is_some() {
+            if cluster.metadata.uid.as_ref().is_none_or(|u| *u != *uid.as_str())
+                || cluster.metadata.deletion_timestamp.is_some()
+            {
                 continue;
             }
             let started = Instant::now();

@@ -123,7 +123,8 @@ impl ControlPlane {
             .map_err(|e| e.in_namespace(namespace))?;
         let pods = self.store.cluster_pods(target, rid).await?;
         let views: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
-        let (pod, container) = query.resolve(name, cluster.metadata.uid.as_deref(), &views)?;
+        let owner = cluster.metadata.uid.as_ref().map(crate::domain::Uid::text);
+        let (pod, container) = query.resolve(name, owner.as_deref(), &views)?;
         let options = PodLogOptions {
             container,
             tail_lines: query.tail_lines,

@@ -12,7 +12,7 @@ mod logs;
 mod metered;
 mod upstream;
 
-pub use cache::{CacheOptions, CachedClusterStore};
+pub use cache::{CacheOptions, CachedClusterStore, WHOLE_LISTS_UP_TO};
 pub use issuer::{ClusterIssuerDocuments, ClusterTokenReviews};
 /// A Kubernetes client (kube-rs), for wiring adapters together.
 pub use kube::Client;

@@ -343,7 +343,12 @@ fn handle(
                     timeout,
                 }));
             }
+            // An API server before Kubernetes 1.33 serves a list at
+            // `resourceVersion=0` from its watch cache, whole, whatever the
+            // `limit` (the sandbox without WatchList says it is 1.31).
+            let from_watch_cache = !s.watch_list && q.get("resourceVersion").is_some_and(|v| v == "0");
             let limit = match q.get("limit").map(String::as_str) {
+                _ if from_watch_cache => None,
                 None | Some("" | "0") => None,
                 Some(v) => Some(
                     v.parse::<usize>()
@@ -355,15 +360,26 @@ fn handle(
                 Some(token) => Some(Continue::parse(token)?),
             };
             let after = from.as_ref().map(|c| (c.namespace.as_str(), c.name.as_str()));
-            let (items, now, more) = store.list_page(r, ns.as_deref(), |o| selected(o, &labels, &fields), after, limit);
+            let unselective = labels.is_empty() && fields.is_empty();
+            let page = store.page(
+                r,
+                ns.as_deref(),
+                |o| selected(o, &labels, &fields),
+                after,
+                limit,
+                unselective,
+            );
             // Every page carries the first page's version, as the API server's
             // do: a watch from it replays what changed while paging.
-            let rv = from.as_ref().map_or(now, |c| c.rv);
+            let rv = from.as_ref().map_or(page.rv, |c| c.rv);
             let mut metadata = json!({"resourceVersion": rv.to_string()});
-            if let Some((namespace, name)) = more {
+            if let Some((namespace, name)) = page.more {
                 metadata["continue"] = json!(Continue { rv, namespace, name }.to_string());
             }
-            Ok(Reply::Encoded(list_body(r, &metadata, &items)))
+            if let Some(remaining) = page.remaining {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
+            Ok(Reply::Encoded(list_body(r, &metadata, &page.items)))
         }
         (None, &Method::POST) if t.ns.is_some() || !r.namespaced() => {
             let opts = WriteOpts {
@@ -536,13 +552,9 @@ fn watch_response(s: &ApiState, w: WatchRequest) -> Response {
     let mut w = w;
     let mut initial = Vec::new();
     if w.initial_events {
-        let (items, now, _) = s.store.list_page(
-            w.resource,
-            w.ns.as_deref(),
-            |o| selected(o, &w.labels, &w.fields),
-            None,
-            None,
-        );
+        let (items, now) = s
+            .store
+            .list(w.resource, w.ns.as_deref(), |o| selected(o, &w.labels, &w.fields));
         initial = items;
         w.from = Some(now);
     }

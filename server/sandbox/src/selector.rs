@@ -20,6 +20,11 @@ enum LabelReq {
 pub struct LabelSelector(Vec<LabelReq>);
 
 impl LabelSelector {
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Parses `a=b,c!=d,e in (f,g),h notin (i),j,!k`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
@@ -118,6 +123,11 @@ const FIELDS: &[(&str, &str)] = &[
 ];
 
 impl FieldSelector {
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Parses `metadata.name=x,involvedObject.name!=y`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut out = Vec::new();

@@ -105,6 +105,18 @@ pub(super) fn unpacked(object: &Arc<Value>) -> Arc<Value> {
 
 type Key = (Resource, String, String);
 
+/// One page of a list.
+pub(super) struct Page {
+    /// The objects.
+    pub items: Vec<Arc<Value>>,
+    /// The store's version.
+    pub rv: u64,
+    /// The last object's place when more follow.
+    pub more: Option<(String, String)>,
+    /// How many follow, when counted.
+    pub remaining: Option<u64>,
+}
+
 struct Inner {
     rv: u64,
     objects: BTreeMap<Key, Arc<Value>>,
@@ -116,9 +128,27 @@ impl Inner {
     /// keys `/registry/<resource>/<namespace>/<name>`), not by a scan of
     /// every object.
     fn of<'a>(&'a self, r: Resource, ns: Option<&'a str>) -> impl Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a {
-        let from = (r, ns.unwrap_or_default().to_owned(), String::new());
+        self.after(r, ns, None)
+    }
+
+    /// As [`Self::of`], from after `after` (a page's last object): a page
+    /// is found by range, as etcd's are, so paging a list costs what it
+    /// returns.
+    fn after<'a>(
+        &'a self,
+        r: Resource,
+        ns: Option<&'a str>,
+        after: Option<(&str, &str)>,
+    ) -> impl Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a {
+        use std::ops::Bound;
+        let from = match after {
+            Some((namespace, name)) if ns.is_none_or(|ns| ns == namespace) => {
+                Bound::Excluded((r, namespace.to_owned(), name.to_owned()))
+            }
+            _ => Bound::Included((r, ns.unwrap_or_default().to_owned(), String::new())),
+        };
         self.objects
-            .range(from..)
+            .range((from, Bound::Unbounded))
             .take_while(move |((res, n, _), _)| *res == r && ns.is_none_or(|ns| ns == n))
     }
 }
@@ -284,37 +314,52 @@ impl Store {
     /// Objects of `r` (in `ns`, or all namespaces) that `keep` accepts, and
     /// the resourceVersion of the snapshot.
     pub(super) fn list(&self, r: Resource, ns: Option<&str>, keep: impl Fn(&Value) -> bool) -> (Vec<Arc<Value>>, u64) {
-        let (items, rv, _) = self.list_page(r, ns, keep, None, None);
-        (items, rv)
+        let page = self.page(r, ns, keep, None, None, false);
+        (page.items, page.rv)
     }
 
     /// A page of a list, as `limit` and `continue` ask: the objects after
     /// `after` (namespace, name) in key order, at most `limit` of them, the
-    /// current version, and the last one's key when more follow.
-    pub(super) fn list_page(
+    /// current version, the last one's key when more follow and, with
+    /// `count_rest`, how many follow (`remainingItemCount`, which
+    /// kube-apiserver gives only for a list without selectors).
+    pub(super) fn page(
         &self,
         r: Resource,
         ns: Option<&str>,
         keep: impl Fn(&Value) -> bool,
         after: Option<(&str, &str)>,
         limit: Option<usize>,
-    ) -> (Vec<Arc<Value>>, u64, Option<(String, String)>) {
+        count_rest: bool,
+    ) -> Page {
         let inner = self.lock();
         let mut items = Vec::new();
         let mut last: Option<(&str, &str)> = None;
-        for ((_, namespace, name), o) in inner.of(r, ns) {
-            let key = (namespace.as_str(), name.as_str());
-            if after.is_some_and(|a| key <= a) || !keep(o) {
-                continue;
-            }
-            if limit.is_some_and(|l| items.len() >= l) {
-                let more = last.map(|(n, m)| (n.to_owned(), m.to_owned()));
-                return (items, inner.rv, more);
-            }
+        let mut rest = inner.after(r, ns, after).filter(|(_, o)| keep(o));
+        for ((_, namespace, name), o) in rest.by_ref() {
             items.push(o.clone());
-            last = Some(key);
+            last = Some((namespace.as_str(), name.as_str()));
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
+            }
         }
-        (items, inner.rv, None)
+        let mut remaining = None;
+        let more = if limit.is_some_and(|l| items.len() >= l) {
+            let mut rest = rest.peekable();
+            let more = rest.peek().is_some();
+            if more && count_rest {
+                remaining = Some(rest.count() as u64);
+            }
+            more.then(|| last.map(|(n, m)| (n.to_owned(), m.to_owned()))).flatten()
+        } else {
+            None
+        };
+        Page {
+            items,
+            rv: inner.rv,
+            more,
+            remaining,
+        }
     }
 
     /// Replaces an object (PUT). With `status_only`, only `status` changes

@@ -2,6 +2,7 @@
 //! read from what it recorded (viewers of a namespace; a caller's every
 //! namespace; admins all).
 
+mod key;
 mod recorder;
 
 use jiff::{Timestamp, civil::Date, tz::TimeZone};

@@ -15,13 +15,13 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    fmt::Write as _,
     sync::Arc,
     time::Duration,
 };
 
 use jiff::Timestamp;
 
+use super::key::IntervalKey;
 use crate::{
     ControlPlane,
     domain::{ObservedCluster, PodCharge, Shared, UsageClose, UsageInterval, UsageKind},
@@ -36,7 +36,7 @@ use crate::{
 #[derive(Debug, Default)]
 pub struct UsageRecorder {
     /// The intervals open, by key.
-    open: HashMap<Box<str>, Charged>,
+    open: HashMap<IntervalKey, Charged>,
     /// Each namespace's scope as rounds last found it (a namespace whose
     /// teams change gets a new one; intervals keep the one they began
     /// with).
@@ -61,7 +61,7 @@ struct Live {
     /// charge.
     fresh: Vec<(UsageInterval, Arc<Scope>)>,
     /// The end Kubernetes shows of each pod that ended, by key.
-    finished: HashMap<String, Timestamp>,
+    finished: HashMap<IntervalKey, Timestamp>,
 }
 
 /// One round, as its slices share it.
@@ -69,7 +69,7 @@ struct Round {
     number: u64,
     now: Timestamp,
     /// Suspension intervals open, by cluster uid.
-    suspensions: HashMap<String, String>,
+    suspensions: HashMap<String, IntervalKey>,
     /// The namespaces seen so far.
     namespaces: HashSet<String>,
 }
@@ -125,10 +125,10 @@ impl ControlPlane {
                     return;
                 }
             };
-            let pending: HashSet<&str> = recorder.opens.iter().map(|i| i.key.as_str()).collect();
-            recorder.open.retain(|k, _| pending.contains(&**k));
+            let pending: HashSet<IntervalKey> = recorder.opens.iter().map(|i| IntervalKey::parse(&i.key)).collect();
+            recorder.open.retain(|k, _| pending.contains(k));
             for key in keys {
-                recorder.open.entry(key.into_boxed_str()).or_default();
+                recorder.open.entry(IntervalKey::parse(&key)).or_default();
             }
             estimate_at = Some(seen.unwrap_or(now).min(now));
         }
@@ -147,10 +147,7 @@ impl ControlPlane {
             suspensions: recorder
                 .open
                 .keys()
-                .filter_map(|k| {
-                    let rest = k.strip_prefix("suspended/")?;
-                    Some((rest.split('/').next()?.to_owned(), k.to_string()))
-                })
+                .filter_map(|k| Some((k.suspended_cluster()?.to_owned(), k.clone())))
                 .collect(),
             namespaces: HashSet::new(),
         };
@@ -165,11 +162,12 @@ impl ControlPlane {
                     charge: Shared::new(interval.charge.clone()),
                     seen: round,
                 };
-                match recorder.open.get_mut(interval.key.as_str()) {
+                let key = IntervalKey::parse(&interval.key);
+                match recorder.open.get_mut(&key) {
                     // Read back from the ledger: what it charges is known now.
                     Some(known) => *known = charged,
                     None => {
-                        recorder.open.insert(interval.key.clone().into_boxed_str(), charged);
+                        recorder.open.insert(key, charged);
                         recorder.opens.push(interval);
                     }
                 }
@@ -188,7 +186,7 @@ impl ControlPlane {
         recorder
             .scopes
             .retain(|namespace, _| this.namespaces.contains(namespace));
-        let ended: Vec<Box<str>> = recorder
+        let ended: Vec<IntervalKey> = recorder
             .open
             .iter()
             .filter(|(_, c)| c.seen != round)
@@ -196,13 +194,13 @@ impl ControlPlane {
             .collect();
         for key in ended {
             recorder.open.remove(&key);
-            let (ended_at, estimated) = match (finished.get(&*key).copied(), estimate_at) {
+            let (ended_at, estimated) = match (finished.get(&key).copied(), estimate_at) {
                 (Some(at), _) => (at, false),
                 (None, Some(at)) => (at, true),
                 (None, None) => (now, false),
             };
             recorder.closes.push(UsageClose {
-                key: key.into_string(),
+                key: key.to_string(),
                 ended_at,
                 estimated,
             });
@@ -246,7 +244,7 @@ impl ControlPlane {
         let (round, now) = (this.number, this.now);
         let mut live = Live::default();
         // An interval open and known needs no more than a mark.
-        let mut known = |key: &str| -> bool {
+        let mut known = |key: &IntervalKey| -> bool {
             match open.get_mut(key) {
                 Some(c) if c.scope.is_some() => {
                     c.seen = round;
@@ -255,9 +253,8 @@ impl ControlPlane {
                 _ => false,
             }
         };
-        let mut key = String::new();
         for cluster in clusters {
-            let Some(uid) = cluster.metadata.uid.as_deref() else {
+            let Some(uid) = cluster.metadata.uid.as_ref() else {
                 continue;
             };
             let namespace = cluster.metadata.namespace.as_str();
@@ -276,8 +273,8 @@ impl ControlPlane {
             let Some(scope) = scopes.get(namespace).cloned() else {
                 continue;
             };
-            let base = |kind: UsageKind, key: String, started_at: Timestamp| UsageInterval {
-                key,
+            let base = |kind: UsageKind, key: &IntervalKey, started_at: Timestamp| UsageInterval {
+                key: key.to_string(),
                 kind,
                 namespace: namespace.to_owned(),
                 cluster: cluster.metadata.name.as_str().to_owned(),
@@ -290,30 +287,29 @@ impl ControlPlane {
                 estimated: false,
             };
             let created = time(cluster.metadata.creation_timestamp.as_deref()).unwrap_or(now);
-            keyed(&mut key, format_args!("cluster/{uid}"));
+            let key = IntervalKey::cluster(uid);
             if !known(&key) {
                 live.fresh
-                    .push((base(UsageKind::Cluster, key.clone(), created), scope.clone()));
+                    .push((base(UsageKind::Cluster, &key, created), scope.clone()));
             }
             if cluster.spec.suspend == Some(true) {
                 // One interval per suspension: its key names when it began.
-                match this.suspensions.get(uid) {
-                    Some(k) => keyed(&mut key, format_args!("{k}")),
-                    None => keyed(&mut key, format_args!("suspended/{uid}/{}", now.as_millisecond())),
-                }
+                let key = match this.suspensions.get(&*uid.text()) {
+                    Some(k) => k.clone(),
+                    None => IntervalKey::suspension(uid, now.as_millisecond()),
+                };
                 if !known(&key) {
-                    live.fresh
-                        .push((base(UsageKind::Suspended, key.clone(), now), scope.clone()));
+                    live.fresh.push((base(UsageKind::Suspended, &key, now), scope.clone()));
                 }
             }
             for pod in feed.pods(namespace, cluster.metadata.name.as_str()) {
-                let Some(pod_uid) = pod.metadata.uid.as_deref() else {
+                let Some(pod_uid) = pod.metadata.uid.as_ref() else {
                     continue;
                 };
-                keyed(&mut key, format_args!("pod/{pod_uid}"));
+                let key = IntervalKey::pod(pod_uid);
                 if pod.status.phase.as_deref() != Some("Running") {
                     if let Some(at) = time(pod.status.finished_at()) {
-                        live.finished.insert(key.clone(), at);
+                        live.finished.insert(key, at);
                     }
                     continue;
                 }
@@ -321,7 +317,7 @@ impl ControlPlane {
                     continue;
                 }
                 let started = time(pod.status.running_since()).unwrap_or(now);
-                let mut interval = base(UsageKind::Pod, key.clone(), started);
+                let mut interval = base(UsageKind::Pod, &key, started);
                 interval.worker_group = pod.metadata.labels.get(LABEL_GROUP).map(|g| g.as_str().to_owned());
                 interval.charge = (*pod.spec.charge).clone();
                 live.fresh.push((interval, scope.clone()));
@@ -372,12 +368,6 @@ impl ControlPlane {
             metrics::counter!("krayne_usage_gpu_seconds_total", &labels).absolute(gpus.floor() as u64);
         }
     }
-}
-
-/// Writes `text` into `key`, reusing its buffer.
-fn keyed(key: &mut String, text: std::fmt::Arguments<'_>) {
-    key.clear();
-    _ = key.write_fmt(text);
 }
 
 fn creator(cluster: &ObservedCluster) -> Option<String> {

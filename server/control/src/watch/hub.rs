@@ -49,9 +49,17 @@ impl Held {
     }
 
     /// What a watch starting `from` sees before the live changes: the
-    /// changes after its version, or every cluster as `ADDED`; a version
-    /// this run no longer holds (or never gave out) is `Gone`.
-    pub(super) fn backlog(&self, from: WatchFrom) -> Result<Vec<Arc<WatchEvent>>, Error> {
+    /// changes after its version, or every cluster as `ADDED` — of
+    /// namespace `only` when given (found by range: a watch of one
+    /// namespace costs what it holds, not the platform), of the namespaces
+    /// `may_see` otherwise (asked once per namespace); a version this run
+    /// no longer holds (or never gave out) is `Gone`.
+    pub(super) fn backlog(
+        &self,
+        from: WatchFrom,
+        only: Option<&str>,
+        mut may_see: impl FnMut(&str) -> bool,
+    ) -> Result<Vec<Arc<WatchEvent>>, Error> {
         let now = self.version();
         let mut backlog = Vec::new();
         if let Some(v) = from.version {
@@ -73,13 +81,31 @@ impl Held {
             backlog.extend(self.history.iter().skip(skip).cloned());
         }
         if from.initial_events {
-            backlog.extend(self.current.values().map(|c| {
-                Arc::new(WatchEvent {
-                    kind: WatchEventType::Added,
-                    version: now,
-                    cluster: Some(c.clone()),
-                })
-            }));
+            let clusters: Box<dyn Iterator<Item = &Arc<Summary>>> = match only {
+                Some(ns) => Box::new(
+                    self.current
+                        .range((Atom::new(ns), Atom::default())..)
+                        .take_while(move |((n, _), _)| n.as_str() == ns)
+                        .map(|(_, c)| c),
+                ),
+                None => Box::new(self.current.values()),
+            };
+            let mut seen: Option<(&str, bool)> = None;
+            for c in clusters {
+                let ns = c.info.namespace.as_str();
+                let visible = match seen {
+                    Some((last, visible)) if last == ns => visible,
+                    _ => may_see(ns),
+                };
+                seen = Some((ns, visible));
+                if visible {
+                    backlog.push(Arc::new(WatchEvent {
+                        kind: WatchEventType::Added,
+                        version: now,
+                        cluster: Some(c.clone()),
+                    }));
+                }
+            }
         }
         Ok(backlog)
     }
@@ -356,10 +382,10 @@ mod tests {
     #[test]
     fn a_resume_gets_exactly_what_came_after_its_version() {
         let h = held(4, 10);
-        assert_eq!(seqs(&h.backlog(at(6)).unwrap()), [7, 8, 9, 10]);
-        assert_eq!(seqs(&h.backlog(at(9)).unwrap()), [10]);
-        assert!(h.backlog(at(10)).unwrap().is_empty());
-        assert!(h.backlog(WatchFrom::default()).unwrap().is_empty());
+        assert_eq!(seqs(&h.backlog(at(6), None, |_| true).unwrap()), [7, 8, 9, 10]);
+        assert_eq!(seqs(&h.backlog(at(9), None, |_| true).unwrap()), [10]);
+        assert!(h.backlog(at(10), None, |_| true).unwrap().is_empty());
+        assert!(h.backlog(WatchFrom::default(), None, |_| true).unwrap().is_empty());
     }
 
     #[test]
@@ -373,14 +399,14 @@ mod tests {
                 initial_events: false,
             },
         ] {
-            let e = h.backlog(from).unwrap_err();
+            let e = h.backlog(from, None, |_| true).unwrap_err();
             assert_eq!(e.code(), "gone", "{from:?}");
             assert!(e.to_string().contains("list again"), "{e}");
         }
         // Nothing recorded yet: only now is held.
         let fresh = held(4, 0);
-        assert!(fresh.backlog(at(0)).unwrap().is_empty());
-        assert_eq!(fresh.backlog(at(1)).unwrap_err().code(), "gone");
+        assert!(fresh.backlog(at(0), None, |_| true).unwrap().is_empty());
+        assert_eq!(fresh.backlog(at(1), None, |_| true).unwrap_err().code(), "gone");
     }
 
     /// A feed that holds what it is given and never changes.
@@ -539,13 +565,55 @@ mod tests {
     fn initial_events_are_every_cluster_added_at_the_current_version() {
         let h = held(4, 3);
         let initial = h
-            .backlog(WatchFrom {
-                version: None,
-                initial_events: true,
-            })
+            .backlog(
+                WatchFrom {
+                    version: None,
+                    initial_events: true,
+                },
+                None,
+                |_| true,
+            )
             .unwrap();
         assert_eq!(initial.len(), 1);
         assert_eq!(initial[0].kind, WatchEventType::Added);
         assert_eq!(initial[0].version, WatchVersion { boot: 7, seq: 3 });
+    }
+
+    #[test]
+    fn initial_events_are_of_the_watched_namespace_or_those_the_caller_may_see() {
+        let mut h = held(4, 0);
+        for (ns, name) in [("ml", "b"), ("ml-2", "c"), ("ml-2", "d"), ("other", "e"), ("m", "f")] {
+            let mut summary = info(name);
+            if let Some(s) = Arc::get_mut(&mut summary) {
+                s.info.namespace = ns.into();
+            }
+            h.current.insert((ns.into(), name.into()), summary);
+        }
+        let initial = WatchFrom {
+            version: None,
+            initial_events: true,
+        };
+        let names = |events: Vec<Arc<WatchEvent>>| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| e.cluster.as_ref().map(|c| c.info.name.clone()))
+                .collect()
+        };
+        let mut asked = Vec::new();
+        let one = h
+            .backlog(initial, Some("ml"), |ns| {
+                asked.push(ns.to_owned());
+                true
+            })
+            .unwrap();
+        assert_eq!(names(one), ["a", "b"]);
+        let viewable = h
+            .backlog(initial, None, |ns| {
+                asked.push(ns.to_owned());
+                ns.starts_with("ml")
+            })
+            .unwrap();
+        assert_eq!(names(viewable), ["a", "b", "c", "d"]);
+        assert_eq!(asked, ["ml", "m", "ml", "ml-2", "other"], "asked once per namespace");
     }
 }

@@ -219,7 +219,9 @@ impl ControlPlane {
         let (ended, ended_rx) = oneshot::channel();
         let (backlog, position, live) = {
             let held = hub.held();
-            (held.backlog(from)?, held.version(), hub.subscribe())
+            let principal = &cx.principal;
+            let backlog = held.backlog(from, namespace, |ns| principal.may(Action::Read, ns))?;
+            (backlog, held.version(), hub.subscribe())
         };
         let watcher = Watcher {
             hub,

@@ -31,6 +31,7 @@ mod request_id;
 pub mod schema;
 mod spec;
 pub mod text;
+mod uid;
 mod usage;
 mod watch;
 
@@ -72,6 +73,7 @@ pub use ray_head::{
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use request_id::RequestId;
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
+pub use uid::Uid;
 pub use usage::{
     PodCharge, UsageBy, UsageClose, UsageFigures, UsageInterval, UsageKind, UsageLedger, UsageRow, UsageTotals,
     report as usage_report, row_key as usage_row_key,

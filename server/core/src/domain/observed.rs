@@ -103,7 +103,7 @@ pub struct ObjectMeta {
     pub namespace: Atom,
     /// The object's uid (what an owner reference names); unique, so not
     /// interned.
-    pub uid: Option<Box<str>>,
+    pub uid: Option<super::Uid>,
     /// Creation time (RFC 3339).
     pub creation_timestamp: Option<ShortText>,
     /// Resource version.

@@ -28,7 +28,7 @@ impl Preconditions {
     /// version (then nothing can be required of it).
     pub fn of(cluster: &ObservedCluster) -> Option<Self> {
         Some(Self {
-            uid: cluster.metadata.uid.as_deref()?.to_owned(),
+            uid: cluster.metadata.uid.as_ref()?.to_string(),
             resource_version: cluster.metadata.resource_version.as_deref()?.to_owned(),
         })
     }

@@ -24,7 +24,7 @@ pub fn lifecycle_event(cluster: &ObservedCluster, kind: &str, reason: &str, mess
             "kind": RAYCLUSTER_KIND,
             "name": name,
             "namespace": cluster.metadata.namespace.as_str(),
-            "uid": cluster.metadata.uid.as_deref(),
+            "uid": cluster.metadata.uid,
             "resourceVersion": cluster.metadata.resource_version.as_deref(),
         },
         "type": kind,

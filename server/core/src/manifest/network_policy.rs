@@ -95,7 +95,7 @@ pub fn network_policy(cluster: &ObservedCluster, peers: &PolicyPeers) -> Value {
                 "apiVersion": KUBERAY_API_VERSION,
                 "kind": RAYCLUSTER_KIND,
                 "name": name,
-                "uid": cluster.metadata.uid.as_deref().unwrap_or_default(),
+                "uid": cluster.metadata.uid.as_ref().map(ToString::to_string).unwrap_or_default(),
             }],
         },
         "spec": {

@@ -18,7 +18,7 @@ const LAST_RETRY: Duration = Duration::from_secs(30);
 /// A watcher error (Kubernetes unreachable, `410 Gone`, a broken stream)
 /// marks the scope as not serving and starts over with a fresh list,
 /// retrying with exponential backoff; a completed list serves again. A
-/// streaming list the API server refuses is retried at once as a paged one.
+/// streaming list the API server refuses is retried at once as a list.
 pub(super) async fn feed<T: Slot>(
     cache: Arc<Cache>,
     api: Api<Watched<T>>,
@@ -28,7 +28,7 @@ pub(super) async fn feed<T: Slot>(
 ) {
     let mut retry = FIRST_RETRY;
     loop {
-        let (config, streaming) = lists.config(&base).await;
+        let (config, streaming) = lists.config(&base, &api).await;
         let mut events = std::pin::pin!(watcher(api.clone(), config));
         let mut listing: Vec<Arc<T>> = Vec::new();
         let mut refused = false;

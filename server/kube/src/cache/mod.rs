@@ -21,7 +21,10 @@ use std::{
 
 use tokio::sync::{broadcast, watch};
 
-pub use self::store::{CacheOptions, CachedClusterStore};
+pub use self::{
+    lists::WHOLE_LISTS_UP_TO,
+    store::{CacheOptions, CachedClusterStore},
+};
 use self::{
     state::{Collection, reached},
     watched::{NamespaceView, View},

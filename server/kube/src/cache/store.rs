@@ -33,6 +33,10 @@ pub struct CacheOptions {
     /// Longest a write waits for the cache to show it; reads of that
     /// cluster go to Kubernetes until it does.
     pub write_wait: Duration,
+    /// Where the API server cannot stream lists: the most objects a
+    /// watcher lists whole from its watch cache; bigger lists are paged
+    /// from etcd (`cache::lists`).
+    pub whole_lists_up_to: u32,
 }
 
 impl Default for CacheOptions {
@@ -41,6 +45,7 @@ impl Default for CacheOptions {
             namespaces: Vec::new(),
             namespaces_file: None,
             write_wait: Duration::from_secs(3),
+            whole_lists_up_to: super::lists::WHOLE_LISTS_UP_TO,
         }
     }
 }
@@ -173,7 +178,7 @@ impl CachedClusterStore {
     pub fn start(api: KubeClusterStore, options: &CacheOptions) -> Result<Self, String> {
         let source = Source {
             client: api.client().clone(),
-            lists: Arc::new(InitialLists::new(api.client().clone())),
+            lists: Arc::new(InitialLists::new(api.client().clone(), options.whole_lists_up_to)),
         };
         let covered = match &options.namespaces_file {
             Some(file) => Some(read_namespaces(file).map_err(|e| format!("--cache-namespaces-file {e}"))?),
