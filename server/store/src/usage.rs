@@ -155,30 +155,33 @@ impl UsageLedger for SqlUsageLedger {
     }
 
     async fn close(&self, closes: &[UsageClose]) -> Result<(), Error> {
-        // An end is never before its start (a clock's skew must not make
-        // hours negative).
-        const PG: &str = "UPDATE usage_intervals SET ended_ms = GREATEST($1, started_ms), estimated = $2 \
-                          WHERE key = $3 AND ended_ms IS NULL";
-        const SQLITE: &str = "UPDATE usage_intervals SET ended_ms = MAX($1, started_ms), estimated = $2 \
-                              WHERE key = $3 AND ended_ms IS NULL";
-        for close in closes {
-            let done = match &self.store {
-                Store::Postgres(p) => sqlx::query(PG)
-                    .bind(millis(close.ended_at))
-                    .bind(close.estimated)
-                    .bind(&close.key)
-                    .execute(p)
-                    .await
-                    .map(|_| ()),
-                Store::Sqlite(p) => sqlx::query(SQLITE)
-                    .bind(millis(close.ended_at))
-                    .bind(close.estimated)
-                    .bind(&close.key)
-                    .execute(p)
-                    .await
-                    .map(|_| ()),
-            };
-            done.map_err(|e| unavailable(&e))?;
+        // One statement for 500 ends, not one each: a round that sees a
+        // large cluster go (or a new leader closing what ended during an
+        // outage) writes thousands. The first end given for a key wins, as
+        // it would one statement at a time.
+        let mut given = std::collections::HashSet::new();
+        let closes: Vec<&UsageClose> = closes.iter().filter(|c| given.insert(c.key.as_str())).collect();
+        for chunk in closes.chunks(CHUNK) {
+            on_store!(
+                &self.store,
+                |q| {
+                    q.push("WITH c (key, ended_ms, estimated) AS (");
+                    q.push_values(chunk, |mut row, c| {
+                        row.push_bind(c.key.clone())
+                            .push_bind(millis(c.ended_at))
+                            .push_bind(c.estimated);
+                    });
+                    // An end is never before its start (a clock's skew must
+                    // not make hours negative).
+                    q.push(
+                        ") UPDATE usage_intervals AS u SET \
+                         ended_ms = CASE WHEN c.ended_ms > u.started_ms THEN c.ended_ms ELSE u.started_ms END, \
+                         estimated = c.estimated \
+                         FROM c WHERE u.key = c.key AND u.ended_ms IS NULL",
+                    );
+                },
+                |query, pool| query.execute(pool).await.map(|_| ()).map_err(|e| unavailable(&e))?
+            );
         }
         Ok(())
     }
