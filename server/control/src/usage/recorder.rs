@@ -57,9 +57,9 @@ pub struct UsageRecorder {
 /// `live_usage`); what is open and known is marked in the open map.
 #[derive(Default)]
 struct Live {
-    /// Whole intervals, with their scope: new, or read back without a
-    /// charge.
-    fresh: Vec<(UsageInterval, Arc<Scope>)>,
+    /// Whole intervals, with their key and scope: new, or read back
+    /// without a charge.
+    fresh: Vec<(IntervalKey, UsageInterval, Arc<Scope>)>,
     /// The end Kubernetes shows of each pod that ended, by key.
     finished: HashMap<IntervalKey, Timestamp>,
 }
@@ -156,13 +156,12 @@ impl ControlPlane {
         for slice in clusters.chunks(CLUSTERS_A_SLICE) {
             let live = self.live_usage(slice, feed.as_ref(), recorder, &mut this);
             finished.extend(live.finished);
-            for (interval, scope) in live.fresh {
+            for (key, interval, scope) in live.fresh {
                 let charged = Charged {
                     scope: Some(scope),
                     charge: Shared::new(interval.charge.clone()),
                     seen: round,
                 };
-                let key = IntervalKey::parse(&interval.key);
                 match recorder.open.get_mut(&key) {
                     // Read back from the ledger: what it charges is known now.
                     Some(known) => *known = charged,
@@ -290,7 +289,7 @@ impl ControlPlane {
             let key = IntervalKey::cluster(uid);
             if !known(&key) {
                 live.fresh
-                    .push((base(UsageKind::Cluster, &key, created), scope.clone()));
+                    .push((key.clone(), base(UsageKind::Cluster, &key, created), scope.clone()));
             }
             if cluster.spec.suspend == Some(true) {
                 // One interval per suspension: its key names when it began.
@@ -299,7 +298,8 @@ impl ControlPlane {
                     None => IntervalKey::suspension(uid, now.as_millisecond()),
                 };
                 if !known(&key) {
-                    live.fresh.push((base(UsageKind::Suspended, &key, now), scope.clone()));
+                    live.fresh
+                        .push((key.clone(), base(UsageKind::Suspended, &key, now), scope.clone()));
                 }
             }
             for pod in feed.pods(namespace, cluster.metadata.name.as_str()) {
@@ -320,7 +320,7 @@ impl ControlPlane {
                 let mut interval = base(UsageKind::Pod, &key, started);
                 interval.worker_group = pod.metadata.labels.get(LABEL_GROUP).map(|g| g.as_str().to_owned());
                 interval.charge = (*pod.spec.charge).clone();
-                live.fresh.push((interval, scope.clone()));
+                live.fresh.push((key, interval, scope.clone()));
             }
         }
         live
