@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::{
     Context, ControlPlane,
-    domain::{Authorized, ClusterRef, Companion, Error, ObservedCluster, RequestId, audit::AuditAction},
+    domain::{Atom, Authorized, ClusterRef, Companion, Error, ObservedCluster, RequestId, Uid, audit::AuditAction},
     manifest::{self, HeldPolicy, RayAuth},
 };
 
@@ -42,9 +42,10 @@ pub(crate) struct Kept {
 
 /// What the keeper has already seen right: cluster (namespace, name) →
 /// (uid, a hash of what it applied), so a round costs nothing for clusters
-/// that have not changed.
+/// that have not changed. Names are the cache's atoms and the uid its 16
+/// bytes: the leader holds an entry for each of 20 000 clusters.
 #[derive(Debug, Default)]
-pub struct KeptClusters(HashMap<(String, String), (String, u64)>);
+pub struct KeptClusters(HashMap<(Atom, Atom), (Option<Uid>, u64)>);
 
 impl ControlPlane {
     /// How `cluster`'s Ray authenticates, with its token when krayne
@@ -100,7 +101,7 @@ impl ControlPlane {
     ) -> Result<Kept, Error> {
         let mut kept = Kept::default();
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
-        let uid = cluster.metadata.uid.as_ref().map(crate::domain::Uid::text);
+        let uid = cluster.metadata.uid.as_ref().map(Uid::text);
         let uid = uid.as_deref();
         if let RayAuth::Token { token, secret } = self.ray_auth_of(cluster) {
             let object = manifest::ray_auth_secret(namespace, name, &secret, &token, uid);
@@ -139,11 +140,12 @@ impl ControlPlane {
         // Every cluster this replica may see: with namespaced Roles, those
         // of the namespaces they cover.
         let clusters = self.store.list(None, &rid).await?;
-        let live: HashSet<(String, String)> = clusters
+        let live: HashSet<(&Atom, &Atom)> = clusters
             .iter()
-            .map(|c| (c.metadata.namespace.to_string(), c.metadata.name.to_string()))
+            .map(|c| (&c.metadata.namespace, &c.metadata.name))
             .collect();
-        seen.0.retain(|k, _| live.contains(k));
+        seen.0.retain(|(ns, name), _| live.contains(&(ns, name)));
+        drop(live);
         let pace = Duration::from_secs(1) / WRITES_PER_SECOND;
         let mut changed = 0;
         let mut policies = NamespacePolicies::default();
@@ -151,13 +153,8 @@ impl ControlPlane {
             if !made_by_krayne(&listed) {
                 continue;
             }
-            let key = (listed.metadata.namespace.to_string(), listed.metadata.name.to_string());
-            let uid = listed
-                .metadata
-                .uid
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default();
+            let key = (listed.metadata.namespace.clone(), listed.metadata.name.clone());
+            let uid = listed.metadata.uid.clone();
             let fingerprint = self.fingerprint(&listed);
             if seen.0.get(&key).is_some_and(|(u, f)| *u == uid && *f == fingerprint) {
                 continue;
@@ -165,12 +162,14 @@ impl ControlPlane {
             // The list is minutes old by the end of a large round: a
             // cluster deleted (or made again) since is not acted on as it
             // was, which would own its policy to a uid that is gone.
-            let Ok(cluster) = self.store.get(&ClusterRef::new(&*key.0, &*key.1), &rid).await else {
+            let Ok(cluster) = self
+                .store
+                .get(&ClusterRef::new(key.0.as_str(), key.1.as_str()), &rid)
+                .await
+            else {
                 continue;
             };
-            if cluster.metadata.uid.as_ref().is_none_or(|u| *u != *uid.as_str())
-                || cluster.metadata.deletion_timestamp.is_some()
-            {
+            if uid.is_none() || cluster.metadata.uid != uid || cluster.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             let started = Instant::now();
@@ -230,6 +229,7 @@ impl ControlPlane {
     /// there is one, so replicas do not all make the same calls): logged
     /// and measured.
     pub(crate) async fn keep_companions_round(&self, seen: &mut KeptClusters) {
+        self.cache_listed_within(self.settings.companions_every).await;
         match self.keep_all_companions(seen).await {
             Ok(changed) => {
                 #[expect(clippy::cast_precision_loss, reason = "a gauge")]
@@ -244,6 +244,24 @@ impl ControlPlane {
             Err(e) => {
                 tracing::warn!(error = %e, "the companion keeper could not list clusters; trying again next round")
             }
+        }
+    }
+}
+
+impl ControlPlane {
+    /// Waits, at most `bound`, until the watch cache (when there is one)
+    /// has listed everything once: a leader's first round then reads the
+    /// cache instead of listing every cluster from Kubernetes beside the
+    /// cache's own first lists (at 20 000 clusters, 16 MiB more at the
+    /// replica's peak). A cache not listed by then is read through, as
+    /// before it had listed.
+    pub(crate) async fn cache_listed_within(&self, bound: Duration) {
+        let Some(feed) = self.store.feed() else {
+            return;
+        };
+        let started = Instant::now();
+        while !feed.ready() && started.elapsed() < bound {
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 }

@@ -217,6 +217,7 @@ impl ControlPlane {
             self.body(move |plane| {
                 let leadership = leadership.clone();
                 async move {
+                    plane.cache_listed_within(work.every).await;
                     plane.reap(mode, leadership.as_ref(), leadership.now()).await;
                 }
             }),

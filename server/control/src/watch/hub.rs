@@ -1,9 +1,16 @@
-//! The hub: one per server. It turns the store's feed into cluster
-//! summaries once (however many watch), numbers the changes, keeps the
-//! last of them for resumes, and broadcasts them to the watchers.
+//! The hub: one per server. It follows the store's feed, numbers the
+//! changes of clusters' summaries, keeps the last of them for resumes, and
+//! broadcasts them to the watchers.
+//!
+//! It holds each cluster as the watch cache's own objects (pointers to
+//! what the cache holds anyway), not as its summary: at 20 000 clusters a
+//! summary each cost a replica 15–20 MiB. Summaries are built when a
+//! change, a list or a watch's start needs them; the last [`KEPT`] built
+//! are kept with their cluster, so lists of what callers look at, and the
+//! watchers of what changes, build and encode each summary once.
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::{BTreeMap, BTreeSet, VecDeque},
     sync::{Arc, Mutex, MutexGuard},
 };
 
@@ -12,7 +19,7 @@ use tokio::sync::broadcast;
 
 use crate::{
     domain::{
-        Atom, BuiltFrom, ClusterFeed, Error, FeedChange, ObservedCluster, ObservedPod, Summary, WatchEvent,
+        Atom, ClusterFeed, Error, FeedChange, ObjectMeta, ObservedCluster, ObservedPod, Summary, WatchEvent,
         WatchEventType, WatchFrom, WatchVersion,
     },
     manifest,
@@ -24,6 +31,89 @@ pub(super) type Key = (Atom, Atom);
 /// A cluster of a list's page with its pods.
 pub(crate) type PageItem<'a> = (&'a ObservedCluster, &'a [Arc<ObservedPod>]);
 
+/// Summaries the hub keeps besides those of its history: enough for the
+/// clusters a platform's portals and watchers look at, a few MiB at most.
+pub(super) const KEPT: usize = 2048;
+
+/// A cluster as the hub holds it: the cache's objects, and its summary
+/// while it is among the last [`KEPT`] built.
+#[derive(Clone)]
+pub(super) struct Entry {
+    cluster: Arc<ObservedCluster>,
+    pods: Arc<[Arc<ObservedPod>]>,
+    summary: Option<(Arc<Summary>, u64)>,
+}
+
+impl Entry {
+    fn new(cluster: Arc<ObservedCluster>, pods: Vec<Arc<ObservedPod>>) -> Self {
+        Self {
+            cluster,
+            pods: pods.into(),
+            summary: None,
+        }
+    }
+
+    /// The namespace.
+    pub(super) fn namespace(&self) -> &Atom {
+        &self.cluster.metadata.namespace
+    }
+
+    /// Whether `cluster` and `pods` are this entry's objects at the same
+    /// versions (the same objects, or copies of them a relist made).
+    fn is_of(&self, cluster: &ObservedCluster, pods: &[Arc<ObservedPod>]) -> bool {
+        same_version(&self.cluster.metadata, &cluster.metadata)
+            && self.pods.len() == pods.len()
+            && self
+                .pods
+                .iter()
+                .zip(pods)
+                .all(|(a, b)| same_version(&a.metadata, &b.metadata))
+    }
+
+    /// Its summary: the one kept, else built.
+    pub(super) fn summary(&self) -> Arc<Summary> {
+        match &self.summary {
+            Some((summary, _)) => summary.clone(),
+            None => Arc::new(summarize(&self.cluster, &self.pods)),
+        }
+    }
+
+    /// The watch event of it `ADDED` at `version`.
+    pub(super) fn added(&self, version: WatchVersion) -> Arc<WatchEvent> {
+        Arc::new(WatchEvent {
+            kind: WatchEventType::Added,
+            version,
+            cluster: Some(self.summary()),
+        })
+    }
+}
+
+/// Whether two objects' metadata are of the same object at the same
+/// version: the same memory, or the same name and resourceVersion (an
+/// object without one is the same only as itself).
+fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    std::ptr::eq(a, b) || (a.name == b.name && a.resource_version.is_some() && a.resource_version == b.resource_version)
+}
+
+/// What a watch gets before the live changes: the changes after its
+/// version, then its clusters `ADDED` (their summaries are built by
+/// [`Self::events`], after the hub's lock is let go).
+pub(super) struct Backlog {
+    changes: Vec<Arc<WatchEvent>>,
+    added: Vec<Entry>,
+    version: WatchVersion,
+}
+
+impl Backlog {
+    /// The events, oldest first.
+    pub(super) fn events(self) -> Vec<Arc<WatchEvent>> {
+        let version = self.version;
+        let mut events = self.changes;
+        events.extend(self.added.iter().map(|e| e.added(version)));
+        events
+    }
+}
+
 /// What the hub holds, under one lock so a watcher's start (backlog or
 /// snapshot, then the live channel) has no gap.
 pub(super) struct Held {
@@ -33,13 +123,39 @@ pub(super) struct Held {
     seq: u64,
     /// The last changes, oldest first.
     history: VecDeque<Arc<WatchEvent>>,
-    /// Every cluster's summary as of `seq`.
-    pub(super) current: BTreeMap<Key, Arc<Summary>>,
+    /// Every cluster as of `seq`.
+    pub(super) current: BTreeMap<Key, Entry>,
     /// How many changes `history` keeps.
     keep: usize,
+    /// The entries given a summary, oldest first, each with the mark it
+    /// was given under (an entry given a newer one since is passed over).
+    kept: VecDeque<(Key, u64)>,
+    /// Marks given so far.
+    marks: u64,
+    /// How many summaries `kept` holds at most.
+    kept_max: usize,
+    /// Whether a watch has started: until one has, no one holds a version
+    /// or a summary to be told about, so changes are taken in without
+    /// building or recording anything (a replica's start then builds no
+    /// summary of its 20 000 clusters).
+    watched: bool,
 }
 
 impl Held {
+    fn new(boot: u32, current: BTreeMap<Key, Entry>, keep: usize, kept_max: usize) -> Self {
+        Self {
+            boot,
+            seq: 0,
+            history: VecDeque::with_capacity(keep.min(1024)),
+            current,
+            keep: keep.max(1),
+            kept: VecDeque::new(),
+            marks: 0,
+            kept_max,
+            watched: false,
+        }
+    }
+
     /// The version after the last change.
     pub(super) fn version(&self) -> WatchVersion {
         WatchVersion {
@@ -55,13 +171,14 @@ impl Held {
     /// `may_see` otherwise (asked once per namespace); a version this run
     /// no longer holds (or never gave out) is `Gone`.
     pub(super) fn backlog(
-        &self,
+        &mut self,
         from: WatchFrom,
         only: Option<&str>,
         mut may_see: impl FnMut(&str) -> bool,
-    ) -> Result<Vec<Arc<WatchEvent>>, Error> {
+    ) -> Result<Backlog, Error> {
+        self.watched = true;
         let now = self.version();
-        let mut backlog = Vec::new();
+        let mut changes = Vec::new();
         if let Some(v) = from.version {
             let oldest = self.history.front().map_or(self.seq, |e| e.version.seq - 1);
             if v.boot != self.boot || v.seq > self.seq {
@@ -78,36 +195,45 @@ impl Held {
                 )));
             }
             let skip = usize::try_from(v.seq - oldest).unwrap_or(usize::MAX);
-            backlog.extend(self.history.iter().skip(skip).cloned());
+            changes.extend(self.history.iter().skip(skip).cloned());
         }
+        let mut added = Vec::new();
         if from.initial_events {
-            let clusters: Box<dyn Iterator<Item = &Arc<Summary>>> = match only {
-                Some(ns) => Box::new(
-                    self.current
-                        .range((Atom::new(ns), Atom::default())..)
-                        .take_while(move |((n, _), _)| n.as_str() == ns)
-                        .map(|(_, c)| c),
-                ),
+            let clusters: Box<dyn Iterator<Item = &Entry>> = match only {
+                Some(ns) => Box::new(self.of(ns)),
                 None => Box::new(self.current.values()),
             };
             let mut seen: Option<(&str, bool)> = None;
             for c in clusters {
-                let ns = c.info.namespace.as_str();
+                let ns = c.namespace().as_str();
                 let visible = match seen {
                     Some((last, visible)) if last == ns => visible,
                     _ => may_see(ns),
                 };
                 seen = Some((ns, visible));
                 if visible {
-                    backlog.push(Arc::new(WatchEvent {
-                        kind: WatchEventType::Added,
-                        version: now,
-                        cluster: Some(c.clone()),
-                    }));
+                    added.push(c.clone());
                 }
             }
         }
-        Ok(backlog)
+        Ok(Backlog {
+            changes,
+            added,
+            version: now,
+        })
+    }
+
+    /// The clusters of namespace `ns`, found by range.
+    pub(super) fn of<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.current
+            .range((Atom::new(ns), Atom::default())..)
+            .take_while(move |((n, _), _)| n.as_str() == ns)
+            .map(|(_, c)| c)
+    }
+
+    /// The namespaces that hold clusters.
+    pub(super) fn namespaces(&self) -> BTreeSet<&str> {
+        self.current.keys().map(|(ns, _)| ns.as_str()).collect()
     }
 
     fn record(&mut self, kind: WatchEventType, cluster: Arc<Summary>) -> Arc<WatchEvent> {
@@ -123,6 +249,66 @@ impl Held {
         self.history.push_back(event.clone());
         event
     }
+
+    /// Keeps `summary` with the entry at `key`, letting go of the oldest
+    /// kept beyond `kept_max`.
+    fn keep_summary(&mut self, key: &Key, summary: Arc<Summary>) {
+        let Some(entry) = self.current.get_mut(key) else {
+            return;
+        };
+        self.marks += 1;
+        entry.summary = Some((summary, self.marks));
+        self.kept.push_back((key.clone(), self.marks));
+        while self.kept.len() > self.kept_max {
+            let Some((key, mark)) = self.kept.pop_front() else {
+                break;
+            };
+            if let Some(entry) = self.current.get_mut(&key)
+                && entry.summary.as_ref().is_some_and(|(_, m)| *m == mark)
+            {
+                entry.summary = None;
+            }
+        }
+    }
+
+    /// Takes the cluster at `key` as it is `now` (`None`: gone), and
+    /// records the change of its summary, if any (once watched). Objects
+    /// at the versions held are only taken in (they may be a relist's
+    /// copies: the old ones are let go); summaries are built only for what
+    /// moved.
+    fn update(&mut self, key: Key, now: Option<Entry>) -> Option<Arc<WatchEvent>> {
+        if !self.watched {
+            match (now, self.current.get_mut(&key)) {
+                (None, _) => _ = self.current.remove(&key),
+                (Some(now), Some(entry)) if entry.is_of(&now.cluster, &now.pods) => {
+                    entry.cluster = now.cluster;
+                    entry.pods = now.pods;
+                }
+                (Some(now), _) => _ = self.current.insert(key, now),
+            }
+            return None;
+        }
+        let Some(now) = now else {
+            let old = self.current.remove(&key)?;
+            return Some(self.record(WatchEventType::Deleted, old.summary()));
+        };
+        let Some(entry) = self.current.get_mut(&key) else {
+            let summary = now.summary();
+            self.current.insert(key.clone(), now);
+            self.keep_summary(&key, summary.clone());
+            return Some(self.record(WatchEventType::Added, summary));
+        };
+        if entry.is_of(&now.cluster, &now.pods) {
+            entry.cluster = now.cluster;
+            entry.pods = now.pods;
+            return None;
+        }
+        let old = entry.summary();
+        let new = now.summary();
+        *entry = now;
+        self.keep_summary(&key, new.clone());
+        (old != new).then(|| self.record(WatchEventType::Modified, new))
+    }
 }
 
 /// The hub of one server.
@@ -137,16 +323,10 @@ impl Hub {
     /// until the process ends.
     pub(super) fn start(feed: Arc<dyn ClusterFeed>, keep: usize) -> Arc<Self> {
         let changes = feed.changes();
-        let current = summaries(feed.as_ref(), None);
+        let current = entries(feed.as_ref()).collect();
         let hub = Arc::new(Self {
             feed,
-            held: Mutex::new(Held {
-                boot: fastrand::u32(..),
-                seq: 0,
-                history: VecDeque::with_capacity(keep.min(1024)),
-                current,
-                keep: keep.max(1),
-            }),
+            held: Mutex::new(Held::new(fastrand::u32(..), current, keep, KEPT)),
             events: broadcast::channel(keep.max(16)).0,
         });
         let weak = Arc::downgrade(&hub);
@@ -171,28 +351,32 @@ impl Hub {
     }
 
     /// The summaries of one page of clusters (each with its pods), the
-    /// page in (namespace, name) order: the hub's own where built from the
-    /// same versions (a list then builds and encodes nothing), else new
-    /// ones. The hub's entries change only with its events, so a list never
-    /// makes one. One lock per page: the hub's entries are walked alongside
-    /// the page from the page's first key, not looked up one by one.
+    /// page in (namespace, name) order: the hub's kept one where its
+    /// objects are at the same versions (a list then builds and encodes
+    /// nothing), else built, and kept where they are the hub's objects.
+    /// The hub's entries are walked alongside the page from the page's
+    /// first key, not looked up one by one; summaries are built outside
+    /// the hub's lock.
     pub(crate) fn summaries_of(&self, page: &[PageItem<'_>]) -> Vec<Arc<Summary>> {
         let Some((first, _)) = page.first() else {
             return Vec::new();
         };
-        let mut held_ones = Vec::with_capacity(page.len());
+        // For each item: its kept summary, or whether the hub holds it.
+        let mut found: Vec<Result<Arc<Summary>, bool>> = Vec::with_capacity(page.len());
         {
             let held = self.held();
             let from = (first.metadata.namespace.clone(), first.metadata.name.clone());
             let mut current = held.current.range(from..).peekable();
             for (cluster, pods) in page {
                 let m = &cluster.metadata;
-                let mut found = None;
+                let mut this = Err(false);
                 // Atoms compare equal by pointer: the usual step is one
                 // pointer comparison; text is compared only to skip.
-                while let Some(((ns, name), summary)) = current.peek() {
+                while let Some(((ns, name), entry)) = current.peek() {
                     if *ns == m.namespace && *name == m.name {
-                        found = Some(*summary).filter(|s| s.built_from.matches(cluster, pods)).cloned();
+                        if entry.is_of(cluster, pods) {
+                            this = entry.summary.as_ref().map(|(s, _)| s.clone()).ok_or(true);
+                        }
                         current.next();
                         break;
                     }
@@ -201,18 +385,34 @@ impl Hub {
                     }
                     current.next();
                 }
-                held_ones.push(found);
+                found.push(this);
             }
         }
-        page.iter()
-            .zip(held_ones)
-            .map(|((cluster, pods), held)| {
-                held.unwrap_or_else(|| {
-                    let pods: Vec<&ObservedPod> = pods.iter().map(|p| &**p).collect();
-                    Arc::new(summarize(cluster, &pods))
-                })
+        let mut to_keep = Vec::new();
+        let summaries: Vec<Arc<Summary>> = page
+            .iter()
+            .zip(found)
+            .map(|((cluster, pods), found)| match found {
+                Ok(summary) => summary,
+                Err(held) => {
+                    let summary = Arc::new(summarize(cluster, pods));
+                    if held {
+                        to_keep.push((*cluster, *pods, summary.clone()));
+                    }
+                    summary
+                }
             })
-            .collect()
+            .collect();
+        if !to_keep.is_empty() {
+            let mut held = self.held();
+            for (cluster, pods, summary) in to_keep {
+                let key = (cluster.metadata.namespace.clone(), cluster.metadata.name.clone());
+                if held.current.get(&key).is_some_and(|e| e.is_of(cluster, pods)) {
+                    held.keep_summary(&key, summary);
+                }
+            }
+        }
+        summaries
     }
 
     /// The live changes from now on (subscribe while holding [`Self::held`]).
@@ -225,37 +425,16 @@ impl Hub {
     /// subscription under that lock) then gets each event exactly once,
     /// from its backlog or from the channel.
     fn apply(&self, change: &FeedChange) {
+        let feed = self.feed.as_ref();
         let (held, now) = match change {
             FeedChange::Cluster { namespace, name } => {
-                let key = (namespace.clone(), name.clone());
-                let summary = summary(self.feed.as_ref(), namespace, name);
+                let now = entry(feed, namespace, name);
                 let mut held = self.held();
-                let before = held.current.get(&key).cloned();
-                let event = match (before, summary) {
-                    (None, None) => None,
-                    (Some(old), None) => {
-                        held.current.remove(&key);
-                        Some(held.record(WatchEventType::Deleted, old))
-                    }
-                    (None, Some(new)) => {
-                        held.current.insert(key, new.clone());
-                        Some(held.record(WatchEventType::Added, new))
-                    }
-                    // The same summary from newer versions: kept (lists
-                    // reuse it by its versions), but nothing happened.
-                    (Some(old), Some(new)) if old == new => {
-                        held.current.insert(key, new);
-                        None
-                    }
-                    (Some(_), Some(new)) => {
-                        held.current.insert(key, new.clone());
-                        Some(held.record(WatchEventType::Modified, new))
-                    }
-                };
+                let event = held.update((namespace.clone(), name.clone()), now);
                 (held, event.into_iter().collect::<Vec<_>>())
             }
             FeedChange::All => {
-                let fresh = summaries(self.feed.as_ref(), None);
+                let fresh: BTreeMap<Key, Entry> = entries(feed).collect();
                 let mut held = self.held();
                 let gone: Vec<Key> = held
                     .current
@@ -263,24 +442,8 @@ impl Hub {
                     .filter(|k| !fresh.contains_key(*k))
                     .cloned()
                     .collect();
-                let mut events = Vec::new();
-                for key in gone {
-                    if let Some(old) = held.current.remove(&key) {
-                        events.push(held.record(WatchEventType::Deleted, old));
-                    }
-                }
-                for (key, new) in fresh {
-                    let kind = match held.current.get(&key) {
-                        None => WatchEventType::Added,
-                        Some(old) if *old == new => {
-                            held.current.insert(key, new);
-                            continue;
-                        }
-                        Some(_) => WatchEventType::Modified,
-                    };
-                    held.current.insert(key, new.clone());
-                    events.push(held.record(kind, new));
-                }
+                let mut events: Vec<_> = gone.into_iter().filter_map(|key| held.update(key, None)).collect();
+                events.extend(fresh.into_iter().filter_map(|(key, now)| held.update(key, Some(now))));
                 (held, events)
             }
         };
@@ -293,77 +456,45 @@ impl Hub {
 }
 
 /// A cluster's summary, as list and watch send it.
-pub(crate) fn summarize(cluster: &ObservedCluster, pods: &[&ObservedPod]) -> Summary {
-    Summary::new(
-        manifest::cluster_info(cluster, Some(pods)),
-        BuiltFrom::of(cluster, pods),
-    )
+pub(crate) fn summarize<P: std::borrow::Borrow<ObservedPod>>(cluster: &ObservedCluster, pods: &[P]) -> Summary {
+    let pods: Vec<&ObservedPod> = pods.iter().map(std::borrow::Borrow::borrow).collect();
+    Summary::new(manifest::cluster_info(cluster, Some(&pods)))
 }
 
-/// One cluster's summary from the feed.
-fn summary(feed: &dyn ClusterFeed, namespace: &str, name: &str) -> Option<Arc<Summary>> {
+/// One cluster from the feed, with its pods.
+fn entry(feed: &dyn ClusterFeed, namespace: &str, name: &str) -> Option<Entry> {
     let cluster = feed.cluster(namespace, name)?;
-    let pods = feed.pods(namespace, name);
-    let pods: Vec<_> = pods.iter().map(|p| &**p).collect();
-    Some(Arc::new(summarize(&cluster, &pods)))
+    Some(Entry::new(cluster, feed.pods(namespace, name)))
 }
 
-/// Every cluster's summary from the feed.
-fn summaries(feed: &dyn ClusterFeed, namespace: Option<&str>) -> BTreeMap<Key, Arc<Summary>> {
-    feed.clusters(namespace)
-        .iter()
-        .filter_map(|c| {
-            let (ns, name) = (&c.metadata.namespace, &c.metadata.name);
-            Some(((ns.clone(), name.clone()), summary(feed, ns, name)?))
-        })
-        .collect()
+/// Every cluster from the feed, with its pods.
+fn entries(feed: &dyn ClusterFeed) -> impl Iterator<Item = (Key, Entry)> + '_ {
+    feed.clusters(None).into_iter().map(|c| {
+        let key = (c.metadata.namespace.clone(), c.metadata.name.clone());
+        let pods = feed.pods(&key.0, &key.1);
+        (key, Entry::new(c, pods))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ClusterStatus;
 
-    fn info(name: &str) -> Arc<Summary> {
-        Arc::new(Summary::new(
-            crate::domain::ClusterInfo {
-                name: name.into(),
-                namespace: "ml".into(),
-                status: ClusterStatus::Creating,
-                head_ip: None,
-                dashboard_url: None,
-                client_url: None,
-                notebook_url: None,
-                code_server_url: None,
-                ssh_url: None,
-                num_workers: 1,
-                autoscaling_enabled: false,
-                created_at: None,
-                ready_workers: 0,
-                suspended: false,
-                created_by: None,
-                lifecycle: None,
-                lifecycle_warned_at: None,
-                idle_since: None,
-                suspends_at: None,
-                expires_at: None,
-                kept_until: None,
-                resource_version: None,
-            },
-            BuiltFrom::default(),
-        ))
+    fn entry(ns: &str, name: &str) -> Entry {
+        Entry::new(cluster(ns, name, "1"), Vec::new())
     }
 
     fn held(keep: usize, changes: u64) -> Held {
-        let mut h = Held {
-            boot: 7,
-            seq: 0,
-            history: VecDeque::new(),
-            current: BTreeMap::from([(("ml".into(), "a".into()), info("a"))]),
+        let mut h = Held::new(
+            7,
+            BTreeMap::from([(("ml".into(), "a".into()), entry("ml", "a"))]),
             keep,
-        };
+            KEPT,
+        );
+        h.watched = true;
         for _ in 0..changes {
-            h.record(WatchEventType::Modified, info("a"));
+            let summary = h.current[&("ml".into(), "a".into())].summary();
+            h.record(WatchEventType::Modified, summary);
         }
         h
     }
@@ -381,16 +512,21 @@ mod tests {
 
     #[test]
     fn a_resume_gets_exactly_what_came_after_its_version() {
-        let h = held(4, 10);
-        assert_eq!(seqs(&h.backlog(at(6), None, |_| true).unwrap()), [7, 8, 9, 10]);
-        assert_eq!(seqs(&h.backlog(at(9), None, |_| true).unwrap()), [10]);
-        assert!(h.backlog(at(10), None, |_| true).unwrap().is_empty());
-        assert!(h.backlog(WatchFrom::default(), None, |_| true).unwrap().is_empty());
+        let mut h = held(4, 10);
+        assert_eq!(seqs(&h.backlog(at(6), None, |_| true).unwrap().events()), [7, 8, 9, 10]);
+        assert_eq!(seqs(&h.backlog(at(9), None, |_| true).unwrap().events()), [10]);
+        assert!(h.backlog(at(10), None, |_| true).unwrap().events().is_empty());
+        assert!(
+            h.backlog(WatchFrom::default(), None, |_| true)
+                .unwrap()
+                .events()
+                .is_empty()
+        );
     }
 
     #[test]
     fn versions_not_held_are_gone() {
-        let h = held(4, 10);
+        let mut h = held(4, 10);
         for from in [
             at(5),
             at(11),
@@ -399,14 +535,16 @@ mod tests {
                 initial_events: false,
             },
         ] {
-            let e = h.backlog(from, None, |_| true).unwrap_err();
+            let Err(e) = h.backlog(from, None, |_| true) else {
+                panic!("{from:?} held")
+            };
             assert_eq!(e.code(), "gone", "{from:?}");
             assert!(e.to_string().contains("list again"), "{e}");
         }
         // Nothing recorded yet: only now is held.
-        let fresh = held(4, 0);
-        assert!(fresh.backlog(at(0), None, |_| true).unwrap().is_empty());
-        assert_eq!(fresh.backlog(at(1), None, |_| true).unwrap_err().code(), "gone");
+        let mut fresh = held(4, 0);
+        assert!(fresh.backlog(at(0), None, |_| true).unwrap().events().is_empty());
+        assert!(matches!(fresh.backlog(at(1), None, |_| true), Err(Error::Gone(_))));
     }
 
     /// A feed that holds what it is given and never changes.
@@ -459,7 +597,14 @@ mod tests {
             cluster(ns, name, "1")
         });
         let hub = Hub::start(Arc::new(Fixed(clusters.to_vec(), vec![pod("ml", "a", "5")])), 8);
-        let held = |ns: &str, name: &str| hub.held().current[&(Atom::new(ns), Atom::new(name))].clone();
+        let kept = |ns: &str, name: &str| {
+            let held = hub.held();
+            held.current[&(Atom::new(ns), Atom::new(name))]
+                .summary
+                .as_ref()
+                .map(|(s, _)| s.clone())
+        };
+        assert!(kept("ml", "a").is_none(), "nothing is built before it is asked for");
         let (a, d, c) = (&clusters[0], &clusters[2], &clusters[3]);
         let (pods_a, none) = (vec![pod("ml", "a", "5")], Vec::new());
         let (b2, new_c) = (cluster("ml", "b", "2"), cluster("ml", "c", "1"));
@@ -473,21 +618,103 @@ mod tests {
         let got = hub.summaries_of(&page);
         let names: Vec<_> = got.iter().map(|s| s.info.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c", "d", "c"]);
-        assert!(Arc::ptr_eq(&got[0], &held("ml", "a")), "same versions: the hub's own");
-        assert!(!Arc::ptr_eq(&got[1], &held("ml", "b")), "a newer cluster: built anew");
+        assert!(
+            Arc::ptr_eq(&got[0], &kept("ml", "a").unwrap()),
+            "same versions (a copy of the pod): kept"
+        );
+        assert!(
+            kept("ml", "b").is_none(),
+            "a newer cluster than the hub's: built, not kept"
+        );
         assert_eq!(got[1].info.resource_version.as_deref(), Some("2"));
         assert!(
-            Arc::ptr_eq(&got[3], &held("ml", "d")),
+            Arc::ptr_eq(&got[3], &kept("ml", "d").unwrap()),
             "found after a key the hub lacks"
         );
-        assert!(Arc::ptr_eq(&got[4], &held("xy", "c")), "and across namespaces");
+        assert!(Arc::ptr_eq(&got[4], &kept("xy", "c").unwrap()), "and across namespaces");
+        let again = hub.summaries_of(&page);
+        for i in [0, 3, 4] {
+            assert!(Arc::ptr_eq(&got[i], &again[i]), "{i}: the kept summary again");
+        }
+        assert!(!Arc::ptr_eq(&got[1], &again[1]), "not the hub's: built each time");
         let pod_moved = [pod("ml", "a", "6")];
-        let again = hub.summaries_of(&[(a, &pod_moved[..])]);
+        let moved = hub.summaries_of(&[(a, &pod_moved[..])]);
+        assert!(!Arc::ptr_eq(&moved[0], &got[0]), "a pod's newer version: built anew");
         assert!(
-            !Arc::ptr_eq(&again[0], &held("ml", "a")),
-            "a pod's newer version: built anew"
+            Arc::ptr_eq(&got[0], &kept("ml", "a").unwrap()),
+            "and not kept over the hub's"
         );
         assert!(hub.summaries_of(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_hub_keeps_a_bounded_number_of_summaries_and_drops_the_oldest() {
+        let names: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
+        let current = names
+            .iter()
+            .map(|n| (("ml".into(), n.as_str().into()), entry("ml", n)))
+            .collect();
+        let mut h = Held::new(7, current, 4, 3);
+        for n in &names {
+            let key = ("ml".into(), n.as_str().into());
+            let summary = h.current[&key].summary();
+            h.keep_summary(&key, summary);
+        }
+        // Kept again: its older mark in the queue is passed over.
+        let last = ("ml".into(), "c9".into());
+        let summary = h.current[&last].summary();
+        h.keep_summary(&last, summary);
+        let kept: Vec<&str> = h
+            .current
+            .iter()
+            .filter(|(_, e)| e.summary.is_some())
+            .map(|((_, n), _)| n.as_str())
+            .collect();
+        assert_eq!(kept, ["c8", "c9"]);
+        assert!(h.kept.len() <= 3);
+    }
+
+    #[test]
+    fn a_change_is_recorded_only_when_the_summary_moves_and_a_relists_copies_are_taken_in() {
+        let mut h = Held::new(7, BTreeMap::new(), 16, KEPT);
+        let key: Key = ("ml".into(), "a".into());
+        let of = |version: &str, pod_version: &str| {
+            Some(Entry::new(
+                cluster("ml", "a", version),
+                vec![pod("ml", "a", pod_version)],
+            ))
+        };
+        let kind = |e: Option<Arc<WatchEvent>>| e.map(|e| e.kind);
+        assert_eq!(kind(h.update(key.clone(), of("0", "0"))), None, "unwatched: taken in");
+        assert!(
+            h.current[&key].summary.is_none() && h.version().seq == 0,
+            "nothing built or recorded"
+        );
+        assert_eq!(kind(h.update(key.clone(), None)), None);
+        assert!(h.current.is_empty());
+        assert!(h.backlog(WatchFrom::default(), None, |_| true).is_ok());
+        assert_eq!(kind(h.update(key.clone(), of("1", "1"))), Some(WatchEventType::Added));
+        let copy = of("1", "1").unwrap();
+        let copied = Arc::as_ptr(&copy.cluster);
+        assert_eq!(kind(h.update(key.clone(), Some(copy))), None, "same versions");
+        assert_eq!(
+            Arc::as_ptr(&h.current[&key].cluster),
+            copied,
+            "the copy is held, the old let go"
+        );
+        assert!(h.current[&key].summary.is_some(), "and the summary kept");
+        assert_eq!(
+            kind(h.update(key.clone(), of("1", "2"))),
+            None,
+            "a pod's newer version with the same summary"
+        );
+        assert_eq!(
+            kind(h.update(key.clone(), of("2", "2"))),
+            Some(WatchEventType::Modified)
+        );
+        assert_eq!(kind(h.update(key.clone(), None)), Some(WatchEventType::Deleted));
+        assert_eq!(kind(h.update(key.clone(), None)), None);
+        assert_eq!(h.version().seq, 3);
     }
 
     /// A feed of one cluster whose version moves on each time it is read.
@@ -520,6 +747,10 @@ mod tests {
         use std::sync::atomic::{AtomicBool, Ordering};
         const STARTS: usize = 20_000;
         let hub = Hub::start(Arc::new(Moving(0.into())), 64);
+        assert!(
+            hub.held().backlog(WatchFrom::default(), None, |_| true).is_ok(),
+            "watched"
+        );
         let enough = Arc::new(AtomicBool::new(false));
         let writer = {
             let (hub, enough) = (hub.clone(), enough.clone());
@@ -563,7 +794,7 @@ mod tests {
 
     #[test]
     fn initial_events_are_every_cluster_added_at_the_current_version() {
-        let h = held(4, 3);
+        let mut h = held(4, 3);
         let initial = h
             .backlog(
                 WatchFrom {
@@ -573,7 +804,8 @@ mod tests {
                 None,
                 |_| true,
             )
-            .unwrap();
+            .unwrap()
+            .events();
         assert_eq!(initial.len(), 1);
         assert_eq!(initial[0].kind, WatchEventType::Added);
         assert_eq!(initial[0].version, WatchVersion { boot: 7, seq: 3 });
@@ -583,18 +815,15 @@ mod tests {
     fn initial_events_are_of_the_watched_namespace_or_those_the_caller_may_see() {
         let mut h = held(4, 0);
         for (ns, name) in [("ml", "b"), ("ml-2", "c"), ("ml-2", "d"), ("other", "e"), ("m", "f")] {
-            let mut summary = info(name);
-            if let Some(s) = Arc::get_mut(&mut summary) {
-                s.info.namespace = ns.into();
-            }
-            h.current.insert((ns.into(), name.into()), summary);
+            h.current.insert((ns.into(), name.into()), entry(ns, name));
         }
         let initial = WatchFrom {
             version: None,
             initial_events: true,
         };
-        let names = |events: Vec<Arc<WatchEvent>>| -> Vec<String> {
-            events
+        let names = |backlog: Backlog| -> Vec<String> {
+            backlog
+                .events()
                 .iter()
                 .filter_map(|e| e.cluster.as_ref().map(|c| c.info.name.clone()))
                 .collect()

@@ -6,7 +6,7 @@
 mod hub;
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::HashMap,
     pin::Pin,
     sync::{Arc, OnceLock},
     task::{Context as TaskContext, Poll},
@@ -20,8 +20,7 @@ use super::{
     streams::{Ended, StreamGuard, StreamKind},
 };
 use crate::domain::{
-    Action, Atom, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion,
-    audit::AuditAction,
+    Action, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion, audit::AuditAction,
 };
 use futures::Stream;
 use tokio::sync::{
@@ -116,10 +115,7 @@ impl Summaries {
             Some(hub) => hub.summaries_of(page),
             None => page
                 .iter()
-                .map(|(cluster, pods)| {
-                    let pods: Vec<_> = pods.iter().map(|p| &**p).collect();
-                    Arc::new(hub::summarize(cluster, &pods))
-                })
+                .map(|(cluster, pods)| Arc::new(hub::summarize(cluster, pods)))
                 .collect(),
         }
     }
@@ -218,11 +214,12 @@ impl ControlPlane {
         let (tx, rx) = mpsc::channel(settings.queue.max(1));
         let (ended, ended_rx) = oneshot::channel();
         let (backlog, position, live) = {
-            let held = hub.held();
+            let mut held = hub.held();
             let principal = &cx.principal;
             let backlog = held.backlog(from, namespace, |ns| principal.may(Action::Read, ns))?;
             (backlog, held.version(), hub.subscribe())
         };
+        let backlog = backlog.events();
         let watcher = Watcher {
             hub,
             scope,
@@ -438,7 +435,7 @@ impl Watcher {
         let revoked = |ns: &str| self.principal.may(Action::Read, ns) && !now.may(Action::Read, ns);
         let (lost, added, since) = {
             let held = self.hub.held();
-            let namespaces: BTreeSet<&str> = held.current.keys().map(|(ns, _)| ns.as_str()).collect();
+            let namespaces = held.namespaces();
             let lost = match &self.scope {
                 Scope::One(ns) => (!now.may(Action::Read, ns)).then(|| ns.clone()),
                 Scope::Viewable => namespaces.iter().find(|ns| revoked(ns)).map(|ns| (*ns).to_owned()),
@@ -448,18 +445,7 @@ impl Watcher {
                 for ns in namespaces {
                     if now.may(Action::Read, ns) && !self.principal.may(Action::Read, ns) {
                         self.granted.insert(ns.to_owned(), held.version().seq);
-                        added.extend(
-                            held.current
-                                .range((Atom::new(ns), Atom::default())..)
-                                .take_while(|((n, _), _)| n == ns)
-                                .map(|(_, c)| {
-                                    Arc::new(WatchEvent {
-                                        kind: WatchEventType::Added,
-                                        version: held.version(),
-                                        cluster: Some(c.clone()),
-                                    })
-                                }),
-                        );
+                        added.extend(held.of(ns).cloned());
                     }
                 }
             }
@@ -483,8 +469,8 @@ impl Watcher {
             self.received(received).await?;
         }
         self.principal = now;
-        for event in added {
-            self.deliver(event).await?;
+        for cluster in added {
+            self.deliver(cluster.added(since)).await?;
         }
         Ok(())
     }

@@ -1,11 +1,9 @@
 //! What krayne reports about a cluster: Krayne's `ClusterInfo` and
 //! `ClusterDetails`, plus pods, events and KubeRay's conditions.
 
-use std::{borrow::Borrow, fmt};
+use std::fmt;
 
 use serde::{Serialize, Serializer};
-
-use super::{ObservedCluster, ObservedPod};
 
 /// A cluster's derived status (Krayne 0.3.8's pod-aware rules).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,24 +168,21 @@ pub struct ClusterInfo {
     pub kept_until: Option<String>,
 }
 
-/// A cluster's summary as reads share it: built once per change of the
-/// cluster or its pods (`built_from` says which versions), and encoded to
-/// JSON at most once, however many lists and watches send it.
+/// A cluster's summary as reads share it: built from the cluster and its
+/// pods, and encoded to JSON at most once, however many lists and watches
+/// send it.
 #[derive(Debug)]
 pub struct Summary {
     /// The summary.
     pub info: ClusterInfo,
-    /// What it was built from.
-    pub built_from: BuiltFrom,
     json: std::sync::OnceLock<Box<str>>,
 }
 
 impl Summary {
-    /// `info`, built from what `built_from` names.
-    pub fn new(info: ClusterInfo, built_from: BuiltFrom) -> Self {
+    /// A summary to share.
+    pub fn new(info: ClusterInfo) -> Self {
         Self {
             info,
-            built_from,
             json: std::sync::OnceLock::new(),
         }
     }
@@ -197,60 +192,6 @@ impl Summary {
         self.json
             .get_or_init(|| serde_json::to_string(&self.info).unwrap_or_default().into_boxed_str())
     }
-}
-
-/// The versions a summary was built from: the cluster's resourceVersion,
-/// and a 128-bit digest of its pods' names and resourceVersions in the
-/// order given. The hub keeps one for each of 20 000 clusters: the pods'
-/// own list cost 350 bytes a cluster, the digest costs 16. A list reuses a
-/// summary only when the cluster's version is the same and the digests
-/// are: two independently, randomly seeded 64-bit hashes (`foldhash`'s
-/// quality variant: a list of 100 clusters hashes 1 100 pods on each
-/// request, too many for SipHash's cost), so a stale reuse would take a
-/// 2^-128 chance for versions no caller chooses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BuiltFrom {
-    cluster: Option<super::ShortText>,
-    pods: [u64; 2],
-}
-
-impl BuiltFrom {
-    /// The versions of `cluster` and `pods`.
-    pub fn of<P: Borrow<ObservedPod>>(cluster: &ObservedCluster, pods: &[P]) -> Self {
-        Self {
-            cluster: cluster.metadata.resource_version.clone(),
-            pods: pods_digest(pods),
-        }
-    }
-
-    /// Whether `cluster` and `pods` are at these versions.
-    pub fn matches<P: Borrow<ObservedPod>>(&self, cluster: &ObservedCluster, pods: &[P]) -> bool {
-        self.cluster == cluster.metadata.resource_version && self.pods == pods_digest(pods)
-    }
-}
-
-/// The digest of `pods`' names and versions, in order. A name is an atom,
-/// hashed by its address: a pod holds its name's atom while it lives, and
-/// an address reused by another pod's name comes with that pod's own
-/// resourceVersion.
-fn pods_digest<P: Borrow<ObservedPod>>(pods: &[P]) -> [u64; 2] {
-    use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
-    static KEYS: std::sync::LazyLock<[foldhash::quality::RandomState; 2]> = std::sync::LazyLock::new(|| {
-        [
-            foldhash::quality::RandomState::default(),
-            foldhash::quality::RandomState::default(),
-        ]
-    });
-    KEYS.each_ref().map(|keys| {
-        let mut hasher = keys.build_hasher();
-        pods.len().hash(&mut hasher);
-        for pod in pods {
-            let m = &pod.borrow().metadata;
-            hasher.write_usize(m.name.as_str().as_ptr() as usize);
-            m.resource_version.as_deref().hash(&mut hasher);
-        }
-        hasher.finish()
-    })
 }
 
 impl PartialEq for Summary {

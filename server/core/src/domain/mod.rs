@@ -39,8 +39,7 @@ pub use apps_domain::{AppHost, AppsDomain};
 pub use atom::{Atom, Shared, ShortText};
 pub use authorized::Authorized;
 pub use cluster::{
-    BuiltFrom, ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary,
-    WorkerGroupDetails,
+    ClusterDetails, ClusterInfo, ClusterStatus, Condition, EventInfo, HeadDetails, PodInfo, Summary, WorkerGroupDetails,
 };
 pub use cluster_ref::{ClusterRef, Site};
 pub use config::{FieldValidation, ReadConfig, check_worker_counts, defaults, limits, parse_yaml, whole_count};
