@@ -287,6 +287,24 @@ pub struct Env {
 }
 
 impl Env {
+    /// Waits until the server's companion keeper has ended its first round
+    /// (which begins once the cache has listed and reads Kubernetes for
+    /// its own sake), so a test counts only what it caused.
+    pub async fn keeper_first_round(&self) {
+        let ops = Rest::new(&format!("http://{}", self.server.ops), None);
+        let mut rounds = 0;
+        while !ops
+            .get("/metrics")
+            .await
+            .text
+            .contains("krayne_companions_kept_clusters")
+        {
+            rounds += 1;
+            assert!(rounds < 200, "the keeper's first round never ended");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The default environment.
     pub async fn start() -> Self {
         Self::start_with(EnvOptions::default()).await

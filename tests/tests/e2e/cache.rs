@@ -205,18 +205,7 @@ async fn reads_see_the_callers_own_writes_at_once_without_calling_kubernetes() {
     let env = Env::start_with(EnvOptions::with_args(&["--rate-limit-per-second", "0"])).await;
     // The companion keeper's first round (once the cache has listed) reads
     // Kubernetes for its own sake: let it end before counting the caller's.
-    let ops = krayne_tests::Rest::new(&format!("http://{}", env.server.ops), None);
-    let mut rounds = 0;
-    while !ops
-        .get("/metrics")
-        .await
-        .text
-        .contains("krayne_companions_kept_clusters")
-    {
-        rounds += 1;
-        assert!(rounds < 200, "the keeper's first round never ended");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    env.keeper_first_round().await;
     let alice = env.rest(&env.alice());
     alice.get(NS).await.expect(200);
     let before = kube_reads(&env);

@@ -272,18 +272,7 @@ async fn clusters_made_before_policies_get_theirs_without_a_restart() {
     let env = Env::start().await;
     // The running server's keeper makes its first round once its cache has
     // listed; the cluster below is made after it, as after an upgrade.
-    let ops = krayne_tests::Rest::new(&format!("http://{}", env.server.ops), None);
-    let mut rounds = 0;
-    while !ops
-        .get("/metrics")
-        .await
-        .text
-        .contains("krayne_companions_kept_clusters")
-    {
-        rounds += 1;
-        assert!(rounds < 200, "the keeper's first round never ended");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    env.keeper_first_round().await;
     let alice = env.rest(&env.alice());
     let manifest = alice
         .post(
