@@ -117,13 +117,27 @@ impl ControlPlane {
         if !self.settings.audit_reads {
             return;
         }
-        let mut e = self.entry(cx, action, namespace, cluster, Value::Null);
+        let e = self.done_entry(cx, action, namespace, cluster, Value::Null);
+        self.audit.record(&e).await;
+    }
+
+    /// An [`Self::entry`] for what was done as it was recorded (a read, an
+    /// act of krayne's own): succeeded, never `pending`.
+    pub(super) fn done_entry(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: Option<&str>,
+        cluster: Option<&str>,
+        summary: Value,
+    ) -> AuditEntry {
+        let mut e = self.entry(cx, action, namespace, cluster, summary);
         e.outcome = Outcome::Succeeded;
         e.http_status = Some(200);
         e.grpc_code = Some("OK".to_owned());
         e.completed_at = Some(e.occurred_at.clone());
         e.duration_ms = Some(0);
-        self.audit.record(&e).await;
+        e
     }
 
     /// Audits a request refused before it could act (denied or invalid).

@@ -220,7 +220,7 @@ impl ControlPlane {
         metrics::counter!("krayne_network_policies_backfilled_total", "reason" => reason).increment(1);
         tracing::info!(%namespace, cluster = %name, reason, "a cluster's NetworkPolicy was applied by the keeper");
         let summary = json!({"network_policy": reason, "ray_token_secret": kept.secret_applied});
-        let entry = self.entry(cx, AuditAction::ClusterProtect, Some(namespace), Some(name), summary);
+        let entry = self.done_entry(cx, AuditAction::ClusterProtect, Some(namespace), Some(name), summary);
         self.audit.record(&entry).await;
     }
 

@@ -1078,6 +1078,7 @@ mod companions {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(rows[0].cluster.as_deref(), Some("mine"));
         assert_eq!(rows[0].meta.transport, Transport::System);
+        assert_eq!(rows[0].outcome, Outcome::Succeeded, "done, not pending");
 
         // Nothing changed: the next round writes nothing.
         let writes = w.store.writes();

@@ -419,3 +419,38 @@ async fn paging_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     paging(&format!("sqlite://{}", dir.path().join("audit.db").display())).await;
 }
+
+/// A `begin` whose insert committed while its answer was lost (Postgres
+/// stopping in between) refuses the mutation, so the row it stored all the
+/// same is settled as failed once the database is back, not left pending
+/// for as long as the replica lives.
+#[tokio::test]
+async fn a_begin_that_fails_settles_the_row_it_may_have_stored() {
+    let pg = krayne_tests::PgServer::start().await;
+    let store = Store::connect(&DatabaseOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..options(&pg.url)
+    })
+    .unwrap();
+    store.migrate().await.unwrap();
+    let sink = SqlAuditSink::start(store.clone(), &QueueOptions::default(), "test-replica");
+    let landed = entry("cluster.create", "ns-l", "alice", Outcome::Pending, 0);
+    store.insert(std::slice::from_ref(&landed)).await.unwrap();
+    let never = entry("cluster.delete", "ns-l", "alice", Outcome::Pending, 0);
+    pg.stop();
+    for e in [&landed, &never] {
+        let refused = sink.begin(e).await.expect_err("the database is down");
+        assert_eq!(refused.http_status(), 503);
+    }
+    pg.resume().await;
+    sink.flush().await;
+    let rows = sink.query(&AuditFilter::default(), 10, None).await.unwrap();
+    assert_eq!(rows.len(), 1, "a row never stored is not written by settling it");
+    let row = &rows[0];
+    assert_eq!(
+        (row.id.as_str(), row.outcome, row.http_status, row.grpc_code.as_deref()),
+        (landed.id.as_str(), Outcome::Failed, Some(503), Some("UNAVAILABLE"))
+    );
+    assert!(row.error.as_deref().unwrap().contains("nothing was changed"), "{row:?}");
+    assert!(row.completed_at.is_some());
+}

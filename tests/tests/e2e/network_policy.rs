@@ -343,6 +343,7 @@ async fn clusters_made_before_policies_get_theirs_without_a_restart() {
         "{row}"
     );
     assert_eq!(row["transport"], "system", "{row}");
+    assert_eq!(row["outcome"], "succeeded", "{row}");
     assert_eq!(row["request_summary"]["network_policy"], "missing", "{row}");
 }
 

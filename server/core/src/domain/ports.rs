@@ -340,7 +340,9 @@ impl Companion {
 #[async_trait::async_trait]
 pub trait AuditSink: Send + Sync + 'static {
     /// Durably records a mutation about to reach Kubernetes (outcome
-    /// `pending`). An error means the mutation must not happen.
+    /// `pending`). An error means the mutation must not happen; a row the
+    /// failed write may have stored all the same is the implementation's
+    /// to settle as failed, not left pending.
     async fn begin(&self, entry: &AuditEntry) -> Result<(), Error>;
     /// Durably records a row whose id must be new, as [`Self::begin`]:
     /// `false` when a row with that id is already stored (on any replica:

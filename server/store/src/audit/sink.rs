@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::domain::{
     AuditSink, Error,
-    audit::{AuditEntry, AuditFilter},
+    audit::{AuditEntry, AuditFilter, Outcome},
 };
 use crate::store::Store;
 
@@ -130,6 +130,30 @@ impl SqlAuditSink {
         &self.store
     }
 
+    /// The error a `begin` that could not write `entry` answers. A write
+    /// that failed on the way (the database stopping after its commit,
+    /// before its answer) may have stored the row all the same; the
+    /// mutation does not run, so that row is settled as refused once the
+    /// database takes writes again. Updating a row never stored changes
+    /// nothing, and a row the database refused outright was never stored.
+    fn refused(&self, entry: &AuditEntry, e: &sqlx::Error) -> Error {
+        let error = unavailable(e, NOT_WRITTEN);
+        if !is_permanent(e) {
+            let mut settled = entry.clone();
+            settled.outcome = Outcome::Failed;
+            settled.http_status = Some(error.http_status());
+            settled.grpc_code = Some(error.grpc_code().1.to_owned());
+            settled.error = Some(format!("{NOT_WRITTEN}, so nothing was changed"));
+            settled.completed_at = Some(jiff::Timestamp::now().to_string());
+            settled.duration_ms = Some(0);
+            if self.retry.try_send(Queued::Row(Box::new(settled))).is_err() {
+                metrics::counter!("krayne_audit_dropped_total", "queue" => "retry").increment(1);
+                tracing::error!(id = %entry.id, "audit retry queue full; a refused mutation's row may stay pending");
+            }
+        }
+        error
+    }
+
     /// Resolves rows left `pending` for longer than `older` by replicas
     /// that are gone (none named, or no heartbeat for a minute): their
     /// mutation may or may not have reached Kubernetes, so they become
@@ -155,7 +179,7 @@ impl AuditSink for SqlAuditSink {
             .insert_by(std::slice::from_ref(entry), Some(&self.replica))
             .await;
         metrics::histogram!("krayne_audit_insert_seconds").record(started.elapsed().as_secs_f64());
-        written.map(|_| ()).map_err(|e| unavailable(&e, NOT_WRITTEN))
+        written.map(|_| ()).map_err(|e| self.refused(entry, &e))
     }
 
     async fn begin_unique(&self, entry: &AuditEntry) -> Result<bool, Error> {
@@ -163,7 +187,7 @@ impl AuditSink for SqlAuditSink {
             .store
             .insert_by(std::slice::from_ref(entry), Some(&self.replica))
             .await;
-        written.map(|new| new == 1).map_err(|e| unavailable(&e, NOT_WRITTEN))
+        written.map(|new| new == 1).map_err(|e| self.refused(entry, &e))
     }
 
     async fn finish(&self, entry: &AuditEntry) {
