@@ -465,10 +465,11 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     )
     .await?;
     let mut parts = Parts::new(
-        k8s::cluster_store(api, cache_options(&args.cache).as_ref())?,
+        k8s::cluster_store(api.clone(), cache_options(&args.cache).as_ref())?,
         sink.clone(),
         auth,
     );
+    parts.rayjobs = Some(std::sync::Arc::new(api));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));
     parts.activity = Some((

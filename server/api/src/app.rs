@@ -62,6 +62,8 @@ pub struct Parts {
     /// Keeps the team mapping current from its file (`None`: it is not
     /// reloaded).
     pub mapping_reload: Option<crate::control::background::MappingReload>,
+    /// Where KubeRay's RayJobs live (`None`: no `krayne run`).
+    pub rayjobs: Option<Arc<dyn crate::domain::RayJobStore>>,
 }
 
 /// The lifecycle reaper's wiring.
@@ -100,6 +102,7 @@ impl Parts {
             usage_ledger: None,
             usage_leadership: None,
             mapping_reload: None,
+            rayjobs: None,
         }
     }
 }
@@ -144,6 +147,9 @@ pub async fn start(
     }
     if let Some(ray) = parts.ray {
         service = service.with_ray(ray);
+    }
+    if let Some(rayjobs) = parts.rayjobs {
+        service = service.with_rayjobs(rayjobs);
     }
     if let Some(ledger) = parts.usage_ledger {
         service = service.with_usage_ledger(ledger);

@@ -39,6 +39,15 @@ pub struct Created {
     pub warnings: Vec<FieldViolation>,
 }
 
+/// The team a create in `namespace` is labelled with: the caller's first
+/// team there whose name a label can hold.
+pub(super) fn creator_team(cx: &Context, namespace: &str) -> Option<String> {
+    cx.principal
+        .teams_for(namespace)
+        .into_iter()
+        .find(|t| check_dns1123_label(t).is_ok())
+}
+
 /// Borrowed views of shared objects, as the manifest rules take them.
 pub(super) fn views<T>(shared: &[Arc<T>]) -> Vec<&T> {
     shared.iter().map(|s| &**s).collect()
@@ -80,22 +89,8 @@ impl ControlPlane {
                 return Err(e);
             }
         };
-        let team = cx
-            .principal
-            .teams_for(&namespace)
-            .into_iter()
-            .find(|t| check_dns1123_label(t).is_ok());
-        // A fresh nonce per cluster: one re-created under the same name
-        // gets a new Ray token.
-        let token = self.settings.ray_auth.as_ref().map(|key| {
-            let nonce = if input.dry_run {
-                manifest::DRY_RUN_NONCE.to_owned()
-            } else {
-                uuid::Uuid::new_v4().simple().to_string()
-            };
-            let secret = manifest::ray_auth_secret_name(key, &namespace, &spec.name, &nonce);
-            (nonce, secret)
-        });
+        let team = creator_team(cx, &namespace);
+        let token = self.ray_token_names(&namespace, &spec.name, input.dry_run);
         let who = Provenance {
             created_by: Some(&cx.principal.subject),
             team: team.as_deref(),
@@ -163,6 +158,21 @@ impl ControlPlane {
             cluster: manifest::cluster_info(&observed, Some(&[])),
             manifest: rendered.into_manifest(),
             warnings,
+        })
+    }
+
+    /// The nonce and Secret of the Ray token of a cluster (or RayJob) to
+    /// create under `name`, when clusters require one. A fresh nonce per
+    /// create: one made again under the same name gets a new token.
+    pub(super) fn ray_token_names(&self, namespace: &str, name: &str, dry_run: bool) -> Option<(String, String)> {
+        self.settings.ray_auth.as_ref().map(|key| {
+            let nonce = if dry_run {
+                manifest::DRY_RUN_NONCE.to_owned()
+            } else {
+                uuid::Uuid::new_v4().simple().to_string()
+            };
+            let secret = manifest::ray_auth_secret_name(key, namespace, name, &nonce);
+            (nonce, secret)
         })
     }
 

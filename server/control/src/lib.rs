@@ -28,6 +28,7 @@ mod pod_logs;
 mod quotas;
 mod ray_credentials;
 mod ray_logs;
+mod rayjobs;
 mod reaper;
 mod sessions;
 mod streams;
@@ -50,6 +51,7 @@ pub use krayne_core::domain::{LogStream, PackageBody};
 pub use krayne_core::manifest::ScaleInput;
 pub use quotas::NamespaceQuota;
 pub use ray_credentials::RayCredentials;
+pub use rayjobs::{Run, RunInput};
 pub use reaper::{LIFECYCLE_SUBJECT, LifecycleMode, Reaped, ReaperLimits};
 pub use sessions::{SessionSettings, SignInLink, SignedIn};
 pub use streams::kit::Flowed;
@@ -212,6 +214,8 @@ pub struct ControlPlane {
     ray: Option<Arc<dyn domain::RayHeads>>,
     /// Which heads the reaper asks, and when.
     head_schedule: Arc<reaper::HeadSchedule>,
+    /// Where RayJobs live (`None`: this server runs none).
+    rayjobs: Option<Arc<dyn domain::RayJobStore>>,
 }
 
 impl ControlPlane {
@@ -241,7 +245,16 @@ impl ControlPlane {
             ray: None,
             usage_ledger: None,
             head_schedule: Arc::default(),
+            rayjobs: None,
         }
+    }
+
+    /// Runs jobs with a cluster of their own as KubeRay RayJobs in
+    /// `store`.
+    #[must_use]
+    pub fn with_rayjobs(mut self, store: Arc<dyn domain::RayJobStore>) -> Self {
+        self.rayjobs = Some(store);
+        self
     }
 
     /// Reaches clusters' services through `upstream`.

@@ -55,16 +55,20 @@ impl ControlPlane {
         self.authenticator.as_ref()?.quota(namespace)
     }
 
-    /// What `namespace`'s clusters are charged, as Kubernetes has them now.
+    /// What `namespace`'s clusters are charged, as Kubernetes has them
+    /// now, with its RayJobs' clusters not made yet.
     async fn usage_now(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
         let clusters = self.store.list_latest(namespace, request_id).await?;
-        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+        let coming = self.rayjobs_not_yet_made(namespace, &clusters, request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming)
     }
 
-    /// What `namespace`'s clusters are charged, from the watch cache.
+    /// What `namespace`'s clusters are charged, from the watch cache, with
+    /// its RayJobs' clusters not made yet.
     pub(super) async fn usage_cached(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
         let clusters = self.store.list(Some(namespace), request_id).await?;
-        Ok(clusters.iter().map(|c| quota::charge(c)).sum())
+        let coming = self.rayjobs_not_yet_made(namespace, &clusters, request_id).await?;
+        Ok(clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming)
     }
 
     /// Admits what `requested` computes into `namespace` under its quota:

@@ -26,6 +26,7 @@ fn from_status(s: &Status) -> Error {
     let name = details.map(|d| d.name.clone()).unwrap_or_default();
     let kind = match details.map(|d| d.kind.as_str()) {
         Some("namespaces") => ResourceKind::Namespace,
+        Some("rayjobs") => ResourceKind::RayJob,
         _ => ResourceKind::Cluster,
     };
     match (s.code, s.reason.as_str()) {

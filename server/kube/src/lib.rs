@@ -34,9 +34,9 @@ use serde_json::Value;
 use crate::{
     domain::{
         Authorized, ClusterChange, ClusterPatch, ClusterRef, ClusterStore, Error, ObservedCluster, ObservedEvent,
-        ObservedPod, PodLogOptions, Preconditions, RenderedCluster, RequestId,
+        ObservedPod, ObservedRayJob, PodLogOptions, Preconditions, RayJobStore, RenderedCluster, RequestId,
     },
-    manifest::{KUBERAY_API_VERSION, RAYCLUSTERS},
+    manifest::{KUBERAY_API_VERSION, RAYCLUSTERS, RAYJOBS},
 };
 
 /// Header carrying krayne's request id to the Kubernetes API.
@@ -83,6 +83,13 @@ fn rayclusters(namespace: Option<&str>) -> KubeRequest {
     KubeRequest::new(match namespace {
         Some(ns) => format!("/apis/{KUBERAY_API_VERSION}/namespaces/{ns}/{RAYCLUSTERS}"),
         None => format!("/apis/{KUBERAY_API_VERSION}/{RAYCLUSTERS}"),
+    })
+}
+
+fn rayjobs(namespace: Option<&str>) -> KubeRequest {
+    KubeRequest::new(match namespace {
+        Some(ns) => format!("/apis/{KUBERAY_API_VERSION}/namespaces/{ns}/{RAYJOBS}"),
+        None => format!("/apis/{KUBERAY_API_VERSION}/{RAYJOBS}"),
     })
 }
 
@@ -243,6 +250,60 @@ impl KubeClusterStore {
         }
         let stream = self.bounded(self.client.request_events::<T>(req)).await?;
         Ok(stream.map(|r| r.map_err(errors::translate)).boxed())
+    }
+}
+
+#[async_trait::async_trait]
+impl RayJobStore for KubeClusterStore {
+    async fn create_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        manifest: &Value,
+        dry_run: bool,
+        request_id: &RequestId,
+    ) -> Result<ObservedRayJob, Error> {
+        let named = (
+            manifest["metadata"]["namespace"].as_str(),
+            manifest["metadata"]["name"].as_str(),
+        );
+        if named != (Some(rayjob.namespace()), Some(rayjob.name())) {
+            return Err(Error::Internal(format!(
+                "asked to create RayJob {rayjob} from a manifest of another"
+            )));
+        }
+        let body = serde_json::to_vec(manifest).map_err(|e| Error::Internal(e.to_string()))?;
+        let params = PostParams {
+            dry_run,
+            ..PostParams::default()
+        };
+        self.call(rayjobs(Some(rayjob.namespace())).create(&params, body), request_id)
+            .await
+    }
+
+    async fn get_rayjob(&self, rayjob: &ClusterRef, request_id: &RequestId) -> Result<ObservedRayJob, Error> {
+        self.call(
+            rayjobs(Some(rayjob.namespace())).get(rayjob.name(), &GetParams::default()),
+            request_id,
+        )
+        .await
+    }
+
+    async fn list_rayjobs(
+        &self,
+        namespace: Option<&str>,
+        request_id: &RequestId,
+    ) -> Result<Vec<ObservedRayJob>, Error> {
+        let list: ObjectList<ObservedRayJob> = self
+            .call(rayjobs(namespace).list(&ListParams::default()), request_id)
+            .await?;
+        Ok(list.items)
+    }
+
+    async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error> {
+        // Kubernetes' garbage collector removes the cluster after; a RayJob
+        // made again under the name gets a cluster of another name.
+        let request = rayjobs(Some(rayjob.namespace())).delete(rayjob.name(), &DeleteParams::background());
+        self.call::<Value>(request, request_id).await.map(|_| ())
     }
 }
 

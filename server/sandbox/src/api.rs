@@ -407,7 +407,7 @@ fn handle(
                 "application/merge-patch+json" => merge(parse_json(body)?),
                 // Built-in types take strategic merge patches; for the fields
                 // the sandbox has, a merge patch does the same.
-                "application/strategic-merge-patch+json" if r != Resource::RayCluster => merge(parse_json(body)?),
+                "application/strategic-merge-patch+json" if !r.is_custom() => merge(parse_json(body)?),
                 // Server-side apply for what needs it: Leases (leader
                 // election), the NetworkPolicies and Secrets krayne keeps
                 // beside clusters. JSON is YAML: kube sends its applies as

@@ -3,7 +3,8 @@
 //!
 //! It speaks the real Kubernetes REST API for what krayne touches —
 //! discovery, namespaces, pods, services, events and `ray.io/v1`
-//! rayclusters with the status subresource, merge and JSON patches, label
+//! rayclusters and rayjobs with the status subresource (KubeRay's RayJob
+//! controller runs them: see `rayjob_controller`), merge and JSON patches, label
 //! and field selectors, resourceVersion conflicts, resumable watches with
 //! bookmarks and 410 Gone — with real `Status` errors. `kube::Client` and
 //! `kubectl` use it as they would a real cluster. It listens on 127.0.0.1
@@ -37,6 +38,7 @@ mod operator;
 mod pod_logs;
 mod portforward;
 mod portforward_spdy;
+mod rayjob_controller;
 mod resources;
 mod selector;
 mod service_account_tokens;
@@ -70,7 +72,7 @@ pub fn local_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 use tokio::{sync::watch, task::JoinHandle};
-pub use validate::raycluster_schema;
+pub use validate::{raycluster_schema, rayjob_schema};
 
 /// The namespace of krayne's own pod ([`Sandbox::add_krayne_pod`]).
 pub const KRAYNE_NAMESPACE: &str = "krayne";
@@ -212,6 +214,14 @@ impl Sandbox {
             tasks.push(tokio::spawn(standins::run(
                 store.clone(),
                 standins.clone(),
+                stopped.clone(),
+            )));
+            // KubeRay requeues a RayJob every 3 s; the sandbox looks sooner.
+            let poll = Duration::from_millis(500).mul_f64(options.operator.time_scale.clamp(0.1, 1.0));
+            tasks.push(tokio::spawn(rayjob_controller::run(
+                store.clone(),
+                standins.clone(),
+                poll,
                 stopped.clone(),
             )));
             tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));

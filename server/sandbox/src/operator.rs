@@ -83,8 +83,8 @@ struct Operator {
     ticks: mpsc::UnboundedSender<Tick>,
     pod_ips: PodAddresses,
     service_ips: u32,
-    /// (object uid, reason) → event name, so repeats bump `count`.
-    events: HashMap<(String, &'static str), String>,
+    /// Events made, so repeats bump `count`.
+    events: Emitted,
 }
 
 /// Runs the operator until `stop` changes.
@@ -474,35 +474,48 @@ impl Operator {
 
     /// Records an event about `object`; a repeat bumps the first's count.
     fn event(&mut self, object: &Value, kind: &str, reason: &'static str, message: &str, component: &str) {
-        let ns = meta_str(object, "namespace").to_owned();
-        let uid = meta_str(object, "uid").to_owned();
-        let key = (uid.clone(), reason);
-        if let Some(existing) = self.events.get(&key) {
-            let bumped = self.store.update(Resource::Event, &ns, existing, |e| {
-                e["count"] = json!(e["count"].as_i64().unwrap_or(1) + 1);
-                e["lastTimestamp"] = json!(now());
-                e["message"] = json!(message);
-            });
-            if bumped.is_some() {
-                return;
-            }
-        }
-        let name = format!("{}.{:016x}", meta_str(object, "name"), fastrand::u64(..));
-        let event = json!({
-            "metadata": {"name": name},
-            "involvedObject": {"kind": object["kind"], "apiVersion": object["apiVersion"], "name": meta_str(object, "name"),
-                               "namespace": ns, "uid": uid},
-            "type": kind, "reason": reason, "message": message, "count": 1,
-            "firstTimestamp": now(), "lastTimestamp": now(),
-            "source": {"component": component}, "reportingComponent": component,
+        emit_event(&self.store, &mut self.events, object, kind, reason, message, component);
+    }
+}
+
+/// Events already made: (object uid, reason) → the Event's name.
+pub(super) type Emitted = HashMap<(String, &'static str), String>;
+
+/// Records an Event about `object`, as a controller does: a repeat of the
+/// same reason bumps the first one's `count`.
+pub(super) fn emit_event(
+    store: &Store,
+    emitted: &mut Emitted,
+    object: &Value,
+    kind: &str,
+    reason: &'static str,
+    message: &str,
+    component: &str,
+) {
+    let ns = meta_str(object, "namespace").to_owned();
+    let uid = meta_str(object, "uid").to_owned();
+    let key = (uid.clone(), reason);
+    if let Some(existing) = emitted.get(&key) {
+        let bumped = store.update(Resource::Event, &ns, existing, |e| {
+            e["count"] = json!(e["count"].as_i64().unwrap_or(1) + 1);
+            e["lastTimestamp"] = json!(now());
+            e["message"] = json!(message);
         });
-        if self
-            .store
-            .create(Resource::Event, &ns, event, WriteOpts::default())
-            .is_ok()
-        {
-            self.events.insert(key, name);
+        if bumped.is_some() {
+            return;
         }
+    }
+    let name = format!("{}.{:016x}", meta_str(object, "name"), fastrand::u64(..));
+    let event = json!({
+        "metadata": {"name": name},
+        "involvedObject": {"kind": object["kind"], "apiVersion": object["apiVersion"], "name": meta_str(object, "name"),
+                           "namespace": ns, "uid": uid},
+        "type": kind, "reason": reason, "message": message, "count": 1,
+        "firstTimestamp": now(), "lastTimestamp": now(),
+        "source": {"component": component}, "reportingComponent": component,
+    });
+    if store.create(Resource::Event, &ns, event, WriteOpts::default()).is_ok() {
+        emitted.insert(key, name);
     }
 }
 

@@ -15,6 +15,8 @@ pub enum Resource {
     ServiceAccount,
     /// `ray.io/v1` rayclusters.
     RayCluster,
+    /// `ray.io/v1` rayjobs: a job with a cluster of its own.
+    RayJob,
     /// `networking.k8s.io/v1` networkpolicies: stored and served, not
     /// enforced (the sandbox has no network plugin).
     NetworkPolicy,
@@ -28,13 +30,14 @@ pub enum Resource {
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Namespace,
         Self::Pod,
         Self::Service,
         Self::Event,
         Self::ServiceAccount,
         Self::RayCluster,
+        Self::RayJob,
         Self::NetworkPolicy,
         Self::Lease,
         Self::Secret,
@@ -43,7 +46,7 @@ impl Resource {
     /// API group; empty for core.
     pub fn group(self) -> &'static str {
         match self {
-            Self::RayCluster => "ray.io",
+            Self::RayCluster | Self::RayJob => "ray.io",
             Self::NetworkPolicy => "networking.k8s.io",
             Self::Lease => "coordination.k8s.io",
             Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "",
@@ -53,7 +56,7 @@ impl Resource {
     /// `apiVersion` of its objects.
     pub fn api_version(self) -> &'static str {
         match self {
-            Self::RayCluster => "ray.io/v1",
+            Self::RayCluster | Self::RayJob => "ray.io/v1",
             Self::NetworkPolicy => "networking.k8s.io/v1",
             Self::Lease => "coordination.k8s.io/v1",
             Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "v1",
@@ -69,6 +72,7 @@ impl Resource {
             Self::Event => "events",
             Self::ServiceAccount => "serviceaccounts",
             Self::RayCluster => "rayclusters",
+            Self::RayJob => "rayjobs",
             Self::NetworkPolicy => "networkpolicies",
             Self::Lease => "leases",
             Self::Secret => "secrets",
@@ -84,6 +88,7 @@ impl Resource {
             Self::Event => "Event",
             Self::ServiceAccount => "ServiceAccount",
             Self::RayCluster => "RayCluster",
+            Self::RayJob => "RayJob",
             Self::NetworkPolicy => "NetworkPolicy",
             Self::Lease => "Lease",
             Self::Secret => "Secret",
@@ -98,7 +103,7 @@ impl Resource {
             Self::Service => &["svc"],
             Self::Event => &["ev"],
             Self::ServiceAccount => &["sa"],
-            Self::RayCluster => &[],
+            Self::RayCluster | Self::RayJob => &[],
             Self::NetworkPolicy => &["netpol"],
             Self::Lease | Self::Secret => &[],
         }
@@ -112,7 +117,13 @@ impl Resource {
     /// Whether writes to the main resource ignore `status` (it has a
     /// `status` subresource).
     pub fn has_status_subresource(self) -> bool {
-        matches!(self, Self::RayCluster | Self::Pod)
+        matches!(self, Self::RayCluster | Self::RayJob | Self::Pod)
+    }
+
+    /// Whether a CustomResourceDefinition defines it (KubeRay's): no
+    /// strategic merge patch, and an update must name its resourceVersion.
+    pub fn is_custom(self) -> bool {
+        matches!(self, Self::RayCluster | Self::RayJob)
     }
 
     /// Looks a plural up within a group.

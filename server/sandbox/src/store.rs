@@ -454,7 +454,7 @@ impl Store {
             Some(rv) if rv != meta_str(&current, "resourceVersion") => {
                 return Err(ApiError::conflict(r, name));
             }
-            None if r == Resource::RayCluster => {
+            None if r.is_custom() => {
                 return Err(ApiError::invalid(
                     r,
                     name,

@@ -1,5 +1,6 @@
 //! What the API server checks before storing an object: names, and for
-//! RayClusters KubeRay's CRD schema (types, required fields, enums).
+//! KubeRay's RayClusters and RayJobs their CRD's schema (types, required
+//! fields, enums).
 
 use std::sync::OnceLock;
 
@@ -10,12 +11,25 @@ use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_lab
 
 /// KubeRay v1.7.0's `rayclusters.ray.io` CRD.
 pub(super) const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
+/// KubeRay v1.7.0's `rayjobs.ray.io` CRD.
+pub(super) const RAYJOB_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayjobs.yaml");
 
-/// The CRD's `v1` `openAPIV3Schema` as a JSON Schema. With `strict`, objects
-/// with declared properties also reject unknown ones (the API server would
-/// prune them instead, which hides a misspelt field from tests).
+/// The RayCluster CRD's `v1` `openAPIV3Schema` as a JSON Schema. With
+/// `strict`, objects with declared properties also reject unknown ones (the
+/// API server would prune them instead, which hides a misspelt field from
+/// tests).
 pub fn raycluster_schema(strict: bool) -> Result<Value, String> {
-    let crd: Value = serde_saphyr::from_str(RAYCLUSTER_CRD).map_err(|e| e.to_string())?;
+    crd_schema(RAYCLUSTER_CRD, strict)
+}
+
+/// The RayJob CRD's `v1` schema, as [`raycluster_schema`] gives the
+/// RayCluster's.
+pub fn rayjob_schema(strict: bool) -> Result<Value, String> {
+    crd_schema(RAYJOB_CRD, strict)
+}
+
+fn crd_schema(crd: &str, strict: bool) -> Result<Value, String> {
+    let crd: Value = serde_saphyr::from_str(crd).map_err(|e| e.to_string())?;
     let mut schema = crd["spec"]["versions"]
         .as_array()
         .and_then(|vs| vs.iter().find(|v| v["name"] == "v1"))
@@ -55,19 +69,27 @@ fn to_json_schema(schema: &mut Value, strict: bool) {
     }
 }
 
-fn raycluster_validator() -> Option<&'static jsonschema::Validator> {
-    static VALIDATOR: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
-    VALIDATOR
-        .get_or_init(|| {
-            let schema = raycluster_schema(false).ok()?;
-            jsonschema::validator_for(&schema).ok()
-        })
-        .as_ref()
+/// The validator of a custom resource's CRD (`None`: not custom, or its
+/// schema could not be loaded).
+fn validator(r: Resource) -> Option<&'static jsonschema::Validator> {
+    static RAYCLUSTER: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
+    static RAYJOB: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
+    let (cell, crd) = match r {
+        Resource::RayCluster => (&RAYCLUSTER, RAYCLUSTER_CRD),
+        Resource::RayJob => (&RAYJOB, RAYJOB_CRD),
+        _ => return None,
+    };
+    cell.get_or_init(|| {
+        let schema = crd_schema(crd, false).ok()?;
+        jsonschema::validator_for(&schema).ok()
+    })
+    .as_ref()
 }
 
-/// Loads the CRD schema now rather than on the first RayCluster write.
+/// Loads the CRD schemas now rather than on the first write.
 pub(super) fn warm_up() {
-    let _ = raycluster_validator();
+    let _ = validator(Resource::RayCluster);
+    let _ = validator(Resource::RayJob);
 }
 
 /// `/spec/workerGroupSpecs/0/replicas` → `spec.workerGroupSpecs[0].replicas`.
@@ -105,7 +127,10 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             | Resource::ServiceAccount
             | Resource::NetworkPolicy
             | Resource::Lease
-            | Resource::Secret => check_dns1123_subdomain(name),
+            | Resource::Secret
+            // KubeRay checks its shorter limit as it reconciles (status
+            // `ValidationFailed`), not the API server.
+            | Resource::RayJob => check_dns1123_subdomain(name),
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));
@@ -127,13 +152,13 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             causes.push(("data".into(), format!("Invalid value: {e}")));
         }
     }
-    if r == Resource::RayCluster {
-        match raycluster_validator() {
+    if r.is_custom() {
+        match validator(r) {
             Some(v) => causes.extend(v.iter_errors(object).map(|e| {
                 let field = field_path(&e.instance_path().to_string());
                 (field, e.to_string())
             })),
-            None => causes.push((String::new(), "the RayCluster schema could not be loaded".into())),
+            None => causes.push((String::new(), format!("the {} schema could not be loaded", r.kind()))),
         }
     }
     if causes.is_empty() {

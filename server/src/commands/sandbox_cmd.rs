@@ -82,14 +82,13 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         ..Upkeep::default()
     };
     let sink = store::open(&audit_db, &QueueOptions::default(), upkeep, super::FIRST_UPKEEP).await?;
+    let kube = k8s::KubeClusterStore::new(client);
     let mut parts = Parts::new(
-        k8s::cluster_store(
-            k8s::KubeClusterStore::new(client),
-            super::cache_options(&args.cache).as_ref(),
-        )?,
+        k8s::cluster_store(kube.clone(), super::cache_options(&args.cache).as_ref())?,
         sink.clone(),
         auth,
     );
+    parts.rayjobs = Some(std::sync::Arc::new(kube));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     // One process: it records usage itself.
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));

@@ -165,6 +165,7 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
         .await
         .expect(200);
     drive_jobs(env, admin, &mut call).await;
+    drive_rayjobs(admin, &mut call).await;
     for verb in ["suspend", "resume"] {
         admin
             .post(&call("post", &format!("{one}/{verb}")), &json!({}))
@@ -181,6 +182,22 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     let ops = Rest::new(&format!("http://{}", env.server.ops), None);
     ops.get("/readyz").await.expect(200);
     called
+}
+
+/// Every RayJob operation once: a dry run, a create, a list, a read and a
+/// delete.
+async fn drive_rayjobs(admin: &Rest, call: &mut impl FnMut(&str, &str) -> String) {
+    let ns = "/v1/namespaces/{namespace}/rayjobs";
+    let one = "/v1/namespaces/{namespace}/rayjobs/{name}";
+    let run = json!({"name": "rbac", "entrypoint": "echo rbac"});
+    admin
+        .post(&format!("{}?dry_run=true", call("post", ns)), &run)
+        .await
+        .expect(200);
+    admin.post(&call("post", ns), &run).await.expect(201);
+    admin.get(&call("get", ns)).await.expect(200);
+    admin.get(&call("get", one)).await.expect(200);
+    admin.delete(&call("delete", one)).await.expect(204);
 }
 
 /// Every job operation once: a package uploaded and checked, a job

@@ -6,8 +6,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::{
-    control::Created,
-    domain::{self, FieldValidation, FieldViolation},
+    control::{Created, Run},
+    domain::{self, FieldValidation, FieldViolation, RayJobInfo, RuntimeEnv},
 };
 
 pub(super) use crate::domain::{ClusterDetails, ClusterInfo, NamespaceAccess};
@@ -205,4 +205,71 @@ pub(super) struct AuditQuery {
     pub page_size: Option<u32>,
     /// `next_page_token` of the previous page.
     pub page_token: Option<String>,
+}
+
+/// A job with a cluster of its own (a KubeRay RayJob): the cluster as
+/// `create` takes it, the job as `submit` takes it, and how long the
+/// cluster outlives the job.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code, reason = "documents the body RunSpec::read reads")]
+pub(super) struct RunRequest {
+    /// The RayJob's name: a DNS-1035 label of at most 47 characters
+    /// (KubeRay names its cluster `<name>-<5 characters>`).
+    #[schema(example = "train-1")]
+    pub name: String,
+    /// The cluster, as `create` takes it, without `name` and `namespace`
+    /// (the run's).
+    #[schema(schema_with = domain::schema::free_form_object)]
+    pub cluster: Option<Value>,
+    /// The shell command to run on the head.
+    #[schema(example = "python train.py")]
+    pub entrypoint: String,
+    /// The Ray job id (default: the RayJob's name).
+    pub submission_id: Option<String>,
+    /// Its runtime environment; a working dir is a package uploaded to the
+    /// job's cluster once its head serves (`krayne run` does it).
+    pub runtime_env: Option<RuntimeEnv>,
+    /// CPUs reserved for the entrypoint.
+    pub entrypoint_num_cpus: Option<f64>,
+    /// GPUs reserved for the entrypoint.
+    pub entrypoint_num_gpus: Option<f64>,
+    /// Delete the cluster once the job has ended (default true).
+    pub shutdown_after_job_finishes: Option<bool>,
+    /// Seconds from the job's end to its cluster's deletion (default: the
+    /// team's `job_ttl`, else 300).
+    pub ttl_seconds_after_finished: Option<u32>,
+    /// Longest the RayJob may take from its start, its cluster's creation
+    /// included (capped by the team's `max_lifetime`).
+    pub active_deadline_seconds: Option<u64>,
+}
+
+/// The created RayJob, and the manifest sent to Kubernetes.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct CreateRayJobResponse {
+    /// The RayJob (for a dry run, as it would be).
+    pub rayjob: RayJobInfo,
+    /// The RayJob manifest (`ray.io/v1` `RayJob`): free-form here because
+    /// its schema is KubeRay's CRD, not krayne's.
+    #[schema(schema_with = domain::schema::free_form_object)]
+    pub manifest: Value,
+    /// What `field_validation=warn` accepted but reports in the cluster
+    /// config.
+    pub warnings: Vec<FieldViolation>,
+}
+
+impl From<Run> for CreateRayJobResponse {
+    fn from(r: Run) -> Self {
+        Self {
+            rayjob: r.rayjob,
+            manifest: r.manifest,
+            warnings: r.warnings,
+        }
+    }
+}
+
+/// A namespace's RayJobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RayJobList {
+    /// The RayJobs, by name.
+    pub rayjobs: Vec<RayJobInfo>,
 }

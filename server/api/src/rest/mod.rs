@@ -13,6 +13,7 @@ pub(crate) mod paths;
 mod pod_logs;
 pub(crate) mod problem;
 mod quotas;
+mod rayjobs;
 pub(crate) mod responses;
 mod services;
 mod usage;
@@ -126,6 +127,7 @@ impl Default for RestSettings {
         (name = "audit", description = "Who did what to which cluster, and how it ended"),
         (name = "services", description = "A cluster's services (dashboard, Ray client, notebook, code-server, SSH) through this server"),
         (name = "jobs", description = "Ray jobs on a cluster, through its head's Jobs API"),
+        (name = "rayjobs", description = "Jobs with a cluster of their own (KubeRay RayJobs; `krayne run`)"),
     )
 )]
 struct ApiDoc;
@@ -168,6 +170,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::list_jobs, jobs::submit_job))
         .routes(routes!(jobs::get_job, jobs::delete_job))
         .routes(routes!(jobs::stop_job))
+        .routes(routes!(rayjobs::list_rayjobs, rayjobs::create_rayjob))
+        .routes(routes!(rayjobs::get_rayjob, rayjobs::delete_rayjob))
         .routes(routes!(audit::list_audit_events))
 }
 

@@ -113,10 +113,11 @@ impl ControlPlane {
                 return Vec::new();
             }
         };
-        // One on its way out is left to go.
+        // One on its way out is left to go; a RayJob's is KubeRay's to end
+        // (its deadline is the team's lifetime, its TTL the policy's).
         let governed: Vec<(Arc<ObservedCluster>, LifecyclePolicy)> = clusters
             .into_iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.rayjob().is_none())
             .filter_map(|c| {
                 let policy = self.lifecycle_of(&c.metadata.namespace)?;
                 Some((c, policy))

@@ -108,11 +108,19 @@ pub enum AuditAction {
     /// The server ended a long-lived stream (tunnel, proxied WebSocket,
     /// followed log, watch) for its caller: revoked, expired or idle.
     StreamEnd,
+    /// Create a job with a cluster of its own (a RayJob).
+    RayJobCreate,
+    /// List RayJobs.
+    RayJobList,
+    /// Read one RayJob.
+    RayJobGet,
+    /// Delete a RayJob: stop its job, remove its cluster.
+    RayJobDelete,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 29] = [
+    pub const ALL: [Self; 33] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -142,6 +150,10 @@ impl AuditAction {
         Self::LifecyclePlan,
         Self::ClusterKeep,
         Self::StreamEnd,
+        Self::RayJobCreate,
+        Self::RayJobList,
+        Self::RayJobGet,
+        Self::RayJobDelete,
     ];
 
     /// What a caller must be allowed to do to take this action: one
@@ -162,7 +174,9 @@ impl AuditAction {
             | Self::JobGet
             | Self::JobLogs
             | Self::QuotaGet
-            | Self::UsageGet => Read,
+            | Self::UsageGet
+            | Self::RayJobList
+            | Self::RayJobGet => Read,
             Self::AuditList => ReadAudit,
             Self::ClusterCreate
             | Self::ClusterScale
@@ -180,7 +194,9 @@ impl AuditAction {
             | Self::ClusterProtect
             | Self::LifecycleWarn
             | Self::LifecyclePlan
-            | Self::StreamEnd => Mutate,
+            | Self::StreamEnd
+            | Self::RayJobCreate
+            | Self::RayJobDelete => Mutate,
         }
     }
 
@@ -216,14 +232,18 @@ impl AuditAction {
             Self::LifecyclePlan => "lifecycle.plan",
             Self::ClusterKeep => "cluster.keep",
             Self::StreamEnd => "stream.end",
+            Self::RayJobCreate => "rayjob.create",
+            Self::RayJobList => "rayjob.list",
+            Self::RayJobGet => "rayjob.get",
+            Self::RayJobDelete => "rayjob.delete",
         }
     }
 
     /// The REST status of a success.
     pub fn success_status(self) -> u16 {
         match self {
-            Self::ClusterCreate | Self::JobSubmit => 201,
-            Self::ClusterDelete | Self::JobDelete => 204,
+            Self::ClusterCreate | Self::JobSubmit | Self::RayJobCreate => 201,
+            Self::ClusterDelete | Self::JobDelete | Self::RayJobDelete => 204,
             _ => 200,
         }
     }

@@ -91,6 +91,8 @@ pub enum ResourceKind {
     Service,
     /// A Ray job on a cluster.
     Job,
+    /// A job with a cluster of its own (a KubeRay RayJob).
+    RayJob,
     /// A working-dir package on a cluster's head.
     Package,
     /// A Ray node of a cluster.
@@ -106,6 +108,7 @@ impl fmt::Display for ResourceKind {
             Self::Namespace => "namespace",
             Self::Service => "service",
             Self::Job => "job",
+            Self::RayJob => "rayjob",
             Self::Package => "package",
             Self::RayNode => "Ray node",
             Self::LogFile => "log file",

@@ -74,6 +74,10 @@ pub struct LifecyclePolicy {
     /// The longest `krayne keep` may postpone, from the time it is asked
     /// (unset: keeping is refused).
     pub keep_max: Option<PolicyDuration>,
+    /// How long a finished job's cluster (`krayne run`) is kept when the
+    /// run does not say (KubeRay's `ttlSecondsAfterFinished`).
+    #[serde(default)]
+    pub job_ttl: Option<PolicyDuration>,
 }
 
 /// The warning lead when the policy names none.
@@ -87,8 +91,8 @@ impl LifecyclePolicy {
 
     /// Checks that the policy can be carried out as written.
     pub fn check(&self) -> Result<(), String> {
-        if self.idle_after.is_none() && self.max_lifetime.is_none() {
-            return Err("give idle_after, max_lifetime or both".into());
+        if self.idle_after.is_none() && self.max_lifetime.is_none() && self.job_ttl.is_none() {
+            return Err("give idle_after, max_lifetime, job_ttl or several".into());
         }
         if self.on_expiry == OnExpiry::Delete && self.max_lifetime.is_none() {
             return Err("on_expiry needs max_lifetime".into());

@@ -25,8 +25,10 @@ mod quantity;
 pub mod quota;
 pub mod ray_auth;
 mod ray_head;
+mod rayjob;
 mod rendered;
 mod request_id;
+mod run;
 #[cfg(feature = "schema")]
 pub mod schema;
 mod spec;
@@ -59,7 +61,7 @@ pub use pod_log::{
 };
 pub use ports::{
     ActivityLedger, AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse,
-    Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions,
+    Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, RayJobStore,
     TokenReviews,
 };
 pub use principal::{Action, Grant, Principal, Role, pattern_covers};
@@ -69,8 +71,10 @@ pub use ray_head::{
     DeleteReply, DialHead, HeadLink, HeadReader, HeadUse, LogFileRead, LogStream, PackageBody, RayHeads, RayJobs,
     RayLogListing, RayNode, SubmitReply,
 };
+pub use rayjob::{ObservedRayJob, RayJobInfo, RayJobSpec, RayJobStatus, RunState};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use request_id::RequestId;
+pub use run::{DEFAULT_TTL_SECONDS_AFTER_FINISHED, MAX_RUN_NAME_LEN, MAX_TTL_SECONDS_AFTER_FINISHED, ReadRun, RunSpec};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
 pub use uid::Uid;
 pub use usage::{

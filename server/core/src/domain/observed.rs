@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer};
 use super::{Atom, Shared, ShortText, atom::scalar};
 
 /// `null` or missing → `T::default()`.
-fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+pub(super) fn nullable<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
@@ -26,8 +26,10 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
 
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
-const KEPT_KEYS: [&str; 9] = [
+const KEPT_KEYS: [&str; 11] = [
     crate::manifest::LABEL_CLUSTER,
+    crate::manifest::LABEL_ORIGIN_CRD,
+    crate::manifest::LABEL_ORIGIN_NAME,
     crate::manifest::LABEL_NODE_TYPE,
     crate::manifest::LABEL_GROUP,
     crate::manifest::ANNOTATION_CREATED_BY,
@@ -122,6 +124,20 @@ pub struct ObjectMeta {
     /// a Ray pod's RayCluster. An atom: a cluster's pods all name it.
     #[serde(rename = "ownerReferences", deserialize_with = "controller")]
     pub controller: Option<Atom>,
+}
+
+impl ObjectMeta {
+    /// The RayJob a cluster was made for, as KubeRay labels the clusters
+    /// of RayJobs (`ray.io/originated-from-crd: RayJob` and the RayJob's
+    /// name).
+    pub fn rayjob(&self) -> Option<&str> {
+        let from_rayjob =
+            self.labels.get(&crate::manifest::LABEL_ORIGIN_CRD).map(Atom::as_str) == Some(crate::manifest::RAYJOB_KIND);
+        from_rayjob
+            .then(|| self.labels.get(&crate::manifest::LABEL_ORIGIN_NAME).map(Atom::as_str))
+            .flatten()
+            .filter(|name| !name.is_empty())
+    }
 }
 
 /// The controller's uid among owner references.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 
 use super::{
-    Authorized, ClusterPatch, ClusterRef, Error, ObservedCluster, ObservedEvent, ObservedPod, PodLogOptions,
-    RenderedCluster, RequestId,
+    Authorized, ClusterPatch, ClusterRef, Error, ObservedCluster, ObservedEvent, ObservedPod, ObservedRayJob,
+    PodLogOptions, RenderedCluster, RequestId,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -334,6 +334,29 @@ impl Companion {
             Self::Secret => "Secret",
         }
     }
+}
+
+/// Where RayJobs live: KubeRay's, in Kubernetes, each named by its
+/// namespace and name (a [`ClusterRef`]).
+#[async_trait::async_trait]
+pub trait RayJobStore: Send + Sync + 'static {
+    /// Creates the RayJob `manifest` (the core built it for `rayjob`);
+    /// with `dry_run`, Kubernetes checks it and stores nothing.
+    async fn create_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        manifest: &serde_json::Value,
+        dry_run: bool,
+        request_id: &RequestId,
+    ) -> Result<ObservedRayJob, Error>;
+    /// One RayJob.
+    async fn get_rayjob(&self, rayjob: &ClusterRef, request_id: &RequestId) -> Result<ObservedRayJob, Error>;
+    /// The RayJobs of one namespace, or of all when `None`.
+    async fn list_rayjobs(&self, namespace: Option<&str>, request_id: &RequestId)
+    -> Result<Vec<ObservedRayJob>, Error>;
+    /// Deletes a RayJob; KubeRay stops its job and Kubernetes removes its
+    /// cluster (owned by it).
+    async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error>;
 }
 
 /// Where the audit trail goes.

@@ -82,12 +82,16 @@ pub fn ray_auth_of(cluster: &ObservedCluster, key: Option<&RayAuthKey>) -> RayAu
     let (Some(key), Some(nonce)) = (key, meta.annotations.get(ANNOTATION_RAY_AUTH_NONCE)) else {
         return RayAuth::Unknown;
     };
-    let secret = ray_auth_secret_name(key, &meta.namespace, &meta.name, nonce);
+    // A RayJob's cluster carries the RayJob's token: krayne derived it
+    // with the name it knew, the RayJob's, before KubeRay named the
+    // cluster.
+    let name = meta.rayjob().unwrap_or(&meta.name);
+    let secret = ray_auth_secret_name(key, &meta.namespace, name, nonce);
     if options.secret_name.as_deref() != Some(secret.as_str()) {
         return RayAuth::Unknown;
     }
     RayAuth::Token {
-        token: key.token(&meta.namespace, &meta.name, nonce),
+        token: key.token(&meta.namespace, name, nonce),
         secret,
     }
 }
@@ -95,6 +99,7 @@ pub fn ray_auth_of(cluster: &ObservedCluster, key: Option<&RayAuthKey>) -> RayAu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::{LABEL_ORIGIN_CRD, LABEL_ORIGIN_NAME};
 
     fn key() -> RayAuthKey {
         RayAuthKey::new(&[7; 32]).unwrap()
@@ -146,6 +151,25 @@ mod tests {
         for open in [json!({}), json!({"authOptions": {"mode": "disabled"}})] {
             assert_eq!(ray_auth_of(&cluster(open, None), Some(&key())), RayAuth::Open);
         }
+    }
+
+    #[test]
+    fn a_rayjobs_cluster_has_the_token_made_for_the_rayjob() {
+        let secret = ray_auth_secret_name(&key(), "ml", "train", "n1");
+        let mut made = cluster(json!({"authOptions": auth_options(&secret)}), Some("n1"));
+        made.metadata.name = "train-x7k2p".into();
+        assert_eq!(ray_auth_of(&made, Some(&key())), RayAuth::Unknown, "not a RayJob's");
+        let labels = json!({LABEL_ORIGIN_CRD: "RayJob", LABEL_ORIGIN_NAME: "train"});
+        made.metadata.labels = serde_json::from_value::<crate::domain::ObjectMeta>(json!({"labels": labels}))
+            .unwrap()
+            .labels;
+        assert_eq!(
+            ray_auth_of(&made, Some(&key())),
+            RayAuth::Token {
+                token: key().token("ml", "train", "n1"),
+                secret
+            }
+        );
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! Every manifest the builder makes is valid against KubeRay's own
 //! `rayclusters.ray.io` v1 schema — the reference configs and random valid
-//! specs alike.
+//! specs alike — and every RayJob against `rayjobs.ray.io`'s.
 
 use std::sync::OnceLock;
 
 use jsonschema::Validator;
 use krayne_core::{
-    domain::ClusterSpec,
-    manifest::{ManifestSettings, PodSecurity, Provenance, build_manifest},
+    domain::{ClusterSpec, FieldValidation, RunSpec},
+    manifest::{ManifestSettings, PodSecurity, Provenance, RayAuthNames, build_manifest, build_rayjob},
 };
-use krayne_sandbox::raycluster_schema;
+use krayne_sandbox::{raycluster_schema, rayjob_schema};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -28,6 +28,50 @@ fn schema_errors(manifest: &Value) -> Vec<String> {
         .iter_errors(manifest)
         .map(|e| format!("{}: {e}", e.instance_path()))
         .collect()
+}
+
+/// `rayjobs.ray.io`'s v1 schema, as strict as [`validator`].
+fn rayjob_validator() -> &'static Validator {
+    static V: OnceLock<Validator> = OnceLock::new();
+    V.get_or_init(|| jsonschema::validator_for(&rayjob_schema(true).unwrap()).unwrap())
+}
+
+fn rayjob_errors(rayjob: &Value) -> Vec<String> {
+    rayjob_validator()
+        .iter_errors(rayjob)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+/// The RayJob of a run request with `config` as its cluster, rendered as
+/// the server renders it: with the team's TTL, a deadline, Ray's token and
+/// the pod security `security` asks for.
+fn rayjob_of(config: &Value, job: &Value, security: PodSecurity) -> Value {
+    let mut request = job.clone();
+    let mut cluster = config.clone();
+    for key in ["name", "namespace"] {
+        if let Some(v) = cluster.as_object_mut().and_then(|c| c.remove(key)) {
+            request[key] = v;
+        }
+    }
+    request["cluster"] = cluster;
+    let run = RunSpec::read(&request, FieldValidation::Strict)
+        .unwrap_or_else(|e| panic!("{request}: {e}"))
+        .spec;
+    let who = Provenance {
+        created_by: Some("alice@example.com"),
+        team: Some("ml-research"),
+        ray_auth: Some(RayAuthNames {
+            nonce: "0123456789abcdef0123456789abcdef",
+            secret: "train-ray-auth-0123456789",
+        }),
+    };
+    let settings = ManifestSettings {
+        pod_security: security,
+        ray_token_auth: true,
+        ..ManifestSettings::default()
+    };
+    build_rayjob(&run, 600, Some(86_400), &settings, &who)
 }
 
 fn manifest_of(config: &Value) -> Value {
@@ -262,4 +306,77 @@ proptest! {
         let errors = schema_errors(&manifest_of(&config));
         prop_assert!(errors.is_empty(), "{config}\n{errors:#?}");
     }
+}
+
+/// A run's job fields, from the bare minimum to everything a run takes.
+fn job_fields() -> impl Strategy<Value = Value> {
+    (
+        "[a-z]{1,8}( [a-z0-9.=-]{1,8}){0,3}",
+        proptest::option::of("[a-z][a-z0-9_-]{0,20}"),
+        proptest::collection::btree_map("[A-Z][A-Z0-9_]{0,8}", "[ -~]{0,16}", 0..4),
+        proptest::collection::vec("[a-z]{1,8}(==[0-9]\\.[0-9])?", 0..3),
+        any::<bool>(),
+        proptest::option::of(0.0f64..8.0),
+        any::<bool>(),
+    )
+        .prop_map(|(entrypoint, id, env, pip, working_dir, cpus, keep)| {
+            let mut job = json!({"entrypoint": entrypoint,
+                                 "runtime_env": {"env_vars": env, "pip": pip}});
+            if working_dir {
+                job["runtime_env"]["working_dir"] = json!("_ray_pkg_0123456789abcdef.zip");
+            }
+            if let Some(id) = id {
+                job["submission_id"] = json!(id);
+            }
+            if let Some(cpus) = cpus {
+                job["entrypoint_num_cpus"] = json!(cpus);
+            }
+            if keep {
+                job["shutdown_after_job_finishes"] = json!(false);
+            }
+            job
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_valid_runs_build_rayjobs_kuberays_crd_accepts(
+        config in config().prop_filter("KubeRay's RayJob names are at most 47 characters", |c| {
+            c["name"].as_str().is_some_and(|n| n.len() <= 47)
+        }),
+        job in job_fields(),
+        restricted in any::<bool>(),
+    ) {
+        let security = if restricted { PodSecurity::Restricted } else { PodSecurity::Krayne };
+        let rayjob = rayjob_of(&config, &job, security);
+        let errors = rayjob_errors(&rayjob);
+        prop_assert!(errors.is_empty(), "{config}\n{job}\n{errors:#?}");
+    }
+}
+
+#[test]
+fn the_strict_rayjob_schema_catches_mistakes() {
+    let good = rayjob_of(
+        &json!({"name": "train", "namespace": "ml-team", "worker_groups": [{"replicas": 1, "gpus": 1}]}),
+        &json!({"entrypoint": "python train.py",
+                "runtime_env": {"working_dir": "_ray_pkg_0123456789abcdef.zip", "env_vars": {"EPOCHS": "3"}}}),
+        PodSecurity::Restricted,
+    );
+    assert_eq!(rayjob_errors(&good), Vec::<String>::new());
+    assert_eq!(good["spec"]["submissionMode"], "InteractiveMode");
+    assert_eq!(good["spec"]["rayClusterSpec"]["authOptions"]["mode"], "token");
+    let mut typo = good.clone();
+    typo["spec"]["ttlSecondsAfterFinish"] = json!(1);
+    assert!(!rayjob_errors(&typo).is_empty(), "unknown field accepted");
+    let mut nested = good.clone();
+    nested["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replica"] = json!(1);
+    assert!(
+        !rayjob_errors(&nested).is_empty(),
+        "unknown field in the cluster accepted"
+    );
+    let mut wrong_type = good;
+    wrong_type["spec"]["ttlSecondsAfterFinished"] = json!("600");
+    assert!(!rayjob_errors(&wrong_type).is_empty(), "wrong type accepted");
 }

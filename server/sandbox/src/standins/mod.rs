@@ -309,7 +309,7 @@ fn head_env(pod: &Value, name: &str) -> Option<String> {
 /// The Ray token the head container's environment requires, its
 /// `RAY_AUTH_TOKEN` resolved as the kubelet does (a value, or a Secret's
 /// key); `None` unless `RAY_AUTH_MODE` is `token`.
-fn ray_token(store: &Store, pod: &Value) -> Option<String> {
+pub(super) fn ray_token(store: &Store, pod: &Value) -> Option<String> {
     use base64::Engine as _;
     if head_env(pod, "RAY_AUTH_MODE").as_deref() != Some("token") {
         return None;

@@ -5,6 +5,7 @@
 
 mod errors;
 mod kubectl;
+mod kuberay_rayjobs;
 mod lifecycle;
 mod load;
 mod portforward;

@@ -1,0 +1,115 @@
+//! RayJob routes: a job with a cluster of its own (`krayne run`).
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::IntoResponse,
+};
+
+use super::{
+    AppState,
+    dto::{CreateQuery, CreateRayJobResponse, RayJobList, RunRequest},
+    extract::{Caller, ClusterPath, ConfigBody},
+    problem::{ApiError, Problem},
+    responses::{Bodies, Editor, EditorOfCluster, KubernetesReads, Refusals, Viewer, ViewerOfCluster},
+    warnings::warning_headers,
+};
+use crate::{control::RunInput, domain::RayJobInfo};
+
+/// List a namespace's RayJobs, by name.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/rayjobs", tag = "rayjobs",
+    params(("namespace" = String, Path, description = "Kubernetes namespace")),
+    responses(
+        Refusals, KubernetesReads, Viewer,
+        (status = 200, description = "The RayJobs", body = RayJobList),
+    ))]
+pub(super) async fn list_rayjobs(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path(namespace): Path<String>,
+) -> Result<Json<RayJobList>, ApiError> {
+    let rayjobs = s.plane.rayjobs(&cx, &namespace).await?;
+    Ok(Json(RayJobList { rayjobs }))
+}
+
+/// Run a job on a cluster of its own (a KubeRay RayJob, JSON or YAML).
+///
+/// The cluster is checked as `create` checks one, and charged to the
+/// namespace's quota from now until it is gone; KubeRay makes it, the job
+/// is submitted to its head, and the cluster is deleted
+/// `ttl_seconds_after_finished` after the job ends. Every problem is
+/// reported at once. With `dry_run=true` Kubernetes checks the RayJob and
+/// nothing is created (200).
+#[utoipa::path(post, path = "/v1/namespaces/{namespace}/rayjobs", tag = "rayjobs",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
+    request_body(content(
+        (RunRequest = "application/json"),
+        (RunRequest = "application/yaml"),
+    )),
+    responses(
+        Refusals, Bodies, Editor,
+        (status = 201, description = "Created", body = CreateRayJobResponse),
+        (status = 200, description = "Dry run: checked, nothing created", body = CreateRayJobResponse),
+        (status = 400, description = "Invalid request, with every violation", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A RayJob of that name exists", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body neither JSON nor YAML", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing created", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn create_rayjob(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    Path(namespace): Path<String>,
+    super::extract::QueryOf(q): super::extract::QueryOf<CreateQuery>,
+    ConfigBody(request): ConfigBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let dry_run = q.dry_run.unwrap_or(false);
+    let field_validation = q.field_validation()?;
+    let run = s
+        .plane
+        .create_rayjob(
+            &cx,
+            RunInput {
+                request,
+                namespace,
+                dry_run,
+                field_validation,
+            },
+        )
+        .await?;
+    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+    let headers = warning_headers(&run.warnings);
+    Ok((status, headers, Json(CreateRayJobResponse::from(run))))
+}
+
+/// Get one RayJob: its state, its job's and its cluster's.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/rayjobs/{name}", tag = "rayjobs",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "RayJob name")),
+    responses(
+        Refusals, KubernetesReads, ViewerOfCluster,
+        (status = 200, description = "The RayJob", body = RayJobInfo),
+    ))]
+pub(super) async fn get_rayjob(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(rayjob): ClusterPath,
+) -> Result<Json<RayJobInfo>, ApiError> {
+    Ok(Json(s.plane.rayjob(&cx, &rayjob).await?))
+}
+
+/// Delete a RayJob: KubeRay stops its job and its cluster goes with it.
+#[utoipa::path(delete, path = "/v1/namespaces/{namespace}/rayjobs/{name}", tag = "rayjobs",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "RayJob name")),
+    responses(
+        Refusals, EditorOfCluster,
+        (status = 204, description = "Deleted"),
+        (status = 503, description = "Kubernetes or the audit log unavailable; nothing deleted", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn delete_rayjob(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(rayjob): ClusterPath,
+) -> Result<StatusCode, ApiError> {
+    s.plane.delete_rayjob(&cx, &rayjob).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

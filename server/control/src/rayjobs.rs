@@ -1,0 +1,281 @@
+//! Jobs with a cluster of their own (`krayne run`): KubeRay RayJobs made
+//! from krayne's cluster model and a job submission, with the tenancy,
+//! quota, lifecycle policy and audit of `create`. Editors create and
+//! delete; viewers read. The job's cluster is charged to the namespace's
+//! quota like any cluster while it exists, and before KubeRay has made it
+//! (a RayJob not yet ended whose cluster is not there yet is charged its
+//! `rayClusterSpec`).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Context, ControlPlane};
+use crate::{
+    domain::{
+        ClusterRef, DEFAULT_TTL_SECONDS_AFTER_FINISHED, Error, FieldValidation, FieldViolation, ObservedCluster,
+        ObservedRayJob, RayJobInfo, RayJobStore, RequestId, RunSpec, audit::AuditAction, quota,
+    },
+    manifest::{self, Provenance},
+};
+
+/// A run request: the body, and the namespace of the URL.
+#[derive(Debug, Clone)]
+pub struct RunInput {
+    /// The request as JSON (`name`, `cluster`, `entrypoint`, …; see
+    /// [`RunSpec::read`]).
+    pub request: Value,
+    /// Namespace from the path.
+    pub namespace: String,
+    /// Check and return the manifest only.
+    pub dry_run: bool,
+    /// What to do with unknown keys of the cluster config.
+    pub field_validation: FieldValidation,
+}
+
+/// What a run's create returns.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The RayJob (for a dry run, as it would be).
+    pub rayjob: RayJobInfo,
+    /// The RayJob manifest sent to Kubernetes.
+    pub manifest: Value,
+    /// Ignored keys and converted values of the cluster config.
+    pub warnings: Vec<FieldViolation>,
+}
+
+impl ControlPlane {
+    /// The lifecycle policy the team mapping gives `namespace`.
+    fn lifecycle_policy(&self, namespace: &str) -> Option<crate::domain::lifecycle::LifecyclePolicy> {
+        self.authenticator.as_ref()?.lifecycle(namespace)
+    }
+
+    fn rayjob_store(&self) -> Result<&Arc<dyn RayJobStore>, Error> {
+        self.rayjobs.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition("this server does not run RayJobs (no KubeRay RayJob store configured)".into())
+        })
+    }
+
+    /// Creates a RayJob (or, with `dry_run`, returns its checked manifest).
+    pub async fn create_rayjob(&self, cx: &Context, input: RunInput) -> Result<Run, Error> {
+        let RunInput {
+            mut request,
+            namespace,
+            dry_run,
+            field_validation,
+        } = input;
+        let name = request.get("name").and_then(Value::as_str).map(str::to_owned);
+        let granted = self
+            .authorize(cx, AuditAction::RayJobCreate, &namespace, name.as_deref())
+            .await?;
+        let store = self.rayjob_store()?;
+        let body_ns = request.get("namespace").and_then(Value::as_str);
+        if body_ns.is_some_and(|ns| ns != namespace) {
+            let e = Error::invalid(
+                "namespace",
+                format!("must match the namespace in the URL ({namespace:?}), or be left out"),
+            );
+            self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), name.as_deref(), &e)
+                .await;
+            return Err(e);
+        }
+        if let Some(map) = request.as_object_mut() {
+            map.insert("namespace".into(), json!(namespace));
+        }
+        let read = match RunSpec::read(&request, field_validation) {
+            Ok(read) => read,
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), name.as_deref(), &e)
+                    .await;
+                return Err(e);
+            }
+        };
+        let run = read.spec;
+        let policy = self.lifecycle_policy(&namespace);
+        let ttl = run
+            .ttl_seconds_after_finished
+            .or_else(|| {
+                let ttl = policy.as_ref()?.job_ttl?.0.as_secs();
+                u32::try_from(ttl.max(0)).ok()
+            })
+            .unwrap_or(DEFAULT_TTL_SECONDS_AFTER_FINISHED);
+        // The team's lifetime bounds every job of the namespace.
+        let lifetime = policy
+            .as_ref()
+            .and_then(|p| p.max_lifetime)
+            .and_then(|d| u64::try_from(d.0.as_secs()).ok());
+        let deadline = match (run.active_deadline_seconds, lifetime) {
+            (Some(asked), Some(most)) => Some(asked.min(most)),
+            (asked, most) => asked.or(most),
+        };
+        let team = super::clusters::creator_team(cx, &namespace);
+        let token = self.ray_token_names(&namespace, run.name(), dry_run);
+        let who = Provenance {
+            created_by: Some(&cx.principal.subject),
+            team: team.as_deref(),
+            ray_auth: token
+                .as_ref()
+                .map(|(nonce, secret)| manifest::RayAuthNames { nonce, secret }),
+        };
+        let rayjob = manifest::build_rayjob(&run, ttl, deadline, &self.settings.manifest, &who);
+        let target = granted.cluster(run.name());
+        let rid = &cx.meta.request_id;
+        let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
+        let _admitted = self
+            .admit_charge(cx, AuditAction::RayJobCreate, &namespace, run.name(), async || {
+                Ok((
+                    quota::Request::new_cluster(quota::charge_of_manifest(&cluster_manifest)),
+                    (),
+                ))
+            })
+            .await?;
+        let observed = if dry_run {
+            store.create_rayjob(&target, &rayjob, true, rid).await?
+        } else {
+            let summary = json!({
+                "spec": run.cluster.to_value(),
+                "entrypoint": run.job.entrypoint,
+                "job_id": run.job_id(),
+                "package": run.job.package(),
+                "env_vars": run.job.runtime_env.env_vars.keys().collect::<Vec<_>>(),
+                "pip": run.job.runtime_env.pip,
+                "ttl_seconds_after_finished": run.shutdown_after_job_finishes.then_some(ttl),
+                "active_deadline_seconds": deadline,
+                "field_validation": field_validation.as_str(),
+                "warnings": read.warnings.len(),
+            });
+            self.audited(
+                cx,
+                AuditAction::RayJobCreate,
+                &namespace,
+                run.name(),
+                summary,
+                || async {
+                    let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
+                    if let Some((nonce, secret)) = staged {
+                        self.stage_ray_token(&target, nonce, secret, rid).await?;
+                    }
+                    match store.create_rayjob(&target, &rayjob, false, rid).await {
+                        Ok(created) => Ok(created),
+                        Err(e) => {
+                            let ambiguous = matches!(e, Error::DeadlineExceeded(_) | Error::Unavailable(_));
+                            if let Some((_, secret)) = staged.filter(|_| !ambiguous) {
+                                self.unstage_ray_token(&target, secret, rid).await;
+                            }
+                            Err(e)
+                        }
+                    }
+                },
+            )
+            .await?
+        };
+        Ok(Run {
+            rayjob: RayJobInfo::of(&observed, None, None),
+            manifest: rayjob,
+            warnings: read.warnings,
+        })
+    }
+
+    /// One RayJob, with its cluster's status while it exists (viewer).
+    pub async fn rayjob(&self, cx: &Context, rayjob: &ClusterRef) -> Result<RayJobInfo, Error> {
+        let (namespace, name) = (rayjob.namespace(), rayjob.name());
+        self.authorize_cluster(cx, AuditAction::RayJobGet, rayjob).await?;
+        let store = self.rayjob_store()?;
+        let rid = &cx.meta.request_id;
+        let observed = store.get_rayjob(rayjob, rid).await.map_err(|e| as_rayjob(e, name))?;
+        let info = self.rayjob_info(&observed, rid).await;
+        self.record_read(cx, AuditAction::RayJobGet, Some(namespace), Some(name))
+            .await;
+        Ok(info)
+    }
+
+    /// The RayJobs of `namespace`, by name (viewer).
+    pub async fn rayjobs(&self, cx: &Context, namespace: &str) -> Result<Vec<RayJobInfo>, Error> {
+        self.authorize(cx, AuditAction::RayJobList, namespace, None).await?;
+        let store = self.rayjob_store()?;
+        let rid = &cx.meta.request_id;
+        let mut observed = store.list_rayjobs(Some(namespace), rid).await?;
+        observed.sort_by(|a, b| a.metadata.name.as_str().cmp(b.metadata.name.as_str()));
+        let clusters = self.store.list(Some(namespace), rid).await?;
+        let infos = observed
+            .iter()
+            .map(|job| RayJobInfo::of(job, cluster_status(job, &clusters), None))
+            .collect();
+        self.record_read(cx, AuditAction::RayJobList, Some(namespace), None)
+            .await;
+        Ok(infos)
+    }
+
+    /// Deletes a RayJob: KubeRay stops its job, and its cluster goes with
+    /// it (editor).
+    pub async fn delete_rayjob(&self, cx: &Context, rayjob: &ClusterRef) -> Result<(), Error> {
+        let (namespace, name) = (rayjob.namespace(), rayjob.name());
+        let target = self.authorize_cluster(cx, AuditAction::RayJobDelete, rayjob).await?;
+        let store = self.rayjob_store()?;
+        let rid = &cx.meta.request_id;
+        self.audited(cx, AuditAction::RayJobDelete, namespace, name, Value::Null, || async {
+            store.delete_rayjob(&target, rid).await.map_err(|e| as_rayjob(e, name))
+        })
+        .await
+    }
+
+    /// The view of `job`, its cluster's status read from the cluster store.
+    async fn rayjob_info(&self, job: &ObservedRayJob, rid: &RequestId) -> RayJobInfo {
+        let mut status = None;
+        if let Some(cluster) = job.cluster_name() {
+            let target = ClusterRef::new(job.metadata.namespace.as_str(), cluster);
+            if let Ok(observed) = self.store.get(&target, rid).await {
+                let pods = self.store.cluster_pods(&target, rid).await.ok();
+                let pods = pods.as_deref().map(super::clusters::views);
+                status = Some(manifest::derive_status(&observed, pods.as_deref()));
+            }
+        }
+        RayJobInfo::of(job, status, None)
+    }
+
+    /// What `namespace`'s RayJobs are charged beyond `clusters`: each one
+    /// not yet ended whose cluster KubeRay has not made yet, its
+    /// `rayClusterSpec`.
+    pub(super) async fn rayjobs_not_yet_made(
+        &self,
+        namespace: &str,
+        clusters: &[Arc<ObservedCluster>],
+        rid: &RequestId,
+    ) -> Result<quota::Usage, Error> {
+        let Some(store) = &self.rayjobs else {
+            return Ok(quota::Usage::default());
+        };
+        let jobs = store.list_rayjobs(Some(namespace), rid).await?;
+        Ok(jobs
+            .iter()
+            .filter(|job| !job.state().is_over())
+            .filter(|job| {
+                job.cluster_name()
+                    .is_none_or(|name| !clusters.iter().any(|c| c.metadata.name.as_str() == name))
+            })
+            .filter_map(|job| {
+                let spec = job.spec.ray_cluster_spec.clone()?;
+                Some(quota::charge_of_manifest(&json!({"spec": spec})))
+            })
+            .sum())
+    }
+}
+
+/// `job`'s cluster's status among `clusters`, while it exists.
+fn cluster_status(job: &ObservedRayJob, clusters: &[Arc<ObservedCluster>]) -> Option<crate::domain::ClusterStatus> {
+    let name = job.cluster_name()?;
+    let cluster = clusters.iter().find(|c| c.metadata.name.as_str() == name)?;
+    Some(manifest::derive_status(cluster, None))
+}
+
+/// A missing object of a RayJob call is the RayJob, named as asked.
+fn as_rayjob(e: Error, name: &str) -> Error {
+    match e {
+        Error::NotFound { namespace, .. } => Error::NotFound {
+            kind: crate::domain::ResourceKind::RayJob,
+            name: name.to_owned(),
+            namespace,
+        },
+        other => other,
+    }
+}

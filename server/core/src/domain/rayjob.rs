@@ -1,0 +1,282 @@
+//! RayJobs as krayne reads them from Kubernetes, and as it shows them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ClusterStatus, ObjectMeta, observed::nullable};
+
+/// A RayJob as observed: what krayne reads of it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ObservedRayJob {
+    /// Metadata.
+    #[serde(deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    /// Spec.
+    #[serde(deserialize_with = "nullable")]
+    pub spec: RayJobSpec,
+    /// Status, filled by KubeRay.
+    #[serde(deserialize_with = "nullable")]
+    pub status: RayJobStatus,
+}
+
+/// `RayJob.spec`, the parts krayne reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RayJobSpec {
+    /// The command the job runs.
+    pub entrypoint: String,
+    /// The Ray job id KubeRay follows.
+    pub job_id: Option<String>,
+    /// `InteractiveMode`, `K8sJobMode`, …
+    pub submission_mode: Option<String>,
+    /// Whether the cluster goes once the job has ended.
+    pub shutdown_after_job_finishes: Option<bool>,
+    /// Seconds from the job's end to the cluster's deletion.
+    pub ttl_seconds_after_finished: Option<i64>,
+    /// Longest the RayJob may take from its start.
+    pub active_deadline_seconds: Option<i64>,
+    /// The job's runtime env, as YAML.
+    #[serde(rename = "runtimeEnvYAML")]
+    pub runtime_env_yaml: Option<String>,
+    /// The cluster KubeRay makes (a RayCluster's `spec`), kept whole: the
+    /// quota charges it before the cluster exists.
+    pub ray_cluster_spec: Option<Value>,
+    /// Whether it is suspended (Kueue's admission).
+    pub suspend: Option<bool>,
+}
+
+/// `RayJob.status`, the parts krayne reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RayJobStatus {
+    /// KubeRay's stage: `Initializing`, `Waiting`, `Running`, `Complete`,
+    /// `Failed`, `ValidationFailed`, `Suspended`, …
+    pub job_deployment_status: Option<String>,
+    /// Ray's job status: `PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`,
+    /// `STOPPED` (empty until the job is seen).
+    pub job_status: Option<String>,
+    /// The job's cluster.
+    pub ray_cluster_name: Option<String>,
+    /// The Ray job id KubeRay follows.
+    pub job_id: Option<String>,
+    /// When KubeRay started on it (RFC 3339).
+    pub start_time: Option<String>,
+    /// When it ended (RFC 3339).
+    pub end_time: Option<String>,
+    /// Why it failed (`AppFailed`, `DeadlineExceeded`, …).
+    pub reason: Option<String>,
+    /// KubeRay's or Ray's account.
+    pub message: Option<String>,
+}
+
+/// Where a RayJob is, in krayne's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// Its cluster is being made.
+    Starting,
+    /// Its cluster is ready; the job is being submitted.
+    Submitting,
+    /// The job runs.
+    Running,
+    /// The job ended with exit code 0.
+    Succeeded,
+    /// The job failed, or KubeRay ended it (a deadline).
+    Failed,
+    /// The job was stopped.
+    Stopped,
+    /// KubeRay refused its spec.
+    Invalid,
+    /// Held by an admission queue.
+    Suspended,
+}
+
+impl RunState {
+    /// `starting`, `running`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Submitting => "submitting",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Invalid => "invalid",
+            Self::Suspended => "suspended",
+        }
+    }
+
+    /// Whether the job has ended (it will not run again).
+    pub fn is_over(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Stopped | Self::Invalid)
+    }
+}
+
+impl ObservedRayJob {
+    /// Its state, from KubeRay's stage and Ray's status.
+    pub fn state(&self) -> RunState {
+        let s = &self.status;
+        let ray = s.job_status.as_deref().unwrap_or("");
+        match s.job_deployment_status.as_deref().unwrap_or("") {
+            "Complete" if ray == "STOPPED" => RunState::Stopped,
+            "Complete" => RunState::Succeeded,
+            "Failed" => RunState::Failed,
+            "ValidationFailed" => RunState::Invalid,
+            "Suspended" | "Suspending" => RunState::Suspended,
+            "Waiting" => RunState::Submitting,
+            "Running" if ray.is_empty() || ray == "PENDING" => RunState::Submitting,
+            "Running" => RunState::Running,
+            _ => RunState::Starting,
+        }
+    }
+
+    /// The cluster KubeRay made for it, while the RayJob names one.
+    pub fn cluster_name(&self) -> Option<&str> {
+        self.status.ray_cluster_name.as_deref().filter(|n| !n.is_empty())
+    }
+
+    /// The Ray job id: KubeRay's once it follows one, else the spec's.
+    pub fn job_id(&self) -> Option<&str> {
+        self.status
+            .job_id
+            .as_deref()
+            .filter(|id| !id.is_empty())
+            .or(self.spec.job_id.as_deref())
+    }
+}
+
+/// A RayJob as krayne shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct RayJobInfo {
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Where it is.
+    pub state: RunState,
+    /// The command it runs.
+    pub entrypoint: String,
+    /// The Ray job id (for `…/clusters/{cluster}/jobs/{id}` while its
+    /// cluster lives).
+    pub job_id: Option<String>,
+    /// Its cluster's name (KubeRay's `<name>-<5 characters>`), once made.
+    pub cluster: Option<String>,
+    /// Its cluster's status while the cluster exists; `null` before it is
+    /// made and after it is gone.
+    pub cluster_status: Option<ClusterStatus>,
+    /// The job's exit code, once it has exited and krayne has read it.
+    pub exit_code: Option<i64>,
+    /// KubeRay's stage (`Initializing`, `Waiting`, `Running`, `Complete`,
+    /// `Failed`, `ValidationFailed`, …).
+    pub deployment_status: Option<String>,
+    /// Ray's status of the job (`PENDING`, `RUNNING`, `SUCCEEDED`, …).
+    pub job_status: Option<String>,
+    /// Why it failed (`AppFailed`, `DeadlineExceeded`, …).
+    pub reason: Option<String>,
+    /// KubeRay's or Ray's account.
+    pub message: Option<String>,
+    /// Whether the cluster goes once the job has ended.
+    pub shutdown_after_job_finishes: bool,
+    /// Seconds from the job's end to the cluster's deletion.
+    pub ttl_seconds_after_finished: Option<i64>,
+    /// Longest it may take from its start (the team's lifetime).
+    pub active_deadline_seconds: Option<i64>,
+    /// When it was created (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub created_at: Option<String>,
+    /// When KubeRay started on it (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub started_at: Option<String>,
+    /// When it ended (RFC 3339).
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub ended_at: Option<String>,
+    /// Subject that created it through krayne.
+    pub created_by: Option<String>,
+}
+
+impl RayJobInfo {
+    /// The view of `job`, with its cluster's status while it exists and
+    /// the exit code krayne knows.
+    pub fn of(job: &ObservedRayJob, cluster_status: Option<ClusterStatus>, exit_code: Option<i64>) -> Self {
+        let (m, s) = (&job.metadata, &job.status);
+        let text = |v: &Option<String>| v.clone().filter(|t| !t.is_empty());
+        Self {
+            name: m.name.to_string(),
+            namespace: m.namespace.to_string(),
+            state: job.state(),
+            entrypoint: job.spec.entrypoint.clone(),
+            job_id: job.job_id().map(str::to_owned),
+            cluster: job.cluster_name().map(str::to_owned),
+            cluster_status,
+            exit_code,
+            deployment_status: text(&s.job_deployment_status),
+            job_status: text(&s.job_status),
+            reason: text(&s.reason),
+            message: text(&s.message),
+            shutdown_after_job_finishes: job.spec.shutdown_after_job_finishes.unwrap_or(false),
+            ttl_seconds_after_finished: job.spec.ttl_seconds_after_finished,
+            active_deadline_seconds: job.spec.active_deadline_seconds,
+            created_at: m.creation_timestamp.as_ref().map(ToString::to_string),
+            started_at: text(&s.start_time),
+            ended_at: text(&s.end_time),
+            created_by: m
+                .annotations
+                .get(&crate::manifest::ANNOTATION_CREATED_BY)
+                .map(ToString::to_string),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn observed(status: Value) -> ObservedRayJob {
+        serde_json::from_value(json!({
+            "metadata": {"name": "train", "namespace": "ml", "annotations": {"krayne.dev/created-by": "alice"}},
+            "spec": {"entrypoint": "python train.py", "jobId": "train", "shutdownAfterJobFinishes": true,
+                     "ttlSecondsAfterFinished": 60, "rayClusterSpec": {"headGroupSpec": {}}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn states_follow_kuberay_and_ray() {
+        for (deployment, ray, state) in [
+            ("", "", RunState::Starting),
+            ("Initializing", "", RunState::Starting),
+            ("Waiting", "", RunState::Submitting),
+            ("Running", "", RunState::Submitting),
+            ("Running", "PENDING", RunState::Submitting),
+            ("Running", "RUNNING", RunState::Running),
+            ("Complete", "SUCCEEDED", RunState::Succeeded),
+            ("Complete", "STOPPED", RunState::Stopped),
+            ("Failed", "FAILED", RunState::Failed),
+            ("Failed", "", RunState::Failed),
+            ("ValidationFailed", "", RunState::Invalid),
+            ("Suspended", "", RunState::Suspended),
+        ] {
+            let job = observed(json!({"jobDeploymentStatus": deployment, "jobStatus": ray}));
+            assert_eq!(job.state(), state, "{deployment}/{ray}");
+        }
+    }
+
+    #[test]
+    fn the_view_names_its_cluster_and_the_creator() {
+        let job = observed(json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
+                                  "rayClusterName": "train-x7k2p", "jobId": "train", "message": ""}));
+        let info = RayJobInfo::of(&job, Some(ClusterStatus::Ready), None);
+        assert_eq!(info.cluster.as_deref(), Some("train-x7k2p"));
+        assert_eq!(info.created_by.as_deref(), Some("alice"));
+        assert_eq!((info.state, info.message), (RunState::Running, None));
+        assert_eq!(info.ttl_seconds_after_finished, Some(60));
+        let fresh = RayJobInfo::of(&observed(Value::Null), None, None);
+        assert_eq!((fresh.cluster, fresh.job_id.as_deref()), (None, Some("train")));
+    }
+}
