@@ -396,6 +396,7 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings
         network_policy,
         ray_auth,
         companions_every: Duration::from_secs(http.companions_interval_seconds.max(1)),
+        rayjobs_every: Duration::from_secs(http.rayjobs_interval_seconds.max(1)),
         wait_unschedulable_grace: Duration::from_secs(http.wait_unschedulable_seconds),
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
@@ -470,6 +471,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         auth,
     );
     parts.rayjobs = Some(std::sync::Arc::new(api));
+    parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));
     parts.activity = Some((

@@ -274,6 +274,12 @@ pub struct HttpArgs {
     /// once at start).
     #[arg(long, env = "KRAYNE_COMPANIONS_INTERVAL_SECONDS", default_value_t = 600)]
     pub companions_interval_seconds: u64,
+    /// How often the RayJobs krayne made (`krayne run`) are gone over, in
+    /// seconds: a job is submitted to its cluster's head once it serves
+    /// (and holds the job's working dir), and an ended job's driver log
+    /// and exit code are kept before KubeRay deletes its cluster.
+    #[arg(long, env = "KRAYNE_RAYJOBS_INTERVAL_SECONDS", default_value_t = 3)]
+    pub rayjobs_interval_seconds: u64,
     /// How long a cluster's head may stay unschedulable (no node has room)
     /// before a wait stops with that reason rather than run out its
     /// timeout, in seconds; 0 waits the whole timeout, for platforms whose

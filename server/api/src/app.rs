@@ -64,6 +64,8 @@ pub struct Parts {
     pub mapping_reload: Option<crate::control::background::MappingReload>,
     /// Where KubeRay's RayJobs live (`None`: no `krayne run`).
     pub rayjobs: Option<Arc<dyn crate::domain::RayJobStore>>,
+    /// What is kept of RayJobs' ended jobs (`None`: nothing is).
+    pub run_ledger: Option<Arc<dyn crate::domain::RunLedger>>,
 }
 
 /// The lifecycle reaper's wiring.
@@ -103,6 +105,7 @@ impl Parts {
             usage_leadership: None,
             mapping_reload: None,
             rayjobs: None,
+            run_ledger: None,
         }
     }
 }
@@ -150,6 +153,9 @@ pub async fn start(
     }
     if let Some(rayjobs) = parts.rayjobs {
         service = service.with_rayjobs(rayjobs);
+    }
+    if let Some(ledger) = parts.run_ledger {
+        service = service.with_run_ledger(ledger);
     }
     if let Some(ledger) = parts.usage_ledger {
         service = service.with_usage_ledger(ledger);

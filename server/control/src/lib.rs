@@ -28,6 +28,7 @@ mod pod_logs;
 mod quotas;
 mod ray_credentials;
 mod ray_logs;
+mod rayjob_runner;
 mod rayjobs;
 mod reaper;
 mod sessions;
@@ -136,6 +137,9 @@ pub struct ControlSettings {
     /// How often the companion keeper goes over every cluster (its
     /// NetworkPolicy and Ray token Secret).
     pub companions_every: Duration,
+    /// How often the RayJob runner goes over krayne's RayJobs (submitting
+    /// jobs whose heads serve, keeping the logs of those that ended).
+    pub rayjobs_every: Duration,
 }
 
 impl Default for ControlSettings {
@@ -166,6 +170,7 @@ impl Default for ControlSettings {
             reaper: ReaperLimits::default(),
             ray_auth: None,
             companions_every: Duration::from_secs(600),
+            rayjobs_every: Duration::from_secs(3),
         }
     }
 }
@@ -216,6 +221,8 @@ pub struct ControlPlane {
     head_schedule: Arc<reaper::HeadSchedule>,
     /// Where RayJobs live (`None`: this server runs none).
     rayjobs: Option<Arc<dyn domain::RayJobStore>>,
+    /// What is kept of RayJobs' ended jobs (`None`: nothing is).
+    run_ledger: Option<Arc<dyn domain::RunLedger>>,
 }
 
 impl ControlPlane {
@@ -246,6 +253,7 @@ impl ControlPlane {
             usage_ledger: None,
             head_schedule: Arc::default(),
             rayjobs: None,
+            run_ledger: None,
         }
     }
 
@@ -254,6 +262,14 @@ impl ControlPlane {
     #[must_use]
     pub fn with_rayjobs(mut self, store: Arc<dyn domain::RayJobStore>) -> Self {
         self.rayjobs = Some(store);
+        self
+    }
+
+    /// Keeps what RayJobs' ended jobs leave (their driver log's tail, exit
+    /// code) in `ledger`, for after their clusters are gone.
+    #[must_use]
+    pub fn with_run_ledger(mut self, ledger: Arc<dyn domain::RunLedger>) -> Self {
+        self.run_ledger = Some(ledger);
         self
     }
 

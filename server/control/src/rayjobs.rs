@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 use super::{Context, ControlPlane};
 use crate::{
     domain::{
-        ClusterRef, DEFAULT_TTL_SECONDS_AFTER_FINISHED, Error, FieldValidation, FieldViolation, ObservedCluster,
-        ObservedRayJob, RayJobInfo, RayJobStore, RequestId, RunSpec, audit::AuditAction, quota,
+        ClusterRef, DEFAULT_TTL_SECONDS_AFTER_FINISHED, Error, FieldValidation, FieldViolation, KeptRun, LogStream,
+        MIN_TTL_SECONDS_AFTER_FINISHED, ObservedCluster, ObservedRayJob, RayJobInfo, RayJobStore, RequestId, RunSpec,
+        RunState, audit::AuditAction, quota,
     },
     manifest::{self, Provenance},
 };
@@ -92,13 +93,15 @@ impl ControlPlane {
         };
         let run = read.spec;
         let policy = self.lifecycle_policy(&namespace);
+        // A team's TTL too leaves krayne the time to keep the driver's log.
         let ttl = run
             .ttl_seconds_after_finished
             .or_else(|| {
                 let ttl = policy.as_ref()?.job_ttl?.0.as_secs();
                 u32::try_from(ttl.max(0)).ok()
             })
-            .unwrap_or(DEFAULT_TTL_SECONDS_AFTER_FINISHED);
+            .unwrap_or(DEFAULT_TTL_SECONDS_AFTER_FINISHED)
+            .max(MIN_TTL_SECONDS_AFTER_FINISHED);
         // The team's lifetime bounds every job of the namespace.
         let lifetime = policy
             .as_ref()
@@ -219,18 +222,115 @@ impl ControlPlane {
         .await
     }
 
-    /// The view of `job`, its cluster's status read from the cluster store.
+    /// The view of `job`: its cluster's status read from the cluster
+    /// store, and once it has ended its exit code (kept, or its head's).
     async fn rayjob_info(&self, job: &ObservedRayJob, rid: &RequestId) -> RayJobInfo {
         let mut status = None;
+        let mut exit_code = None;
+        if job.state().is_over()
+            && let Ok(Some(kept)) = self.kept_run(job).await
+        {
+            exit_code = kept.exit_code;
+        }
         if let Some(cluster) = job.cluster_name() {
             let target = ClusterRef::new(job.metadata.namespace.as_str(), cluster);
             if let Ok(observed) = self.store.get(&target, rid).await {
                 let pods = self.store.cluster_pods(&target, rid).await.ok();
                 let pods = pods.as_deref().map(super::clusters::views);
                 status = Some(manifest::derive_status(&observed, pods.as_deref()));
+                if exit_code.is_none() && job.state().is_over() {
+                    exit_code = self.exit_code_from_head(&target, job).await;
+                }
             }
         }
-        RayJobInfo::of(job, status, None)
+        RayJobInfo::of(job, status, exit_code)
+    }
+
+    /// The exit code `job`'s head reports (`None` when it cannot be had).
+    async fn exit_code_from_head(&self, target: &ClusterRef, job: &ObservedRayJob) -> Option<i64> {
+        let cx = crate::reaper::system_context();
+        let head = self.ray_head(&cx, target).await.ok()?;
+        let id = job.job_id()?;
+        self.ray().ok()?.job(&head, id).await.ok()?.driver_exit_code
+    }
+
+    /// What was kept of `job`'s ended job, if anything.
+    async fn kept_run(&self, job: &ObservedRayJob) -> Result<Option<KeptRun>, Error> {
+        let (Some(ledger), Some(uid)) = (&self.run_ledger, job.metadata.uid.as_ref()) else {
+            return Ok(None);
+        };
+        ledger
+            .kept(job.metadata.namespace.as_str(), job.metadata.name.as_str(), &uid.text())
+            .await
+    }
+
+    /// Where `rayjob`'s driver log is read: what krayne kept once it
+    /// ended, else its head while its cluster lives and the job runs.
+    async fn log_source(&self, cx: &Context, rayjob: &ClusterRef) -> Result<LogSource, Error> {
+        let store = self.rayjob_store()?;
+        let rid = &cx.meta.request_id;
+        let job = store
+            .get_rayjob(rayjob, rid)
+            .await
+            .map_err(|e| as_rayjob(e, rayjob.name()))?;
+        if let Some(kept) = self.kept_run(&job).await? {
+            return match kept.log_tail {
+                Some(tail) => Ok(LogSource::Kept(tail)),
+                None => Err(Error::FailedPrecondition(format!(
+                    "rayjob '{}' has no log: its job never ran ({})",
+                    rayjob.name(),
+                    job.status.message.as_deref().unwrap_or("ended before it was submitted")
+                ))),
+            };
+        }
+        let state = job.state();
+        match (job.cluster_name(), job.job_id()) {
+            (Some(cluster), Some(id)) if matches!(state, RunState::Running) || state.is_over() => Ok(LogSource::Live(
+                ClusterRef::new(rayjob.namespace(), cluster),
+                id.to_owned(),
+            )),
+            _ => Err(Error::FailedPrecondition(format!(
+                "rayjob '{}' has no log yet: its job has not started (state: {})",
+                rayjob.name(),
+                state.as_str()
+            ))),
+        }
+    }
+
+    /// A RayJob's driver log (viewer): its head's while the cluster lives,
+    /// the last MiB krayne kept once the job ended.
+    pub async fn rayjob_logs(&self, cx: &Context, rayjob: &ClusterRef) -> Result<String, Error> {
+        self.authorize_cluster(cx, AuditAction::RayJobLogs, rayjob).await?;
+        let log = match self.log_source(cx, rayjob).await? {
+            LogSource::Kept(tail) => tail,
+            LogSource::Live(cluster, id) => self.job_logs(cx, &cluster, &id).await?,
+        };
+        self.record_read(
+            cx,
+            AuditAction::RayJobLogs,
+            Some(rayjob.namespace()),
+            Some(rayjob.name()),
+        )
+        .await;
+        Ok(log)
+    }
+
+    /// A RayJob's driver log from its start as it grows, until the job
+    /// ends (viewer); once kept, the kept tail at once.
+    pub async fn follow_rayjob_logs(&self, cx: &Context, rayjob: &ClusterRef) -> Result<LogStream, Error> {
+        self.authorize_cluster(cx, AuditAction::RayJobLogs, rayjob).await?;
+        let lines = match self.log_source(cx, rayjob).await? {
+            LogSource::Kept(tail) => Box::pin(futures::stream::once(async move { Ok(tail) })) as LogStream,
+            LogSource::Live(cluster, id) => self.follow_job_logs(cx, &cluster, &id).await?,
+        };
+        self.record_read(
+            cx,
+            AuditAction::RayJobLogs,
+            Some(rayjob.namespace()),
+            Some(rayjob.name()),
+        )
+        .await;
+        Ok(lines)
     }
 
     /// What `namespace`'s RayJobs are charged beyond `clusters`: each one
@@ -259,6 +359,14 @@ impl ControlPlane {
             })
             .sum())
     }
+}
+
+/// Where a RayJob's log is read.
+enum LogSource {
+    /// What krayne kept once the job ended.
+    Kept(String),
+    /// The job's head: its cluster and the Ray job id.
+    Live(ClusterRef, String),
 }
 
 /// `job`'s cluster's status among `clusters`, while it exists.

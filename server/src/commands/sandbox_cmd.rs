@@ -89,6 +89,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         auth,
     );
     parts.rayjobs = Some(std::sync::Arc::new(kube));
+    parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     // One process: it records usage itself.
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));

@@ -87,7 +87,7 @@ fn quoted(name: &str) -> Result<String, String> {
 /// What `serve` needs and nothing more: read and append audit rows, write
 /// outcomes, keep its heartbeat and admission leases. No DELETE, TRUNCATE
 /// or DDL on the audit log.
-const RUNTIME_GRANTS: [&str; 6] = [
+const RUNTIME_GRANTS: [&str; 7] = [
     "GRANT USAGE ON SCHEMA {schema} TO {role}",
     "GRANT SELECT, INSERT ON audit_events TO {role}",
     "GRANT UPDATE (completed_at, request_summary, outcome, http_status, grpc_code, error, duration_ms) \
@@ -95,6 +95,8 @@ const RUNTIME_GRANTS: [&str; 6] = [
     "GRANT SELECT, INSERT, UPDATE, DELETE ON krayne_replicas, quota_admissions, cluster_uses, lifecycle_policies TO {role}",
     // Usage intervals are recorded and closed, never deleted.
     "GRANT SELECT, INSERT, UPDATE ON usage_intervals, usage_recorder TO {role}",
+    // What was kept of a RayJob's ended job is written once, never changed.
+    "GRANT SELECT, INSERT ON rayjob_runs TO {role}",
     "GRANT SELECT ON _sqlx_migrations TO {role}",
 ];
 

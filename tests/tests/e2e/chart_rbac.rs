@@ -184,8 +184,8 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     called
 }
 
-/// Every RayJob operation once: a dry run, a create, a list, a read and a
-/// delete.
+/// Every RayJob operation once: a dry run, a create, a list, a read, its
+/// log asked too soon, and a delete.
 async fn drive_rayjobs(admin: &Rest, call: &mut impl FnMut(&str, &str) -> String) {
     let ns = "/v1/namespaces/{namespace}/rayjobs";
     let one = "/v1/namespaces/{namespace}/rayjobs/{name}";
@@ -197,6 +197,8 @@ async fn drive_rayjobs(admin: &Rest, call: &mut impl FnMut(&str, &str) -> String
     admin.post(&call("post", ns), &run).await.expect(201);
     admin.get(&call("get", ns)).await.expect(200);
     admin.get(&call("get", one)).await.expect(200);
+    // Not started yet: krayne reads the RayJob, and says so.
+    admin.get(&call("get", &format!("{one}/logs"))).await.expect(409);
     admin.delete(&call("delete", one)).await.expect(204);
 }
 

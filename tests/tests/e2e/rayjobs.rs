@@ -1,13 +1,34 @@
 //! Jobs with a cluster of their own (issue 60) through REST: a run becomes
 //! a KubeRay RayJob the sandbox's operator runs, with create's tenancy,
-//! checks, quota and audit; deleting it removes its cluster.
+//! checks, quota and audit; krayne submits its job once the head holds its
+//! working dir, keeps its exit code and log past its cluster's TTL, and
+//! deleting it removes its cluster.
 
-use std::time::Duration;
+use std::{io::Write as _, time::Duration};
 
 use krayne_tests::{Env, EnvOptions, TEAMS};
 use serde_json::{Value, json};
 
 const RUNS: &str = "/v1/namespaces/ml-team/rayjobs";
+
+/// The RayJob runner goes round every second.
+fn runner_every_second() -> EnvOptions {
+    EnvOptions {
+        server_args: vec!["--rayjobs-interval-seconds".into(), "1".into()],
+        ..EnvOptions::default()
+    }
+}
+
+/// A stored zip of `files` (path, contents), as Ray packs a working dir.
+fn zipped(files: &[(&str, &str)]) -> Vec<u8> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (path, contents) in files {
+        zip.start_file(*path, stored).unwrap();
+        zip.write_all(contents.as_bytes()).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
 
 /// The RayJobs the sandbox holds in `namespace`.
 async fn rayjobs_in_kubernetes(env: &Env, namespace: &str) -> Vec<Value> {
@@ -18,15 +39,27 @@ async fn rayjobs_in_kubernetes(env: &Env, namespace: &str) -> Vec<Value> {
 
 /// The RayJob once `done` holds for krayne's view of it (20 s at most).
 async fn rayjob_when(env: &Env, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    rayjob_when_within(env, name, what, Duration::from_secs(20), done).await
+}
+
+/// The RayJob once `done` holds for krayne's view of it, within `within`.
+async fn rayjob_when_within(
+    env: &Env,
+    name: &str,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let alice = env.rest(&env.alice());
-    for _ in 0..200 {
+    let started = std::time::Instant::now();
+    loop {
         let job = alice.get(&format!("{RUNS}/{name}")).await.expect(200).body;
         if done(&job) {
             return job;
         }
+        assert!(started.elapsed() < within, "{name} never {what}: {job}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{name} never {what}");
 }
 
 #[tokio::test]
@@ -208,4 +241,139 @@ async fn bad_runs_are_refused_with_every_field() {
     assert_eq!(created.body["rayjob"]["name"], "from-yaml");
     alice.post_yaml(RUNS, yaml).await.expect(409);
     alice.get(&format!("{RUNS}/nothing-here")).await.expect(404);
+}
+
+#[tokio::test]
+async fn a_run_waits_for_its_working_dir_then_its_exit_code_and_log_outlive_its_cluster() {
+    let env = Env::start_with(runner_every_second()).await;
+    let alice = env.rest(&env.alice());
+    let package = "_ray_pkg_00000000000000e3.zip";
+    let run = json!({
+        "name": "three",
+        "entrypoint": "sh job.sh",
+        "runtime_env": {"working_dir": package, "env_vars": {"WHO": "the job"}},
+        "ttl_seconds_after_finished": 30,
+    });
+    alice.post(RUNS, &run).await.expect(201);
+    let ready = rayjob_when(&env, "three", "had a ready cluster", |j| j["cluster_status"] == "ready").await;
+    let cluster = ready["cluster"].as_str().unwrap().to_owned();
+    // Two rounds of the runner: nothing is submitted without the package.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let waiting = alice.get(&format!("{RUNS}/three")).await.expect(200).body;
+    assert_eq!(
+        (&waiting["state"], &waiting["job_status"]),
+        (&json!("submitting"), &Value::Null)
+    );
+
+    let script = "echo \"hello from $WHO\"; echo line two; exit 3\n";
+    let uploaded = reqwest::Client::new()
+        .put(format!(
+            "{}/v1/namespaces/ml-team/clusters/{cluster}/packages/{package}",
+            env.url()
+        ))
+        .bearer_auth(env.alice())
+        .body(zipped(&[("job.sh", script)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status().as_u16(), 200);
+    let failed = rayjob_when(&env, "three", "failed", |j| {
+        j["state"] == "failed" && !j["exit_code"].is_null()
+    })
+    .await;
+    assert_eq!(
+        (&failed["exit_code"], &failed["reason"]),
+        (&json!(3), &json!("AppFailed")),
+        "{failed}"
+    );
+    let log = alice.get(&format!("{RUNS}/three/logs")).await.expect(200).text;
+    assert!(log.contains("hello from the job\nline two"), "{log}");
+    let submitted = env
+        .audit_rows_eventually(&format!("action=job.submit&cluster={cluster}"), 1)
+        .await;
+    assert_eq!(
+        submitted[0]["actor"]["subject"],
+        krayne_server::control::LIFECYCLE_SUBJECT
+    );
+    assert_eq!(submitted[0]["request_summary"]["rayjob"], "three");
+
+    // KubeRay deletes the cluster 30 s after the end; the log and the exit
+    // code stay readable.
+    let gone = rayjob_when_within(&env, "three", "lost its cluster", Duration::from_secs(60), |j| {
+        j["cluster_status"].is_null()
+    })
+    .await;
+    assert_eq!((&gone["state"], &gone["exit_code"]), (&json!("failed"), &json!(3)));
+    alice
+        .get(&format!("/v1/namespaces/ml-team/clusters/{cluster}"))
+        .await
+        .expect(404);
+    let kept = alice.get(&format!("{RUNS}/three/logs")).await.expect(200).text;
+    assert!(kept.contains("hello from the job\nline two"), "{kept}");
+    let followed = alice
+        .get(&format!("{RUNS}/three/logs?follow=true"))
+        .await
+        .expect(200)
+        .text;
+    assert_eq!(followed, kept);
+}
+
+#[tokio::test]
+async fn a_run_without_a_working_dir_starts_by_itself_and_its_log_is_followed_to_the_end() {
+    let env = Env::start_with(runner_every_second()).await;
+    let alice = env.rest(&env.alice());
+    let run = json!({"name": "ok", "entrypoint": "sh -c 'echo one; sleep 1; echo two'"});
+    alice.post(RUNS, &run).await.expect(201);
+    let early = alice.get(&format!("{RUNS}/ok/logs")).await.expect(409);
+    assert!(
+        early.body["detail"].as_str().unwrap().contains("has not started"),
+        "{}",
+        early.text
+    );
+    rayjob_when(&env, "ok", "ran", |j| {
+        j["state"] == "running" || j["state"] == "succeeded"
+    })
+    .await;
+    let followed = alice.get(&format!("{RUNS}/ok/logs?follow=true")).await.expect(200).text;
+    assert!(followed.contains("one\ntwo"), "{followed}");
+    let done = rayjob_when(&env, "ok", "succeeded", |j| {
+        j["state"] == "succeeded" && !j["exit_code"].is_null()
+    })
+    .await;
+    assert_eq!(done["exit_code"], 0);
+}
+
+#[tokio::test]
+async fn deleting_a_running_run_stops_its_job_and_removes_its_cluster() {
+    let env = Env::start_with(runner_every_second()).await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(RUNS, &json!({"name": "long", "entrypoint": "sleep 600"}))
+        .await
+        .expect(201);
+    let running = rayjob_when(&env, "long", "ran", |j| j["state"] == "running").await;
+    let cluster = running["cluster"].as_str().unwrap().to_owned();
+    let pods = format!(
+        "{}/api/v1/namespaces/ml-team/pods?labelSelector=ray.io/cluster={cluster}",
+        env.sandbox.url()
+    );
+    alice.delete(&format!("{RUNS}/long")).await.expect(204);
+    alice.get(&format!("{RUNS}/long")).await.expect(404);
+    for _ in 0..100 {
+        let left: Value = reqwest::get(&pods).await.unwrap().json().await.unwrap();
+        if left["items"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Value = reqwest::get(&pods).await.unwrap().json().await.unwrap();
+    assert_eq!(
+        left["items"].as_array().map(Vec::len),
+        Some(0),
+        "the head (and its job) went"
+    );
+    alice
+        .get(&format!("/v1/namespaces/ml-team/clusters/{cluster}"))
+        .await
+        .expect(404);
 }

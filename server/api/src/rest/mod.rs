@@ -197,6 +197,7 @@ fn long_lived() -> OpenApiRouter<AppState> {
 fn streams() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(jobs::job_logs))
+        .routes(routes!(rayjobs::rayjob_logs))
         .routes(routes!(pod_logs::cluster_logs))
         .routes(routes!(pod_logs::ray_logs))
         .routes(routes!(pod_logs::ray_log_file))

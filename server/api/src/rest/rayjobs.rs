@@ -3,14 +3,15 @@
 use axum::{
     Json,
     extract::{Path, State},
-    http::StatusCode,
-    response::IntoResponse,
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
 };
 
 use super::{
     AppState,
     dto::{CreateQuery, CreateRayJobResponse, RayJobList, RunRequest},
-    extract::{Caller, ClusterPath, ConfigBody},
+    extract::{Caller, ClusterPath, ConfigBody, QueryOf},
+    jobs::LogsQuery,
     problem::{ApiError, Problem},
     responses::{Bodies, Editor, EditorOfCluster, KubernetesReads, Refusals, Viewer, ViewerOfCluster},
     warnings::warning_headers,
@@ -60,7 +61,7 @@ pub(super) async fn create_rayjob(
     State(s): State<AppState>,
     Caller(cx): Caller,
     Path(namespace): Path<String>,
-    super::extract::QueryOf(q): super::extract::QueryOf<CreateQuery>,
+    QueryOf(q): QueryOf<CreateQuery>,
     ConfigBody(request): ConfigBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let dry_run = q.dry_run.unwrap_or(false);
@@ -112,4 +113,34 @@ pub(super) async fn delete_rayjob(
 ) -> Result<StatusCode, ApiError> {
     s.plane.delete_rayjob(&cx, &rayjob).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Read a RayJob's driver log.
+///
+/// Its head's while the job's cluster lives; once the job has ended,
+/// the last MiB krayne kept, also after KubeRay has deleted the cluster.
+/// With `follow=true`, from the start and as it grows until the job ends
+/// (chunked `text/plain`, or Server-Sent Events when the request accepts
+/// `text/event-stream`). Needs the viewer role.
+#[utoipa::path(get, path = "/v1/namespaces/{namespace}/rayjobs/{name}/logs", tag = "rayjobs",
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "RayJob name"), LogsQuery),
+    responses(
+        Refusals, KubernetesReads, ViewerOfCluster,
+        (status = 200, description = "The log", body = String, content_type = "text/plain"),
+        (status = 409, description = "The job has not started yet, or never ran", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The job's Ray head does not answer", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn rayjob_logs(
+    State(s): State<AppState>,
+    Caller(cx): Caller,
+    ClusterPath(rayjob): ClusterPath,
+    QueryOf(query): QueryOf<LogsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    if !query.follow {
+        let log = s.plane.rayjob_logs(&cx, &rayjob).await?;
+        return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response());
+    }
+    let lines = s.plane.follow_rayjob_logs(&cx, &rayjob).await?;
+    Ok(super::jobs::followed(lines, &headers))
 }

@@ -81,6 +81,7 @@ impl ControlPlane {
             self.denial_windows_task(),
         ];
         tasks.extend(self.activity_recorder_task());
+        tasks.extend(self.rayjob_runner_task(work.keeper_leadership.clone()));
         tasks.extend(self.companion_keeper_task(work.keeper_leadership));
         tasks.extend(work.reaper.and_then(|r| self.reaper_task(r)));
         tasks.extend(self.usage_recorder_tasks(work.usage_leadership));
@@ -164,6 +165,23 @@ impl ControlPlane {
             }),
         );
         Some(task.while_leading(leadership))
+    }
+
+    /// The RayJob runner, when the server runs RayJobs: under the
+    /// companion keeper's election (Ray answers a job submitted twice with
+    /// the first, so replicas that overlap do no harm).
+    fn rayjob_runner_task(&self, leadership: Option<Arc<dyn Leadership>>) -> Option<Task> {
+        self.rayjobs.as_ref()?;
+        let kept = Arc::new(tokio::sync::Mutex::new(crate::rayjob_runner::KeptRuns::default()));
+        let task = Task::every(
+            "rayjob-runner",
+            self.settings.rayjobs_every,
+            self.body(move |plane| {
+                let kept = kept.clone();
+                async move { plane.rayjobs_round(&mut *kept.lock().await).await }
+            }),
+        );
+        Some(task.while_leading(leadership).until(self.stopping.clone()))
     }
 
     /// The usage recorder, while this replica leads: a round every

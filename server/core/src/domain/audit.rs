@@ -114,13 +114,15 @@ pub enum AuditAction {
     RayJobList,
     /// Read one RayJob.
     RayJobGet,
+    /// Read (or follow) a RayJob's driver log.
+    RayJobLogs,
     /// Delete a RayJob: stop its job, remove its cluster.
     RayJobDelete,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 33] = [
+    pub const ALL: [Self; 34] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -153,6 +155,7 @@ impl AuditAction {
         Self::RayJobCreate,
         Self::RayJobList,
         Self::RayJobGet,
+        Self::RayJobLogs,
         Self::RayJobDelete,
     ];
 
@@ -176,7 +179,8 @@ impl AuditAction {
             | Self::QuotaGet
             | Self::UsageGet
             | Self::RayJobList
-            | Self::RayJobGet => Read,
+            | Self::RayJobGet
+            | Self::RayJobLogs => Read,
             Self::AuditList => ReadAudit,
             Self::ClusterCreate
             | Self::ClusterScale
@@ -235,6 +239,7 @@ impl AuditAction {
             Self::RayJobCreate => "rayjob.create",
             Self::RayJobList => "rayjob.list",
             Self::RayJobGet => "rayjob.get",
+            Self::RayJobLogs => "rayjob.logs",
             Self::RayJobDelete => "rayjob.delete",
         }
     }

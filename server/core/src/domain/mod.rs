@@ -62,7 +62,7 @@ pub use pod_log::{
 pub use ports::{
     ActivityLedger, AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse,
     Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, RayJobStore,
-    TokenReviews,
+    RunLedger, TokenReviews,
 };
 pub use principal::{Action, Grant, Principal, Role, pattern_covers};
 pub use public_url::PublicUrl;
@@ -71,10 +71,13 @@ pub use ray_head::{
     DeleteReply, DialHead, HeadLink, HeadReader, HeadUse, LogFileRead, LogStream, PackageBody, RayHeads, RayJobs,
     RayLogListing, RayNode, SubmitReply,
 };
-pub use rayjob::{ObservedRayJob, RayJobInfo, RayJobSpec, RayJobStatus, RunState};
+pub use rayjob::{KeptRun, MAX_KEPT_LOG, ObservedRayJob, RayJobInfo, RayJobSpec, RayJobStatus, RunState, log_tail};
 pub use rendered::{ClusterPatch, RenderedCluster};
 pub use request_id::RequestId;
-pub use run::{DEFAULT_TTL_SECONDS_AFTER_FINISHED, MAX_RUN_NAME_LEN, MAX_TTL_SECONDS_AFTER_FINISHED, ReadRun, RunSpec};
+pub use run::{
+    DEFAULT_TTL_SECONDS_AFTER_FINISHED, MAX_RUN_NAME_LEN, MAX_TTL_SECONDS_AFTER_FINISHED,
+    MIN_TTL_SECONDS_AFTER_FINISHED, ReadRun, RunSpec,
+};
 pub use spec::{AutoscalerSpec, ClusterSpec, HeadSpec, ServicesSpec, UpscalingMode, WorkerGroupSpec};
 pub use uid::Uid;
 pub use usage::{

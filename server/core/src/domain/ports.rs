@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 
 use super::{
-    Authorized, ClusterPatch, ClusterRef, Error, ObservedCluster, ObservedEvent, ObservedPod, ObservedRayJob,
+    Authorized, ClusterPatch, ClusterRef, Error, KeptRun, ObservedCluster, ObservedEvent, ObservedPod, ObservedRayJob,
     PodLogOptions, RenderedCluster, RequestId,
     audit::{AuditEntry, AuditFilter},
 };
@@ -357,6 +357,16 @@ pub trait RayJobStore: Send + Sync + 'static {
     /// Deletes a RayJob; KubeRay stops its job and Kubernetes removes its
     /// cluster (owned by it).
     async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error>;
+}
+
+/// What krayne keeps of RayJobs' ended jobs (their driver log's tail and
+/// exit code), in the audit database, for after their clusters are gone.
+#[async_trait::async_trait]
+pub trait RunLedger: Send + Sync + 'static {
+    /// Keeps `run`; a run kept already (same uid) stays as it was.
+    async fn keep(&self, run: &KeptRun) -> Result<(), Error>;
+    /// What was kept of RayJob `namespace/name` with `uid`.
+    async fn kept(&self, namespace: &str, name: &str, uid: &str) -> Result<Option<KeptRun>, Error>;
 }
 
 /// Where the audit trail goes.

@@ -44,6 +44,10 @@ pub struct RayJobSpec {
     pub ray_cluster_spec: Option<Value>,
     /// Whether it is suspended (Kueue's admission).
     pub suspend: Option<bool>,
+    /// CPUs reserved for the entrypoint.
+    pub entrypoint_num_cpus: Option<f64>,
+    /// GPUs reserved for the entrypoint.
+    pub entrypoint_num_gpus: Option<f64>,
 }
 
 /// `RayJob.status`, the parts krayne reads.
@@ -230,6 +234,48 @@ impl RayJobInfo {
     }
 }
 
+/// The most of a driver's log krayne keeps once its job has ended: its
+/// last 1 MiB.
+pub const MAX_KEPT_LOG: usize = 1 << 20;
+
+/// What krayne kept of a RayJob's job once it ended, for after its cluster
+/// is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptRun {
+    /// The RayJob's namespace.
+    pub namespace: String,
+    /// The RayJob's name.
+    pub name: String,
+    /// The RayJob's uid (a RayJob made again under the name is another).
+    pub uid: String,
+    /// The Ray job id.
+    pub job_id: String,
+    /// Ray's status of the job at its end.
+    pub status: String,
+    /// The entrypoint's exit code (none when it was stopped).
+    pub exit_code: Option<i64>,
+    /// The last [`MAX_KEPT_LOG`] bytes of the driver's log (`None`: the
+    /// cluster was gone before it could be read).
+    pub log_tail: Option<String>,
+    /// Whether the log was longer than what is kept.
+    pub truncated: bool,
+    /// When it was kept (RFC 3339).
+    pub kept_at: String,
+}
+
+/// The last [`MAX_KEPT_LOG`] bytes of `log` (from a character's start),
+/// and whether anything was cut.
+pub fn log_tail(log: &str) -> (&str, bool) {
+    if log.len() <= MAX_KEPT_LOG {
+        return (log, false);
+    }
+    let mut start = log.len() - MAX_KEPT_LOG;
+    while !log.is_char_boundary(start) {
+        start += 1;
+    }
+    (&log[start..], true)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -244,6 +290,16 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_tail_is_the_last_mebibyte_from_a_characters_start() {
+        assert_eq!(log_tail("short"), ("short", false));
+        let long = format!("{}é{}", "a".repeat(10), "b".repeat(MAX_KEPT_LOG - 1));
+        let (tail, cut) = log_tail(&long);
+        assert!(cut);
+        assert_eq!(tail.len(), MAX_KEPT_LOG - 1, "the cut é is left out whole");
+        assert!(tail.chars().all(|c| c == 'b'));
     }
 
     #[test]

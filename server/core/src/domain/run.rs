@@ -13,6 +13,10 @@ pub const MAX_RUN_NAME_LEN: usize = 47;
 /// the team's policy says: long enough to look at Ray's dashboard, short
 /// enough not to hold GPUs (the driver's log outlives it in krayne).
 pub const DEFAULT_TTL_SECONDS_AFTER_FINISHED: u32 = 300;
+/// Shortest `ttl_seconds_after_finished`: krayne reads the driver's log
+/// and exit code from the head after the job ends, to keep them once the
+/// cluster is gone.
+pub const MIN_TTL_SECONDS_AFTER_FINISHED: u32 = 30;
 /// Longest `ttl_seconds_after_finished` accepted (a week).
 pub const MAX_TTL_SECONDS_AFTER_FINISHED: u32 = 7 * 24 * 3600;
 
@@ -158,11 +162,14 @@ impl RunSpec {
         let ttl = match &value["ttl_seconds_after_finished"] {
             Value::Null => None,
             n => match n.as_u64().and_then(|n| u32::try_from(n).ok()) {
-                Some(n) if n <= MAX_TTL_SECONDS_AFTER_FINISHED => Some(n),
+                Some(n) if (MIN_TTL_SECONDS_AFTER_FINISHED..=MAX_TTL_SECONDS_AFTER_FINISHED).contains(&n) => Some(n),
                 _ => {
                     v.push(
                         "ttl_seconds_after_finished",
-                        format!("must be a whole number of seconds from 0 to {MAX_TTL_SECONDS_AFTER_FINISHED}"),
+                        format!(
+                            "must be a whole number of seconds from {MIN_TTL_SECONDS_AFTER_FINISHED} (time to keep the \
+                             driver's log) to {MAX_TTL_SECONDS_AFTER_FINISHED}"
+                        ),
                     );
                     None
                 }

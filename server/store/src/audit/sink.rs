@@ -83,6 +83,11 @@ impl SqlAuditSink {
         crate::SqlUsageLedger::new(self.store.clone())
     }
 
+    /// What is kept of RayJobs' ended jobs, in the same database.
+    pub fn run_ledger(&self) -> crate::SqlRunLedger {
+        crate::SqlRunLedger::new(self.store.clone())
+    }
+
     /// The lifecycle policy ledger in the same database.
     pub fn policy_ledger(&self) -> crate::SqlPolicyLedger {
         crate::SqlPolicyLedger::new(self.store.clone())

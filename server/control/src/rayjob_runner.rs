@@ -1,0 +1,202 @@
+//! The RayJob runner: the background round that does for krayne's RayJobs
+//! what KubeRay's `InteractiveMode` leaves to its user.
+//!
+//! - Once a RayJob's cluster is ready and KubeRay follows its job id (the
+//!   deployment `Running`, no Ray job seen yet), and its head holds the
+//!   working dir's package when there is one (`krayne run` uploads it),
+//!   the job is submitted under that id, as krayne's own `job.submit`
+//!   (Ray answers a repeated id with the first job: a round that runs
+//!   twice submits once).
+//! - Once a job has ended, its exit code and the last MiB of its driver's
+//!   log are kept in the audit database before KubeRay deletes the cluster
+//!   (`ttlSecondsAfterFinished` is at least 30 s for this).
+//!
+//! Fenced: only RayJobs krayne made (its `created-by` annotation, copied by
+//! KubeRay to their clusters), in `InteractiveMode`, with a job id; found
+//! through the watch cache's clusters, so a round lists the RayJobs of the
+//! namespaces with a job's cluster, not every namespace.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::json;
+
+use super::{Context, ControlPlane};
+use crate::{
+    domain::{
+        ClusterRef, Error, JobSubmission, KeptRun, ObservedRayJob, RunState, RuntimeEnv, audit::AuditAction, log_tail,
+        parse_yaml,
+    },
+    manifest,
+};
+
+/// What the runner has kept already (RayJob uids), so a round reads no
+/// log twice.
+#[derive(Debug, Default)]
+pub(crate) struct KeptRuns(HashSet<String>);
+
+impl ControlPlane {
+    /// One round of the runner (see the module): logged, never failing.
+    pub(crate) async fn rayjobs_round(&self, kept: &mut KeptRuns) {
+        let Some(store) = &self.rayjobs else {
+            return;
+        };
+        let cx = crate::reaper::system_context();
+        let rid = cx.meta.request_id.clone();
+        let clusters = match self.store.list(None, &rid).await {
+            Ok(clusters) => clusters,
+            Err(e) => {
+                tracing::warn!(error = %e, "the RayJob runner could not list clusters; trying again next round");
+                return;
+            }
+        };
+        let mut of_jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for c in clusters.iter().filter(|c| made_by_krayne(&c.metadata)) {
+            if let Some(rayjob) = c.metadata.rayjob() {
+                of_jobs
+                    .entry(c.metadata.namespace.to_string())
+                    .or_default()
+                    .push((rayjob.to_owned(), c.metadata.name.to_string()));
+            }
+        }
+        for (namespace, clusters) in of_jobs {
+            let jobs = match store.list_rayjobs(Some(&namespace), &rid).await {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    tracing::warn!(%namespace, error = %e, "the RayJob runner could not list RayJobs; trying again next round");
+                    continue;
+                }
+            };
+            for job in jobs
+                .iter()
+                .filter(|j| j.spec.submission_mode.as_deref() == Some(manifest::SUBMISSION_MODE))
+            {
+                let Some(cluster) = job.cluster_name() else {
+                    continue;
+                };
+                let ours = clusters
+                    .iter()
+                    .any(|(rayjob, name)| rayjob == job.metadata.name.as_str() && name == cluster);
+                if !ours || !made_by_krayne(&job.metadata) {
+                    continue;
+                }
+                let done = match job.state() {
+                    RunState::Submitting if job.status.job_deployment_status.as_deref() == Some("Running") => {
+                        self.submit_rayjob(&cx, job, cluster).await
+                    }
+                    state if state.is_over() => self.keep_run(&cx, job, cluster, kept).await,
+                    _ => Ok(()),
+                };
+                if let Err(e) = done {
+                    tracing::debug!(%namespace, rayjob = %job.metadata.name, error = %e, "the RayJob runner will try again next round");
+                }
+            }
+        }
+    }
+
+    /// Submits `job`'s Ray job to the head of its `cluster`, once the head
+    /// serves and holds the working dir's package.
+    async fn submit_rayjob(&self, cx: &Context, job: &ObservedRayJob, cluster: &str) -> Result<(), Error> {
+        let Some(id) = job.spec.job_id.as_deref() else {
+            return Ok(());
+        };
+        let namespace = job.metadata.namespace.as_str();
+        let target = ClusterRef::new(namespace, cluster);
+        let head = self.ray_head(cx, &target).await?;
+        let ray = self.ray()?;
+        match ray.job(&head, id).await {
+            Ok(_) => return Ok(()),
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let runtime_env: RuntimeEnv = match job.spec.runtime_env_yaml.as_deref() {
+            Some(yaml) => serde_json::from_value(parse_yaml(yaml)?)
+                .map_err(|e| Error::invalid("runtimeEnvYAML", e.to_string()))?,
+            None => RuntimeEnv::default(),
+        };
+        let submission = JobSubmission {
+            entrypoint: job.spec.entrypoint.clone(),
+            submission_id: Some(id.to_owned()),
+            runtime_env,
+            entrypoint_num_cpus: job.spec.entrypoint_num_cpus,
+            entrypoint_num_gpus: job.spec.entrypoint_num_gpus,
+            ..JobSubmission::default()
+        }
+        .validated()?;
+        if let Some(package) = submission.package()
+            && !ray.has_package(&head, package).await?
+        {
+            return Ok(());
+        }
+        let summary = json!({
+            "rayjob": job.metadata.name.as_str(),
+            "submission_id": id,
+            "entrypoint": submission.entrypoint,
+            "package": submission.package(),
+        });
+        self.audited(cx, AuditAction::JobSubmit, namespace, cluster, summary, || async {
+            ray.submit(&head, &submission).await
+        })
+        .await?;
+        tracing::info!(%namespace, rayjob = %job.metadata.name, %cluster, job_id = %id, "a RayJob's job was submitted");
+        Ok(())
+    }
+
+    /// Keeps what `job` leaves once it has ended: Ray's status, the exit
+    /// code and the driver log's tail (none when the job never ran).
+    async fn keep_run(
+        &self,
+        cx: &Context,
+        job: &ObservedRayJob,
+        cluster: &str,
+        kept: &mut KeptRuns,
+    ) -> Result<(), Error> {
+        let (Some(ledger), Some(uid)) = (&self.run_ledger, job.metadata.uid.as_ref()) else {
+            return Ok(());
+        };
+        let uid = uid.text().into_owned();
+        if kept.0.contains(&uid) {
+            return Ok(());
+        }
+        let (namespace, name) = (job.metadata.namespace.as_str(), job.metadata.name.as_str());
+        if ledger.kept(namespace, name, &uid).await?.is_some() {
+            kept.0.insert(uid);
+            return Ok(());
+        }
+        let id = job.job_id().unwrap_or(name).to_owned();
+        let head = self.ray_head(cx, &ClusterRef::new(namespace, cluster)).await?;
+        let ray = self.ray()?;
+        let (status, exit_code, log) = match ray.job(&head, &id).await {
+            Ok(info) => (
+                info.status.as_str().to_owned(),
+                info.driver_exit_code,
+                Some(ray.job_log(&head, &id).await?),
+            ),
+            Err(Error::NotFound { .. }) => ("NOT_SUBMITTED".to_owned(), None, None),
+            Err(e) => return Err(e),
+        };
+        let (tail, truncated) = log.as_deref().map_or((None, false), |l| {
+            let (tail, cut) = log_tail(l);
+            (Some(tail.to_owned()), cut)
+        });
+        ledger
+            .keep(&KeptRun {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                uid: uid.clone(),
+                job_id: id,
+                status,
+                exit_code,
+                log_tail: tail,
+                truncated,
+                kept_at: jiff::Timestamp::now().to_string(),
+            })
+            .await?;
+        kept.0.insert(uid);
+        Ok(())
+    }
+}
+
+/// Whether krayne made the object (its `created-by` annotation).
+fn made_by_krayne(meta: &crate::domain::ObjectMeta) -> bool {
+    meta.annotations.get(manifest::ANNOTATION_CREATED_BY).is_some()
+}
