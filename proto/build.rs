@@ -12,6 +12,7 @@ const PROTOS: &[&str] = &[
     "krayne/v1/version.proto",
     "krayne/v1/service.proto",
     "krayne/v1/job.proto",
+    "krayne/v1/rayjob.proto",
     "krayne/v1/usage.proto",
 ];
 

@@ -100,6 +100,8 @@ pub(crate) enum Command {
     Service(commands::service::Command),
     #[command(flatten)]
     Job(commands::job::Command),
+    #[command(flatten)]
+    RayJob(commands::rayjob::Command),
     /// A live terminal UI over the server's clusters (`?` lists its keys).
     Tui(crate::tui::Args),
     #[command(flatten)]

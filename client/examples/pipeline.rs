@@ -1,6 +1,8 @@
 //! A pipeline step: create a Ray cluster, wait for it, run a job from a
 //! working dir on it, follow the job's log, read how it ended, and delete
-//! the cluster whatever happened in between.
+//! the cluster whatever happened in between. Then the same job as a run
+//! with a cluster of its own (`Client::run_job`, a KubeRay RayJob): made,
+//! followed and torn down for the pipeline, nothing left running.
 //!
 //! ```sh
 //! cargo run -p krayne-server -- sandbox          # prints the export line to paste
@@ -14,7 +16,7 @@ use std::{path::Path, time::Duration};
 
 use futures::TryStreamExt as _;
 use krayne_client::{
-    Client, ClientError, ClusterSpecBuilder, Code, SubmitJob, WorkerGroupBuilder,
+    Client, ClientError, ClusterSpecBuilder, Code, RunJob, SubmitJob, WorkerGroupBuilder,
     proto::{JobStatus, Role},
 };
 
@@ -49,8 +51,46 @@ async fn main() -> Result<(), ClientError> {
     let outcome = run_a_job(&client, &namespace, &name, &workdir).await;
     client.delete(&namespace, &name).await?;
     println!("deleted {namespace}/{name}");
+    let run = run_on_its_own_cluster(&client, &namespace, &format!("{name}-run"), &workdir).await;
     let _ = std::fs::remove_dir_all(&workdir);
-    outcome
+    outcome.and(run)
+}
+
+/// The same job on a cluster of its own: KubeRay makes the cluster, krayne
+/// submits the job once the working dir is on its head, and the cluster
+/// goes a minute after the job ends.
+async fn run_on_its_own_cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    workdir: &Path,
+) -> Result<(), ClientError> {
+    let job = RunJob::new(name, "python train.py")
+        .cluster_yaml("worker_groups: [{name: worker, replicas: 2, cpus: 2, memory: 4Gi}]")
+        .working_dir(workdir)
+        .env("EPOCHS", "3")
+        .ttl(Duration::from_secs(60));
+    let run = client.run_job(namespace, job).await?;
+    run.started(|rayjob| println!("{name}: {:?} {}", rayjob.state(), rayjob.cluster_status))
+        .await?;
+    let mut log = run.logs().await?;
+    while let Some(chunk) = log.try_next().await? {
+        print!("{chunk}");
+    }
+    let outcome = run.wait(Duration::from_secs(120)).await?;
+    println!(
+        "{name} ended {:?}, exit code {:?}",
+        outcome.rayjob.state(),
+        outcome.exit_code
+    );
+    if outcome.succeeded() {
+        Ok(())
+    } else {
+        Err(ClientError::new(
+            Code::Aborted,
+            format!("run {name} ended {:?}", outcome.rayjob.state()),
+        ))
+    }
 }
 
 /// The first namespace where the caller is an editor (as the CLI picks

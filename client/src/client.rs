@@ -17,8 +17,8 @@ use crate::{
         self, ClusterDetails, ClusterInfo, ClusterSpec, NamespaceAccess, WhoAmIResponse,
         audit_service_client::AuditServiceClient, cluster_service_client::ClusterServiceClient,
         create_cluster_request::Source, identity_service_client::IdentityServiceClient,
-        job_service_client::JobServiceClient, tunnel_service_client::TunnelServiceClient,
-        version_service_client::VersionServiceClient,
+        job_service_client::JobServiceClient, ray_job_service_client::RayJobServiceClient,
+        tunnel_service_client::TunnelServiceClient, version_service_client::VersionServiceClient,
     },
 };
 
@@ -326,6 +326,10 @@ impl Client {
 
     pub(crate) fn jobs_service(&self) -> JobServiceClient<Service> {
         JobServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
+    }
+
+    pub(crate) fn rayjobs_service(&self) -> RayJobServiceClient<Service> {
+        RayJobServiceClient::with_interceptor(self.channel.clone(), self.bearer.clone())
     }
 
     pub(crate) fn tunnels(&self) -> TunnelServiceClient<Service> {

@@ -31,6 +31,7 @@ named! {
     proto::HeadService => "krayne.v1.HeadService",
     proto::BrowserSession => "krayne.v1.BrowserSession",
     proto::Job => "krayne.v1.Job",
+    proto::RayJob => "krayne.v1.RayJob",
     proto::NamespaceQuota => "krayne.v1.NamespaceQuota",
     proto::UsageReport => "krayne.v1.UsageReport",
     proto::ClusterLogs => "krayne.v1.ClusterLogs",

@@ -12,6 +12,7 @@ mod live;
 mod logs;
 pub mod package;
 mod pod_logs;
+mod rayjobs;
 mod spec;
 mod tunnel;
 mod usage;
@@ -27,6 +28,7 @@ pub use krayne_proto::defaults;
 pub use krayne_proto::v1 as proto;
 pub use live::{WatchFrom, event_type_name};
 pub use pod_logs::FollowedLog;
+pub use rayjobs::{RunHandle, RunJob, RunOutcome, run_is_over};
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};
 /// gRPC status codes, as [`ClientError::code`] returns them.
 pub use tonic::Code;

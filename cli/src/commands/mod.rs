@@ -5,6 +5,7 @@ pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod identity;
 pub(crate) mod job;
+pub(crate) mod rayjob;
 pub(crate) mod service;
 pub(crate) mod usage;
 
@@ -45,6 +46,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Failure> {
             Command::Cluster(verb) => verb.run(&ctx).await,
             Command::Service(verb) => verb.run(&ctx).await,
             Command::Job(verb) => verb.run(&ctx).await,
+            Command::RayJob(verb) => verb.run(&ctx).await,
             Command::Tui(args) => crate::tui::run(&ctx, args).await,
             Command::Identity(verb) => verb.run(&ctx).await,
             Command::Usage(verb) => verb.run(&ctx).await,

@@ -12,6 +12,7 @@ mod krayne_habits;
 mod logs;
 mod quotas;
 mod real_ssh;
+mod runs;
 mod shapes;
 mod support;
 mod tui;

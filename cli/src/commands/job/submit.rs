@@ -62,7 +62,7 @@ pub(crate) struct Args {
     entrypoint: Vec<String>,
 }
 
-fn env_pair(text: &str) -> Result<(String, String), String> {
+pub(crate) fn env_pair(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("{text:?} is not K=V")),

@@ -9,6 +9,7 @@ mod gate;
 mod handler;
 mod identity;
 mod jobs;
+mod rayjobs;
 mod status;
 mod tunnels;
 mod usage;
@@ -20,8 +21,8 @@ pub(crate) use gate::{Gate, gate};
 use krayne_proto::v1::{
     audit_service_server::AuditServiceServer, cluster_service_server::ClusterServiceServer,
     identity_service_server::IdentityServiceServer, job_service_server::JobServiceServer,
-    tunnel_service_server::TunnelServiceServer, usage_service_server::UsageServiceServer,
-    version_service_server::VersionServiceServer,
+    ray_job_service_server::RayJobServiceServer, tunnel_service_server::TunnelServiceServer,
+    usage_service_server::UsageServiceServer, version_service_server::VersionServiceServer,
 };
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
@@ -62,6 +63,7 @@ pub(crate) async fn not_serving(health: &HealthReporter) {
     health.set_not_serving::<VersionServiceServer<handler::Grpc>>().await;
     health.set_not_serving::<TunnelServiceServer<handler::Grpc>>().await;
     health.set_not_serving::<JobServiceServer<handler::Grpc>>().await;
+    health.set_not_serving::<RayJobServiceServer<handler::Grpc>>().await;
     health.set_not_serving::<UsageServiceServer<handler::Grpc>>().await;
 }
 
@@ -86,6 +88,7 @@ pub(crate) async fn router(
     reporter.set_serving::<VersionServiceServer<handler::Grpc>>().await;
     reporter.set_serving::<TunnelServiceServer<handler::Grpc>>().await;
     reporter.set_serving::<JobServiceServer<handler::Grpc>>().await;
+    reporter.set_serving::<RayJobServiceServer<handler::Grpc>>().await;
     reporter.set_serving::<UsageServiceServer<handler::Grpc>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(krayne_proto::FILE_DESCRIPTOR_SET)
@@ -100,6 +103,7 @@ pub(crate) async fn router(
         .add_service(AuditServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(TunnelServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(JobServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
+        .add_service(RayJobServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(UsageServiceServer::new(grpc.clone()).max_decoding_message_size(max_message))
         .add_service(VersionServiceServer::new(grpc).max_decoding_message_size(max_message));
     let routes = routes
