@@ -321,13 +321,21 @@ async fn the_pipeline_example_runs() {
         "trained",
         " Succeeded",
         "deleted ml-team/pipeline-",
+        "-run ended Succeeded, exit code Some(0)",
     ] {
         assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
     }
+    // The cluster it made is gone; its run's cluster is KubeRay's to delete
+    // a minute after the job ended, owned by the run.
     let c = client(&env, &env.alice()).await;
+    let runs = c.rayjobs("ml-team").await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].ttl_seconds_after_finished, Some(60));
+    let left = c.list_all(Some("ml-team")).await.unwrap();
     assert!(
-        c.list_all(Some("ml-team")).await.unwrap().is_empty(),
-        "the example deletes its cluster"
+        left.iter()
+            .all(|cluster| cluster.name.starts_with(&format!("{}-", runs[0].name))),
+        "the example deletes its cluster: {left:?}"
     );
 }
 

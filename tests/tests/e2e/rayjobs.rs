@@ -377,3 +377,70 @@ async fn deleting_a_running_run_stops_its_job_and_removes_its_cluster() {
         .await
         .expect(404);
 }
+
+#[tokio::test]
+async fn the_teams_policy_gives_a_runs_ttl_and_bounds_its_deadline() {
+    let env = Env::start_with(EnvOptions {
+        teams: format!(
+            "{TEAMS}lifecycle:\n  ml-team: {{ max_lifetime: 2h, job_ttl: 45s }}\n  shared-*: {{ job_ttl: 5s }}\n"
+        ),
+        ..EnvOptions::default()
+    })
+    .await;
+    let alice = env.rest(&env.alice());
+    let spec_of = |reply: krayne_tests::Reply| reply.body["manifest"]["spec"].clone();
+    let plain = spec_of(
+        alice
+            .post(
+                &format!("{RUNS}?dry_run=true"),
+                &json!({"name": "p", "entrypoint": "echo"}),
+            )
+            .await
+            .expect(200),
+    );
+    assert_eq!(
+        (&plain["ttlSecondsAfterFinished"], &plain["activeDeadlineSeconds"]),
+        (&json!(45), &json!(7200)),
+        "the team's job_ttl, and its lifetime as the deadline"
+    );
+    let asked = spec_of(
+        alice
+            .post(
+                &format!("{RUNS}?dry_run=true"),
+                &json!({"name": "p", "entrypoint": "echo", "ttl_seconds_after_finished": 600,
+                        "active_deadline_seconds": 36000}),
+            )
+            .await
+            .expect(200),
+    );
+    assert_eq!(
+        (&asked["ttlSecondsAfterFinished"], &asked["activeDeadlineSeconds"]),
+        (&json!(600), &json!(7200)),
+        "the run's TTL; its deadline within the team's lifetime"
+    );
+    let shorter = spec_of(
+        alice
+            .post(
+                &format!("{RUNS}?dry_run=true"),
+                &json!({"name": "p", "entrypoint": "echo", "active_deadline_seconds": 60}),
+            )
+            .await
+            .expect(200),
+    );
+    assert_eq!(shorter["activeDeadlineSeconds"], 60);
+    // A team TTL below the 30 s krayne needs to keep the log is raised to it.
+    let admin = env.rest(&env.admin());
+    let shared = spec_of(
+        admin
+            .post(
+                "/v1/namespaces/shared-data/rayjobs?dry_run=true",
+                &json!({"name": "p", "entrypoint": "echo"}),
+            )
+            .await
+            .expect(200),
+    );
+    assert_eq!(
+        (&shared["ttlSecondsAfterFinished"], &shared["activeDeadlineSeconds"]),
+        (&json!(30), &Value::Null)
+    );
+}
