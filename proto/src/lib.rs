@@ -43,6 +43,7 @@ mod tests {
                 "VersionService",
                 "TunnelService",
                 "JobService",
+                "RayJobService",
                 "UsageService"
             ]
         );
