@@ -508,7 +508,11 @@ async fn schemathesis_finds_no_server_errors() {
         .args(["run", &format!("{}/openapi.json", env.url())])
         .args(["--header", &format!("Authorization: Bearer {}", env.alice())])
         .args(["--checks", "not_a_server_error"])
-        .args(["--max-examples", "40", "--seed", "1", "--workers", "2", "--no-color"])
+        // One worker: CPython 3.11.7 (what CI's pyenv gives) races two
+        // threads' AST checks inside hypothesis ("AST constructor recursion
+        // depth mismatch", gh-106905), a runtime error of the tool on the
+        // create bodies, not an answer of the API.
+        .args(["--max-examples", "40", "--seed", "1", "--workers", "1", "--no-color"])
         .args(["--generation-database", "none"])
         .args(["--request-timeout", "30"])
         .args(["--report", "har"])
