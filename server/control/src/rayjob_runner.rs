@@ -40,6 +40,11 @@ impl ControlPlane {
         let Some(store) = &self.rayjobs else {
             return;
         };
+        // A cache still listing would be read through: every round a list
+        // of every cluster from Kubernetes. The next round looks instead.
+        if self.store.feed().is_some_and(|feed| !feed.ready()) {
+            return;
+        }
         let cx = crate::reaper::system_context();
         let rid = cx.meta.request_id.clone();
         let clusters = match self.store.list(None, &rid).await {

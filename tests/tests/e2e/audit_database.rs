@@ -162,7 +162,7 @@ async fn a_schema_older_than_the_binary_is_reported_until_migrate_runs() {
     let ops = env.ops();
     let reported = problems(&ops).await;
     assert!(
-        reported.contains("lacks migrations [3, 4, 5, 6, 7, 8]") && reported.contains("krayne-server migrate"),
+        reported.contains("lacks migrations [3, 4, 5, 6, 7, 8, 9]") && reported.contains("krayne-server migrate"),
         "{reported}"
     );
     let alice = env.rest(&env.alice());
