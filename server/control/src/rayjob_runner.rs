@@ -40,19 +40,21 @@ impl ControlPlane {
         let Some(store) = &self.rayjobs else {
             return;
         };
-        // A cache still listing would be read through: every round a list
-        // of every cluster from Kubernetes. The next round looks instead.
-        if self.store.feed().is_some_and(|feed| !feed.ready()) {
-            return;
-        }
         let cx = crate::reaper::system_context();
         let rid = cx.meta.request_id.clone();
-        let clusters = match self.store.list(None, &rid).await {
-            Ok(clusters) => clusters,
-            Err(e) => {
-                tracing::warn!(error = %e, "the RayJob runner could not list clusters; trying again next round");
-                return;
-            }
+        // The watch cache's own objects, never a read through it: a cache
+        // still listing (or relisting after a 410) would list every cluster
+        // from Kubernetes each round. The next round looks instead.
+        let clusters = match self.store.feed() {
+            Some(feed) if feed.ready() => feed.clusters(None),
+            Some(_) => return,
+            None => match self.store.list(None, &rid).await {
+                Ok(clusters) => clusters,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the RayJob runner could not list clusters; trying again next round");
+                    return;
+                }
+            },
         };
         let mut of_jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
         for c in clusters.iter().filter(|c| made_by_krayne(&c.metadata)) {
