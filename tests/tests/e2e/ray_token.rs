@@ -95,7 +95,9 @@ async fn heads_answer_only_the_token_krayne_derived_and_krayne_sends_it() {
 
     // Where no network plugin enforces NetworkPolicies (here: the policy
     // gone), a neighbour's pod and an unprivileged process reach the head,
-    // and Ray refuses them.
+    // and Ray refuses them. The keeper's first round comes first, or it
+    // would put the policy back midway.
+    env.keeper_first_round().await;
     let policy = format!(
         "{}/apis/networking.k8s.io/v1/namespaces/ml-team/networkpolicies/tok-krayne-ingress",
         env.sandbox.url()
