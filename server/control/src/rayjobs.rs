@@ -266,7 +266,9 @@ impl ControlPlane {
 
     /// Where `rayjob`'s driver log is read: what krayne kept once it
     /// ended, else its head while its cluster lives and the job runs.
+    /// Authorized as `rayjob.logs` (viewer).
     async fn log_source(&self, cx: &Context, rayjob: &ClusterRef) -> Result<LogSource, Error> {
+        self.authorize_cluster(cx, AuditAction::RayJobLogs, rayjob).await?;
         let store = self.rayjob_store()?;
         let rid = &cx.meta.request_id;
         let job = store
@@ -300,7 +302,6 @@ impl ControlPlane {
     /// A RayJob's driver log (viewer): its head's while the cluster lives,
     /// the last MiB krayne kept once the job ended.
     pub async fn rayjob_logs(&self, cx: &Context, rayjob: &ClusterRef) -> Result<String, Error> {
-        self.authorize_cluster(cx, AuditAction::RayJobLogs, rayjob).await?;
         let log = match self.log_source(cx, rayjob).await? {
             LogSource::Kept(tail) => tail,
             LogSource::Live(cluster, id) => self.job_logs(cx, &cluster, &id).await?,
@@ -318,7 +319,6 @@ impl ControlPlane {
     /// A RayJob's driver log from its start as it grows, until the job
     /// ends (viewer); once kept, the kept tail at once.
     pub async fn follow_rayjob_logs(&self, cx: &Context, rayjob: &ClusterRef) -> Result<LogStream, Error> {
-        self.authorize_cluster(cx, AuditAction::RayJobLogs, rayjob).await?;
         let lines = match self.log_source(cx, rayjob).await? {
             LogSource::Kept(tail) => Box::pin(futures::stream::once(async move { Ok(tail) })) as LogStream,
             LogSource::Live(cluster, id) => self.follow_job_logs(cx, &cluster, &id).await?,
