@@ -26,7 +26,7 @@ pub use jobs::{MAX_PACKAGE, SubmitJob, SubmittedJob, is_terminal, pack_working_d
 pub use krayne_proto::defaults;
 /// Generated `krayne.v1` messages and stubs.
 pub use krayne_proto::v1 as proto;
-pub use live::{WatchFrom, event_type_name};
+pub use live::{WatchFrom, event_type_name, watch_event_type_name};
 pub use pod_logs::FollowedLog;
 pub use rayjobs::{RunHandle, RunJob, RunOutcome, run_is_over};
 pub use spec::{ClusterConfig, ClusterSpecBuilder, WorkerGroupBuilder, load_cluster_spec};

@@ -1,4 +1,5 @@
-//! A live watch of clusters (`WatchClusters`) that survives a server
+//! A live watch of clusters (`WatchClusters`) or of RayJobs
+//! (`WatchRayJobs`) that survives a server
 //! ending it with `Unavailable` (a replica shutting down, a client read too
 //! slowly, the connection lost): it reopens after the last version it
 //! delivered, so nothing is missed and nothing repeats. Versions are a
@@ -17,12 +18,15 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use backon::{BackoffBuilder as _, ExponentialBackoff};
-use futures::{Stream, StreamExt as _, stream::BoxStream};
+use futures::{FutureExt as _, Stream, StreamExt as _, future::BoxFuture, stream::BoxStream};
 use tonic::Request;
 
 use crate::{
     Client, ClientError,
-    proto::{ClusterInfo, WatchClustersRequest, WatchClustersResponse, WatchEventType},
+    proto::{
+        ClusterInfo, RayJob, WatchClustersRequest, WatchClustersResponse, WatchEventType, WatchRayJobsRequest,
+        WatchRayJobsResponse,
+    },
 };
 
 /// Where a watch starts.
@@ -35,36 +39,145 @@ pub struct WatchFrom {
     pub send_initial_events: bool,
 }
 
-type Events = BoxStream<'static, Result<WatchClustersResponse, tonic::Status>>;
+type Events<E> = BoxStream<'static, Result<E, tonic::Status>>;
 
-struct Live {
+/// The events of a watch the client keeps alive: clusters' or RayJobs'.
+trait LiveEvent: Sized + Send + 'static {
+    /// What an event is about.
+    type Object: Clone + PartialEq + Send + 'static;
+    fn kind(&self) -> WatchEventType;
+    fn version(&self) -> &str;
+    fn object(&self) -> Option<&Self::Object>;
+    fn new(kind: WatchEventType, version: &str, object: Self::Object) -> Self;
+    /// The object's namespace and name.
+    fn key(object: &Self::Object) -> (String, String);
+    /// Opens a watch of `namespace` from `from`.
+    fn open(
+        client: Client,
+        namespace: String,
+        from: WatchFrom,
+    ) -> BoxFuture<'static, Result<Events<Self>, ClientError>>;
+}
+
+impl LiveEvent for WatchClustersResponse {
+    type Object = ClusterInfo;
+    fn kind(&self) -> WatchEventType {
+        self.r#type()
+    }
+    fn version(&self) -> &str {
+        &self.resource_version
+    }
+    fn object(&self) -> Option<&ClusterInfo> {
+        self.cluster.as_ref()
+    }
+    fn new(kind: WatchEventType, version: &str, cluster: ClusterInfo) -> Self {
+        Self {
+            r#type: kind.into(),
+            resource_version: version.to_owned(),
+            cluster: Some(cluster),
+        }
+    }
+    fn key(cluster: &ClusterInfo) -> (String, String) {
+        (cluster.namespace.clone(), cluster.name.clone())
+    }
+    fn open(
+        client: Client,
+        namespace: String,
+        from: WatchFrom,
+    ) -> BoxFuture<'static, Result<Events<Self>, ClientError>> {
+        async move {
+            let message = WatchClustersRequest {
+                namespace,
+                resource_version: from.resource_version.unwrap_or_default(),
+                send_initial_events: from.send_initial_events,
+                // The caller ends the stream by dropping it.
+                timeout_seconds: 0,
+            };
+            opened(
+                &client,
+                message,
+                |c, r| async move { c.clusters().watch_clusters(r).await },
+            )
+            .await
+        }
+        .boxed()
+    }
+}
+
+impl LiveEvent for WatchRayJobsResponse {
+    type Object = RayJob;
+    fn kind(&self) -> WatchEventType {
+        self.r#type()
+    }
+    fn version(&self) -> &str {
+        &self.resource_version
+    }
+    fn object(&self) -> Option<&RayJob> {
+        self.rayjob.as_ref()
+    }
+    fn new(kind: WatchEventType, version: &str, rayjob: RayJob) -> Self {
+        Self {
+            r#type: kind.into(),
+            resource_version: version.to_owned(),
+            rayjob: Some(rayjob),
+        }
+    }
+    fn key(rayjob: &RayJob) -> (String, String) {
+        (rayjob.namespace.clone(), rayjob.name.clone())
+    }
+    fn open(
+        client: Client,
+        namespace: String,
+        from: WatchFrom,
+    ) -> BoxFuture<'static, Result<Events<Self>, ClientError>> {
+        async move {
+            let message = WatchRayJobsRequest {
+                namespace,
+                resource_version: from.resource_version.unwrap_or_default(),
+                send_initial_events: from.send_initial_events,
+                timeout_seconds: 0,
+            };
+            opened(&client, message, |c, r| async move {
+                c.rayjobs_service().watch_ray_jobs(r).await
+            })
+            .await
+        }
+        .boxed()
+    }
+}
+
+/// The stream a watch method (`call`) answers `message` with, the call
+/// retried as an idempotent one.
+async fn opened<M, E, F, Fut>(client: &Client, message: M, call: F) -> Result<Events<E>, ClientError>
+where
+    M: Clone,
+    E: Send + 'static,
+    F: Fn(Client, Request<M>) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<tonic::Streaming<E>>, tonic::Status>>,
+{
+    let stream = client
+        .idempotent(|| call(client.clone(), Request::new(message.clone())))
+        .await?
+        .into_inner();
+    Ok(stream.boxed())
+}
+
+struct Live<E: LiveEvent> {
     client: Client,
     namespace: String,
     last: Option<String>,
-    current: Option<Events>,
+    current: Option<Events<E>>,
     backoff: ExponentialBackoff,
     /// Initial events were asked for and their closing bookmark has not
     /// come: resuming now would leave the initial list short.
     initial_pending: bool,
-    /// Every cluster as last delivered, by namespace and name.
-    known: BTreeMap<(String, String), ClusterInfo>,
+    /// Every object as last delivered, by namespace and name.
+    known: BTreeMap<(String, String), E::Object>,
     /// Listing again: the list so far (until its bookmark).
-    relisting: Option<Vec<ClusterInfo>>,
+    relisting: Option<Vec<E::Object>>,
     /// Events of a finished relist, still to deliver.
-    ready: VecDeque<WatchClustersResponse>,
+    ready: VecDeque<E>,
     finished: bool,
-}
-
-fn key(cluster: &ClusterInfo) -> (String, String) {
-    (cluster.namespace.clone(), cluster.name.clone())
-}
-
-fn event(kind: WatchEventType, version: &str, cluster: ClusterInfo) -> WatchClustersResponse {
-    WatchClustersResponse {
-        r#type: kind.into(),
-        resource_version: version.to_owned(),
-        cluster: Some(cluster),
-    }
 }
 
 impl Client {
@@ -78,8 +191,29 @@ impl Client {
         namespace: Option<&str>,
         from: WatchFrom,
     ) -> Result<impl Stream<Item = Result<WatchClustersResponse, ClientError>> + use<>, ClientError> {
+        self.live(namespace, from).await
+    }
+
+    /// Every change to the RayJobs of `namespace` (of every namespace the
+    /// caller may see when `None`) from `from` on, as
+    /// [`Client::watch_clusters`] gives clusters': `ADDED`, `MODIFIED` (its
+    /// own status or its cluster's moved), `DELETED`, and `BOOKMARK`s,
+    /// resumed the same way.
+    pub async fn watch_rayjobs(
+        &self,
+        namespace: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<impl Stream<Item = Result<WatchRayJobsResponse, ClientError>> + use<>, ClientError> {
+        self.live(namespace, from).await
+    }
+
+    async fn live<E: LiveEvent>(
+        &self,
+        namespace: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<impl Stream<Item = Result<E, ClientError>> + use<E>, ClientError> {
         let namespace = namespace.unwrap_or_default().to_owned();
-        let first = self.open_cluster_watch(&namespace, &from).await?;
+        let first = E::open(self.clone(), namespace.clone(), from.clone()).await?;
         let live = Live {
             client: self.clone(),
             namespace,
@@ -97,29 +231,10 @@ impl Client {
             Some((item, live))
         }))
     }
-
-    async fn open_cluster_watch(&self, namespace: &str, from: &WatchFrom) -> Result<Events, ClientError> {
-        let message = WatchClustersRequest {
-            namespace: namespace.to_owned(),
-            resource_version: from.resource_version.clone().unwrap_or_default(),
-            send_initial_events: from.send_initial_events,
-            // The caller ends the stream by dropping it.
-            timeout_seconds: 0,
-        };
-        let stream = self
-            .idempotent(|| {
-                let mut client = self.clusters();
-                let request = Request::new(message.clone());
-                async move { client.watch_clusters(request).await }
-            })
-            .await?
-            .into_inner();
-        Ok(stream.boxed())
-    }
 }
 
-impl Live {
-    async fn next(&mut self) -> Option<Result<WatchClustersResponse, ClientError>> {
+impl<E: LiveEvent> Live<E> {
+    async fn next(&mut self) -> Option<Result<E, ClientError>> {
         while !self.finished {
             if let Some(event) = self.ready.pop_front() {
                 return Some(Ok(event));
@@ -133,7 +248,7 @@ impl Live {
                     },
                     send_initial_events: self.relisting.is_some(),
                 };
-                match self.client.open_cluster_watch(&self.namespace, &from).await {
+                match E::open(self.client.clone(), self.namespace.clone(), from).await {
                     Ok(events) => self.current = Some(events),
                     Err(e) if e.code() == tonic::Code::OutOfRange && self.relisting.is_none() => {
                         self.relisting = Some(Vec::new());
@@ -194,26 +309,26 @@ impl Live {
     }
 
     /// Takes in `event`; returns what to deliver now.
-    fn took(&mut self, event: WatchClustersResponse) -> Option<WatchClustersResponse> {
-        let kind = event.r#type();
+    fn took(&mut self, event: E) -> Option<E> {
+        let kind = event.kind();
         if let Some(listed) = self.relisting.as_mut() {
             if kind != WatchEventType::Bookmark {
-                listed.extend(event.cluster);
+                listed.extend(event.object().cloned());
                 return None;
             }
-            self.relisted(&event.resource_version);
+            self.relisted(event.version());
         }
         if kind == WatchEventType::Bookmark {
             self.initial_pending = false;
         }
-        self.last = Some(event.resource_version.clone());
-        if let Some(cluster) = &event.cluster {
+        self.last = Some(event.version().to_owned());
+        if let Some(object) = event.object() {
             match kind {
                 WatchEventType::Deleted => {
-                    self.known.remove(&key(cluster));
+                    self.known.remove(&E::key(object));
                 }
                 WatchEventType::Added | WatchEventType::Modified => {
-                    self.known.insert(key(cluster), cluster.clone());
+                    self.known.insert(E::key(object), object.clone());
                 }
                 WatchEventType::Bookmark | WatchEventType::Unspecified => {}
             }
@@ -237,34 +352,40 @@ impl Live {
 
 /// The events that take a watcher from `known` to `listed` (a list made
 /// at `version`); `known` becomes `listed`.
-fn difference(
-    known: &mut BTreeMap<(String, String), ClusterInfo>,
-    listed: Vec<ClusterInfo>,
+fn difference<E: LiveEvent>(
+    known: &mut BTreeMap<(String, String), E::Object>,
+    listed: Vec<E::Object>,
     version: &str,
-) -> Vec<WatchClustersResponse> {
+) -> Vec<E> {
     let mut events = Vec::new();
     let mut gone = std::mem::take(known);
-    for cluster in listed {
-        let kind = match gone.remove(&key(&cluster)) {
-            Some(before) if before == cluster => None,
+    for object in listed {
+        let kind = match gone.remove(&E::key(&object)) {
+            Some(before) if before == object => None,
             Some(_) => Some(WatchEventType::Modified),
             None => Some(WatchEventType::Added),
         };
         if let Some(kind) = kind {
-            events.push(event(kind, version, cluster.clone()));
+            events.push(E::new(kind, version, object.clone()));
         }
-        known.insert(key(&cluster), cluster);
+        known.insert(E::key(&object), object);
     }
     events.extend(
         gone.into_values()
-            .map(|cluster| event(WatchEventType::Deleted, version, cluster)),
+            .map(|object| E::new(WatchEventType::Deleted, version, object)),
     );
     events
 }
 
 /// `ADDED`, `MODIFIED`, … as `krayne get -w` prints them.
 pub fn event_type_name(event: &WatchClustersResponse) -> &'static str {
-    match WatchEventType::try_from(event.r#type) {
+    watch_event_type_name(event.r#type)
+}
+
+/// A watch event's type (`WatchEventType` as the wire has it) as
+/// `ADDED`, `MODIFIED`, … (`UNKNOWN` for one this client does not know).
+pub fn watch_event_type_name(kind: i32) -> &'static str {
+    match WatchEventType::try_from(kind) {
         Ok(WatchEventType::Added) => "ADDED",
         Ok(WatchEventType::Modified) => "MODIFIED",
         Ok(WatchEventType::Deleted) => "DELETED",
@@ -294,14 +415,14 @@ mod tests {
             cluster("gone", "ready"),
         ]
         .into_iter()
-        .map(|c| (key(&c), c))
+        .map(|c| (WatchClustersResponse::key(&c), c))
         .collect();
         let listed = vec![
             cluster("same", "ready"),
             cluster("changed", "ready"),
             cluster("new", "pending"),
         ];
-        let events = difference(&mut known, listed.clone(), "v9");
+        let events: Vec<WatchClustersResponse> = difference::<WatchClustersResponse>(&mut known, listed.clone(), "v9");
         let seen: Vec<(&str, &str, &str)> = events
             .iter()
             .map(|e| {

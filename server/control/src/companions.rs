@@ -214,7 +214,7 @@ impl ControlPlane {
         hasher.finish()
     }
 
-    async fn record_kept(&self, cx: &Context, cluster: &ObservedCluster, kept: Kept) {
+    pub(crate) async fn record_kept(&self, cx: &Context, cluster: &ObservedCluster, kept: Kept) {
         let (namespace, name) = (cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
         let reason = if kept.policy_created { "missing" } else { "replaced" };
         metrics::counter!("krayne_network_policies_backfilled_total", "reason" => reason).increment(1);
@@ -266,9 +266,10 @@ impl ControlPlane {
     }
 }
 
-/// Whether krayne made `cluster` (its annotation says who asked): the
-/// keeper leaves clusters of other tools (RayJobs, RayServices, kubectl)
-/// as they are.
+/// Whether krayne made `cluster` (its annotation says who asked, copied
+/// from the RayJob to a cluster KubeRay made for krayne's RayJob): the
+/// keeper leaves clusters of other tools (their RayJobs, RayServices,
+/// kubectl) as they are.
 fn made_by_krayne(cluster: &ObservedCluster) -> bool {
     cluster
         .metadata

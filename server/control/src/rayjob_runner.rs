@@ -10,29 +10,40 @@
 //! - Once a job has ended, its exit code and the last MiB of its driver's
 //!   log are kept in the audit database before KubeRay deletes the cluster
 //!   (`ttlSecondsAfterFinished` is at least 30 s for this).
+//! - As soon as a RayJob's cluster is seen, its companions (NetworkPolicy,
+//!   Ray token Secret owned by it) are applied, as a create applies a
+//!   cluster's: KubeRay makes the cluster, so no create of krayne's does,
+//!   and the companion keeper's round may be minutes away.
 //!
 //! Fenced: only RayJobs krayne made (its `created-by` annotation, copied by
 //! KubeRay to their clusters), in `InteractiveMode`, with a job id; found
-//! through the watch cache's clusters, so a round lists the RayJobs of the
-//! namespaces with a job's cluster, not every namespace.
+//! through the watch cache's clusters and read from its RayJobs, so a
+//! round asks Kubernetes nothing when nothing is to be done.
 
-use std::collections::{BTreeMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Arc,
+};
 
 use serde_json::json;
 
 use super::{Context, ControlPlane};
 use crate::{
     domain::{
-        ClusterRef, Error, JobSubmission, KeptRun, ObservedRayJob, RunState, RuntimeEnv, audit::AuditAction, log_tail,
-        parse_yaml,
+        ClusterRef, Error, JobSubmission, KeptRun, ObservedCluster, ObservedRayJob, RunState, RuntimeEnv, Uid,
+        audit::AuditAction, log_tail, parse_yaml,
     },
     manifest,
 };
 
-/// What the runner has kept already (RayJob uids), so a round reads no
-/// log twice.
+/// What the runner has done already, so a round does nothing twice: the
+/// RayJobs whose run it kept (a log is read once), and the job clusters
+/// it protected (while they exist).
 #[derive(Debug, Default)]
-pub(crate) struct KeptRuns(HashSet<String>);
+pub(crate) struct KeptRuns {
+    runs: HashSet<String>,
+    protected: HashSet<Uid>,
+}
 
 impl ControlPlane {
     /// One round of the runner (see the module): logged, never failing.
@@ -45,7 +56,8 @@ impl ControlPlane {
         // The watch cache's own objects, never a read through it: a cache
         // still listing (or relisting after a 410) would list every cluster
         // from Kubernetes each round. The next round looks instead.
-        let clusters = match self.store.feed() {
+        let feed = self.store.feed();
+        let clusters = match &feed {
             Some(feed) if feed.ready() => feed.clusters(None),
             Some(_) => return,
             None => match self.store.list(None, &rid).await {
@@ -57,16 +69,26 @@ impl ControlPlane {
             },
         };
         let mut of_jobs: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        let mut live = HashSet::new();
         for c in clusters.iter().filter(|c| made_by_krayne(&c.metadata)) {
             if let Some(rayjob) = c.metadata.rayjob() {
+                live.extend(c.metadata.uid.clone());
+                self.protect_job_cluster(&cx, c, kept).await;
                 of_jobs
                     .entry(c.metadata.namespace.to_string())
                     .or_default()
                     .push((rayjob.to_owned(), c.metadata.name.to_string()));
             }
         }
+        kept.protected.retain(|uid| live.contains(uid));
         for (namespace, clusters) in of_jobs {
-            let jobs = match store.list_rayjobs(Some(&namespace), &rid).await {
+            let jobs = match &feed {
+                Some(feed) => Ok(feed.rayjobs(Some(&namespace))),
+                None => {
+                    (store.list_rayjobs(Some(&namespace), &rid).await).map(|j| j.into_iter().map(Arc::new).collect())
+                }
+            };
+            let jobs: Vec<Arc<ObservedRayJob>> = match jobs {
                 Ok(jobs) => jobs,
                 Err(e) => {
                     tracing::warn!(%namespace, error = %e, "the RayJob runner could not list RayJobs; trying again next round");
@@ -96,6 +118,32 @@ impl ControlPlane {
                 if let Err(e) = done {
                     tracing::debug!(%namespace, rayjob = %job.metadata.name, error = %e, "the RayJob runner will try again next round");
                 }
+            }
+        }
+    }
+
+    /// Applies the companions of `cluster`, a RayJob's, once (audited as
+    /// the keeper's `cluster.protect`); a failure is tried again next
+    /// round, and meanwhile Ray's token guards the head.
+    async fn protect_job_cluster(&self, cx: &Context, cluster: &ObservedCluster, kept: &mut KeptRuns) {
+        let Some(uid) = cluster.metadata.uid.clone() else {
+            return;
+        };
+        if kept.protected.contains(&uid) || cluster.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let target = crate::authz::krayne_acts_on(cluster, AuditAction::ClusterProtect);
+        match self.keep_companions(&target, cluster, None, &cx.meta.request_id).await {
+            Ok(applied) => {
+                kept.protected.insert(uid);
+                if applied.policy_created {
+                    self.record_kept(cx, cluster, applied).await;
+                }
+            }
+            Err(e) => {
+                metrics::counter!("krayne_network_policy_failures_total").increment(1);
+                tracing::warn!(namespace = %cluster.metadata.namespace, cluster = %cluster.metadata.name, error = %e,
+                    "a RayJob's cluster's companions could not be applied; trying again next round");
             }
         }
     }
@@ -161,12 +209,12 @@ impl ControlPlane {
             return Ok(());
         };
         let uid = uid.text().into_owned();
-        if kept.0.contains(&uid) {
+        if kept.runs.contains(&uid) {
             return Ok(());
         }
         let (namespace, name) = (job.metadata.namespace.as_str(), job.metadata.name.as_str());
         if ledger.kept(namespace, name, &uid).await?.is_some() {
-            kept.0.insert(uid);
+            kept.runs.insert(uid);
             return Ok(());
         }
         let id = job.job_id().unwrap_or(name).to_owned();
@@ -198,7 +246,7 @@ impl ControlPlane {
                 kept_at: jiff::Timestamp::now().to_string(),
             })
             .await?;
-        kept.0.insert(uid);
+        kept.runs.insert(uid);
         Ok(())
     }
 }

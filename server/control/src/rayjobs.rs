@@ -51,7 +51,7 @@ impl ControlPlane {
         self.authenticator.as_ref()?.lifecycle(namespace)
     }
 
-    fn rayjob_store(&self) -> Result<&Arc<dyn RayJobStore>, Error> {
+    pub(crate) fn rayjob_store(&self) -> Result<&Arc<dyn RayJobStore>, Error> {
         self.rayjobs.as_ref().ok_or_else(|| {
             Error::FailedPrecondition("this server does not run RayJobs (no KubeRay RayJob store configured)".into())
         })

@@ -36,6 +36,7 @@ mod outages;
 mod portal;
 mod quotas;
 mod ray_token;
+mod rayjob_watch;
 mod rayjobs;
 mod real_head;
 mod replicas;

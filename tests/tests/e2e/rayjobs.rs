@@ -444,3 +444,45 @@ async fn the_teams_policy_gives_a_runs_ttl_and_bounds_its_deadline() {
         (&json!(30), &Value::Null)
     );
 }
+
+#[tokio::test]
+async fn a_runs_cluster_is_fenced_at_once_not_at_the_keepers_next_round() {
+    let env = Env::start_with(runner_every_second()).await;
+    // The keeper's next round is ten minutes away (its default interval).
+    env.keeper_first_round().await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(RUNS, &json!({"name": "fenced", "entrypoint": "sleep 600"}))
+        .await
+        .expect(201);
+    let job = rayjob_when(&env, "fenced", "had a cluster", |j| j["cluster"].is_string()).await;
+    let cluster = job["cluster"].as_str().unwrap().to_owned();
+    let url = format!(
+        "{}/apis/networking.k8s.io/v1/namespaces/ml-team/networkpolicies/{cluster}-krayne-ingress",
+        env.sandbox.url()
+    );
+    let started = std::time::Instant::now();
+    let policy = loop {
+        let reply = reqwest::get(&url).await.unwrap();
+        if reply.status() == 200 {
+            break reply.json::<Value>().await.unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{cluster} was never fenced"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let owner = &policy["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["name"]),
+        (&json!("RayCluster"), &json!(cluster))
+    );
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["ray.io/cluster"],
+        cluster.as_str()
+    );
+    let rows = env.audit_rows_eventually("action=cluster.protect", 1).await;
+    assert_eq!(rows[0]["cluster"], cluster.as_str(), "{rows:?}");
+    assert_eq!(rows[0]["outcome"], "succeeded", "{rows:?}");
+}

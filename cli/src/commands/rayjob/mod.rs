@@ -108,21 +108,23 @@ pub(crate) fn print_rayjobs(ctx: &Context, rayjobs: &[RayJob]) -> Result<(), Fai
         let list = rayjobs.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
         return ctx.printer.data(&serde_json::Value::Array(list));
     }
-    let rows = rayjobs
-        .iter()
-        .map(|j| {
-            vec![
-                Cell::new(&j.name),
-                Cell::new(state(j)),
-                Cell::new(or_dash((!j.cluster.is_empty()).then_some(j.cluster.as_str()))),
-                Cell::new(j.exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string())),
-                Cell::new(age(j.created_at.as_ref())),
-                Cell::new(&j.entrypoint),
-            ]
-        })
-        .collect();
-    ctx.printer
-        .table(&["NAME", "STATE", "CLUSTER", "EXIT", "AGE", "ENTRYPOINT"], rows)
+    let rows = rayjobs.iter().map(row).collect();
+    ctx.printer.table(&COLUMNS, rows)
+}
+
+/// The columns of a RayJob's row.
+const COLUMNS: [&str; 6] = ["NAME", "STATE", "CLUSTER", "EXIT", "AGE", "ENTRYPOINT"];
+
+/// A RayJob's row, in [`COLUMNS`].
+fn row(j: &RayJob) -> Vec<Cell> {
+    vec![
+        Cell::new(&j.name),
+        Cell::new(state(j)),
+        Cell::new(or_dash((!j.cluster.is_empty()).then_some(j.cluster.as_str()))),
+        Cell::new(j.exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string())),
+        Cell::new(age(j.created_at.as_ref())),
+        Cell::new(&j.entrypoint),
+    ]
 }
 
 /// One RayJob, field by field.

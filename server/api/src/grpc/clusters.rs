@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     control::{CreateInput, KeepInput, ScaleInput},
-    domain::{ClusterRef, Error, PodLogParts, PodLogQuery, WatchFrom, parse_yaml, watch_timeout},
+    domain::{ClusterRef, Error, PodLogParts, PodLogQuery, parse_yaml},
 };
 
 #[tonic::async_trait]
@@ -237,8 +237,8 @@ impl cluster_service_server::ClusterService for Grpc {
         let cx = self.context(&req)?;
         let r = req.into_inner();
         let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
-        let from = WatchFrom::read(Some(r.resource_version.as_str()), r.send_initial_events).map_err(to_status)?;
-        let timeout = watch_timeout(r.timeout_seconds.into()).map_err(to_status)?;
+        let (from, timeout) =
+            convert::watch_start(&r.resource_version, r.send_initial_events, r.timeout_seconds).map_err(to_status)?;
         let watch = self
             .plane
             .watch_clusters(&cx, namespace, from, timeout)

@@ -68,16 +68,31 @@ pub(crate) fn to_struct(v: Value) -> Option<prost_types::Struct> {
 
 /// A watch event as the proto message.
 pub(crate) fn watch_event(e: &domain::WatchEvent) -> pb::WatchClustersResponse {
-    let kind = match e.kind {
+    pb::WatchClustersResponse {
+        r#type: watch_event_type(e.kind).into(),
+        resource_version: e.version.to_string(),
+        cluster: e.cluster().map(|c| cluster_info(c.info.clone())),
+    }
+}
+
+/// Where a watch request starts and how long it may last, from its
+/// `resource_version`, `send_initial_events` and `timeout_seconds`.
+pub(crate) fn watch_start(
+    resource_version: &str,
+    send_initial_events: bool,
+    timeout_seconds: u32,
+) -> Result<(domain::WatchFrom, Option<std::time::Duration>), domain::Error> {
+    let from = domain::WatchFrom::read(Some(resource_version), send_initial_events)?;
+    Ok((from, domain::watch_timeout(timeout_seconds.into())?))
+}
+
+/// A watch event's type as the proto enum.
+pub(crate) fn watch_event_type(kind: domain::WatchEventType) -> pb::WatchEventType {
+    match kind {
         domain::WatchEventType::Added => pb::WatchEventType::Added,
         domain::WatchEventType::Modified => pb::WatchEventType::Modified,
         domain::WatchEventType::Deleted => pb::WatchEventType::Deleted,
         domain::WatchEventType::Bookmark => pb::WatchEventType::Bookmark,
-    };
-    pb::WatchClustersResponse {
-        r#type: kind.into(),
-        resource_version: e.version.to_string(),
-        cluster: e.cluster.as_ref().map(|c| cluster_info(c.info.clone())),
     }
 }
 

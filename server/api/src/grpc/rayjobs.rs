@@ -102,6 +102,16 @@ fn run_request(r: &pb::CreateRayJobRequest) -> Result<Value, Error> {
 
 type LogChunks = Pin<Box<dyn Stream<Item = Result<pb::JobLogChunk, Status>> + Send>>;
 
+type RayJobEvents = Pin<Box<dyn Stream<Item = Result<pb::WatchRayJobsResponse, Status>> + Send>>;
+
+fn watch_event(e: &crate::domain::WatchEvent) -> pb::WatchRayJobsResponse {
+    pb::WatchRayJobsResponse {
+        r#type: convert::watch_event_type(e.kind).into(),
+        resource_version: e.version.to_string(),
+        rayjob: e.rayjob().map(|j| rayjob_message(RayJobInfo::clone(j))),
+    }
+}
+
 #[tonic::async_trait]
 impl ray_job_service_server::RayJobService for Grpc {
     async fn create_ray_job(
@@ -191,5 +201,25 @@ impl ray_job_service_server::RayJobService for Grpc {
             .map_err(to_status)?;
         let chunks = lines.map(|chunk| chunk.map(|text| pb::JobLogChunk { text }).map_err(to_status));
         Ok(Response::new(Box::pin(chunks)))
+    }
+
+    type WatchRayJobsStream = RayJobEvents;
+
+    async fn watch_ray_jobs(
+        &self,
+        req: Request<pb::WatchRayJobsRequest>,
+    ) -> Result<Response<Self::WatchRayJobsStream>, Status> {
+        let cx = self.context(&req)?;
+        let r = req.into_inner();
+        let namespace = Some(r.namespace.as_str()).filter(|n| !n.is_empty());
+        let (from, timeout) =
+            convert::watch_start(&r.resource_version, r.send_initial_events, r.timeout_seconds).map_err(to_status)?;
+        let watch = self
+            .plane
+            .watch_rayjobs(&cx, namespace, from, timeout)
+            .await
+            .map_err(to_status)?;
+        let events = watch.map(|e| e.map(|e| watch_event(&e)).map_err(to_status));
+        Ok(Response::new(Box::pin(events)))
     }
 }

@@ -71,7 +71,7 @@ fn scale_request(body: &Value) -> Result<ScaleRequest, Error> {
 }
 
 fn page(q: &ListQuery) -> Result<PageRequest, Error> {
-    super::watch::not_watching(q)?;
+    super::watch::not_watching(&q.into())?;
     PageRequest::new(q.page_size.unwrap_or(0), q.page_token.as_deref().unwrap_or(""))
 }
 
@@ -84,7 +84,8 @@ async fn list_or_watch(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     if q.watch == Some(true) {
-        return Ok(super::watch::respond(&s.plane, cx, namespace, q, headers).await?);
+        let what = crate::domain::WatchedKind::Clusters;
+        return Ok(super::watch::respond(&s.plane, cx, what, namespace, &q.into(), headers).await?);
     }
     let page = s.plane.list(cx, namespace, &page(q)?).await?;
     // A `ClusterList`, written from the summaries' shared JSON.

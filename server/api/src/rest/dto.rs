@@ -97,6 +97,36 @@ pub(super) struct PageQuery {
     pub page_token: Option<String>,
 }
 
+/// Query of the RayJob list route: every RayJob, or with `watch=true` a
+/// live stream of their changes, as the cluster list routes give them.
+/// (No `Debug`: it may carry a token.)
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct RayJobListQuery {
+    /// Instead of the list, stream every change from now on: NDJSON, or
+    /// Server-Sent Events when the request accepts `text/event-stream`.
+    pub watch: Option<bool>,
+    /// With `watch`: resume after this version (an earlier event's or
+    /// bookmark's); one the server no longer holds answers 410 `gone`.
+    /// `Last-Event-ID` takes precedence.
+    pub resource_version: Option<String>,
+    /// With `watch`: begin with an `ADDED` event for every RayJob there is
+    /// now, then a `BOOKMARK`; not together with `resource_version`.
+    pub send_initial_events: Option<bool>,
+    /// With `watch`: end the stream after this many seconds (1–86400),
+    /// after a last `BOOKMARK`; `0` or absent: no limit.
+    #[param(maximum = 86_400)]
+    pub timeout_seconds: Option<u64>,
+    /// With `watch` and `Accept: text/event-stream` only, for a browser's
+    /// `EventSource`: the bearer token. Use the `Authorization` header
+    /// wherever you can.
+    #[expect(
+        dead_code,
+        reason = "read from the URI by the `ListCaller` extractor; here for the docs"
+    )]
+    pub access_token: Option<String>,
+}
+
 /// Query of the cluster list routes: a page, or with `watch=true` a
 /// live stream of changes. (No `Debug`: it may carry a token.)
 #[derive(Deserialize, utoipa::IntoParams)]

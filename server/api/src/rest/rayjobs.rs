@@ -9,29 +9,55 @@ use axum::{
 
 use super::{
     AppState,
-    dto::{CreateQuery, CreateRayJobResponse, RayJobList, RunRequest},
-    extract::{Caller, ClusterPath, ConfigBody, QueryOf},
+    dto::{CreateQuery, CreateRayJobResponse, RayJobList, RayJobListQuery, RunRequest},
+    extract::{Caller, ClusterPath, ConfigBody, ListCaller, QueryOf},
     jobs::LogsQuery,
     problem::{ApiError, Problem},
     responses::{Bodies, Editor, EditorOfCluster, KubernetesReads, Refusals, Viewer, ViewerOfCluster},
     warnings::warning_headers,
+    watch::RayJobWatchEvent,
 };
-use crate::{control::RunInput, domain::RayJobInfo};
+use crate::{
+    control::RunInput,
+    domain::{RayJobInfo, WatchedKind},
+};
 
-/// List a namespace's RayJobs, by name.
+/// List (or watch) a namespace's RayJobs, by name.
+///
+/// With `watch=true`, instead of the list: every change from now on, as
+/// the cluster list routes give clusters' (`ADDED`, `MODIFIED`, `DELETED`
+/// with the RayJob as list shows it, a `BOOKMARK` after the start and
+/// every 30 s; NDJSON, or Server-Sent Events when the request accepts
+/// `text/event-stream`). A RayJob changes when its own status or its
+/// cluster's does. Resume after an event with its `resource_version`; a
+/// version no longer held answers 410. Served from the watch cache.
 #[utoipa::path(get, path = "/v1/namespaces/{namespace}/rayjobs", tag = "rayjobs",
-    params(("namespace" = String, Path, description = "Kubernetes namespace")),
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), RayJobListQuery),
     responses(
         Refusals, KubernetesReads, Viewer,
-        (status = 200, description = "The RayJobs", body = RayJobList),
+        (status = 200, description = "The RayJobs; with `watch=true`, the stream of changes", content(
+            (RayJobList = "application/json"),
+            (RayJobWatchEvent = "application/x-ndjson"),
+            (RayJobWatchEvent = "text/event-stream"),
+        )),
+        (status = 400, description = "Bad watch parameters", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The watch's resource_version is no longer held: list again", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(super) async fn list_rayjobs(
     State(s): State<AppState>,
-    Caller(cx): Caller,
+    ListCaller(cx): ListCaller,
     Path(namespace): Path<String>,
-) -> Result<Json<RayJobList>, ApiError> {
+    QueryOf(q): QueryOf<RayJobListQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let params = (&q).into();
+    if q.watch == Some(true) {
+        let what = WatchedKind::RayJobs;
+        return Ok(super::watch::respond(&s.plane, &cx, what, Some(&namespace), &params, &headers).await?);
+    }
+    super::watch::not_watching(&params)?;
     let rayjobs = s.plane.rayjobs(&cx, &namespace).await?;
-    Ok(Json(RayJobList { rayjobs }))
+    Ok(Json(RayJobList { rayjobs }).into_response())
 }
 
 /// Run a job on a cluster of its own (a KubeRay RayJob, JSON or YAML).

@@ -1,4 +1,5 @@
-//! `?watch=true` on the list routes: the clusters' changes as NDJSON
+//! `?watch=true` on the list routes: the clusters' (or RayJobs') changes
+//! as NDJSON
 //! (`application/x-ndjson`, one event per line) or Server-Sent Events
 //! (`text/event-stream`, each event's version as its `id`, so an
 //! `EventSource` resumes with `Last-Event-ID`).
@@ -17,10 +18,13 @@ use futures::{Stream, StreamExt as _};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{dto::ListQuery, problem::Problem};
+use super::{
+    dto::{ListQuery, RayJobListQuery},
+    problem::Problem,
+};
 use crate::{
     control::{ClusterWatch, Context, ControlPlane},
-    domain::{ClusterInfo, Error, WatchEvent, WatchFrom, watch_timeout},
+    domain::{ClusterInfo, Error, RayJobInfo, WatchEvent, WatchFrom, Watched, WatchedKind, watch_timeout},
 };
 
 /// NDJSON's media type.
@@ -46,19 +50,72 @@ pub(super) struct ClusterWatchEvent {
     pub error: Option<Problem>,
 }
 
+/// One line (NDJSON) or one event's data (SSE) of a watch of RayJobs.
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(dead_code)] // Documents the wire; frames are written by `frame`.
+pub(super) struct RayJobWatchEvent {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, or `ERROR` (the last
+    /// event of a watch the server ends: it says why).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Resume after this event by passing it as `resource_version` (or
+    /// `Last-Event-ID`); absent on `ERROR`.
+    pub resource_version: Option<String>,
+    /// The RayJob as list gives it (its `exit_code` is read by a get);
+    /// absent on `BOOKMARK` and `ERROR`.
+    pub rayjob: Option<RayJobInfo>,
+    /// Why the server ended the watch (`ERROR` only), as for clusters.
+    pub error: Option<Problem>,
+}
+
+/// A watch request's parameters, as a list route's query has them.
+pub(super) struct WatchParams<'a> {
+    /// A page was asked for too (`page_size`, `page_token`).
+    paged: bool,
+    resource_version: Option<&'a str>,
+    send_initial_events: Option<bool>,
+    timeout_seconds: Option<u64>,
+}
+
+impl<'a> From<&'a ListQuery> for WatchParams<'a> {
+    fn from(q: &'a ListQuery) -> Self {
+        Self {
+            paged: q.page_size.is_some() || q.page_token.is_some(),
+            resource_version: q.resource_version.as_deref(),
+            send_initial_events: q.send_initial_events,
+            timeout_seconds: q.timeout_seconds,
+        }
+    }
+}
+
+impl<'a> From<&'a RayJobListQuery> for WatchParams<'a> {
+    fn from(q: &'a RayJobListQuery) -> Self {
+        Self {
+            paged: false,
+            resource_version: q.resource_version.as_deref(),
+            send_initial_events: q.send_initial_events,
+            timeout_seconds: q.timeout_seconds,
+        }
+    }
+}
+
 /// One frame's JSON and SSE name and id. A cluster's JSON is the shared
 /// summary's, encoded once for every watcher and list.
 fn frame(item: &Result<Arc<WatchEvent>, Error>, request_id: &str) -> (String, &'static str, Option<String>) {
     match item {
         Ok(e) => {
             let version = e.version.to_string();
-            let json = match &e.cluster {
-                Some(c) => format!(
-                    r#"{{"type":"{}","resource_version":"{version}","cluster":{}}}"#,
-                    e.kind.as_str(),
+            let kind = e.kind.as_str();
+            let json = match &e.object {
+                Some(Watched::Cluster(c)) => format!(
+                    r#"{{"type":"{kind}","resource_version":"{version}","cluster":{}}}"#,
                     c.json()
                 ),
-                None => format!(r#"{{"type":"{}","resource_version":"{version}"}}"#, e.kind.as_str()),
+                Some(Watched::RayJob(j)) => format!(
+                    r#"{{"type":"{kind}","resource_version":"{version}","rayjob":{}}}"#,
+                    serde_json::to_string(j).unwrap_or_else(|_| "null".into())
+                ),
+                None => format!(r#"{{"type":"{kind}","resource_version":"{version}"}}"#),
             };
             (json, e.kind.as_str(), Some(version))
         }
@@ -83,8 +140,8 @@ fn wants_events(headers: &HeaderMap) -> bool {
 
 /// Where the watch starts: an `EventSource`'s `Last-Event-ID` (a
 /// reconnect) wins over the query, which its URL repeats.
-fn start(query: &ListQuery, headers: &HeaderMap) -> Result<WatchFrom, Error> {
-    if query.page_size.is_some() || query.page_token.is_some() {
+fn start(query: &WatchParams<'_>, headers: &HeaderMap) -> Result<WatchFrom, Error> {
+    if query.paged {
         return Err(Error::invalid(
             "page_size",
             "a watch is not paged: leave out page_size and page_token",
@@ -98,14 +155,11 @@ fn start(query: &ListQuery, headers: &HeaderMap) -> Result<WatchFrom, Error> {
         return WatchFrom::read(Some(last), false)
             .map_err(|_| Error::invalid("Last-Event-ID", "is not a version this API gave out"));
     }
-    WatchFrom::read(
-        query.resource_version.as_deref(),
-        query.send_initial_events.unwrap_or(false),
-    )
+    WatchFrom::read(query.resource_version, query.send_initial_events.unwrap_or(false))
 }
 
 /// Checks a list query's watch parameters without `watch=true`.
-pub(super) fn not_watching(query: &ListQuery) -> Result<(), Error> {
+pub(super) fn not_watching(query: &WatchParams<'_>) -> Result<(), Error> {
     if query.resource_version.is_some() || query.send_initial_events.is_some() || query.timeout_seconds.is_some() {
         return Err(Error::invalid(
             "watch",
@@ -115,17 +169,21 @@ pub(super) fn not_watching(query: &ListQuery) -> Result<(), Error> {
     Ok(())
 }
 
-/// Starts the watch and answers with its stream.
+/// Starts the watch of `what` and answers with its stream.
 pub(super) async fn respond(
     plane: &ControlPlane,
     cx: &Context,
+    what: WatchedKind,
     namespace: Option<&str>,
-    query: &ListQuery,
+    query: &WatchParams<'_>,
     headers: &HeaderMap,
 ) -> Result<Response, Error> {
     let from = start(query, headers)?;
     let timeout = watch_timeout(query.timeout_seconds.unwrap_or(0))?;
-    let watch = plane.watch_clusters(cx, namespace, from, timeout).await?;
+    let watch = match what {
+        WatchedKind::Clusters => plane.watch_clusters(cx, namespace, from, timeout).await?,
+        WatchedKind::RayJobs => plane.watch_rayjobs(cx, namespace, from, timeout).await?,
+    };
     let request_id = String::from(cx.meta.request_id.clone());
     let mut response = if wants_events(headers) {
         as_events(watch, request_id).into_response()

@@ -1,6 +1,7 @@
 //! The hub: one per server. It follows the store's feed, numbers the
-//! changes of clusters' summaries, keeps the last of them for resumes, and
-//! broadcasts them to the watchers.
+//! changes of clusters' summaries and of RayJobs (one sequence for both),
+//! keeps the last of them for resumes, and broadcasts them to the
+//! watchers, each of which passes on the kind it follows.
 //!
 //! It holds each cluster as the watch cache's own objects (pointers to
 //! what the cache holds anyway), not as its summary: at 20 000 clusters a
@@ -17,13 +18,16 @@ use std::{
 use futures::StreamExt as _;
 use tokio::sync::broadcast;
 
+use self::jobs::JobEntry;
 use crate::{
     domain::{
         Atom, ClusterFeed, Error, FeedChange, ObjectMeta, ObservedCluster, ObservedPod, Summary, WatchEvent,
-        WatchEventType, WatchFrom, WatchVersion,
+        WatchEventType, WatchFrom, WatchVersion, Watched, WatchedKind,
     },
     manifest,
 };
+
+mod jobs;
 
 /// A cluster's place: namespace, name.
 pub(super) type Key = (Atom, Atom);
@@ -77,13 +81,28 @@ impl Entry {
             None => Arc::new(summarize(&self.cluster, &self.pods)),
         }
     }
+}
 
+/// An object as a watch's start or a newly granted namespace shows it:
+/// a cluster (whose summary is built after the hub's lock is let go) or
+/// a RayJob.
+#[derive(Clone)]
+pub(super) enum Snapshot {
+    Cluster(Entry),
+    RayJob(JobEntry),
+}
+
+impl Snapshot {
     /// The watch event of it `ADDED` at `version`.
     pub(super) fn added(&self, version: WatchVersion) -> Arc<WatchEvent> {
+        let object = match self {
+            Self::Cluster(entry) => Watched::Cluster(entry.summary()),
+            Self::RayJob(entry) => Watched::RayJob(entry.info.clone()),
+        };
         Arc::new(WatchEvent {
             kind: WatchEventType::Added,
             version,
-            cluster: Some(self.summary()),
+            object: Some(object),
         })
     }
 }
@@ -96,11 +115,11 @@ fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
 }
 
 /// What a watch gets before the live changes: the changes after its
-/// version, then its clusters `ADDED` (their summaries are built by
+/// version, then its objects `ADDED` (clusters' summaries are built by
 /// [`Self::events`], after the hub's lock is let go).
 pub(super) struct Backlog {
     changes: Vec<Arc<WatchEvent>>,
-    added: Vec<Entry>,
+    added: Vec<Snapshot>,
     version: WatchVersion,
 }
 
@@ -125,6 +144,8 @@ pub(super) struct Held {
     history: VecDeque<Arc<WatchEvent>>,
     /// Every cluster as of `seq`.
     pub(super) current: BTreeMap<Key, Entry>,
+    /// Every RayJob as of `seq`.
+    rayjobs: BTreeMap<Key, JobEntry>,
     /// How many changes `history` keeps.
     keep: usize,
     /// The entries given a summary, oldest first, each with the mark it
@@ -148,6 +169,7 @@ impl Held {
             seq: 0,
             history: VecDeque::with_capacity(keep.min(1024)),
             current,
+            rayjobs: BTreeMap::new(),
             keep: keep.max(1),
             kept: VecDeque::new(),
             marks: 0,
@@ -164,8 +186,9 @@ impl Held {
         }
     }
 
-    /// What a watch starting `from` sees before the live changes: the
-    /// changes after its version, or every cluster as `ADDED` — of
+    /// What a watch of `what` starting `from` sees before the live
+    /// changes: the changes after its version (the watcher passes on
+    /// those of its kind), or every object of its kind as `ADDED` — of
     /// namespace `only` when given (found by range: a watch of one
     /// namespace costs what it holds, not the platform), of the namespaces
     /// `may_see` otherwise (asked once per namespace); a version this run
@@ -173,6 +196,7 @@ impl Held {
     pub(super) fn backlog(
         &mut self,
         from: WatchFrom,
+        what: WatchedKind,
         only: Option<&str>,
         mut may_see: impl FnMut(&str) -> bool,
     ) -> Result<Backlog, Error> {
@@ -199,20 +223,26 @@ impl Held {
         }
         let mut added = Vec::new();
         if from.initial_events {
-            let clusters: Box<dyn Iterator<Item = &Entry>> = match only {
-                Some(ns) => Box::new(self.of(ns)),
-                None => Box::new(self.current.values()),
+            let objects: Box<dyn Iterator<Item = (&str, Snapshot)>> = match (what, only) {
+                (WatchedKind::Clusters, Some(ns)) => {
+                    Box::new(self.of(ns).map(move |c| (ns, Snapshot::Cluster(c.clone()))))
+                }
+                (WatchedKind::Clusters, None) => Box::new(
+                    self.current
+                        .values()
+                        .map(|c| (c.namespace().as_str(), Snapshot::Cluster(c.clone()))),
+                ),
+                (WatchedKind::RayJobs, only) => Box::new(self.jobs_in(only)),
             };
             let mut seen: Option<(&str, bool)> = None;
-            for c in clusters {
-                let ns = c.namespace().as_str();
+            for (ns, object) in objects {
                 let visible = match seen {
                     Some((last, visible)) if last == ns => visible,
                     _ => may_see(ns),
                 };
                 seen = Some((ns, visible));
                 if visible {
-                    added.push(c.clone());
+                    added.push(object);
                 }
             }
         }
@@ -231,17 +261,29 @@ impl Held {
             .map(|(_, c)| c)
     }
 
-    /// The namespaces that hold clusters.
-    pub(super) fn namespaces(&self) -> BTreeSet<&str> {
-        self.current.keys().map(|(ns, _)| ns.as_str()).collect()
+    /// The objects of `what` in namespace `ns`, as `ADDED` would show them.
+    pub(super) fn snapshot_of(&self, ns: &str, what: WatchedKind) -> Vec<Snapshot> {
+        match what {
+            WatchedKind::Clusters => self.of(ns).cloned().map(Snapshot::Cluster).collect(),
+            WatchedKind::RayJobs => self.jobs_in(Some(ns)).map(|(_, s)| s).collect(),
+        }
     }
 
-    fn record(&mut self, kind: WatchEventType, cluster: Arc<Summary>) -> Arc<WatchEvent> {
+    /// The namespaces that hold clusters or RayJobs.
+    pub(super) fn namespaces(&self) -> BTreeSet<&str> {
+        self.current
+            .keys()
+            .chain(self.rayjobs.keys())
+            .map(|(ns, _)| ns.as_str())
+            .collect()
+    }
+
+    fn record(&mut self, kind: WatchEventType, object: Watched) -> Arc<WatchEvent> {
         self.seq += 1;
         let event = Arc::new(WatchEvent {
             kind,
             version: self.version(),
-            cluster: Some(cluster),
+            object: Some(object),
         });
         if self.history.len() >= self.keep {
             self.history.pop_front();
@@ -290,13 +332,13 @@ impl Held {
         }
         let Some(now) = now else {
             let old = self.current.remove(&key)?;
-            return Some(self.record(WatchEventType::Deleted, old.summary()));
+            return Some(self.record(WatchEventType::Deleted, Watched::Cluster(old.summary())));
         };
         let Some(entry) = self.current.get_mut(&key) else {
             let summary = now.summary();
             self.current.insert(key.clone(), now);
             self.keep_summary(&key, summary.clone());
-            return Some(self.record(WatchEventType::Added, summary));
+            return Some(self.record(WatchEventType::Added, Watched::Cluster(summary)));
         };
         if entry.is_of(&now.cluster, &now.pods) {
             entry.cluster = now.cluster;
@@ -307,7 +349,7 @@ impl Held {
         let new = now.summary();
         *entry = now;
         self.keep_summary(&key, new.clone());
-        (old != new).then(|| self.record(WatchEventType::Modified, new))
+        (old != new).then(|| self.record(WatchEventType::Modified, Watched::Cluster(new)))
     }
 }
 
@@ -324,9 +366,11 @@ impl Hub {
     pub(super) fn start(feed: Arc<dyn ClusterFeed>, keep: usize) -> Arc<Self> {
         let changes = feed.changes();
         let current = entries(feed.as_ref()).collect();
+        let mut held = Held::new(fastrand::u32(..), current, keep, KEPT);
+        held.rayjobs = jobs::entries(feed.as_ref()).collect();
         let hub = Arc::new(Self {
             feed,
-            held: Mutex::new(Held::new(fastrand::u32(..), current, keep, KEPT)),
+            held: Mutex::new(held),
             events: broadcast::channel(keep.max(16)).0,
         });
         let weak = Arc::downgrade(&hub);
@@ -431,7 +475,15 @@ impl Hub {
                 let now = entry(feed, namespace, name);
                 let mut held = self.held();
                 let event = held.update((namespace.clone(), name.clone()), now);
-                (held, event.into_iter().collect::<Vec<_>>())
+                let mut events: Vec<_> = event.into_iter().collect();
+                events.extend(held.cluster_moved(feed, namespace, name));
+                (held, events)
+            }
+            FeedChange::RayJob { namespace, name } => {
+                let now = jobs::entry(feed, namespace, name);
+                let mut held = self.held();
+                let event = held.update_rayjob((namespace.clone(), name.clone()), now);
+                (held, event.into_iter().collect())
             }
             FeedChange::All => {
                 let fresh: BTreeMap<Key, Entry> = entries(feed).collect();
@@ -444,6 +496,7 @@ impl Hub {
                     .collect();
                 let mut events: Vec<_> = gone.into_iter().filter_map(|key| held.update(key, None)).collect();
                 events.extend(fresh.into_iter().filter_map(|(key, now)| held.update(key, Some(now))));
+                events.extend(held.resync_rayjobs(jobs::entries(feed).collect()));
                 (held, events)
             }
         };
@@ -494,7 +547,7 @@ mod tests {
         h.watched = true;
         for _ in 0..changes {
             let summary = h.current[&("ml".into(), "a".into())].summary();
-            h.record(WatchEventType::Modified, summary);
+            h.record(WatchEventType::Modified, Watched::Cluster(summary));
         }
         h
     }
@@ -513,11 +566,30 @@ mod tests {
     #[test]
     fn a_resume_gets_exactly_what_came_after_its_version() {
         let mut h = held(4, 10);
-        assert_eq!(seqs(&h.backlog(at(6), None, |_| true).unwrap().events()), [7, 8, 9, 10]);
-        assert_eq!(seqs(&h.backlog(at(9), None, |_| true).unwrap().events()), [10]);
-        assert!(h.backlog(at(10), None, |_| true).unwrap().events().is_empty());
+        assert_eq!(
+            seqs(
+                &h.backlog(at(6), WatchedKind::Clusters, None, |_| true)
+                    .unwrap()
+                    .events()
+            ),
+            [7, 8, 9, 10]
+        );
+        assert_eq!(
+            seqs(
+                &h.backlog(at(9), WatchedKind::Clusters, None, |_| true)
+                    .unwrap()
+                    .events()
+            ),
+            [10]
+        );
         assert!(
-            h.backlog(WatchFrom::default(), None, |_| true)
+            h.backlog(at(10), WatchedKind::Clusters, None, |_| true)
+                .unwrap()
+                .events()
+                .is_empty()
+        );
+        assert!(
+            h.backlog(WatchFrom::default(), WatchedKind::Clusters, None, |_| true)
                 .unwrap()
                 .events()
                 .is_empty()
@@ -535,7 +607,7 @@ mod tests {
                 initial_events: false,
             },
         ] {
-            let Err(e) = h.backlog(from, None, |_| true) else {
+            let Err(e) = h.backlog(from, WatchedKind::Clusters, None, |_| true) else {
                 panic!("{from:?} held")
             };
             assert_eq!(e.code(), "gone", "{from:?}");
@@ -543,8 +615,17 @@ mod tests {
         }
         // Nothing recorded yet: only now is held.
         let mut fresh = held(4, 0);
-        assert!(fresh.backlog(at(0), None, |_| true).unwrap().events().is_empty());
-        assert!(matches!(fresh.backlog(at(1), None, |_| true), Err(Error::Gone(_))));
+        assert!(
+            fresh
+                .backlog(at(0), WatchedKind::Clusters, None, |_| true)
+                .unwrap()
+                .events()
+                .is_empty()
+        );
+        assert!(matches!(
+            fresh.backlog(at(1), WatchedKind::Clusters, None, |_| true),
+            Err(Error::Gone(_))
+        ));
     }
 
     /// A feed that holds what it is given and never changes.
@@ -568,6 +649,12 @@ mod tests {
         fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>> {
             let m = |p: &&Arc<ObservedPod>| p.metadata.namespace == namespace && p.cluster_name() == Some(cluster);
             self.1.iter().filter(m).cloned().collect()
+        }
+        fn rayjobs(&self, _: Option<&str>) -> Vec<Arc<crate::domain::ObservedRayJob>> {
+            Vec::new()
+        }
+        fn rayjob(&self, _: &str, _: &str) -> Option<Arc<crate::domain::ObservedRayJob>> {
+            None
         }
     }
 
@@ -692,7 +779,10 @@ mod tests {
         );
         assert_eq!(kind(h.update(key.clone(), None)), None);
         assert!(h.current.is_empty());
-        assert!(h.backlog(WatchFrom::default(), None, |_| true).is_ok());
+        assert!(
+            h.backlog(WatchFrom::default(), WatchedKind::Clusters, None, |_| true)
+                .is_ok()
+        );
         assert_eq!(kind(h.update(key.clone(), of("1", "1"))), Some(WatchEventType::Added));
         let copy = of("1", "1").unwrap();
         let copied = Arc::as_ptr(&copy.cluster);
@@ -737,6 +827,12 @@ mod tests {
         fn pods(&self, _: &str, _: &str) -> Vec<Arc<ObservedPod>> {
             Vec::new()
         }
+        fn rayjobs(&self, _: Option<&str>) -> Vec<Arc<crate::domain::ObservedRayJob>> {
+            Vec::new()
+        }
+        fn rayjob(&self, _: &str, _: &str) -> Option<Arc<crate::domain::ObservedRayJob>> {
+            None
+        }
     }
 
     /// A watcher starts (position and subscription under the lock) while
@@ -748,7 +844,9 @@ mod tests {
         const STARTS: usize = 20_000;
         let hub = Hub::start(Arc::new(Moving(0.into())), 64);
         assert!(
-            hub.held().backlog(WatchFrom::default(), None, |_| true).is_ok(),
+            hub.held()
+                .backlog(WatchFrom::default(), WatchedKind::Clusters, None, |_| true)
+                .is_ok(),
             "watched"
         );
         let enough = Arc::new(AtomicBool::new(false));
@@ -801,6 +899,7 @@ mod tests {
                     version: None,
                     initial_events: true,
                 },
+                WatchedKind::Clusters,
                 None,
                 |_| true,
             )
@@ -825,19 +924,19 @@ mod tests {
             backlog
                 .events()
                 .iter()
-                .filter_map(|e| e.cluster.as_ref().map(|c| c.info.name.clone()))
+                .filter_map(|e| e.cluster().map(|c| c.info.name.clone()))
                 .collect()
         };
         let mut asked = Vec::new();
         let one = h
-            .backlog(initial, Some("ml"), |ns| {
+            .backlog(initial, WatchedKind::Clusters, Some("ml"), |ns| {
                 asked.push(ns.to_owned());
                 true
             })
             .unwrap();
         assert_eq!(names(one), ["a", "b"]);
         let viewable = h
-            .backlog(initial, None, |ns| {
+            .backlog(initial, WatchedKind::Clusters, None, |ns| {
                 asked.push(ns.to_owned());
                 ns.starts_with("ml")
             })

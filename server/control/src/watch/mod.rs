@@ -1,4 +1,4 @@
-//! Live watches of clusters, served from the watch cache: a watcher costs
+//! Live watches of clusters and of RayJobs, served from the watch cache: a watcher costs
 //! Kubernetes nothing. Each watcher has its own bounded queue; one that
 //! stays full (the client reads too slowly) ends the watch with a reason
 //! instead of buffering without bound.
@@ -20,7 +20,8 @@ use super::{
     streams::{Ended, StreamGuard, StreamKind},
 };
 use crate::domain::{
-    Action, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion, audit::AuditAction,
+    Action, ClusterFeed, Error, Principal, WatchEvent, WatchEventType, WatchFrom, WatchVersion, WatchedKind,
+    audit::AuditAction,
 };
 use futures::Stream;
 use tokio::sync::{
@@ -133,6 +134,8 @@ enum Scope {
 /// One watcher's task: its caller, place in the stream and queue.
 struct Watcher {
     hub: Arc<Hub>,
+    /// The kind of object it passes on.
+    what: WatchedKind,
     scope: Scope,
     principal: Principal,
     position: WatchVersion,
@@ -167,16 +170,45 @@ impl ControlPlane {
         from: WatchFrom,
         timeout: Option<Duration>,
     ) -> Result<ClusterWatch, Error> {
+        self.watch(cx, WatchedKind::Clusters, namespace, from, timeout).await
+    }
+
+    /// Every change to the RayJobs of `namespace` (of every namespace the
+    /// caller may view when `None`), as [`Self::watch_clusters`] gives
+    /// clusters': each event carries the RayJob as list shows it, its
+    /// cluster's status included (its exit code is read by a get, once
+    /// the job has ended).
+    pub async fn watch_rayjobs(
+        &self,
+        cx: &Context,
+        namespace: Option<&str>,
+        from: WatchFrom,
+        timeout: Option<Duration>,
+    ) -> Result<ClusterWatch, Error> {
+        self.watch(cx, WatchedKind::RayJobs, namespace, from, timeout).await
+    }
+
+    async fn watch(
+        &self,
+        cx: &Context,
+        what: WatchedKind,
+        namespace: Option<&str>,
+        from: WatchFrom,
+        timeout: Option<Duration>,
+    ) -> Result<ClusterWatch, Error> {
+        let action = match what {
+            WatchedKind::Clusters => AuditAction::ClusterWatch,
+            WatchedKind::RayJobs => AuditAction::RayJobWatch,
+        };
         if let Some(ns) = namespace {
-            self.authorize(cx, AuditAction::ClusterWatch, ns, None).await?;
+            self.authorize(cx, action, ns, None).await?;
         }
-        let started = self.start_watch(cx, namespace, from, timeout);
+        let started = self.start_watch(cx, what, namespace, from, timeout);
         if let Err(e) = &started {
-            self.record_refusal(cx, AuditAction::ClusterWatch, namespace, None, e)
-                .await;
+            self.record_refusal(cx, action, namespace, None, e).await;
         }
         let (watcher, backlog, watch) = started?;
-        self.record_read(cx, AuditAction::ClusterWatch, namespace, None).await;
+        self.record_read(cx, action, namespace, None).await;
         tokio::spawn(watcher.run(backlog));
         Ok(watch)
     }
@@ -184,10 +216,14 @@ impl ControlPlane {
     fn start_watch(
         &self,
         cx: &Context,
+        what: WatchedKind,
         namespace: Option<&str>,
         from: WatchFrom,
         timeout: Option<Duration>,
     ) -> Result<(Watcher, Vec<Arc<WatchEvent>>, ClusterWatch), Error> {
+        if what == WatchedKind::RayJobs {
+            self.rayjob_store()?;
+        }
         let feed = self.store.feed().ok_or_else(|| {
             Error::Unavailable("live watches are served from the watch cache, which this server runs without".into())
         })?;
@@ -216,12 +252,13 @@ impl ControlPlane {
         let (backlog, position, live) = {
             let mut held = hub.held();
             let principal = &cx.principal;
-            let backlog = held.backlog(from, namespace, |ns| principal.may(Action::Read, ns))?;
+            let backlog = held.backlog(from, what, namespace, |ns| principal.may(Action::Read, ns))?;
             (backlog, held.version(), hub.subscribe())
         };
         let backlog = backlog.events();
         let watcher = Watcher {
             hub,
+            what,
             scope,
             principal: cx.principal.clone(),
             position,
@@ -381,10 +418,13 @@ impl Watcher {
     }
 
     fn visible(&self, event: &WatchEvent) -> bool {
-        let Some(cluster) = &event.cluster else {
+        let Some(object) = &event.object else {
             return true;
         };
-        let ns = cluster.info.namespace.as_str();
+        if object.kind() != self.what {
+            return false;
+        }
+        let ns = object.namespace();
         match &self.scope {
             Scope::One(mine) => mine == ns,
             Scope::Viewable => {
@@ -398,7 +438,7 @@ impl Watcher {
         let event = Arc::new(WatchEvent {
             kind: WatchEventType::Bookmark,
             version: self.position,
-            cluster: None,
+            object: None,
         });
         self.deliver(event).await
     }
@@ -426,7 +466,7 @@ impl Watcher {
     }
 
     /// The team mapping changed: a namespace no longer viewable ends the
-    /// watch; one newly viewable starts flowing with its clusters `ADDED`.
+    /// watch; one newly viewable starts flowing with its objects `ADDED`.
     async fn remap(&mut self) -> Result<(), Stop> {
         let Some(auth) = &self.auth else {
             return Ok(());
@@ -445,7 +485,7 @@ impl Watcher {
                 for ns in namespaces {
                     if now.may(Action::Read, ns) && !self.principal.may(Action::Read, ns) {
                         self.granted.insert(ns.to_owned(), held.version().seq);
-                        added.extend(held.of(ns).cloned());
+                        added.extend(held.snapshot_of(ns, self.what));
                     }
                 }
             }
@@ -469,8 +509,8 @@ impl Watcher {
             self.received(received).await?;
         }
         self.principal = now;
-        for cluster in added {
-            self.deliver(cluster.added(since)).await?;
+        for object in added {
+            self.deliver(object.added(since)).await?;
         }
         Ok(())
     }

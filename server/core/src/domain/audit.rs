@@ -118,11 +118,13 @@ pub enum AuditAction {
     RayJobLogs,
     /// Delete a RayJob: stop its job, remove its cluster.
     RayJobDelete,
+    /// Watch RayJobs.
+    RayJobWatch,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 34] = [
+    pub const ALL: [Self; 35] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -157,6 +159,7 @@ impl AuditAction {
         Self::RayJobGet,
         Self::RayJobLogs,
         Self::RayJobDelete,
+        Self::RayJobWatch,
     ];
 
     /// What a caller must be allowed to do to take this action: one
@@ -180,7 +183,8 @@ impl AuditAction {
             | Self::UsageGet
             | Self::RayJobList
             | Self::RayJobGet
-            | Self::RayJobLogs => Read,
+            | Self::RayJobLogs
+            | Self::RayJobWatch => Read,
             Self::AuditList => ReadAudit,
             Self::ClusterCreate
             | Self::ClusterScale
@@ -241,6 +245,7 @@ impl AuditAction {
             Self::RayJobGet => "rayjob.get",
             Self::RayJobLogs => "rayjob.logs",
             Self::RayJobDelete => "rayjob.delete",
+            Self::RayJobWatch => "rayjob.watch",
         }
     }
 

@@ -84,4 +84,4 @@ pub use usage::{
     PodCharge, UsageBy, UsageClose, UsageFigures, UsageInterval, UsageKind, UsageLedger, UsageRow, UsageTotals,
     report as usage_report, row_key as usage_row_key,
 };
-pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion, watch_timeout};
+pub use watch::{WatchEvent, WatchEventType, WatchFrom, WatchVersion, Watched, WatchedKind, watch_timeout};

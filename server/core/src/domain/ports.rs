@@ -89,12 +89,20 @@ pub enum FeedChange {
         /// Cluster name.
         name: super::Atom,
     },
+    /// This RayJob changed (or is gone).
+    RayJob {
+        /// Namespace.
+        namespace: super::Atom,
+        /// RayJob name.
+        name: super::Atom,
+    },
     /// Any may have: a relist replaced what the feed holds, or changes
     /// were missed.
     All,
 }
 
-/// A store's own copy of every cluster and its pods, kept current by
+/// A store's own copy of every cluster with its pods, and of every
+/// RayJob, kept current by
 /// Kubernetes' watches: live watches of clusters are served from it, so a
 /// watcher costs Kubernetes nothing.
 pub trait ClusterFeed: Send + Sync + 'static {
@@ -109,6 +117,10 @@ pub trait ClusterFeed: Send + Sync + 'static {
     fn cluster(&self, namespace: &str, name: &str) -> Option<Arc<ObservedCluster>>;
     /// One cluster's pods.
     fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>>;
+    /// The RayJobs of `namespace` (of every namespace when `None`).
+    fn rayjobs(&self, namespace: Option<&str>) -> Vec<Arc<ObservedRayJob>>;
+    /// One RayJob.
+    fn rayjob(&self, namespace: &str, name: &str) -> Option<Arc<ObservedRayJob>>;
 }
 
 /// Kubernetes as the use cases see it. A cluster is named by one

@@ -1,4 +1,4 @@
-//! Live watches of clusters: events as Kubernetes' watches deliver them
+//! Live watches of clusters and of RayJobs: events as Kubernetes' watches deliver them
 //! (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`), each with a version a
 //! client resumes from after a disconnect.
 
@@ -6,7 +6,7 @@ use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use serde::Serialize;
 
-use super::{Error, Summary};
+use super::{Error, RayJobInfo, Summary};
 
 /// What an event says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -69,6 +69,42 @@ impl FromStr for WatchVersion {
     }
 }
 
+/// What a watch event is about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Watched {
+    /// A cluster: its summary, as list gives it.
+    Cluster(Arc<Summary>),
+    /// A RayJob, as list gives it.
+    RayJob(Arc<RayJobInfo>),
+}
+
+impl Watched {
+    /// Its namespace.
+    pub fn namespace(&self) -> &str {
+        match self {
+            Self::Cluster(c) => &c.info.namespace,
+            Self::RayJob(j) => &j.namespace,
+        }
+    }
+
+    /// Which kind of object it is.
+    pub fn kind(&self) -> WatchedKind {
+        match self {
+            Self::Cluster(_) => WatchedKind::Clusters,
+            Self::RayJob(_) => WatchedKind::RayJobs,
+        }
+    }
+}
+
+/// The kinds of object a watch follows (one per watch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchedKind {
+    /// RayClusters.
+    Clusters,
+    /// RayJobs.
+    RayJobs,
+}
+
 /// One event of a watch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchEvent {
@@ -76,8 +112,26 @@ pub struct WatchEvent {
     pub kind: WatchEventType,
     /// Resume from here to get what follows this event.
     pub version: WatchVersion,
-    /// The cluster's summary, as list gives it (`None` for a bookmark).
-    pub cluster: Option<Arc<Summary>>,
+    /// What it is about (`None` for a bookmark).
+    pub object: Option<Watched>,
+}
+
+impl WatchEvent {
+    /// The cluster it is about, if it is about one.
+    pub fn cluster(&self) -> Option<&Arc<Summary>> {
+        match &self.object {
+            Some(Watched::Cluster(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The RayJob it is about, if it is about one.
+    pub fn rayjob(&self) -> Option<&Arc<RayJobInfo>> {
+        match &self.object {
+            Some(Watched::RayJob(j)) => Some(j),
+            _ => None,
+        }
+    }
 }
 
 /// Where a watch starts.

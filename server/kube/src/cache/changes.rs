@@ -1,4 +1,4 @@
-//! The cache as a [`ClusterFeed`]: live watches of clusters read its copy
+//! The cache as a [`ClusterFeed`]: live watches of clusters and RayJobs read its copy
 //! and hear its change notices, so they cost Kubernetes nothing.
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use futures::{StreamExt as _, stream::BoxStream};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Cache, Notice, read};
-use crate::domain::{ClusterFeed, FeedChange, ObservedCluster, ObservedPod};
+use crate::domain::{ClusterFeed, FeedChange, ObservedCluster, ObservedPod, ObservedRayJob};
 
 /// The cache, seen as a feed.
 pub(super) struct CacheFeed(pub(super) Arc<Cache>);
@@ -28,6 +28,10 @@ impl ClusterFeed for CacheFeed {
                             name: cluster.clone(),
                         },
                         Notice::Pod { .. } => continue,
+                        Notice::RayJob { namespace, name } => FeedChange::RayJob {
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                        },
                         Notice::Resync => FeedChange::All,
                     },
                     Err(RecvError::Lagged(_)) => FeedChange::All,
@@ -57,5 +61,17 @@ impl ClusterFeed for CacheFeed {
 
     fn pods(&self, namespace: &str, cluster: &str) -> Vec<Arc<ObservedPod>> {
         read(&self.0.pods).bucket(namespace, cluster)
+    }
+
+    fn rayjobs(&self, namespace: Option<&str>) -> Vec<Arc<ObservedRayJob>> {
+        let rayjobs = read(&self.0.rayjobs);
+        match namespace {
+            Some(ns) => rayjobs.bucket(ns, ""),
+            None => rayjobs.all(),
+        }
+    }
+
+    fn rayjob(&self, namespace: &str, name: &str) -> Option<Arc<ObservedRayJob>> {
+        read(&self.0.rayjobs).get(namespace, "", name)
     }
 }

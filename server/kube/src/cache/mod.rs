@@ -1,5 +1,5 @@
 //! The watch cache: kube-runtime watchers keep RayClusters, Ray pods,
-//! events and namespaces in memory, so reads cost Kubernetes nothing.
+//! RayJobs, events and namespaces in memory, so reads cost Kubernetes nothing.
 //!
 //! kube-runtime's own reflector store has no secondary index, and `get`
 //! needs a cluster's pods without scanning every pod, so the watchers feed
@@ -29,13 +29,14 @@ use self::{
     state::{Collection, reached},
     watched::{NamespaceView, View},
 };
-use crate::domain::{Atom, ObservedCluster, ObservedEvent, ObservedPod};
+use crate::domain::{Atom, ObservedCluster, ObservedEvent, ObservedPod, ObservedRayJob};
 
 /// The kinds of object the cache holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     Clusters,
     Pods,
+    RayJobs,
     Events,
     Namespaces,
 }
@@ -45,6 +46,7 @@ impl Kind {
         match self {
             Self::Clusters => krayne_core::manifest::RAYCLUSTERS,
             Self::Pods => "pods",
+            Self::RayJobs => krayne_core::manifest::RAYJOBS,
             Self::Events => "events",
             Self::Namespaces => "namespaces",
         }
@@ -66,7 +68,10 @@ pub(crate) enum Notice {
         name: Atom,
         deleted: bool,
     },
-    /// A relist replaced clusters or pods: re-read what you follow.
+    /// A RayJob changed, or was deleted.
+    RayJob { namespace: Atom, name: Atom },
+    /// A relist replaced clusters, pods or RayJobs: re-read what you
+    /// follow.
     Resync,
 }
 
@@ -97,6 +102,7 @@ struct Health {
 pub(crate) struct Cache {
     clusters: RwLock<Collection<ObservedCluster>>,
     pods: RwLock<Collection<ObservedPod>>,
+    rayjobs: RwLock<Collection<ObservedRayJob>>,
     events: RwLock<Collection<ObservedEvent>>,
     namespaces: RwLock<Collection<NamespaceView>>,
     /// `None`: every namespace; else only these (which may change while
@@ -154,6 +160,19 @@ impl Slot for ObservedPod {
             cluster: object.bucket().cloned().unwrap_or_default(),
             name: object.metadata.name.clone(),
             deleted,
+        })
+    }
+}
+
+impl Slot for ObservedRayJob {
+    const CACHE_KIND: Kind = Kind::RayJobs;
+    fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
+        &cache.rayjobs
+    }
+    fn notice(object: &Self, _deleted: bool) -> Option<Notice> {
+        Some(Notice::RayJob {
+            namespace: object.metadata.namespace.clone(),
+            name: object.metadata.name.clone(),
         })
     }
 }
@@ -218,6 +237,7 @@ impl Cache {
         let cache = Self {
             clusters: RwLock::default(),
             pods: RwLock::default(),
+            rayjobs: RwLock::default(),
             events: RwLock::default(),
             namespaces: RwLock::default(),
             covered: RwLock::new(namespaces),
@@ -228,7 +248,13 @@ impl Cache {
             expected: Mutex::new(HashMap::new()),
         };
         // Every watcher starts unsynced, so readiness waits for all of them.
-        let kinds = [Kind::Clusters, Kind::Pods, Kind::Events, Kind::Namespaces];
+        let kinds = [
+            Kind::Clusters,
+            Kind::Pods,
+            Kind::RayJobs,
+            Kind::Events,
+            Kind::Namespaces,
+        ];
         let unsynced = kinds
             .into_iter()
             .flat_map(|k| cache.scopes(k).into_iter().map(move |s| ((k, s), Health::default())));
@@ -261,7 +287,7 @@ impl Cache {
                 health.retain(|(_, scope), _| scope.as_deref() != Some(ns.as_str()));
             }
             for ns in &added {
-                for kind in [Kind::Clusters, Kind::Pods, Kind::Events] {
+                for kind in [Kind::Clusters, Kind::Pods, Kind::RayJobs, Kind::Events] {
                     health.insert((kind, Some(ns.clone())), Health::default());
                 }
             }
@@ -269,6 +295,7 @@ impl Cache {
         for ns in &removed {
             write(&self.clusters).replace(Some(ns), Vec::new());
             write(&self.pods).replace(Some(ns), Vec::new());
+            write(&self.rayjobs).replace(Some(ns), Vec::new());
             write(&self.events).replace(Some(ns), Vec::new());
         }
         #[expect(clippy::cast_precision_loss, reason = "a gauge")]
@@ -366,7 +393,7 @@ impl Cache {
         write(T::collection(self)).replace(scope, objects);
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
         metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
-        let resync = matches!(T::CACHE_KIND, Kind::Clusters | Kind::Pods).then_some(Notice::Resync);
+        let resync = matches!(T::CACHE_KIND, Kind::Clusters | Kind::Pods | Kind::RayJobs).then_some(Notice::Resync);
         self.changed::<T>(resync);
     }
 

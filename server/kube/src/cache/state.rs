@@ -25,6 +25,12 @@ impl Indexed for ObservedCluster {
     }
 }
 
+impl Indexed for crate::domain::ObservedRayJob {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
 impl Indexed for ObservedPod {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata

@@ -122,7 +122,7 @@ struct Source {
     lists: Arc<InitialLists>,
 }
 
-/// The watchers of one namespace's clusters, pods and events.
+/// The watchers of one namespace's clusters, pods, RayJobs and events.
 fn spawn_scope(cache: &Arc<Cache>, source: &Source, scope: Option<String>) -> Vec<JoinHandle<()>> {
     let every = watcher::Config::default();
     let ray_pods = watcher::Config::default().labels(LABEL_CLUSTER);
@@ -137,8 +137,9 @@ fn spawn_scope(cache: &Arc<Cache>, source: &Source, scope: Option<String>) -> Ve
         })
     };
     vec![
-        spawn::<ObservedCluster>(cache, source, every, scope.clone()),
-        spawn::<ObservedPod>(cache, source, ray_pods, scope),
+        spawn::<ObservedCluster>(cache, source, every.clone(), scope.clone()),
+        spawn::<ObservedPod>(cache, source, ray_pods, scope.clone()),
+        spawn::<crate::domain::ObservedRayJob>(cache, source, every, scope),
         events,
     ]
 }

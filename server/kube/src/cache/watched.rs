@@ -30,6 +30,12 @@ impl View for ObservedCluster {
     const PLURAL: &'static str = manifest::RAYCLUSTERS;
 }
 
+impl View for crate::domain::ObservedRayJob {
+    const GROUP: &'static str = manifest::KUBERAY_GROUP;
+    const KIND: &'static str = manifest::RAYJOB_KIND;
+    const PLURAL: &'static str = manifest::RAYJOBS;
+}
+
 impl View for ObservedPod {
     const GROUP: &'static str = "";
     const KIND: &'static str = "Pod";
