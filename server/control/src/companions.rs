@@ -74,6 +74,27 @@ impl ControlPlane {
             .await
     }
 
+    /// After a RayJob's create: the Secret staged for it, now owned by
+    /// the RayJob `created` (see [`manifest::rayjob_token_secret`]).
+    pub(crate) async fn own_staged_token(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        created: &crate::domain::ObservedRayJob,
+        nonce: &str,
+        secret: &str,
+        rid: &RequestId,
+    ) -> Result<(), Error> {
+        let (Some(key), Some(uid)) = (&self.settings.ray_auth, created.metadata.uid.as_ref()) else {
+            return Ok(());
+        };
+        let (namespace, name) = (rayjob.namespace(), rayjob.name());
+        let token = key.token(namespace, name, nonce);
+        let object = manifest::rayjob_token_secret(namespace, name, secret, &token, &uid.text());
+        self.store
+            .apply_companion(rayjob, Companion::Secret, secret, &object, rid)
+            .await
+    }
+
     /// After a create that failed: the Secret staged for it goes again
     /// (its name was this create's alone).
     pub(crate) async fn unstage_ray_token(&self, cluster: &Authorized<ClusterRef>, secret: &str, rid: &RequestId) {

@@ -159,7 +159,15 @@ impl ControlPlane {
                         self.stage_ray_token(&target, nonce, secret, rid).await?;
                     }
                     match store.create_rayjob(&target, &rayjob, false, rid).await {
-                        Ok(created) => Ok(created),
+                        Ok(created) => {
+                            if let Some((nonce, secret)) = staged
+                                && let Err(e) = self.own_staged_token(&target, &created, nonce, secret, rid).await
+                            {
+                                tracing::warn!(request_id = %rid, %namespace, rayjob = %run.name(), error = %e,
+                                    "a RayJob's token Secret could not be owned by it; its cluster's companions will own it");
+                            }
+                            Ok(created)
+                        }
                         Err(e) => {
                             let ambiguous = matches!(e, Error::DeadlineExceeded(_) | Error::Unavailable(_));
                             if let Some((_, secret)) = staged.filter(|_| !ambiguous) {

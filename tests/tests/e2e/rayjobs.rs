@@ -486,3 +486,35 @@ async fn a_runs_cluster_is_fenced_at_once_not_at_the_keepers_next_round() {
     assert_eq!(rows[0]["cluster"], cluster.as_str(), "{rows:?}");
     assert_eq!(rows[0]["outcome"], "succeeded", "{rows:?}");
 }
+
+#[tokio::test]
+async fn a_runs_token_secret_goes_with_its_rayjob_when_no_cluster_is_ever_made() {
+    let mut options = EnvOptions::default();
+    // No KubeRay: the RayJob is never reconciled, as when KubeRay refuses it.
+    options.sandbox.run_operator = false;
+    let env = Env::start_with(options).await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(RUNS, &json!({"name": "unmade", "entrypoint": "echo"}))
+        .await
+        .expect(201);
+    let secrets_url = format!("{}/api/v1/namespaces/ml-team/secrets", env.sandbox.url());
+    let secrets = || async {
+        let list: Value = reqwest::get(&secrets_url).await.unwrap().json().await.unwrap();
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    let staged = secrets().await;
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    let owner = &staged[0]["metadata"]["ownerReferences"][0];
+    assert_eq!((&owner["kind"], &owner["name"]), (&json!("RayJob"), &json!("unmade")));
+    let rayjob = &rayjobs_in_kubernetes(&env, "ml-team").await[0];
+    assert_eq!(owner["uid"], rayjob["metadata"]["uid"]);
+    alice.delete(&format!("{RUNS}/unmade")).await.expect(204);
+    for _ in 0..100 {
+        if secrets().await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the token Secret outlived its RayJob: {:?}", secrets().await);
+}

@@ -25,7 +25,9 @@ pub use build::{
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
 pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
 pub use network_policy::{HeldPolicy, PolicyPeers, network_policy, network_policy_name, policy_digest};
-pub use ray_auth::{DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name};
+pub use ray_auth::{
+    DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name, rayjob_token_secret,
+};
 pub use rayjob::{LABEL_ORIGIN_CRD, LABEL_ORIGIN_NAME, RAYJOB_KIND, RAYJOBS, SUBMISSION_MODE, build_rayjob};
 pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patch};
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};

@@ -54,6 +54,22 @@ pub fn ray_auth_secret(namespace: &str, name: &str, secret: &str, token: &RayTok
     })
 }
 
+/// The token Secret of RayJob `name` (uid `rayjob_uid`), staged before
+/// the RayJob was created, now owned by it: a RayJob whose cluster KubeRay
+/// never makes (it refused the spec, or the RayJob is deleted first)
+/// takes its Secret with it; once the cluster exists, its companions own
+/// the Secret to the cluster instead.
+pub fn rayjob_token_secret(namespace: &str, name: &str, secret: &str, token: &RayToken, rayjob_uid: &str) -> Value {
+    let mut object = ray_auth_secret(namespace, name, secret, token, None);
+    object["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": KUBERAY_API_VERSION,
+        "kind": super::RAYJOB_KIND,
+        "name": name,
+        "uid": rayjob_uid,
+    }]);
+    object
+}
+
 /// How a cluster's Ray authenticates, as krayne can meet it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RayAuth {
@@ -183,5 +199,19 @@ mod tests {
         assert_eq!(decoded, token.expose().as_bytes());
         let before = ray_auth_secret("ml", "demo", "demo-ray-auth-x", &token, None);
         assert!(before["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn a_rayjobs_staged_secret_is_owned_by_the_rayjob_and_holds_the_same_token() {
+        let token = key().token("ml", "train", "n1");
+        let owned = rayjob_token_secret("ml", "train", "train-ray-auth-x", &token, "job-uid");
+        let owner = &owned["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&owner["kind"], &owner["name"], &owner["uid"]),
+            (&json!("RayJob"), &json!("train"), &json!("job-uid"))
+        );
+        let staged = ray_auth_secret("ml", "train", "train-ray-auth-x", &token, None);
+        assert_eq!(owned["data"], staged["data"]);
+        assert_eq!(owned["metadata"]["labels"], staged["metadata"]["labels"]);
     }
 }
