@@ -4,17 +4,56 @@
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use futures::{Stream, StreamExt as _};
+use futures::{Stream, StreamExt as _, stream::BoxStream};
 use tonic::Code;
 
 use crate::{
-    Client, ClientError,
+    Client, ClientError, WatchFrom,
     package::{self, PackOptions},
     proto,
 };
 
-/// How often a handle asks how its RayJob is doing.
+/// How often a handle asks how its RayJob is doing, from a server that
+/// cannot watch.
 const POLL: Duration = Duration::from_millis(500);
+
+/// Where a handle hears how its RayJob is doing: the server's watch of
+/// the namespace's RayJobs (one stream, served from the server's memory),
+/// or, from a server that cannot watch (or a watch that broke for good),
+/// a get every [`POLL`].
+struct Changes {
+    watch: Option<BoxStream<'static, Result<proto::WatchRayJobsResponse, ClientError>>>,
+    asked: bool,
+}
+
+impl Changes {
+    /// The RayJob as it is next.
+    async fn next(&mut self, handle: &RunHandle) -> Result<proto::RayJob, ClientError> {
+        while let Some(watch) = self.watch.as_mut() {
+            match watch.next().await {
+                Some(Ok(event)) => {
+                    let deleted = event.r#type() == proto::WatchEventType::Deleted;
+                    let Some(rayjob) = event.rayjob.filter(|j| j.name == handle.name) else {
+                        continue;
+                    };
+                    if deleted {
+                        return Err(ClientError::new(
+                            Code::NotFound,
+                            format!("rayjob {} was deleted", handle.name),
+                        ));
+                    }
+                    return Ok(rayjob);
+                }
+                Some(Err(_)) | None => self.watch = None,
+            }
+        }
+        if self.asked {
+            tokio::time::sleep(POLL).await;
+        }
+        self.asked = true;
+        handle.status().await
+    }
+}
 
 /// A job to run on a cluster of its own ([`Client::run_job`]).
 #[derive(Debug, Clone, Default)]
@@ -232,6 +271,19 @@ impl RunHandle {
         self.client.rayjob(&self.namespace, &self.name).await
     }
 
+    /// How the RayJob is doing from now on, as it changes.
+    async fn changes(&self) -> Changes {
+        let from = WatchFrom {
+            send_initial_events: true,
+            ..WatchFrom::default()
+        };
+        let watch = self.client.watch_rayjobs(Some(&self.namespace), from).await;
+        Changes {
+            watch: watch.ok().map(|w| w.boxed()),
+            asked: false,
+        }
+    }
+
     /// Waits until the job runs (or has ended already), uploading the
     /// working dir to the job's cluster once its head serves; `seen` is
     /// told of each new state. Fails when the run ends before it started
@@ -239,8 +291,9 @@ impl RunHandle {
     pub async fn started(&self, mut seen: impl FnMut(&proto::RayJob)) -> Result<proto::RayJob, ClientError> {
         let mut uploaded = self.package.is_none();
         let mut last = None;
+        let mut changes = self.changes().await;
         loop {
-            let rayjob = self.status().await?;
+            let rayjob = changes.next(self).await?;
             let now = (rayjob.state, rayjob.cluster_status.clone());
             if last.as_ref() != Some(&now) {
                 seen(&rayjob);
@@ -259,7 +312,6 @@ impl RunHandle {
                 }
                 _ => {}
             }
-            tokio::time::sleep(POLL).await;
         }
     }
 
@@ -283,6 +335,14 @@ impl RunHandle {
     /// `timeout` passes: `DEADLINE_EXCEEDED`).
     pub async fn wait(&self, timeout: Duration) -> Result<RunOutcome, ClientError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut changes = self.changes().await;
+        // Past the deadline, the get below says how it is.
+        while let Ok(rayjob) = tokio::time::timeout_at(deadline, changes.next(self)).await {
+            if run_is_over(&rayjob?) {
+                break;
+            }
+        }
+        // Ended: its exit code comes with a get, a moment after the end.
         let mut over_since: Option<tokio::time::Instant> = None;
         loop {
             let rayjob = self.status().await?;

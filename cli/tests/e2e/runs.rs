@@ -141,9 +141,22 @@ async fn a_pipeline_runs_a_job_on_its_own_cluster_through_the_sdk_and_stops_anot
         )
         .await
         .unwrap();
+    // The handle follows its RayJob on the server's watch, not by asking.
+    let ops = env.ops();
+    let watched = tokio::spawn(async move {
+        for _ in 0..600 {
+            let text = ops.get("/metrics").await.text;
+            if krayne_tests::metric_total(&text, "krayne_watches_open") >= 1.0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
     let mut states = Vec::new();
     let started = run.started(|rj| states.push(rj.state())).await.unwrap();
     assert!(states.contains(&RunState::Submitting), "{states:?}");
+    assert!(watched.await.unwrap(), "no watch was open while the run started");
     assert!(!started.cluster.is_empty());
     let mut log = String::new();
     let mut lines = std::pin::pin!(run.logs().await.unwrap());
