@@ -148,8 +148,21 @@ async fn mixed_traffic_soak_keeps_errors_memory_and_tasks_flat() {
     let env = Env::start_with(options).await;
     let ops = env.ops();
     let pid = env.server.pid();
-    let idle = ops.get("/metrics").await.text;
-    let idle_tasks = metric(&idle, "krayne_runtime_alive_tasks", "");
+    // Idle is the server once its background tasks run (the keeper's first
+    // round ends after the leader's tasks have started) and its task count
+    // holds still: sampled earlier, on a loaded machine, it missed tasks
+    // that start a moment after readiness.
+    env.keeper_first_round().await;
+    let alive = || async { metric(&ops.get("/metrics").await.text, "krayne_runtime_alive_tasks", "") };
+    let mut idle_tasks = alive().await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = alive().await;
+        if now == idle_tasks {
+            break;
+        }
+        idle_tasks = now;
+    }
 
     let (stop, errors, done) = (
         Arc::new(AtomicBool::new(false)),
