@@ -131,13 +131,18 @@ impl Printer {
 
     /// A cluster status, coloured by what it means for the user.
     pub(crate) fn status(&self, status: &str) -> Cell {
+        self.status_as(status, status)
+    }
+
+    /// [`Self::status`] coloured by `status`, showing `shown` (`queued #2`).
+    pub(crate) fn status_as(&self, status: &str, shown: &str) -> Cell {
         let color = match status {
             "ready" => Color::Green,
-            "creating" | "running" | "containers-creating" | "pods-pending" => Color::Yellow,
+            "creating" | "running" | "containers-creating" | "pods-pending" | "queued" => Color::Yellow,
             "suspended" | "suspending" => Color::DarkGrey,
             _ => Color::Red,
         };
-        let cell = Cell::new(status);
+        let cell = Cell::new(shown);
         if self.color { cell.fg(color) } else { cell }
     }
 

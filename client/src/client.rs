@@ -211,6 +211,12 @@ pub struct CreateOptions {
     /// silently. Only a config document can hold them; a structured spec
     /// cannot.
     pub field_validation: proto::FieldValidation,
+    /// Wait in the namespace's line when the cluster does not fit its
+    /// quota: it is created suspended, status `queued` (with
+    /// `queue_position` and `queue_reason`), and admitted in order as quota
+    /// frees; with `wait`, the wait goes through the line. `None`: as the
+    /// namespace's queueing policy says (by default, `ResourceExhausted`).
+    pub queue: Option<bool>,
 }
 
 /// A created cluster (or, with `dry_run`, the would-be one).
@@ -403,6 +409,7 @@ impl Client {
                 source: Some(source),
                 dry_run: options.dry_run,
                 field_validation: options.field_validation.into(),
+                queue: options.queue,
             }))
             .await?
             .into_inner();
@@ -541,9 +548,22 @@ impl Client {
     /// fit); [`Self::wait`] for it to be ready. Idempotent, so retried
     /// while the server is unavailable.
     pub async fn resume(&self, namespace: &str, name: &str) -> Result<ClusterInfo, ClientError> {
+        self.resume_with(namespace, name, None).await
+    }
+
+    /// [`Self::resume`], saying whether to wait in the namespace's line
+    /// when its pods do not fit (`Some(true)`: status `queued`, admitted in
+    /// order as quota frees; `None`: as the namespace's policy says).
+    pub async fn resume_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        queue: Option<bool>,
+    ) -> Result<ClusterInfo, ClientError> {
         let message = proto::ResumeClusterRequest {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
+            queue,
         };
         let response = retrying!(self, clusters, resume_cluster, message)?;
         response

@@ -344,6 +344,7 @@ fn grpc_create(grpc: &Arc<Vec<Grpc>>, t: &Target, created: &Arc<Mutex<Vec<(Strin
                 source: Some(Source::Spec(spec)),
                 dry_run: false,
                 field_validation: 0,
+                queue: None,
             };
             let ok = g.clusters.create_cluster(request).await.is_ok();
             if ok {

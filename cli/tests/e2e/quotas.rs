@@ -95,3 +95,44 @@ async fn krayne_keep_keeps_within_the_policy_and_says_why_not() {
         no_policy.stderr()
     );
 }
+
+/// `krayne create --queue --wait` (issue 61): past the quota it waits in
+/// line, printing its place, and once a delete frees the quota it waits
+/// on until ready; `krayne get` shows the place meanwhile.
+#[tokio::test]
+async fn create_queue_wait_waits_through_the_line_then_until_ready() {
+    let env = Env::start_with(EnvOptions {
+        teams: format!("{TEAMS}quotas:\n  ml-team: {{ clusters: 1 }}\n"),
+        ..EnvOptions::default()
+    })
+    .await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "first", "-n", "ml-team"]).await.code(0);
+    let refused = k.run(&["create", "second", "-n", "ml-team", "--no-wait"]).await.code(1);
+    assert!(refused.stderr().contains("quota"), "{}", refused.stderr());
+
+    let waiting = k.run(&["create", "second", "-n", "ml-team", "--queue", "--timeout", "90s"]);
+    let freeing = async {
+        let rest = env.rest(&env.alice());
+        loop {
+            let got = rest.get("/v1/namespaces/ml-team/clusters/second").await;
+            if got.status == 200 && got.body["status"] == "queued" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let table = k.run(&["get", "-n", "ml-team"]).await.code(0).stdout();
+        assert!(table.contains("queued #1"), "{table}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        k.run(&["delete", "first", "-n", "ml-team", "--yes"]).await.code(0);
+    };
+    let (done, ()) = tokio::join!(waiting, freeing);
+    let done = done.code(0);
+    let stderr = done.stderr();
+    assert!(
+        stderr.contains("waiting in line for quota: queued, #1 in line (clusters: needs 1, 0 of 1 free)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("is ready after"), "{stderr}");
+    assert!(done.stdout().contains("ready"), "{}", done.stdout());
+}

@@ -135,6 +135,7 @@ async fn main() {
             namespace: Some("ml-team".into()),
             dry_run: false,
             field_validation: FieldValidation::Strict,
+            queue: None,
         };
         plane.create(&cx, input).await.unwrap();
         store.make_ready("ml-team", &name);

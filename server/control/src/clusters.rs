@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Context, ControlPlane};
+use super::{Context, ControlPlane, queue::Admission};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
@@ -26,6 +26,10 @@ pub struct CreateInput {
     pub dry_run: bool,
     /// What to do with unknown nested keys and converted scalars.
     pub field_validation: FieldValidation,
+    /// Wait in the namespace's line when it does not fit its quota
+    /// (`None`: as the namespace's queueing policy says). The config may
+    /// say it too, as a top-level `queue`.
+    pub queue: Option<bool>,
 }
 
 /// What create returns.
@@ -57,6 +61,14 @@ impl ControlPlane {
     /// Creates a cluster (or, with `dry_run`, returns its checked manifest).
     pub async fn create(&self, cx: &Context, input: CreateInput) -> Result<Created, Error> {
         let mut config = input.config;
+        let queue = match take_queue_flag(&mut config) {
+            Ok(in_body) => input.queue.or(in_body),
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::ClusterCreate, input.namespace.as_deref(), None, &e)
+                    .await;
+                return Err(e);
+            }
+        };
         let body_ns = config.get("namespace").and_then(Value::as_str).map(str::to_owned);
         let namespace = match (&input.namespace, body_ns) {
             (Some(url), Some(body)) if *url != body => {
@@ -101,15 +113,35 @@ impl ControlPlane {
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let target = granted.cluster(&spec.name);
         let rid = &cx.meta.request_id;
+        let waits = self.queue_policy(&namespace).waits(queue);
         // Held until the create has landed: the next admission counts it.
-        let _admitted = self
-            .admit_charge(cx, AuditAction::ClusterCreate, &namespace, &spec.name, async || {
-                Ok((
-                    quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
-                    (),
-                ))
-            })
+        let admitted = self
+            .admit_or_queue(
+                cx,
+                AuditAction::ClusterCreate,
+                &namespace,
+                &spec.name,
+                waits,
+                async || {
+                    Ok((
+                        quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
+                        (),
+                    ))
+                },
+            )
             .await?;
+        let (rendered, place) = match &admitted {
+            Admission::Waits(_, (), place) => {
+                let since = place.since.to_string();
+                let at = manifest::Place {
+                    since: &since,
+                    position: place.position,
+                    reason: &place.reason,
+                };
+                (manifest::queued(rendered, at), Some(place.summary()))
+            }
+            Admission::Unlimited | Admission::Fits(..) => (rendered, None),
+        };
         let observed = if input.dry_run {
             self.store.create(&target, &rendered, true, rid).await?
         } else {
@@ -117,13 +149,16 @@ impl ControlPlane {
                 "spec": spec.to_value(),
                 "field_validation": input.field_validation.as_str(),
                 "warnings": warnings.len(),
+                "queue": place,
             });
-            self.audited(
+            let status = if place.is_some() { 202 } else { 201 };
+            self.audited_with_status(
                 cx,
                 AuditAction::ClusterCreate,
                 &namespace,
                 &spec.name,
                 summary,
+                |_| status,
                 || async {
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
                     if let Some((nonce, secret)) = staged {
@@ -383,5 +418,18 @@ impl ControlPlane {
             },
         )
         .await
+    }
+}
+
+/// Takes a top-level `queue` out of a create's config (it says how to
+/// admit, not what to make): a boolean, or absent.
+fn take_queue_flag(config: &mut Value) -> Result<Option<bool>, Error> {
+    let Some(map) = config.as_object_mut() else {
+        return Ok(None);
+    };
+    match map.remove("queue") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(b)),
+        Some(other) => Err(Error::invalid("queue", format!("must be true or false, not {other}"))),
     }
 }

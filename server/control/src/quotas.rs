@@ -14,10 +14,14 @@ use std::{
 
 use serde_json::json;
 
-use super::{Context, ControlPlane};
+use super::{
+    Context, ControlPlane,
+    queue::{Admission, LinePlace, line_of},
+};
 use crate::domain::{
-    AdmissionGuard, AdmissionLock, Error, RequestId,
+    AdmissionGuard, AdmissionLock, Error, ObservedCluster, RequestId,
     audit::AuditAction,
+    queue::{self, QueueOrder},
     quota::{self, Quota, QuotaLine, Usage},
 };
 
@@ -55,12 +59,17 @@ impl ControlPlane {
         self.authenticator.as_ref()?.quota(namespace)
     }
 
-    /// What `namespace`'s clusters are charged, as Kubernetes has them
-    /// now, with its RayJobs' clusters not made yet.
-    async fn usage_now(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
+    /// `namespace`'s clusters as Kubernetes has them now, and what they
+    /// are charged with its RayJobs' clusters not made yet.
+    pub(super) async fn standing_now(
+        &self,
+        namespace: &str,
+        request_id: &RequestId,
+    ) -> Result<(Vec<Arc<ObservedCluster>>, Usage), Error> {
         let clusters = self.store.list_latest(namespace, request_id).await?;
         let coming = self.rayjobs_not_yet_made(namespace, &clusters, request_id).await?;
-        Ok(clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming)
+        let used = clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming;
+        Ok((clusters, used))
     }
 
     /// What `namespace`'s clusters are charged, from the watch cache, with
@@ -84,17 +93,64 @@ impl ControlPlane {
         name: &str,
         requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
     ) -> Result<Option<(AdmissionGuard, T)>, Error> {
+        match self
+            .admit_or_queue(cx, action, namespace, name, false, requested)
+            .await?
+        {
+            Admission::Unlimited => Ok(None),
+            Admission::Fits(guard, computed) => Ok(Some((guard, computed))),
+            Admission::Waits(..) => Err(Error::Internal("a request that may not wait was put in line".into())),
+        }
+    }
+
+    /// As [`Self::admit_charge`], but a request that `waits` and does not
+    /// fit (or, in a line served in strict order, would pass those already
+    /// waiting) is given its place in the namespace's line instead of
+    /// being refused.
+    pub(super) async fn admit_or_queue<T>(
+        &self,
+        cx: &Context,
+        action: AuditAction,
+        namespace: &str,
+        name: &str,
+        waits: bool,
+        requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
+    ) -> Result<Admission<T>, Error> {
         let Some(quota) = self.quota_of(namespace) else {
-            return Ok(None);
+            return Ok(Admission::Unlimited);
         };
         let admitted = async {
             let guard = self.quota_lock.lock(namespace).await?;
             let (requested, computed) = requested().await?;
-            self.fits(&quota, namespace, &requested, &cx.meta.request_id).await?;
-            Ok((guard, computed))
+            let (clusters, used) = self.standing_now(namespace, &cx.meta.request_id).await?;
+            let violations = quota::check(&quota, &used, &requested);
+            if !waits {
+                return if violations.is_empty() {
+                    Ok(Admission::Fits(guard, computed))
+                } else {
+                    Err(Error::QuotaExceeded {
+                        namespace: namespace.to_owned(),
+                        violations,
+                    })
+                };
+            }
+            let line = line_of(&clusters, name);
+            let strict = self.queue_policy(namespace).order == QueueOrder::Strict;
+            let ahead = line.first().filter(|_| strict).map(|w| w.name.clone());
+            let reason = match (quota::shortage(&quota, &used, &requested), ahead) {
+                (None, None) => return Ok(Admission::Fits(guard, computed)),
+                (Some(short), _) => short,
+                (None, Some(first)) => format!("waits for {first}, ahead of it in line (order: strict)"),
+            };
+            let place = LinePlace {
+                since: queue::joined_at(jiff::Timestamp::now(), &line),
+                position: u32::try_from(line.len() + 1).unwrap_or(u32::MAX),
+                reason,
+            };
+            Ok(Admission::Waits(guard, computed, place))
         };
         match admitted.await {
-            Ok(admitted) => Ok(Some(admitted)),
+            Ok(admitted) => Ok(admitted),
             Err(e) => {
                 let summary = match &e {
                     Error::QuotaExceeded { violations, .. } => json!({"quota_violations": violations}),
@@ -117,7 +173,7 @@ impl ControlPlane {
         requested: &quota::Request,
         request_id: &RequestId,
     ) -> Result<(), Error> {
-        let used = self.usage_now(namespace, request_id).await?;
+        let (_, used) = self.standing_now(namespace, request_id).await?;
         let violations = quota::check(quota, &used, requested);
         if violations.is_empty() {
             Ok(())

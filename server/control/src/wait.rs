@@ -96,7 +96,9 @@ async fn follow(
     let mut stuck: Option<HeadStuck> = None;
     let mut cluster: Option<ObservedCluster> = None;
     let mut pods: BTreeMap<Atom, ObservedPod> = BTreeMap::new();
-    let mut last: Option<ClusterStatus> = None;
+    // The status last sent, and the place in line with it: a waiter in
+    // line hears each step forward.
+    let mut last: Option<(ClusterStatus, Option<u32>)> = None;
     let mut seen: Option<ClusterInfo> = None;
     loop {
         let change = tokio::select! {
@@ -175,9 +177,24 @@ async fn follow(
         // KubeRay stays `ready` while a scale-up's new workers start: wait
         // for them too, and report `ready` once, when it is all there.
         let done = info.status == ClusterStatus::Ready && info.ready_workers >= info.num_workers;
-        let news = (done || info.status != ClusterStatus::Ready) && last.as_ref() != Some(&info.status);
+        let now = (info.status.clone(), info.queue_position);
+        let news = (done || info.status != ClusterStatus::Ready) && last.as_ref() != Some(&now);
+        let left_line = info.status == ClusterStatus::Suspended
+            && last
+                .as_ref()
+                .is_some_and(|(status, _)| *status == ClusterStatus::Queued);
+        if left_line {
+            let _ = tx
+                .send(Err(Error::FailedPrecondition(format!(
+                    "cluster {}/{} left its namespace's line without being admitted (it waited past max_wait, or was \
+                     suspended); it is kept, suspended",
+                    what.namespace, what.name
+                ))))
+                .await;
+            return;
+        }
         if news {
-            last = Some(info.status.clone());
+            last = Some(now);
             if tx.send(Ok(info)).await.is_err() || done {
                 return;
             }
@@ -255,6 +272,9 @@ mod tests {
             suspends_at: None,
             expires_at: None,
             kept_until: None,
+            queue_position: None,
+            queued_since: None,
+            queue_reason: None,
             resource_version: None,
         }
     }

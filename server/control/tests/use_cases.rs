@@ -15,7 +15,7 @@ use krayne_core::domain::{
 };
 
 use krayne_control::{
-    Context, ControlPlane, ControlSettings, CreateInput, Ended, ScaleInput, TunnelVia,
+    Context, ControlPlane, ControlSettings, CreateInput, Ended, ResumeInput, ScaleInput, TunnelVia,
     auth::{Authenticator, MintRequest, TeamMapping, TokenRules, Verifier, VerifyingKey, mint},
     background::{BackgroundWork, Driver},
     fakes::{DownLock, FakeHeads, MemoryAudit, MemoryStore},
@@ -127,6 +127,7 @@ fn create(config: Value) -> CreateInput {
         namespace: Some("ml-team".to_owned()),
         dry_run: false,
         field_validation: FieldValidation::Strict,
+        queue: None,
     }
 }
 
@@ -679,7 +680,10 @@ mod lifecycle {
         );
         world.start_background();
         let tasks = world.background.as_ref().unwrap().tasks();
-        assert_eq!(tasks, ["quota-gauges", "dependency-probes", "denial-windows"]);
+        assert_eq!(
+            tasks,
+            ["quota-gauges", "dependency-probes", "denial-windows", "queue-admitter"]
+        );
         let mut reported = Vec::new();
         for _ in 0..100 {
             reported = world.plane.readiness().await.dependencies;
@@ -746,7 +750,7 @@ mod cost_control {
         let suspended = w.plane.suspend(&alice, &parked).await.unwrap();
         assert!(suspended.suspended);
         assert_eq!(w.store.object("ml-team", "parked").unwrap()["spec"]["suspend"], true);
-        let resumed = w.plane.resume(&alice, &parked).await.unwrap();
+        let resumed = w.plane.resume(&alice, &parked, ResumeInput::default()).await.unwrap();
         assert!(!resumed.suspended);
         let outcomes = |action: &str| -> Vec<Outcome> { w.audit.of(action).iter().map(|r| r.outcome).collect() };
         assert_eq!(outcomes("cluster.suspend"), [Outcome::Denied, Outcome::Succeeded]);

@@ -52,6 +52,7 @@ async fn every_mutation_is_audited_once(env: Env) {
         source: Some(pb::create_cluster_request::Source::Spec(spec)),
         dry_run: false,
         field_validation: 0,
+        queue: None,
     };
     g.clusters.create_cluster(create).await.unwrap();
     let scale = pb::ScaleClusterRequest {

@@ -52,6 +52,7 @@ async fn fifty_concurrent_creates_of_one_name_make_one_cluster() {
                         source: Some(Source::ConfigYaml("name: contested\nnamespace: ml-team\n".into())),
                         dry_run: false,
                         field_validation: 0,
+                        queue: None,
                     })
                     .await;
                 match created {

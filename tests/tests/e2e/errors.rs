@@ -12,6 +12,7 @@ fn create(spec_yaml: &str) -> pb::CreateClusterRequest {
         source: Some(Source::ConfigYaml(spec_yaml.into())),
         dry_run: false,
         field_validation: 0,
+        queue: None,
     }
 }
 

@@ -158,6 +158,7 @@ async fn dry_run(g: &mut Grpc, yaml: &str, mode: i32) -> Result<pb::CreateCluste
         source: Some(Source::ConfigYaml(yaml.into())),
         dry_run: true,
         field_validation: mode,
+        queue: None,
     };
     g.clusters
         .create_cluster(request)

@@ -29,6 +29,7 @@ async fn create_wait_describe_scale_delete() {
             source: Some(Source::Spec(spec("life"))),
             dry_run: false,
             field_validation: 0,
+            queue: None,
         })
         .await
         .unwrap()
@@ -136,6 +137,7 @@ async fn config_yaml_dry_run_and_identity() {
             source: Some(Source::ConfigYaml("name: dry\nnamespace: ml-team\n".into())),
             dry_run: true,
             field_validation: 0,
+            queue: None,
         })
         .await
         .unwrap()

@@ -203,6 +203,7 @@ async fn client_request_ids_are_only_correlation_ids() {
         )),
         dry_run: false,
         field_validation: 0,
+        queue: None,
     });
     request
         .metadata_mut()

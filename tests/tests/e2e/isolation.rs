@@ -105,6 +105,7 @@ async fn probe_grpc(env: &Env, p: &Probe) {
             source: Some(Source::ConfigYaml(format!("name: intruder\nnamespace: {ns}\n"))),
             dry_run: false,
             field_validation: 0,
+            queue: None,
         })
         .await;
     denied("CreateCluster", create.unwrap_err());
@@ -143,6 +144,7 @@ async fn probe_grpc(env: &Env, p: &Probe) {
         let resume = pb::ResumeClusterRequest {
             namespace: ns.clone(),
             name: name.into(),
+            queue: None,
         };
         denied("ResumeCluster", g.clusters.resume_cluster(resume).await.unwrap_err());
         let keep = pb::KeepClusterRequest {

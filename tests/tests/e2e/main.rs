@@ -34,6 +34,7 @@ mod network_policy;
 mod operations;
 mod outages;
 mod portal;
+mod queue;
 mod quotas;
 mod ray_token;
 mod rayjob_watch;

@@ -148,10 +148,23 @@ async fn a_sign_in_link_works_once_and_its_cookie_only_for_its_service() {
         "HttpOnly",
         "SameSite=Lax",
         "Path=/v1/namespaces/ml-team/clusters/web/services;",
-        "Max-Age=3600",
     ] {
         assert!(first.set_cookie.contains(part), "{part} in {}", first.set_cookie);
     }
+    // The cookie lasts as long as the session, counted from when it is set:
+    // never longer, and at most the seconds since the link was made shorter.
+    let max_age: u64 = first
+        .set_cookie
+        .split("Max-Age=")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a Max-Age in {}", first.set_cookie));
+    assert!(
+        (seconds.saturating_sub(5)..=seconds).contains(&max_age),
+        "Max-Age {max_age} for a session of {seconds} s: {}",
+        first.set_cookie
+    );
     assert!(!first.set_cookie.contains("Secure"), "plain http: {}", first.set_cookie);
     assert_eq!(first.headers["cache-control"], "no-store");
     assert_eq!(first.headers["referrer-policy"], "no-referrer");

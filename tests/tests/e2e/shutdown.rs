@@ -93,6 +93,7 @@ async fn sigterm_under_load_finishes_requests_and_ends_waits_cleanly() {
                             source: Some(Source::ConfigYaml(yaml)),
                             dry_run: false,
                             field_validation: 0,
+                            queue: None,
                         })
                         .await;
                     created.map_or_else(|s| panic!("create new-{i}: {s:?}"), |_| 201)

@@ -68,6 +68,7 @@ async fn grpc_cycle(g: &mut Grpc, name: &str, errors: &Errors) -> u64 {
         source: Some(Source::ConfigYaml(yaml)),
         dry_run: false,
         field_validation: 0,
+        queue: None,
     };
     check("create", g.clusters.create_cluster(create).await.map(|_| ()));
     let get = pb::GetClusterRequest {

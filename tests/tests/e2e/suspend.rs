@@ -79,6 +79,7 @@ async fn a_suspended_cluster_frees_its_gpus_and_resumes_through_the_quota() {
         .resume_cluster(pb::ResumeClusterRequest {
             namespace: "ml-team".into(),
             name: "big".into(),
+            queue: None,
         })
         .await
         .unwrap_err();
@@ -91,6 +92,7 @@ async fn a_suspended_cluster_frees_its_gpus_and_resumes_through_the_quota() {
         .resume_cluster(pb::ResumeClusterRequest {
             namespace: "ml-team".into(),
             name: "big".into(),
+            queue: None,
         })
         .await
         .unwrap()

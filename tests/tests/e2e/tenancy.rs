@@ -182,6 +182,7 @@ async fn check(model: &Model) {
                 source: Some(Source::ConfigYaml(yaml)),
                 dry_run: true,
                 field_validation: 0,
+                queue: None,
             };
             let code = grpc.clusters.create_cluster(create).await.err().map(|s| s.code());
             assert_eq!(

@@ -17,7 +17,8 @@ use crate::{context::Context, failure::Failure, output::note, parse};
   krayne create demo --no-wait -o json               # returns once created
   krayne create -f cluster.yaml                 # the name (and namespace) from the file
   krayne create demo -f cluster.yaml --set head.cpus=4 --dry-run -o yaml
-  krayne create demo -f old-krayne.yaml --strict --dry-run   # exit 2 on any unknown key")]
+  krayne create demo -f old-krayne.yaml --strict --dry-run   # exit 2 on any unknown key
+  krayne create big --gpus-per-worker 4 --queue --timeout 2h # waits in line for quota, then until ready")]
 pub(crate) struct Args {
     /// Cluster name (lowercase letters, digits and '-'); replaces the
     /// file's [default: the file's `name`].
@@ -79,6 +80,12 @@ pub(crate) struct Args {
     /// exit 2.
     #[arg(long, conflicts_with = "field_validation")]
     strict: bool,
+    /// When the cluster does not fit the namespace's quota, wait in the
+    /// namespace's line (created suspended, admitted in order as quota
+    /// frees) instead of failing; the wait shows its place as it moves.
+    /// `--queue=false` fails even where the namespace queues by default.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    queue: Option<bool>,
 }
 
 /// `--field-validation`, as kubectl spells it.
@@ -167,6 +174,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         dry_run: args.dry_run,
         wait: None,
         field_validation: mode.into(),
+        queue: args.queue,
     };
     let created = client.create_with(config, options).await?;
     for warning in &created.warnings {
@@ -196,7 +204,14 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         ));
         return ctx.printer.data(&created.manifest);
     }
-    note(&format!("cluster {namespace}/{name} created"));
+    if created.cluster.status == "queued" {
+        note(&format!(
+            "cluster {namespace}/{name} created, waiting in line for quota: {}",
+            super::line_place(&created.cluster)
+        ));
+    } else {
+        note(&format!("cluster {namespace}/{name} created"));
+    }
     if args.no_wait {
         return super::print_cluster(ctx, &created.cluster);
     }

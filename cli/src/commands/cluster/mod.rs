@@ -120,7 +120,10 @@ fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
             let mut row = vec![
                 Cell::new(&c.name),
                 Cell::new(&c.namespace),
-                p.status(&c.status),
+                match c.queue_position.filter(|_| c.status == "queued") {
+                    Some(place) => p.status_as(&c.status, &format!("queued #{place}")),
+                    None => p.status(&c.status),
+                },
                 Cell::new(format!("{}/{}", c.ready_workers, c.num_workers)),
                 Cell::new(age(c.created_at.as_ref())),
             ];
@@ -156,6 +159,9 @@ pub(crate) const HEAD_DOWN: [&str; 4] = ["image-pull-error", "crash-loop", "unsc
 
 /// One step of a wait, as shown.
 fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {
+    if info.status == "queued" {
+        return format!("{namespace}/{name}: {}", line_place(info));
+    }
     if HEAD_DOWN.contains(&info.status.as_str()) {
         format!("{namespace}/{name}: {} (the head is not running)", info.status)
     } else {
@@ -164,6 +170,21 @@ fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {
             info.status, info.ready_workers, info.num_workers
         )
     }
+}
+
+/// Where a queued cluster stands: `queued, #2 in line (gpus: needs 4, 0 of
+/// 8 free)`. The reason is the server's text, printed escaped.
+pub(crate) fn line_place(info: &ClusterInfo) -> String {
+    let place = info
+        .queue_position
+        .map(|p| format!(", #{p} in line"))
+        .unwrap_or_default();
+    let why = info
+        .queue_reason
+        .as_deref()
+        .map(|r| format!(" ({})", crate::output::printable(r, false)))
+        .unwrap_or_default();
+    format!("queued{place}{why}")
 }
 
 /// Waits for `ready` on the WaitCluster stream, showing the status and the
@@ -194,7 +215,10 @@ pub(crate) async fn wait_ready(
             let message = progress(namespace, name, &info);
             if tty {
                 spinner.set_message(message);
-            } else if last.as_ref().is_none_or(|l| l.status != info.status) {
+            } else if last
+                .as_ref()
+                .is_none_or(|l| l.status != info.status || l.queue_position != info.queue_position)
+            {
                 note(&format!("[{:>4}s] {message}", started.elapsed().as_secs()));
             }
             last = Some(info);

@@ -19,16 +19,30 @@ pub(crate) struct Args {
     /// With --wait: give up after this long (300, 90s, 10m; at most 1h).
     #[arg(long, value_parser = parse::duration, default_value = "5m", value_name = "DURATION", requires = "wait")]
     timeout: Duration,
+    /// When its pods do not fit the namespace's quota, wait in the
+    /// namespace's line instead of failing (with --wait, through the line
+    /// and until ready). `--queue=false` fails even where the namespace
+    /// queues by default.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    queue: Option<bool>,
 }
 
 pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
     let namespace = ctx.namespace(args.namespace.as_deref()).await?;
-    let cluster = client.resume(&namespace, &args.name).await?;
-    note(&format!(
-        "cluster {namespace}/{} resumed: its pods are starting",
-        args.name
-    ));
+    let cluster = client.resume_with(&namespace, &args.name, args.queue).await?;
+    if cluster.status == "queued" {
+        note(&format!(
+            "cluster {namespace}/{} waits in line for quota: {}",
+            args.name,
+            super::line_place(&cluster)
+        ));
+    } else {
+        note(&format!(
+            "cluster {namespace}/{} resumed: its pods are starting",
+            args.name
+        ));
+    }
     let cluster = if args.wait {
         super::wait_ready(&client, &namespace, &args.name, args.timeout).await?
     } else {

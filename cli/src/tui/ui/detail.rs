@@ -10,7 +10,7 @@ use ratatui::{
     widgets::{Block, Cell, HighlightSpacing, Paragraph, Row, Table, TableState, Wrap},
 };
 
-use super::{HIGHLIGHT, MEDIUM, connection, header_style, highlight_style, status_line, status_style};
+use super::{HIGHLIGHT, MEDIUM, connection, header_style, highlight_style, shown_status, status_line, status_style};
 use crate::{
     commands::job::status,
     output::{age_at, lifecycle_countdown, or_dash},
@@ -218,7 +218,10 @@ fn title(app: &App, key: &Key, narrow: bool) -> Line<'static> {
     };
     match app.clusters.get(key) {
         Some(c) => {
-            spans.push(Span::styled(c.status.clone(), status_style(&c.status)));
+            spans.push(Span::styled(shown_status(c), status_style(&c.status)));
+            if let Some(why) = c.queue_reason.as_deref().filter(|_| c.status == "queued") {
+                spans.push(Span::raw(format!("  waits: {}", crate::output::printable(why, false))));
+            }
             let age = age_at(c.created_at.as_ref(), app.now);
             let by = or_dash(c.created_by.as_deref());
             let head_down = crate::commands::cluster::HEAD_DOWN.contains(&c.status.as_str());

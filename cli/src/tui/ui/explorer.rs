@@ -11,7 +11,10 @@ use ratatui::{
 
 use krayne_client::proto::ClusterInfo;
 
-use super::{HIGHLIGHT, MEDIUM, WIDE, centered, connection, header_style, highlight_style, status_line, status_style};
+use super::{
+    HIGHLIGHT, MEDIUM, WIDE, centered, connection, header_style, highlight_style, shown_status, status_line,
+    status_style,
+};
 use crate::{
     output::age_at,
     tui::{
@@ -139,7 +142,7 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
     let fit = |n: usize, min: u16, max: u16| Constraint::Length(u16::try_from(n).unwrap_or(max).clamp(min, max));
     let columns = [
         (Sort::Name, fit(longest(|c| c.name.len()), 8, 40)),
-        (Sort::Status, fit(longest(|c| c.status.len()), 8, 20)),
+        (Sort::Status, fit(longest(|c| shown_status(c).len()), 8, 20)),
         (Sort::Workers, Constraint::Length(8)),
     ];
     let mut header: Vec<String> = columns.iter().map(|(s, _)| s.label().to_owned()).collect();
@@ -170,7 +173,7 @@ fn clusters(frame: &mut Frame, app: &App, area: Rect) {
     let rows = visible.iter().map(|c| {
         let mut cells = vec![
             Cell::from(c.name.clone()),
-            Cell::from(Span::styled(c.status.clone(), status_style(&c.status))),
+            Cell::from(Span::styled(shown_status(c), status_style(&c.status))),
             Cell::from(format!("{}/{}", c.ready_workers, c.num_workers)),
         ];
         if width >= MEDIUM {

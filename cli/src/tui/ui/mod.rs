@@ -15,6 +15,8 @@ use ratatui::{
     text::{Line, Span},
 };
 
+use krayne_client::proto::ClusterInfo;
+
 use super::app::{App, Connection, Screen};
 
 /// Terminals narrower than this get the narrow explorer.
@@ -35,11 +37,20 @@ pub(crate) fn draw(frame: &mut Frame, app: &App) {
 pub(crate) fn status_style(status: &str) -> Style {
     let color = match status {
         "ready" | "running" | "available" | "succeeded" => Color::Green,
-        "creating" | "containers-creating" | "pods-pending" | "pending" => Color::Yellow,
+        "creating" | "containers-creating" | "pods-pending" | "pending" | "queued" => Color::Yellow,
         "suspended" | "suspending" | "stopped" => Color::DarkGray,
         _ => Color::Red,
     };
     Style::new().fg(color)
+}
+
+/// A cluster's status as the tables show it: a queued one with its place
+/// in line (`queued #2`).
+pub(crate) fn shown_status(c: &ClusterInfo) -> String {
+    match c.queue_position {
+        Some(place) if c.status == "queued" => format!("queued #{place}"),
+        _ => c.status.clone(),
+    }
 }
 
 /// The connection state, for the top bar.

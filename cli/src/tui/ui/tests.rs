@@ -62,6 +62,30 @@ fn explorer() {
     at_every_width("explorer", &app, 12);
 }
 
+/// Clusters waiting in line show their place in the table, and the
+/// detail's header says why (issue 61).
+#[test]
+fn queued_clusters_show_their_place_and_why() {
+    let mut waiting = clusters();
+    for (place, name) in [(1, "big-a"), (2, "big-b")] {
+        let mut c = cluster("ml-team", name, "queued", (0, 2), 60);
+        c.suspended = true;
+        c.queue_position = Some(place);
+        c.queue_reason = Some("gpus: needs 8, 2 of 8 free\u{1b}[2J".into());
+        waiting.push(c);
+    }
+    let app = fixtures::app(Some("ml-team"), waiting);
+    at_every_width("explorer_queued", &app, 12);
+    let mut app = app;
+    press(&mut app, KeyCode::Enter);
+    let detail = screen(&app, 160, 12);
+    assert!(detail.contains("queued #1"), "{detail}");
+    assert!(
+        detail.contains("waits: gpus: needs 8, 2 of 8 free\\u{1b}[2J"),
+        "escaped: {detail}"
+    );
+}
+
 #[test]
 fn explorer_of_every_namespace_sorted_by_age() {
     let mut app = fixtures::app(None, clusters());

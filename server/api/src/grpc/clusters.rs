@@ -13,7 +13,7 @@ use super::{
     status::to_status,
 };
 use crate::{
-    control::{CreateInput, KeepInput, ScaleInput},
+    control::{CreateInput, KeepInput, ResumeInput, ScaleInput},
     domain::{ClusterRef, Error, PodLogParts, PodLogQuery, parse_yaml},
 };
 
@@ -42,6 +42,7 @@ impl cluster_service_server::ClusterService for Grpc {
                     namespace: None,
                     dry_run: body.dry_run,
                     field_validation,
+                    queue: body.queue,
                 },
             )
             .await
@@ -143,7 +144,11 @@ impl cluster_service_server::ClusterService for Grpc {
         let r = req.into_inner();
         let info = self
             .plane
-            .resume(&cx, &ClusterRef::new(&r.namespace, &r.name))
+            .resume(
+                &cx,
+                &ClusterRef::new(&r.namespace, &r.name),
+                ResumeInput { queue: r.queue },
+            )
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ResumeClusterResponse {

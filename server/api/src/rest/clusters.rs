@@ -14,7 +14,7 @@ use super::{
     AppState,
     dto::{
         ClusterDetails, ClusterInfo, ClusterList, CreateClusterResponse, CreateQuery, KeepRequest, ListQuery,
-        ScaleRequest, WaitQuery,
+        ResumeQuery, ScaleRequest, WaitQuery,
     },
     extract::{Caller, ClusterPath, ConfigBody, JsonBody, ListCaller, QueryOf},
     problem::{ApiError, Problem},
@@ -25,8 +25,8 @@ use super::{
 use serde_json::Value;
 
 use crate::{
-    control::{Context, CreateInput, KeepInput, ScaleInput},
-    domain::{ClusterSpec, Error, PageRequest, Violations, limits, whole_count},
+    control::{Context, CreateInput, KeepInput, ResumeInput, ScaleInput},
+    domain::{ClusterSpec, ClusterStatus, Error, PageRequest, Violations, limits, whole_count},
 };
 
 /// A scale body read as JSON numbers are (`1.0` is 1, `-0` is 0, `1.5` and
@@ -164,6 +164,12 @@ pub(super) async fn list(
 
 /// Create a cluster from a Krayne config (JSON or YAML).
 ///
+/// Under a quota, one that does not fit is refused (429, with the
+/// numbers), or — with `queue=true`, a top-level `queue: true` in the
+/// config, or a namespace that queues by default — accepted (202) to wait
+/// in the namespace's line: created suspended, status `queued`, admitted
+/// in order as quota frees (docs/quotas.md).
+///
 /// Every problem with the config is reported at once, with its field path.
 /// With `dry_run=true` Kubernetes checks the manifest, nothing is created,
 /// and the answer is 200 with the manifest. What `field_validation=warn`
@@ -177,6 +183,7 @@ pub(super) async fn list(
     )),
     responses(
         Refusals, Bodies, Editor,
+        (status = 202, description = "Accepted to wait in the namespace's line (`queue`): created suspended, status `queued`, with `queue_position` and `queue_reason`", body = CreateClusterResponse),
         (status = 201, description = "Created", body = CreateClusterResponse, headers(
             ("Warning" = String, description = "One per ignored key or converted value (`field_validation=warn`): `299 - \"<field>: <what>\"`"),
         )),
@@ -208,10 +215,15 @@ pub(super) async fn create(
                 namespace: Some(namespace),
                 dry_run,
                 field_validation,
+                queue: q.queue,
             },
         )
         .await?;
-    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+    let status = match (dry_run, &created.cluster.status) {
+        (true, _) => StatusCode::OK,
+        (false, ClusterStatus::Queued) => StatusCode::ACCEPTED,
+        (false, _) => StatusCode::CREATED,
+    };
     let headers = warning_headers(&created.warnings);
     Ok((status, headers, Json(CreateClusterResponse::from(created))))
 }
@@ -379,13 +391,17 @@ fn keep_request(body: &Value) -> Result<KeepRequest, Error> {
 ///
 /// KubeRay creates the cluster's pods again; wait for `ready` with
 /// `…/wait`. Under a quota its pods are admitted as a create's are: 429
-/// with the numbers when they would not fit. Resuming a running cluster
-/// changes nothing.
+/// with the numbers when they would not fit, or, with `queue=true` (or a
+/// namespace that queues by default), 202 and a place in the namespace's
+/// line (status `queued`). Resuming a running cluster, or one already in
+/// line with `queue=true`, changes nothing; resuming one in line without
+/// it admits it at once if it fits.
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/clusters/{name}/resume", tag = "clusters",
-    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name")),
+    params(("namespace" = String, Path, description = "Kubernetes namespace"), ("name" = String, Path, description = "Cluster name"), ResumeQuery),
     responses(
         Refusals, EditorOfCluster,
         (status = 200, description = "The cluster, resuming", body = ClusterInfo),
+        (status = 202, description = "The cluster, waiting in its namespace's line (`queue_position`, `queue_reason`)", body = ClusterInfo),
         (status = 409, description = "Changed while being admitted; retry", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Its pods would not fit the namespace's quota (`quota_violations` names the numbers), or over the caller's rate", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Kubernetes or the audit log unavailable; nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -394,8 +410,15 @@ pub(super) async fn resume(
     State(s): State<AppState>,
     Caller(cx): Caller,
     ClusterPath(cluster): ClusterPath,
-) -> Result<Json<ClusterInfo>, ApiError> {
-    Ok(Json(s.plane.resume(&cx, &cluster).await?))
+    QueryOf(q): QueryOf<ResumeQuery>,
+) -> Result<(StatusCode, Json<ClusterInfo>), ApiError> {
+    let resumed = s.plane.resume(&cx, &cluster, ResumeInput { queue: q.queue }).await?;
+    let status = if resumed.status == ClusterStatus::Queued {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(resumed)))
 }
 
 /// Wait until a cluster is ready (long poll).

@@ -178,6 +178,21 @@ pub(super) struct CreateQuery {
     /// accepts them silently. Unknown top-level keys are always refused.
     #[param(value_type = Option<FieldValidation>)]
     pub field_validation: Option<String>,
+    /// Wait in the namespace's line when the cluster does not fit its
+    /// quota: 202, status `queued`, with its place and why (the body may
+    /// say `queue: true` instead). Unset: as the namespace's queueing
+    /// policy says (docs/quotas.md).
+    pub queue: Option<bool>,
+}
+
+/// Query of resume.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ResumeQuery {
+    /// Wait in the namespace's line when its pods do not fit the quota:
+    /// 202, status `queued`, with its place and why. Unset: as the
+    /// namespace's queueing policy says (docs/quotas.md).
+    pub queue: Option<bool>,
 }
 
 impl CreateQuery {

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     control::RunInput,
-    domain::{RayJobInfo, WatchedKind},
+    domain::{Error, RayJobInfo, WatchedKind},
 };
 
 /// List (or watch) a namespace's RayJobs, by name.
@@ -67,7 +67,8 @@ pub(super) async fn list_rayjobs(
 /// is submitted to its head, and the cluster is deleted
 /// `ttl_seconds_after_finished` after the job ends. Every problem is
 /// reported at once. With `dry_run=true` Kubernetes checks the RayJob and
-/// nothing is created (200).
+/// nothing is created (200). A RayJob does not wait in line: `queue` is
+/// refused (400).
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/rayjobs", tag = "rayjobs",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
     request_body(content(
@@ -92,6 +93,14 @@ pub(super) async fn create_rayjob(
 ) -> Result<impl IntoResponse, ApiError> {
     let dry_run = q.dry_run.unwrap_or(false);
     let field_validation = q.field_validation()?;
+    if q.queue.is_some() {
+        return Err(Error::invalid(
+            "queue",
+            "a RayJob does not wait in line (docs/quotas.md): one that does not fit the quota is refused with 429; \
+             leave queue out",
+        )
+        .into());
+    }
     let run = s
         .plane
         .create_rayjob(

@@ -90,6 +90,14 @@ impl Authenticator {
             .cloned()
     }
 
+    /// The queueing policy the mapping gives `namespace`.
+    pub fn queueing(&self, namespace: &str) -> crate::domain::queue::QueuePolicy {
+        self.mapping
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .queueing(namespace)
+    }
+
     /// `principal` as the current team mapping sees it (its token is not
     /// checked again): a long-lived tunnel re-asks this, so a revoked
     /// mapping ends it.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 
-use crate::domain::{Grant, Role, check_dns1123_label, lifecycle::LifecyclePolicy, quota::Quota};
+use crate::domain::{Grant, Role, check_dns1123_label, lifecycle::LifecyclePolicy, queue::QueuePolicy, quota::Quota};
 
 /// The mapping of the design documents (`docs/auth.md`): global admins by
 /// group, and one team with an editor namespace and a viewer pattern. The
@@ -72,6 +72,10 @@ pub struct TeamMapping {
     /// namespace it names (matched as quotas are).
     #[serde(default)]
     pub lifecycle: BTreeMap<String, LifecyclePolicy>,
+    /// Namespace or trailing-`*` pattern → the queueing policy of each
+    /// namespace it names (matched as quotas are; docs/quotas.md).
+    #[serde(default)]
+    pub queueing: BTreeMap<String, QueuePolicy>,
 }
 
 /// What the mapping gives one caller.
@@ -99,6 +103,7 @@ impl TeamMapping {
             .keys()
             .map(|p| ("quotas", p))
             .chain(self.lifecycle.keys().map(|p| ("lifecycle", p)))
+            .chain(self.queueing.keys().map(|p| ("queueing", p)))
         {
             if !is_namespace_pattern(pattern) {
                 return Err(format!(
@@ -108,6 +113,9 @@ impl TeamMapping {
         }
         for (pattern, policy) in &self.lifecycle {
             policy.check().map_err(|why| format!("lifecycle.{pattern}: {why}"))?;
+        }
+        for (pattern, policy) in &self.queueing {
+            policy.check().map_err(|why| format!("queueing.{pattern}: {why}"))?;
         }
         let mut names = HashSet::new();
         for (i, team) in self.teams.iter().enumerate() {
@@ -158,6 +166,12 @@ impl TeamMapping {
     /// The lifecycle policy of `namespace`, if the mapping gives it one.
     pub fn lifecycle(&self, namespace: &str) -> Option<&LifecyclePolicy> {
         for_namespace(&self.lifecycle, namespace)
+    }
+
+    /// The queueing policy of `namespace` (the default when the mapping
+    /// gives it none: wait only when asked, strict order, no limit).
+    pub fn queueing(&self, namespace: &str) -> QueuePolicy {
+        for_namespace(&self.queueing, namespace).copied().unwrap_or_default()
     }
 
     /// The teams and grants of a caller.
@@ -248,6 +262,23 @@ mod tests {
         assert_eq!(gpus("other"), None);
         let example = TeamMapping::parse(EXAMPLE_MAPPING).unwrap();
         assert_eq!(example.quota("ml-team").and_then(|q| q.clusters), Some(10));
+    }
+
+    #[test]
+    fn queueing_policies_are_checked_and_matched_as_quotas_are() {
+        use crate::domain::queue::{QueueMode, QueueOrder};
+        let m = TeamMapping::parse(
+            "queueing:\n  \"ml-*\": { queue: default }\n  ml-batch: { order: best-effort, max_wait: 2h, on_max_wait: delete }\n",
+        )
+        .unwrap();
+        assert_eq!(m.queueing("ml-a").queue, QueueMode::Default);
+        assert_eq!(m.queueing("ml-batch").order, QueueOrder::BestEffort);
+        assert_eq!(m.queueing("ml-batch").queue, QueueMode::OnRequest);
+        assert_eq!(m.queueing("other"), QueuePolicy::default());
+        let bad = TeamMapping::parse("queueing:\n  ml: { on_max_wait: delete }\n").unwrap_err();
+        assert!(bad.contains("queueing.ml: on_max_wait needs max_wait"), "{bad}");
+        let order = TeamMapping::parse("queueing:\n  ml: { order: fifo }\n").unwrap_err();
+        assert!(order.contains("fifo"), "{order}");
     }
 
     #[test]

@@ -23,6 +23,31 @@ const USAGE_EVERY: Duration = Duration::from_secs(15);
 /// come together are recorded together, each end within a moment of it.
 const USAGE_PAUSE: Duration = Duration::from_millis(200);
 
+/// How often the admitter serves the lines when nothing changes.
+const QUEUE_EVERY: Duration = Duration::from_secs(1);
+
+/// The least time between two rounds of the admitter: changes that come
+/// together are served together.
+const QUEUE_PAUSE: Duration = Duration::from_millis(100);
+
+/// A task (`name`) that notifies the returned `Notify` on each change the
+/// watch cache sees: what wakes a round that follows changes.
+fn changes_of(feed: Arc<dyn crate::domain::ClusterFeed>, name: &'static str) -> (Task, Arc<tokio::sync::Notify>) {
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let woken = changed.clone();
+    let listen = Task::forever(
+        name,
+        Box::pin(async move {
+            use futures::StreamExt as _;
+            let mut changes = feed.changes();
+            while changes.next().await.is_some() {
+                woken.notify_one();
+            }
+        }),
+    );
+    (listen, changed)
+}
+
 /// What a replica runs beyond the work every server runs.
 #[derive(Default)]
 pub struct BackgroundWork {
@@ -82,6 +107,7 @@ impl ControlPlane {
         ];
         tasks.extend(self.activity_recorder_task());
         tasks.extend(self.rayjob_runner_task(work.keeper_leadership.clone()));
+        tasks.extend(self.queue_admitter_tasks(work.keeper_leadership.clone()));
         tasks.extend(self.companion_keeper_task(work.keeper_leadership));
         tasks.extend(work.reaper.and_then(|r| self.reaper_task(r)));
         tasks.extend(self.usage_recorder_tasks(work.usage_leadership));
@@ -184,6 +210,29 @@ impl ControlPlane {
         Some(task.while_leading(leadership).until(self.stopping.clone()))
     }
 
+    /// The admitter (docs/quotas.md), under the companion keeper's
+    /// election: a round every [`QUEUE_EVERY`] and soon after every change
+    /// the watch cache sees, so a freed quota admits within a moment.
+    fn queue_admitter_tasks(&self, leadership: Option<Arc<dyn Leadership>>) -> Vec<Task> {
+        let fence = leadership.clone();
+        let mut admitter = Task::every(
+            "queue-admitter",
+            QUEUE_EVERY,
+            self.body(move |plane| {
+                let fence = fence.clone();
+                async move { plane.serve_lines(fence.as_deref()).await }
+            }),
+        );
+        let mut tasks = Vec::new();
+        if let Some(feed) = self.store.feed() {
+            let (listen, changed) = changes_of(feed, "queue-changes");
+            tasks.push(listen);
+            admitter = admitter.woken_by(changed).pause_after(QUEUE_PAUSE);
+        }
+        tasks.push(admitter.while_leading(leadership).until(self.stopping.clone()));
+        tasks
+    }
+
     /// The usage recorder, while this replica leads: a round every
     /// [`USAGE_EVERY`] and soon after every change the watch cache sees
     /// (the feed's changes wake it), so an end is recorded within a moment.
@@ -191,18 +240,7 @@ impl ControlPlane {
         let (Some(leadership), Some(_), Some(feed)) = (leadership, &self.usage_ledger, self.store.feed()) else {
             return Vec::new();
         };
-        let changed = Arc::new(tokio::sync::Notify::new());
-        let woken = changed.clone();
-        let listen = Task::forever(
-            "usage-changes",
-            Box::pin(async move {
-                use futures::StreamExt as _;
-                let mut changes = feed.changes();
-                while changes.next().await.is_some() {
-                    woken.notify_one();
-                }
-            }),
-        );
+        let (listen, changed) = changes_of(feed, "usage-changes");
         let recorder = Arc::new(tokio::sync::Mutex::new(crate::UsageRecorder::default()));
         let record = Task::every(
             "usage-recorder",

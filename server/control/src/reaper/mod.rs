@@ -36,8 +36,8 @@ use crate::{
         quota,
     },
     manifest::{
-        ANNOTATION_IDLE_SINCE, ANNOTATION_KEEP_UNTIL, ANNOTATION_LIFECYCLE, ANNOTATION_WARNED_AT, annotations_patch,
-        lifecycle_event, suspend_patch,
+        ANNOTATION_ADMITTED_AT, ANNOTATION_IDLE_SINCE, ANNOTATION_KEEP_UNTIL, ANNOTATION_LIFECYCLE,
+        ANNOTATION_WARNED_AT, annotations_patch, lifecycle_event, suspend_patch,
     },
 };
 
@@ -118,6 +118,8 @@ impl ControlPlane {
         let governed: Vec<(Arc<ObservedCluster>, LifecyclePolicy)> = clusters
             .into_iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.rayjob().is_none())
+            // One waiting in line is the admitter's (and its `max_wait`).
+            .filter(|c| c.queued_since().is_none())
             .filter_map(|c| {
                 let policy = self.lifecycle_of(&c.metadata.namespace)?;
                 Some((c, policy))
@@ -562,6 +564,8 @@ fn signals(cluster: &ObservedCluster) -> Result<Signals, Error> {
         .as_ref()
         .and_then(|t| t.as_str().parse::<Timestamp>().ok())
         .ok_or_else(|| Error::Internal("a cluster without a creation time".into()))?;
+    // One that waited in line lives from its admission.
+    let created_at = time(ANNOTATION_ADMITTED_AT).map_or(created_at, |admitted| admitted.max(created_at));
     Ok(Signals {
         created_at,
         idle_since: None,

@@ -120,11 +120,15 @@ pub enum AuditAction {
     RayJobDelete,
     /// Watch RayJobs.
     RayJobWatch,
+    /// krayne admitted a cluster that waited in its namespace's line.
+    QueueAdmit,
+    /// krayne ended a wait longer than the namespace's `max_wait`.
+    QueueExpire,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [Self; 35] = [
+    pub const ALL: [Self; 37] = [
         Self::ClusterCreate,
         Self::ClusterGet,
         Self::ClusterList,
@@ -160,6 +164,8 @@ impl AuditAction {
         Self::RayJobLogs,
         Self::RayJobDelete,
         Self::RayJobWatch,
+        Self::QueueAdmit,
+        Self::QueueExpire,
     ];
 
     /// What a caller must be allowed to do to take this action: one
@@ -204,7 +210,9 @@ impl AuditAction {
             | Self::LifecyclePlan
             | Self::StreamEnd
             | Self::RayJobCreate
-            | Self::RayJobDelete => Mutate,
+            | Self::RayJobDelete
+            | Self::QueueAdmit
+            | Self::QueueExpire => Mutate,
         }
     }
 
@@ -246,6 +254,8 @@ impl AuditAction {
             Self::RayJobLogs => "rayjob.logs",
             Self::RayJobDelete => "rayjob.delete",
             Self::RayJobWatch => "rayjob.watch",
+            Self::QueueAdmit => "queue.admit",
+            Self::QueueExpire => "queue.expire",
         }
     }
 

@@ -16,6 +16,9 @@ pub enum ClusterStatus {
     Ready,
     /// Suspended: pods deleted, object kept.
     Suspended,
+    /// Waiting in its namespace's line for quota (docs/quotas.md):
+    /// suspended until admitted.
+    Queued,
     /// Asked to suspend; KubeRay is deleting its pods.
     Suspending,
     /// The head pod does not fit on any node.
@@ -38,11 +41,12 @@ pub enum ClusterStatus {
 
 impl ClusterStatus {
     /// Every status krayne derives itself (all but `Other`).
-    pub const KNOWN: [Self; 12] = [
+    pub const KNOWN: [Self; 13] = [
         Self::Creating,
         Self::Running,
         Self::Ready,
         Self::Suspended,
+        Self::Queued,
         Self::Suspending,
         Self::Unschedulable,
         Self::ImagePullError,
@@ -70,6 +74,7 @@ impl ClusterStatus {
             Self::Running => "running",
             Self::Ready => "ready",
             Self::Suspended => "suspended",
+            Self::Queued => "queued",
             Self::Suspending => "suspending",
             Self::Unschedulable => "unschedulable",
             Self::ImagePullError => "image-pull-error",
@@ -111,7 +116,7 @@ pub struct ClusterInfo {
     pub name: String,
     /// Namespace.
     pub namespace: String,
-    /// `creating`, `running`, `ready`, `suspending`, `suspended`, `unschedulable`,
+    /// `creating`, `running`, `ready`, `suspending`, `suspended`, `queued`, `unschedulable`,
     /// `image-pull-error`, `crash-loop`, `containers-creating`,
     /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
     pub status: ClusterStatus,
@@ -166,6 +171,14 @@ pub struct ClusterInfo {
     /// keep`; RFC 3339).
     #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub kept_until: Option<String>,
+    /// Its place in its namespace's line (1-based) while `queued`.
+    pub queue_position: Option<u32>,
+    /// When it joined the line (RFC 3339), while `queued`.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub queued_since: Option<String>,
+    /// Why it waits, while `queued`: which resource is short and by how
+    /// much (`gpus: needs 4, 0 of 8 free`), or the cluster ahead of it.
+    pub queue_reason: Option<String>,
 }
 
 /// A cluster's summary as reads share it: built from the cluster and its
@@ -363,6 +376,7 @@ mod tests {
             "running",
             "ready",
             "suspended",
+            "queued",
             "suspending",
             "unschedulable",
             "image-pull-error",

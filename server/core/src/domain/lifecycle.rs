@@ -162,7 +162,7 @@ impl fmt::Display for LifecycleReason {
 }
 
 /// A duration as people write it: `7d`, `2h04m`, `15m`, `45s`.
-struct Span(SignedDuration);
+pub struct Span(pub SignedDuration);
 
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

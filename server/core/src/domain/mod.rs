@@ -22,6 +22,7 @@ mod ports;
 mod principal;
 mod public_url;
 mod quantity;
+pub mod queue;
 pub mod quota;
 pub mod ray_auth;
 mod ray_head;

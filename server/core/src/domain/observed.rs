@@ -26,7 +26,7 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
 
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
-const KEPT_KEYS: [&str; 11] = [
+const KEPT_KEYS: [&str; 15] = [
     crate::manifest::LABEL_CLUSTER,
     crate::manifest::LABEL_ORIGIN_CRD,
     crate::manifest::LABEL_ORIGIN_NAME,
@@ -38,6 +38,10 @@ const KEPT_KEYS: [&str; 11] = [
     crate::manifest::ANNOTATION_LIFECYCLE,
     crate::manifest::ANNOTATION_IDLE_SINCE,
     crate::manifest::ANNOTATION_RAY_AUTH_NONCE,
+    crate::manifest::ANNOTATION_QUEUED_SINCE,
+    crate::manifest::ANNOTATION_QUEUE_POSITION,
+    crate::manifest::ANNOTATION_QUEUE_REASON,
+    crate::manifest::ANNOTATION_ADMITTED_AT,
 ];
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
@@ -169,6 +173,20 @@ pub struct ObservedCluster {
     /// Status, filled by KubeRay.
     #[serde(deserialize_with = "nullable")]
     pub status: RayClusterStatus,
+}
+
+impl ObservedCluster {
+    /// When it joined its namespace's line, if it waits in one: suspended,
+    /// with a readable `krayne.dev/queued-since`.
+    pub fn queued_since(&self) -> Option<jiff::Timestamp> {
+        if self.spec.suspend != Some(true) {
+            return None;
+        }
+        self.metadata
+            .annotations
+            .get(crate::manifest::ANNOTATION_QUEUED_SINCE)
+            .and_then(|t| t.as_str().parse().ok())
+    }
 }
 
 /// `RayCluster.spec`, the parts krayne reads.

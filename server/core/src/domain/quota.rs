@@ -135,6 +135,10 @@ fn pod_usage(template: &super::observed::PodTemplate, pods: u128) -> Usage {
 /// `replicas` when it is off. A suspended cluster holds no pods: it counts
 /// only toward `clusters`.
 pub fn charge(cluster: &ObservedCluster) -> Usage {
+    if cluster.queued_since().is_some() {
+        // Waiting in line (docs/quotas.md): it holds nothing yet.
+        return Usage::default();
+    }
     if cluster.spec.suspend == Some(true) {
         return Usage {
             clusters: 1,
@@ -312,6 +316,37 @@ impl Request {
             cluster_after,
         }
     }
+}
+
+impl Request {
+    /// Admitting a cluster waiting in line: it adds all it would hold
+    /// running, its count too (waiting, it held nothing).
+    pub fn admit(cluster: &ObservedCluster) -> Self {
+        Self::new_cluster(running_charge(cluster))
+    }
+}
+
+/// What `requested` lacks under `quota` beside `used`, as people read it
+/// (`gpus: needs 4, 0 of 8 free`; several joined by `; `): `None` when it
+/// fits.
+pub fn shortage(quota: &Quota, used: &Usage, requested: &Request) -> Option<String> {
+    let short: Vec<String> = QuotaResource::ALL
+        .iter()
+        .filter_map(|&r| {
+            let limit = r.limit(quota)?;
+            let (asked, now) = (r.of(&requested.growth), r.of(used));
+            (asked > 0 && now + asked > limit).then(|| {
+                format!(
+                    "{}: needs {}, {} of {} free",
+                    r.as_str(),
+                    display(r, asked),
+                    display(r, limit.saturating_sub(now)),
+                    display(r, limit)
+                )
+            })
+        })
+        .collect();
+    (!short.is_empty()).then(|| short.join("; "))
 }
 
 /// One resource of a namespace's quota as it stands.

@@ -41,6 +41,7 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
     };
     let spec = &cluster.spec;
     let lifecycle = lifecycle_of(cluster);
+    let queue = queue_of(cluster);
     let num_workers = spec
         .worker_group_specs
         .iter()
@@ -76,6 +77,31 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         suspends_at: lifecycle.suspends_at,
         expires_at: lifecycle.expires_at,
         kept_until: lifecycle.kept_until,
+        queue_position: queue.position,
+        queued_since: queue.since,
+        queue_reason: queue.reason,
+    }
+}
+
+/// A summary's queue fields: set only while it waits in line.
+#[derive(Default)]
+struct QueueFields {
+    position: Option<u32>,
+    since: Option<String>,
+    reason: Option<String>,
+}
+
+/// Where the cluster stands in its namespace's line, from the annotations
+/// the admitter (and the create or resume that queued it) wrote.
+fn queue_of(cluster: &ObservedCluster) -> QueueFields {
+    let Some(since) = cluster.queued_since() else {
+        return QueueFields::default();
+    };
+    let annotation = |key: &str| cluster.metadata.annotations.get(key).map(|a| a.as_str());
+    QueueFields {
+        position: annotation(super::ANNOTATION_QUEUE_POSITION).and_then(|p| p.parse().ok()),
+        since: Some(since.to_string()),
+        reason: annotation(super::ANNOTATION_QUEUE_REASON).map(str::to_owned),
     }
 }
 

@@ -8,6 +8,7 @@ mod describe;
 pub mod head_ports;
 mod lifecycle_event;
 mod network_policy;
+mod queue;
 mod ray_auth;
 mod rayjob;
 mod scale;
@@ -25,6 +26,7 @@ pub use build::{
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
 pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
 pub use network_policy::{HeldPolicy, PolicyPeers, network_policy, network_policy_name, policy_digest};
+pub use queue::{Place, admit_patch, enqueue_patch, leave_line_patch, place_patch, queued};
 pub use ray_auth::{
     DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name, rayjob_token_secret,
 };
@@ -65,6 +67,19 @@ pub const ANNOTATION_LIFECYCLE: &str = "krayne.dev/lifecycle";
 /// Since when nothing has used the cluster, as the lifecycle reaper last
 /// found (RFC 3339; absent while it is in use or its use cannot be told).
 pub const ANNOTATION_IDLE_SINCE: &str = "krayne.dev/idle-since";
+/// When a cluster joined its namespace's line (RFC 3339; docs/quotas.md):
+/// set on a suspended cluster waiting for quota, removed when admitted.
+/// The line is ordered by it, then by name.
+pub const ANNOTATION_QUEUED_SINCE: &str = "krayne.dev/queued-since";
+/// A waiting cluster's place in its namespace's line (1-based), as the
+/// admitter last counted it.
+pub const ANNOTATION_QUEUE_POSITION: &str = "krayne.dev/queue-position";
+/// Why a waiting cluster waits (`gpus: needs 4, 0 of 8 free`), as the
+/// admitter last found.
+pub const ANNOTATION_QUEUE_REASON: &str = "krayne.dev/queue-reason";
+/// When a cluster that waited in line was admitted (RFC 3339): its
+/// lifetime counts from then.
+pub const ANNOTATION_ADMITTED_AT: &str = "krayne.dev/admitted-at";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";
 /// Annotation holding the nonce a cluster's Ray token is derived with

@@ -13,6 +13,9 @@ use crate::domain::{Atom, ClusterStatus};
 
 /// The cluster's status. `pods` is `None` when they were not looked at.
 pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterStatus {
+    if cluster.queued_since().is_some() {
+        return ClusterStatus::Queued;
+    }
     if cluster.spec.suspend == Some(true) {
         let state = cluster.status.state.as_deref().unwrap_or("");
         let pods_left = pods.map_or(!state.is_empty(), |p| !p.is_empty());

@@ -1,0 +1,189 @@
+//! A cluster in its namespace's line (docs/quotas.md) is a suspended
+//! RayCluster carrying `krayne.dev/queued-since` (its place),
+//! `krayne.dev/queue-position` and `krayne.dev/queue-reason` (what the
+//! admitter last found). Admitted, it is resumed, loses them and gains
+//! `krayne.dev/admitted-at`, from which its lifetime counts.
+
+use serde_json::{Value, json};
+
+use super::{
+    ANNOTATION_ADMITTED_AT, ANNOTATION_IDLE_SINCE, ANNOTATION_LIFECYCLE, ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUED_SINCE, ANNOTATION_WARNED_AT, annotations_patch,
+};
+use crate::domain::{ClusterPatch, ObservedCluster, RenderedCluster};
+
+/// Where a cluster joins the line: when, at which place, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    /// When it joined (RFC 3339).
+    pub since: &'a str,
+    /// Its place (1-based).
+    pub position: u32,
+    /// Why it waits.
+    pub reason: &'a str,
+}
+
+/// `rendered` made to wait in line: created suspended, with its place.
+pub fn queued(rendered: RenderedCluster, place: Place<'_>) -> RenderedCluster {
+    let (namespace, name) = (rendered.namespace().to_owned(), rendered.name().to_owned());
+    let mut manifest = rendered.into_manifest();
+    if let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("suspend".into(), json!(true));
+    }
+    if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            for (key, value) in place_annotations(place) {
+                annotations.insert(key.into(), json!(value));
+            }
+        }
+    }
+    RenderedCluster::new(namespace, name, manifest)
+}
+
+fn place_annotations(place: Place<'_>) -> [(&'static str, String); 3] {
+    [
+        (ANNOTATION_QUEUED_SINCE, place.since.to_owned()),
+        (ANNOTATION_QUEUE_POSITION, place.position.to_string()),
+        (ANNOTATION_QUEUE_REASON, place.reason.to_owned()),
+    ]
+}
+
+/// The patch putting a suspended `cluster` in line at `place` (a resume
+/// that waits). `None` for a cluster without krayne's annotations, whose
+/// others could be lost.
+pub fn enqueue_patch(cluster: &ObservedCluster, place: Place<'_>) -> Option<ClusterPatch> {
+    let values = place_annotations(place);
+    let wanted: Vec<(&str, Option<&str>)> = values.iter().map(|(k, v)| (*k, Some(v.as_str()))).collect();
+    annotations_patch(cluster, &wanted)
+}
+
+/// The patch bringing a waiting cluster's place and reason up to date:
+/// `None` when nothing changed.
+pub fn place_patch(cluster: &ObservedCluster, position: u32, reason: &str) -> Option<ClusterPatch> {
+    let position = position.to_string();
+    annotations_patch(
+        cluster,
+        &[
+            (ANNOTATION_QUEUE_POSITION, Some(position.as_str())),
+            (ANNOTATION_QUEUE_REASON, Some(reason)),
+        ],
+    )
+}
+
+/// The patch admitting a waiting cluster at `now` (RFC 3339): resumed,
+/// out of the line, its lifetime starting; conditional on the version the
+/// admission was decided on.
+pub fn admit_patch(cluster: &ObservedCluster, now: &str) -> ClusterPatch {
+    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
+    let mut ops = vec![
+        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}),
+        json!({"op": "add", "path": "/spec/suspend", "value": false}),
+        json!({"op": "add", "path": pointer(ANNOTATION_ADMITTED_AT), "value": now}),
+    ];
+    ops.extend(removals(
+        cluster,
+        &[
+            ANNOTATION_QUEUED_SINCE,
+            ANNOTATION_QUEUE_POSITION,
+            ANNOTATION_QUEUE_REASON,
+            ANNOTATION_WARNED_AT,
+            ANNOTATION_LIFECYCLE,
+            ANNOTATION_IDLE_SINCE,
+        ],
+    ));
+    ClusterPatch::new(Value::Array(ops))
+}
+
+/// The patch taking a waiting cluster out of the line, left suspended.
+pub fn leave_line_patch(cluster: &ObservedCluster) -> ClusterPatch {
+    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
+    let mut ops = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
+    ops.extend(removals(
+        cluster,
+        &[
+            ANNOTATION_QUEUED_SINCE,
+            ANNOTATION_QUEUE_POSITION,
+            ANNOTATION_QUEUE_REASON,
+        ],
+    ));
+    ClusterPatch::new(Value::Array(ops))
+}
+
+fn removals(cluster: &ObservedCluster, keys: &[&str]) -> Vec<Value> {
+    keys.iter()
+        .filter(|key| cluster.metadata.annotations.get(*key).is_some())
+        .map(|key| json!({"op": "remove", "path": pointer(key)}))
+        .collect()
+}
+
+/// A JSON pointer to an annotation (`/` in its key escaped as `~1`).
+fn pointer(key: &str) -> String {
+    format!("/metadata/annotations/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ClusterStatus;
+
+    fn observed(manifest: &Value) -> ObservedCluster {
+        serde_json::from_value(manifest.clone()).unwrap()
+    }
+
+    fn rendered() -> RenderedCluster {
+        RenderedCluster::new(
+            "ml".into(),
+            "c".into(),
+            json!({
+                "metadata": {"name": "c", "namespace": "ml", "resourceVersion": "5",
+                             "annotations": {"krayne.dev/created-by": "alice"}},
+                "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}}
+            }),
+        )
+    }
+
+    const PLACE: Place<'static> = Place {
+        since: "2026-11-29T06:00:00Z",
+        position: 2,
+        reason: "gpus: needs 4, 0 of 8 free",
+    };
+
+    #[test]
+    fn a_queued_cluster_is_made_suspended_with_its_place_and_reads_as_queued() {
+        let cluster = observed(queued(rendered(), PLACE).manifest());
+        assert_eq!(cluster.spec.suspend, Some(true));
+        assert!(cluster.queued_since().is_some());
+        let info = super::super::cluster_info(&cluster, Some(&[]));
+        assert_eq!(info.status, ClusterStatus::Queued);
+        assert_eq!(info.queue_position, Some(2));
+        assert_eq!(info.queued_since.as_deref(), Some("2026-11-29T06:00:00Z"));
+        assert_eq!(info.queue_reason.as_deref(), Some("gpus: needs 4, 0 of 8 free"));
+        assert_eq!(
+            crate::domain::quota::charge(&cluster),
+            crate::domain::quota::Usage::default()
+        );
+    }
+
+    #[test]
+    fn admitting_resumes_it_out_of_the_line_on_the_version_decided() {
+        let cluster = observed(queued(rendered(), PLACE).manifest());
+        let patch = admit_patch(&cluster, "2026-11-29T07:00:00Z");
+        let ops = patch.as_json().as_array().unwrap();
+        assert_eq!(ops[0]["value"], "5");
+        assert_eq!(ops[1], json!({"op": "add", "path": "/spec/suspend", "value": false}));
+        assert_eq!(ops[2]["path"], "/metadata/annotations/krayne.dev~1admitted-at");
+        let removed: Vec<&str> = ops[3..].iter().map(|o| o["path"].as_str().unwrap()).collect();
+        assert_eq!(
+            removed,
+            [
+                "/metadata/annotations/krayne.dev~1queued-since",
+                "/metadata/annotations/krayne.dev~1queue-position",
+                "/metadata/annotations/krayne.dev~1queue-reason"
+            ]
+        );
+        assert!(place_patch(&cluster, 2, PLACE.reason).is_none(), "nothing moved");
+        assert!(place_patch(&cluster, 1, PLACE.reason).is_some());
+        assert_eq!(leave_line_patch(&cluster).as_json().as_array().unwrap().len(), 4);
+    }
+}
