@@ -470,7 +470,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         sink.clone(),
         auth,
     );
-    parts.rayjobs = Some(std::sync::Arc::new(api));
+    let api = std::sync::Arc::new(api);
+    parts.rayjobs = Some(api.clone());
+    parts.kueue = Some(api);
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));

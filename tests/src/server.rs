@@ -167,6 +167,13 @@ impl ServerProcess {
         }
     }
 
+    /// The last `n` lines the server logged whose text contains `what`.
+    pub fn log_lines(&self, what: &str, n: usize) -> Vec<String> {
+        let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lines: Vec<String> = log.lines().filter(|l| l.contains(what)).map(str::to_owned).collect();
+        lines[lines.len().saturating_sub(n)..].to_vec()
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("pid")
@@ -472,6 +479,20 @@ impl Env {
             .as_str()
             .unwrap_or_else(|| panic!("no token: {answer}"))
             .to_owned()
+    }
+
+    /// The sandbox's answer to `GET path` (`/apis/ray.io/v1/...`), as JSON:
+    /// what Kubernetes itself holds, past krayne.
+    ///
+    /// # Panics
+    /// When the sandbox does not answer JSON.
+    pub async fn kube_get(&self, path: &str) -> serde_json::Value {
+        reqwest::get(format!("{}{path}", self.sandbox.url()))
+            .await
+            .expect("the sandbox")
+            .json()
+            .await
+            .expect("JSON")
     }
 
     /// Who holds the lifecycle Lease (`krayne-lifecycle` in `default`,

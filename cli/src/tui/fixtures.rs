@@ -74,6 +74,7 @@ pub(crate) fn quota() -> NamespaceQuota {
             line("memory", "64Gi", "28Gi"),
             line("nvidia.com/gpu", "8", "4"),
         ],
+        kueue_local_queue: None,
     }
 }
 

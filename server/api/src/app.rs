@@ -66,6 +66,8 @@ pub struct Parts {
     pub rayjobs: Option<Arc<dyn crate::domain::RayJobStore>>,
     /// What is kept of RayJobs' ended jobs (`None`: nothing is).
     pub run_ledger: Option<Arc<dyn crate::domain::RunLedger>>,
+    /// What krayne reads of Kueue (`None`: nothing; docs/kueue.md).
+    pub kueue: Option<Arc<dyn crate::domain::KueueReads>>,
 }
 
 /// The lifecycle reaper's wiring.
@@ -105,6 +107,7 @@ impl Parts {
             usage_leadership: None,
             mapping_reload: None,
             rayjobs: None,
+            kueue: None,
             run_ledger: None,
         }
     }
@@ -156,6 +159,9 @@ pub async fn start(
     }
     if let Some(ledger) = parts.run_ledger {
         service = service.with_run_ledger(ledger);
+    }
+    if let Some(kueue) = parts.kueue {
+        service = service.with_kueue(kueue);
     }
     if let Some(ledger) = parts.usage_ledger {
         service = service.with_usage_ledger(ledger);

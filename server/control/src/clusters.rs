@@ -142,6 +142,12 @@ impl ControlPlane {
             }
             Admission::Unlimited | Admission::Fits(..) => (rendered, None),
         };
+        // Where the platform's Kueue admits, the cluster waits in its
+        // LocalQueue: Kueue suspends it until its Workload is admitted.
+        let rendered = match self.kueue_queue(&namespace) {
+            Some(queue) => manifest::for_kueue(rendered, &queue, &jiff::Timestamp::now().to_string()),
+            None => rendered,
+        };
         let observed = if input.dry_run {
             self.store.create(&target, &rendered, true, rid).await?
         } else {

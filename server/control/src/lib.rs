@@ -226,6 +226,9 @@ pub struct ControlPlane {
     rayjobs: Option<Arc<dyn domain::RayJobStore>>,
     /// What is kept of RayJobs' ended jobs (`None`: nothing is).
     run_ledger: Option<Arc<dyn domain::RunLedger>>,
+    /// What Kueue says of the clusters it admits (`None`: nothing is
+    /// read; docs/kueue.md).
+    kueue: Option<Arc<dyn domain::KueueReads>>,
 }
 
 impl ControlPlane {
@@ -257,7 +260,16 @@ impl ControlPlane {
             head_schedule: Arc::default(),
             rayjobs: None,
             run_ledger: None,
+            kueue: None,
         }
+    }
+
+    /// Reads Kueue's Workloads and visibility API through `reads`, for the
+    /// namespaces the team mapping gives a LocalQueue.
+    #[must_use]
+    pub fn with_kueue(mut self, reads: Arc<dyn domain::KueueReads>) -> Self {
+        self.kueue = Some(reads);
+        self
     }
 
     /// Runs jobs with a cluster of their own as KubeRay RayJobs in

@@ -10,7 +10,10 @@
 //! read of its lease before it writes; a place in line is the cluster's
 //! own annotation, so a new leader finds the line as it was.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+};
 
 use jiff::Timestamp;
 use serde_json::json;
@@ -21,10 +24,14 @@ use crate::{
     domain::{
         AdmissionGuard, Error, Leadership, ObservedCluster, Preconditions,
         audit::AuditAction,
+        kueue,
         queue::{self, LineDecision, OnMaxWait, QueuePolicy, Waiting},
         quota,
     },
-    manifest::{admit_patch, leave_line_patch, lifecycle_event, place_patch},
+    manifest::{
+        ANNOTATION_ADMITTED_AT, ANNOTATION_QUEUE_POSITION, ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUE_STATE,
+        ANNOTATION_QUEUED_SINCE, admit_patch, annotations_patch, leave_line_patch, lifecycle_event, place_patch,
+    },
 };
 
 /// The subject the admitter's audit rows name.
@@ -65,6 +72,7 @@ pub(super) fn line_of(clusters: &[Arc<ObservedCluster>], except: &str) -> Vec<Wa
     let mut line: Vec<Waiting> = clusters
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.name.as_str() != except)
+        .filter(|c| c.kueue_queue().is_none())
         .filter_map(|c| {
             Some(Waiting {
                 name: c.metadata.name.to_string(),
@@ -78,6 +86,12 @@ pub(super) fn line_of(clusters: &[Arc<ObservedCluster>], except: &str) -> Vec<Wa
 }
 
 impl ControlPlane {
+    /// The Kueue LocalQueue the team mapping gives `namespace`: its
+    /// clusters are Kueue's to admit (docs/kueue.md).
+    pub(super) fn kueue_queue(&self, namespace: &str) -> Option<String> {
+        self.authenticator.as_ref()?.kueue_queue(namespace)
+    }
+
     /// The queueing policy of `namespace` (the default without a mapping).
     pub(super) fn queue_policy(&self, namespace: &str) -> QueuePolicy {
         self.authenticator
@@ -103,7 +117,7 @@ impl ControlPlane {
         };
         let namespaces: BTreeSet<String> = clusters
             .iter()
-            .filter(|c| c.queued_since().is_some())
+            .filter(|c| c.queued_since().is_some() && c.kueue_queue().is_none())
             .map(|c| c.metadata.namespace.to_string())
             .collect();
         for namespace in namespaces {
@@ -111,6 +125,106 @@ impl ControlPlane {
                 tracing::warn!(%namespace, error = %e, "the admitter could not serve a line; trying again next round");
             }
         }
+        // Kueue's lines: those with a cluster that waits, or did.
+        let kueue: BTreeSet<String> = clusters
+            .iter()
+            .filter(|c| c.kueue_queue().is_some() && c.metadata.deletion_timestamp.is_none())
+            .filter(|c| c.spec.suspend == Some(true) || c.metadata.annotations.get(ANNOTATION_QUEUED_SINCE).is_some())
+            .map(|c| c.metadata.namespace.to_string())
+            .collect();
+        for namespace in kueue {
+            let of_namespace: Vec<&Arc<ObservedCluster>> = clusters
+                .iter()
+                .filter(|c| c.metadata.namespace.as_str() == namespace && c.kueue_queue().is_some())
+                .collect();
+            if let Err(e) = self.mirror_kueue(&cx, &namespace, &of_namespace, leadership).await {
+                tracing::warn!(%namespace, error = %e, "Kueue's Workloads could not be read; trying again next round");
+            }
+        }
+    }
+
+    /// Shows what Kueue says of `namespace`'s clusters as krayne's own
+    /// line does (docs/kueue.md): on each that waits, when it started, its
+    /// place in its LocalQueue (when the visibility API answers), Kueue's
+    /// reason, and whether Kueue took it back (`preempted`, `evicted`); on
+    /// each admitted, nothing but when (its lifetime counts from then).
+    async fn mirror_kueue(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        clusters: &[&Arc<ObservedCluster>],
+        leadership: Option<&dyn Leadership>,
+    ) -> Result<(), Error> {
+        let Some(kueue) = &self.kueue else {
+            return Ok(());
+        };
+        let rid = &cx.meta.request_id;
+        let workloads = kueue.workloads(namespace, rid).await?;
+        let mut positions: HashMap<String, u32> = HashMap::new();
+        let queues: BTreeSet<&str> = clusters.iter().filter_map(|c| c.kueue_queue()).collect();
+        for queue in queues {
+            match kueue.pending(namespace, queue, rid).await {
+                Ok(pending) => positions.extend(pending.into_iter().map(|p| (p.owner_uid, p.position_in_local_queue))),
+                Err(e) => {
+                    tracing::debug!(%namespace, queue, error = %e, "Kueue's visibility API did not answer; no places shown")
+                }
+            }
+        }
+        if let Some(leadership) = leadership
+            && !leadership.holds().await
+        {
+            return Ok(());
+        }
+        let now = leadership.map_or_else(Timestamp::now, |l| l.now()).to_string();
+        for cluster in clusters {
+            let uid = cluster
+                .metadata
+                .uid
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let workload = workloads.iter().find(|w| w.owner_uid.as_deref() == Some(uid.as_str()));
+            let created = cluster.metadata.creation_timestamp.as_deref().unwrap_or_default();
+            let place = if cluster.spec.suspend == Some(true) {
+                kueue::place(workload, created, positions.get(&uid).copied())
+            } else {
+                None
+            };
+            let annotation = |key: &str| cluster.metadata.annotations.get(key).map(|a| a.to_string());
+            let was_waiting = annotation(ANNOTATION_QUEUED_SINCE).is_some();
+            let wanted: [(&str, Option<String>); 5] = match place {
+                Some(p) => [
+                    (ANNOTATION_QUEUED_SINCE, Some(p.since)),
+                    (ANNOTATION_QUEUE_POSITION, p.position.map(|n| n.to_string())),
+                    (ANNOTATION_QUEUE_REASON, Some(p.reason)),
+                    (ANNOTATION_QUEUE_STATE, p.state.map(str::to_owned)),
+                    (ANNOTATION_ADMITTED_AT, annotation(ANNOTATION_ADMITTED_AT)),
+                ],
+                None => [
+                    (ANNOTATION_QUEUED_SINCE, None),
+                    (ANNOTATION_QUEUE_POSITION, None),
+                    (ANNOTATION_QUEUE_REASON, None),
+                    (ANNOTATION_QUEUE_STATE, None),
+                    (
+                        ANNOTATION_ADMITTED_AT,
+                        if was_waiting {
+                            Some(now.clone())
+                        } else {
+                            annotation(ANNOTATION_ADMITTED_AT)
+                        },
+                    ),
+                ],
+            };
+            let wanted: Vec<(&str, Option<&str>)> = wanted.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+            if let Some(patch) = annotations_patch(cluster, &wanted) {
+                let target = krayne_acts_on(cluster, AuditAction::QueueAdmit);
+                // A conflict (Kueue wrote meanwhile) is tried again next round.
+                if let Err(e) = self.store.patch(&target, &patch, rid).await {
+                    tracing::debug!(%namespace, cluster = %cluster.metadata.name, error = %e, "Kueue's view not recorded this round");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Serves `namespace`'s line: admits what fits, in order; ends waits

@@ -51,6 +51,9 @@ pub struct NamespaceQuota {
     /// Each resource: limit, used, remaining (no quota: every line
     /// unlimited).
     pub lines: Vec<QuotaLine>,
+    /// The Kueue LocalQueue that admits its clusters, when the platform's
+    /// Kueue does: `lines` are then informational (docs/kueue.md).
+    pub kueue_local_queue: Option<String>,
 }
 
 impl ControlPlane {
@@ -116,7 +119,11 @@ impl ControlPlane {
         waits: bool,
         requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
     ) -> Result<Admission<T>, Error> {
-        let Some(quota) = self.quota_of(namespace) else {
+        // Where Kueue admits, krayne's quota is informational.
+        let Some(quota) = self
+            .quota_of(namespace)
+            .filter(|_| self.kueue_queue(namespace).is_none())
+        else {
             return Ok(Admission::Unlimited);
         };
         let admitted = async {
@@ -196,6 +203,7 @@ impl ControlPlane {
         }
         let lines = quota::standing(&limits.unwrap_or_default(), &used);
         Ok(NamespaceQuota {
+            kueue_local_queue: self.kueue_queue(namespace),
             namespace: namespace.to_owned(),
             lines,
         })

@@ -253,6 +253,47 @@ impl KubeClusterStore {
     }
 }
 
+/// Kueue's Workloads in `namespace` (`kueue.x-k8s.io/v1beta2`).
+fn workloads(namespace: &str) -> KubeRequest {
+    KubeRequest::new(format!("/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"))
+}
+
+#[async_trait::async_trait]
+impl domain::KueueReads for KubeClusterStore {
+    async fn workloads(
+        &self,
+        namespace: &str,
+        request_id: &RequestId,
+    ) -> Result<Vec<domain::kueue::ObservedWorkload>, Error> {
+        let list: ObjectList<Value> = self
+            .call(workloads(namespace).list(&ListParams::default()), request_id)
+            .await?;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(domain::kueue::ObservedWorkload::read)
+            .collect())
+    }
+
+    async fn pending(
+        &self,
+        namespace: &str,
+        queue: &str,
+        request_id: &RequestId,
+    ) -> Result<Vec<domain::kueue::PendingWorkload>, Error> {
+        let path = format!(
+            "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{queue}/pendingworkloads"
+        );
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(format!("{path}?limit={}", domain::kueue::MAX_PENDING_READ))
+            .body(Vec::new())
+            .map_err(kube::core::request::Error::BuildRequest);
+        let summary: Value = self.call(request, request_id).await?;
+        Ok(domain::kueue::read_pending(&summary))
+    }
+}
+
 #[async_trait::async_trait]
 impl RayJobStore for KubeClusterStore {
     async fn create_rayjob(

@@ -60,7 +60,20 @@ pub(super) fn router(state: Shared) -> Router {
             get(crate::portforward::handle).post(crate::portforward::handle),
         )
         .route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", any(resource))
+        .route(
+            "/apis/kueue.x-k8s.io",
+            get(|| async { Json(discovery::kueue_group_doc()) }),
+        )
+        .route(
+            "/apis/kueue.x-k8s.io/v1beta2",
+            get(|| async { Json(discovery::resources("kueue.x-k8s.io")) }),
+        )
+        .route(
+            "/apis/visibility.kueue.x-k8s.io/{version}/namespaces/{ns}/localqueues/{name}/pendingworkloads",
+            get(crate::kueue::pending_workloads),
+        )
         .route("/apis/{group}/{version}/{plural}", any(resource))
+        .route("/apis/{group}/{version}/{plural}/{name}", any(resource))
         .route("/apis/{group}/{version}/namespaces/{ns}/{plural}", any(resource))
         .route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", any(resource))
         .route(
@@ -204,7 +217,7 @@ struct Target {
 
 fn resolve(group: &str, version: &str, plural: &str) -> Result<Resource, ApiError> {
     match Resource::from_plural(group, plural) {
-        Some(r) if version == "v1" => Ok(r),
+        Some(r) if r.api_version().rsplit('/').next() == Some(version) => Ok(r),
         _ => Err(ApiError::not_found_path()),
     }
 }
@@ -387,7 +400,10 @@ fn handle(
                 keep_status: false,
                 packed: false,
             };
-            let created = store.create(r, &ns_key, parse_json(body)?, opts)?;
+            let mut object = parse_json(body)?;
+            // Kueue's webhook: a RayCluster for a queue starts suspended.
+            crate::kueue::default_on_create(r, &mut object);
+            let created = store.create(r, &ns_key, object, opts)?;
             Ok(Reply::Object(StatusCode::CREATED, (*created).clone()))
         }
         (Some(name), &Method::GET) => ok(&*store.get(r, &ns_key, name)?),

@@ -31,9 +31,26 @@ fn ray_group() -> Value {
     })
 }
 
+fn kueue_group() -> Value {
+    json!({
+        "name": "kueue.x-k8s.io",
+        "versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"}],
+        "preferredVersion": {"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"},
+    })
+}
+
 /// `GET /apis`.
 pub(super) fn groups() -> Value {
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [ray_group(), crate::crds::group()]})
+    json!({"kind": "APIGroupList", "apiVersion": "v1",
+           "groups": [ray_group(), kueue_group(), crate::crds::group()]})
+}
+
+/// `GET /apis/kueue.x-k8s.io`.
+pub(super) fn kueue_group_doc() -> Value {
+    let mut g = kueue_group();
+    g["kind"] = json!("APIGroup");
+    g["apiVersion"] = json!("v1");
+    g
 }
 
 /// `GET /apis/ray.io`.
@@ -44,13 +61,13 @@ pub(super) fn ray_group_doc() -> Value {
     g
 }
 
-/// `GET /api/v1` (group "") or `GET /apis/ray.io/v1`.
+/// `GET /api/v1` (group ""), `GET /apis/ray.io/v1` or
+/// `GET /apis/kueue.x-k8s.io/v1beta2`.
 pub(super) fn resources(group: &str) -> Value {
-    let group_version = if group.is_empty() {
-        "v1".to_owned()
-    } else {
-        format!("{group}/v1")
-    };
+    let group_version = Resource::ALL
+        .into_iter()
+        .find(|r| r.group() == group)
+        .map_or("v1", Resource::api_version);
     let mut list = Vec::new();
     for r in Resource::ALL.into_iter().filter(|r| r.group() == group) {
         list.push(json!({

@@ -33,6 +33,7 @@ mod event_ttl;
 mod field_managers;
 pub mod kuberay_pod;
 mod kuberay_status;
+mod kueue;
 mod nodes;
 mod operator;
 mod pod_logs;
@@ -72,7 +73,7 @@ pub fn local_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 use tokio::{sync::watch, task::JoinHandle};
-pub use validate::{raycluster_schema, rayjob_schema};
+pub use validate::{kueue_schema, raycluster_schema, rayjob_schema};
 
 /// The namespace of krayne's own pod ([`Sandbox::add_krayne_pod`]).
 pub const KRAYNE_NAMESPACE: &str = "krayne";
@@ -224,6 +225,7 @@ impl Sandbox {
                 poll,
                 stopped.clone(),
             )));
+            tasks.push(tokio::spawn(kueue::run(store.clone(), poll, stopped.clone())));
             tasks.push(tokio::spawn(operator::run(store, options.operator, stopped)));
         }
         Ok(Self {

@@ -26,11 +26,20 @@ pub enum Resource {
     /// `core/v1` secrets: Ray token Secrets the simulated KubeRay hands
     /// its pods.
     Secret,
+    /// `kueue.x-k8s.io/v1beta2` resourceflavors (cluster-scoped).
+    ResourceFlavor,
+    /// `kueue.x-k8s.io/v1beta2` clusterqueues (cluster-scoped).
+    ClusterQueue,
+    /// `kueue.x-k8s.io/v1beta2` localqueues.
+    LocalQueue,
+    /// `kueue.x-k8s.io/v1beta2` workloads: one per RayCluster Kueue
+    /// manages.
+    Workload,
 }
 
 impl Resource {
     /// Every resource, in discovery order.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 14] = [
         Self::Namespace,
         Self::Pod,
         Self::Service,
@@ -41,6 +50,10 @@ impl Resource {
         Self::NetworkPolicy,
         Self::Lease,
         Self::Secret,
+        Self::ResourceFlavor,
+        Self::ClusterQueue,
+        Self::LocalQueue,
+        Self::Workload,
     ];
 
     /// API group; empty for core.
@@ -49,6 +62,7 @@ impl Resource {
             Self::RayCluster | Self::RayJob => "ray.io",
             Self::NetworkPolicy => "networking.k8s.io",
             Self::Lease => "coordination.k8s.io",
+            Self::ResourceFlavor | Self::ClusterQueue | Self::LocalQueue | Self::Workload => "kueue.x-k8s.io",
             Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "",
         }
     }
@@ -59,6 +73,7 @@ impl Resource {
             Self::RayCluster | Self::RayJob => "ray.io/v1",
             Self::NetworkPolicy => "networking.k8s.io/v1",
             Self::Lease => "coordination.k8s.io/v1",
+            Self::ResourceFlavor | Self::ClusterQueue | Self::LocalQueue | Self::Workload => "kueue.x-k8s.io/v1beta2",
             Self::Namespace | Self::Pod | Self::Service | Self::Event | Self::ServiceAccount | Self::Secret => "v1",
         }
     }
@@ -76,6 +91,10 @@ impl Resource {
             Self::NetworkPolicy => "networkpolicies",
             Self::Lease => "leases",
             Self::Secret => "secrets",
+            Self::ResourceFlavor => "resourceflavors",
+            Self::ClusterQueue => "clusterqueues",
+            Self::LocalQueue => "localqueues",
+            Self::Workload => "workloads",
         }
     }
 
@@ -92,6 +111,10 @@ impl Resource {
             Self::NetworkPolicy => "NetworkPolicy",
             Self::Lease => "Lease",
             Self::Secret => "Secret",
+            Self::ResourceFlavor => "ResourceFlavor",
+            Self::ClusterQueue => "ClusterQueue",
+            Self::LocalQueue => "LocalQueue",
+            Self::Workload => "Workload",
         }
     }
 
@@ -106,24 +129,39 @@ impl Resource {
             Self::RayCluster | Self::RayJob => &[],
             Self::NetworkPolicy => &["netpol"],
             Self::Lease | Self::Secret => &[],
+            Self::ResourceFlavor => &["rf"],
+            Self::ClusterQueue => &["cq"],
+            Self::LocalQueue => &["lq", "queue", "queues"],
+            Self::Workload => &["wl"],
         }
     }
 
     /// Whether objects live in a namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Self::Namespace)
+        !matches!(self, Self::Namespace | Self::ResourceFlavor | Self::ClusterQueue)
     }
 
     /// Whether writes to the main resource ignore `status` (it has a
     /// `status` subresource).
     pub fn has_status_subresource(self) -> bool {
-        matches!(self, Self::RayCluster | Self::RayJob | Self::Pod)
+        matches!(
+            self,
+            Self::RayCluster | Self::RayJob | Self::Pod | Self::ClusterQueue | Self::LocalQueue | Self::Workload
+        )
     }
 
     /// Whether a CustomResourceDefinition defines it (KubeRay's): no
     /// strategic merge patch, and an update must name its resourceVersion.
     pub fn is_custom(self) -> bool {
-        matches!(self, Self::RayCluster | Self::RayJob)
+        matches!(
+            self,
+            Self::RayCluster
+                | Self::RayJob
+                | Self::ResourceFlavor
+                | Self::ClusterQueue
+                | Self::LocalQueue
+                | Self::Workload
+        )
     }
 
     /// Looks a plural up within a group.

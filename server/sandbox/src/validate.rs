@@ -13,28 +13,59 @@ use crate::domain::{MAX_CLUSTER_NAME_LEN, check_dns1035_label, check_dns1123_lab
 pub(super) const RAYCLUSTER_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayclusters.yaml");
 /// KubeRay v1.7.0's `rayjobs.ray.io` CRD.
 pub(super) const RAYJOB_CRD: &str = include_str!("../../../testdata/kuberay/ray.io_rayjobs.yaml");
+/// Kueue v0.19.2's CRDs (`v1beta2`): ResourceFlavor, ClusterQueue,
+/// LocalQueue, Workload.
+pub(super) const KUEUE_CRDS: [(Resource, &str); 4] = [
+    (
+        Resource::ResourceFlavor,
+        include_str!("../../../testdata/kueue/kueue.x-k8s.io_resourceflavors.yaml"),
+    ),
+    (
+        Resource::ClusterQueue,
+        include_str!("../../../testdata/kueue/kueue.x-k8s.io_clusterqueues.yaml"),
+    ),
+    (
+        Resource::LocalQueue,
+        include_str!("../../../testdata/kueue/kueue.x-k8s.io_localqueues.yaml"),
+    ),
+    (
+        Resource::Workload,
+        include_str!("../../../testdata/kueue/kueue.x-k8s.io_workloads.yaml"),
+    ),
+];
 
 /// The RayCluster CRD's `v1` `openAPIV3Schema` as a JSON Schema. With
 /// `strict`, objects with declared properties also reject unknown ones (the
 /// API server would prune them instead, which hides a misspelt field from
 /// tests).
 pub fn raycluster_schema(strict: bool) -> Result<Value, String> {
-    crd_schema(RAYCLUSTER_CRD, strict)
+    crd_schema(RAYCLUSTER_CRD, "v1", strict)
 }
 
 /// The RayJob CRD's `v1` schema, as [`raycluster_schema`] gives the
 /// RayCluster's.
 pub fn rayjob_schema(strict: bool) -> Result<Value, String> {
-    crd_schema(RAYJOB_CRD, strict)
+    crd_schema(RAYJOB_CRD, "v1", strict)
 }
 
-fn crd_schema(crd: &str, strict: bool) -> Result<Value, String> {
+/// The `v1beta2` schema of Kueue's CRD for `r` (a ResourceFlavor,
+/// ClusterQueue, LocalQueue or Workload), as [`raycluster_schema`] gives
+/// the RayCluster's.
+pub fn kueue_schema(r: Resource, strict: bool) -> Result<Value, String> {
+    let (_, crd) = KUEUE_CRDS
+        .iter()
+        .find(|(of, _)| *of == r)
+        .ok_or_else(|| format!("{} is not Kueue's", r.kind()))?;
+    crd_schema(crd, "v1beta2", strict)
+}
+
+fn crd_schema(crd: &str, version: &str, strict: bool) -> Result<Value, String> {
     let crd: Value = serde_saphyr::from_str(crd).map_err(|e| e.to_string())?;
     let mut schema = crd["spec"]["versions"]
         .as_array()
-        .and_then(|vs| vs.iter().find(|v| v["name"] == "v1"))
+        .and_then(|vs| vs.iter().find(|v| v["name"] == version))
         .map(|v| v["schema"]["openAPIV3Schema"].clone())
-        .ok_or("the CRD has no v1 schema")?;
+        .ok_or_else(|| format!("the CRD has no {version} schema"))?;
     to_json_schema(&mut schema, strict);
     Ok(schema)
 }
@@ -74,16 +105,18 @@ fn to_json_schema(schema: &mut Value, strict: bool) {
 fn validator(r: Resource) -> Option<&'static jsonschema::Validator> {
     static RAYCLUSTER: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
     static RAYJOB: OnceLock<Option<jsonschema::Validator>> = OnceLock::new();
-    let (cell, crd) = match r {
-        Resource::RayCluster => (&RAYCLUSTER, RAYCLUSTER_CRD),
-        Resource::RayJob => (&RAYJOB, RAYJOB_CRD),
-        _ => return None,
+    static KUEUE: [OnceLock<Option<jsonschema::Validator>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (cell, schema): (_, Box<dyn Fn() -> Result<Value, String>>) = match r {
+        Resource::RayCluster => (&RAYCLUSTER, Box::new(|| raycluster_schema(false))),
+        Resource::RayJob => (&RAYJOB, Box::new(|| rayjob_schema(false))),
+        _ => {
+            let at = KUEUE_CRDS.iter().position(|(of, _)| *of == r)?;
+            (&KUEUE[at], Box::new(move || kueue_schema(r, false)))
+        }
     };
-    cell.get_or_init(|| {
-        let schema = crd_schema(crd, false).ok()?;
-        jsonschema::validator_for(&schema).ok()
-    })
-    .as_ref()
+    cell.get_or_init(|| jsonschema::validator_for(&schema().ok()?).ok())
+        .as_ref()
 }
 
 /// Loads the CRD schemas now rather than on the first write.
@@ -130,7 +163,11 @@ pub(super) fn object(r: Resource, name: &str, object: &Value) -> Result<(), ApiE
             | Resource::Secret
             // KubeRay checks its shorter limit as it reconciles (status
             // `ValidationFailed`), not the API server.
-            | Resource::RayJob => check_dns1123_subdomain(name),
+            | Resource::RayJob
+            | Resource::ResourceFlavor
+            | Resource::ClusterQueue
+            | Resource::LocalQueue
+            | Resource::Workload => check_dns1123_subdomain(name),
         };
         if let Err(why) = checked {
             causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: {why}")));

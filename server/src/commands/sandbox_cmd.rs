@@ -88,7 +88,9 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         sink.clone(),
         auth,
     );
-    parts.rayjobs = Some(std::sync::Arc::new(kube));
+    let kube = std::sync::Arc::new(kube);
+    parts.rayjobs = Some(kube.clone());
+    parts.kueue = Some(kube);
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     // One process: it records usage itself.

@@ -3,7 +3,8 @@
 //! (`quota_admissions`), taken with one short statement and given back
 //! with another. No connection is held while Kubernetes is called, so
 //! twenty namespaces admitting at once use no more of the pool than
-//! twenty audit writes; a holder that dies leaves a lease that expires.
+//! twenty audit writes; a holder that dies leaves a lease that expires
+//! within [`LEASE`] (a live holder renews it).
 //! Admissions in this process queue on a lock of its own first (one
 //! poller per namespace). With SQLite (one process by design) the lock in
 //! this process serves.
@@ -19,12 +20,15 @@ use crate::{
     store::Store,
 };
 
-/// How long a lease lasts: far longer than an admission (a quota check and
-/// one Kubernetes create, each bounded by its own timeout, 10 s by
-/// default), so it expires only when its holder is gone. It is not
-/// renewed: a `--kube-timeout-seconds` near it would let an admission
-/// outlive its lease.
-const LEASE: Duration = Duration::from_secs(60);
+/// How long a lease lasts unless renewed: what a holder that died (killed
+/// mid-admission, or mid-round of the queue admitter, which serves each
+/// namespace's line under this lock every second) keeps a namespace's
+/// admissions waiting at most.
+const LEASE: Duration = Duration::from_secs(10);
+
+/// How often a live holder renews its lease: well within [`LEASE`], so an
+/// admission however long (a Kubernetes call near its timeout) keeps it.
+const RENEW_EVERY: Duration = Duration::from_secs(3);
 
 /// Longest an admission waits for another replica's.
 const WAIT: Duration = Duration::from_secs(30);
@@ -94,10 +98,33 @@ struct Lease {
     namespace: String,
     holder: String,
     taken: bool,
+    /// Renews the lease while it is held.
+    renewing: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Lease {
+    /// Renews the lease every [`RENEW_EVERY`] until dropped.
+    fn keep_renewed(&mut self) {
+        let (store, namespace, holder) = (self.store.clone(), self.namespace.clone(), self.holder.clone());
+        self.renewing = Some(tokio::spawn(async move {
+            let mut every = tokio::time::interval(RENEW_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                if let Err(e) = store.renew_lease(&namespace, &holder, LEASE).await {
+                    tracing::warn!(error = %e, namespace, "admission lease not renewed; it lapses unless the next renewal lands");
+                }
+            }
+        }));
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if let Some(renewing) = self.renewing.take() {
+            renewing.abort();
+        }
         let (store, namespace, holder, taken) = (
             self.store.clone(),
             std::mem::take(&mut self.namespace),
@@ -107,7 +134,7 @@ impl Drop for Lease {
         let give_back = async move {
             match store.drop_lease(&namespace, &holder).await {
                 Err(e) if taken => {
-                    tracing::warn!(error = %e, namespace, "admission lease not given back; it expires in a minute");
+                    tracing::warn!(error = %e, namespace, "admission lease not given back; it lapses within 10 s");
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, namespace, "an admission lease that was maybe taken not given back")
@@ -136,9 +163,11 @@ impl AdmissionLock for SqlAdmissionLock {
             namespace: namespace.to_owned(),
             holder: uuid::Uuid::now_v7().to_string(),
             taken: false,
+            renewing: None,
         };
         self.take(namespace, &lease.holder).await?;
         lease.taken = true;
+        lease.keep_renewed();
         // Dropped in order: the lease, then the local lock.
         Ok(AdmissionGuard::new((lease, local)))
     }

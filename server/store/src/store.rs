@@ -418,6 +418,24 @@ impl Store {
         Ok(taken.is_some())
     }
 
+    /// Extends the admission lease of `namespace` by `lease` from now, if
+    /// `holder` still has it.
+    pub(crate) async fn renew_lease(&self, namespace: &str, holder: &str, lease: Duration) -> Result<(), sqlx::Error> {
+        let Self::Postgres(p) = self else {
+            return Ok(());
+        };
+        sqlx::query(
+            "UPDATE quota_admissions SET expires_at = now() + $3::bigint * interval '1 millisecond' \
+             WHERE namespace = $1 AND holder = $2",
+        )
+        .bind(namespace)
+        .bind(holder)
+        .bind(millis(lease))
+        .execute(p)
+        .await
+        .map(|_| ())
+    }
+
     /// Gives the admission lease of `namespace` back, if `holder` has it.
     pub(crate) async fn drop_lease(&self, namespace: &str, holder: &str) -> Result<(), sqlx::Error> {
         let Self::Postgres(p) = self else {

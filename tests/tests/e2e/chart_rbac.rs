@@ -430,6 +430,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         "files/rbac/lifecycle.yaml",
         "files/rbac/lifecycle-events.yaml",
         "files/rbac/token-review.yaml",
+        "files/rbac/kueue.yaml",
     ] {
         assert!(
             rbac.contains(&format!(".Files.Get \"{file}\"")),

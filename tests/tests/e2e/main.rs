@@ -28,6 +28,7 @@ mod isolation;
 mod issuers;
 mod jobs;
 mod keys;
+mod kueue;
 mod lifecycle;
 mod limits;
 mod network_policy;

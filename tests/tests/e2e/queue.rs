@@ -40,15 +40,7 @@ fn admitted(c: &Value) -> bool {
 
 /// The GPUs the namespace's clusters are charged, from Kubernetes itself.
 async fn gpus_in_kubernetes(env: &krayne_tests::Env) -> u64 {
-    let listed: Value = reqwest::get(format!(
-        "{}/apis/ray.io/v1/namespaces/ml-team/rayclusters",
-        env.sandbox.url()
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let listed = env.kube_get("/apis/ray.io/v1/namespaces/ml-team/rayclusters").await;
     listed["items"]
         .as_array()
         .unwrap()
@@ -270,6 +262,58 @@ async fn two_replicas_one_killed_admit_each_once_in_order_and_lose_no_place() {
     replicas[0].delete(&format!("{NS}/c1")).await.expect(204);
     let survivor = env.kill_lease_holder(&second).await;
     let alice = Rest::new(&format!("http://{survivor}"), Some(token.clone()));
+    let t0 = Instant::now();
+    loop {
+        let got = alice.get(&format!("{NS}/c3")).await;
+        if got.status == 200 && admitted(&got.body) {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(20) {
+            let listed = env.kube_get("/apis/ray.io/v1/namespaces/ml-team/rayclusters").await;
+            let names: Vec<_> = listed["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["metadata"]["name"].clone(),
+                        c["spec"]["suspend"].clone(),
+                        c["metadata"]["annotations"]["krayne.dev/queue-reason"].clone(),
+                    )
+                })
+                .collect();
+            let lease = env
+                .kube_get("/apis/coordination.k8s.io/v1/namespaces/default/leases/krayne-lifecycle")
+                .await;
+            let ops = if survivor == second.api {
+                second.ops.to_string()
+            } else {
+                env.server.ops.to_string()
+            };
+            let metrics = reqwest::get(format!("http://{ops}/metrics"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let server = if survivor == second.api { &second } else { &env.server };
+            eprintln!("DEBUG LOG\n{}", server.log_lines("", 80).join("\n"));
+            panic!(
+                "DEBUG survivor={survivor} second={} lease={} items={names:?}\n{}",
+                second.api,
+                lease["spec"],
+                metrics
+                    .lines()
+                    .filter(|l| l.contains("queue")
+                        || l.contains("background")
+                        || l.contains("lease")
+                        || l.contains("leader"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     until(&alice, "c3", Duration::from_secs(30), admitted).await;
     let c4 = until(&alice, "c4", Duration::from_secs(30), |c| c["queue_position"] == 1).await;
     assert_eq!(c4["status"], "queued");

@@ -360,3 +360,76 @@ async fn a_scale_is_charged_what_it_writes_not_what_it_sends() {
     assert_eq!(stored_max("gpu").await, 2);
     assert_eq!(gpus_used(&env).await, "2");
 }
+
+/// The admission lease is renewed while held, and lapses soon when its
+/// holder dies (issue 61: the admitter serves lines under it every
+/// second). An admission slower than the 10 s lease (a Kubernetes that
+/// takes 6 s a call) still holds it past 10 s; a holder SIGKILLed
+/// mid-admission holds the namespace no longer than the lease, so the
+/// other replica's create is admitted, not refused after its 30 s wait.
+#[tokio::test]
+async fn a_slow_admission_keeps_its_lease_and_a_dead_holders_lapses() {
+    use sqlx::Connection as _;
+    let db = krayne_tests::test_database().await;
+    let env = krayne_tests::Env::start_with(EnvOptions {
+        teams: with_quota("{ clusters: 5 }"),
+        database_url: Some(db.url.clone()),
+        server_args: [
+            "--kube-timeout-seconds",
+            "40",
+            "--request-timeout-seconds",
+            "120",
+            "--rate-limit-per-second",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..EnvOptions::default()
+    })
+    .await;
+    let second = env.spawn_server(&[]).await;
+    let token = env.alice();
+    let post = |base: String, name: &'static str| {
+        let token = token.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{base}{NS}"))
+                .bearer_auth(token)
+                .json(&json!({"name": name}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let mut sql = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let lease = async |sql: &mut sqlx::PgConnection| -> Option<(String, bool)> {
+        sqlx::query_as("SELECT holder, expires_at > now() FROM quota_admissions WHERE namespace = 'ml-team'")
+            .fetch_optional(sql)
+            .await
+            .unwrap()
+    };
+    env.sandbox.set_latency(Duration::from_secs(6));
+    let slow = tokio::spawn(post(env.url(), "slow"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (holder, live) = lease(&mut sql).await.expect("the admission holds the lease");
+    assert!(live);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        lease(&mut sql).await,
+        Some((holder, true)),
+        "past the 10 s lease, a live admission has renewed it"
+    );
+    assert_eq!(slow.await.unwrap(), 201);
+
+    let dying = tokio::spawn(post(env.url(), "dying"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(lease(&mut sql).await.is_some_and(|(_, live)| live));
+    env.server.signal("KILL");
+    let _ = dying.await;
+    env.sandbox.set_latency(Duration::ZERO);
+    // Refused with 503 were the namespace held past the 30 s wait.
+    let after = post(format!("http://{}", second.api), "after").await;
+    assert_eq!(after, 201, "admitted once the dead holder's lease lapsed");
+}

@@ -204,7 +204,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         ));
         return ctx.printer.data(&created.manifest);
     }
-    if created.cluster.status == "queued" {
+    if super::WAITING.contains(&created.cluster.status.as_str()) {
         note(&format!(
             "cluster {namespace}/{name} created, waiting in line for quota: {}",
             super::line_place(&created.cluster)

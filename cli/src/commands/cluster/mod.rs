@@ -120,8 +120,8 @@ fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
             let mut row = vec![
                 Cell::new(&c.name),
                 Cell::new(&c.namespace),
-                match c.queue_position.filter(|_| c.status == "queued") {
-                    Some(place) => p.status_as(&c.status, &format!("queued #{place}")),
+                match c.queue_position.filter(|_| WAITING.contains(&c.status.as_str())) {
+                    Some(place) => p.status_as(&c.status, &format!("{} #{place}", c.status)),
                     None => p.status(&c.status),
                 },
                 Cell::new(format!("{}/{}", c.ready_workers, c.num_workers)),
@@ -159,7 +159,7 @@ pub(crate) const HEAD_DOWN: [&str; 4] = ["image-pull-error", "crash-loop", "unsc
 
 /// One step of a wait, as shown.
 fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {
-    if info.status == "queued" {
+    if WAITING.contains(&info.status.as_str()) {
         return format!("{namespace}/{name}: {}", line_place(info));
     }
     if HEAD_DOWN.contains(&info.status.as_str()) {
@@ -172,8 +172,12 @@ fn progress(namespace: &str, name: &str, info: &ClusterInfo) -> String {
     }
 }
 
-/// Where a queued cluster stands: `queued, #2 in line (gpus: needs 4, 0 of
-/// 8 free)`. The reason is the server's text, printed escaped.
+/// Statuses of a cluster waiting in line (krayne's or Kueue's): its place
+/// and reason say more.
+pub(crate) const WAITING: [&str; 3] = ["queued", "preempted", "evicted"];
+
+/// Where a waiting cluster stands: `queued, #2 in line (gpus: needs 4, 0
+/// of 8 free)`. The reason is the server's text, printed escaped.
 pub(crate) fn line_place(info: &ClusterInfo) -> String {
     let place = info
         .queue_position
@@ -184,7 +188,7 @@ pub(crate) fn line_place(info: &ClusterInfo) -> String {
         .as_deref()
         .map(|r| format!(" ({})", crate::output::printable(r, false)))
         .unwrap_or_default();
-    format!("queued{place}{why}")
+    format!("{}{place}{why}", info.status)
 }
 
 /// Waits for `ready` on the WaitCluster stream, showing the status and the

@@ -31,7 +31,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     let client = ctx.client()?;
     let namespace = ctx.namespace(args.namespace.as_deref()).await?;
     let cluster = client.resume_with(&namespace, &args.name, args.queue).await?;
-    if cluster.status == "queued" {
+    if super::WAITING.contains(&cluster.status.as_str()) {
         note(&format!(
             "cluster {namespace}/{} waits in line for quota: {}",
             args.name,

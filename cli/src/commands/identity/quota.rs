@@ -35,6 +35,13 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         })
         .collect();
     ctx.printer.table(&["RESOURCE", "USED", "REMAINING"], rows)?;
+    if let Some(queue) = &quota.kueue_local_queue {
+        crate::output::note(&format!(
+            "Not enforced by krayne: the platform's Kueue admits this namespace's clusters (LocalQueue {}); \
+             its ClusterQueue's quota is what holds.",
+            crate::output::printable(queue, false)
+        ));
+    }
     let query = krayne_client::UsageQuery {
         namespace,
         ..Default::default()

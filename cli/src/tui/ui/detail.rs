@@ -219,7 +219,8 @@ fn title(app: &App, key: &Key, narrow: bool) -> Line<'static> {
     match app.clusters.get(key) {
         Some(c) => {
             spans.push(Span::styled(shown_status(c), status_style(&c.status)));
-            if let Some(why) = c.queue_reason.as_deref().filter(|_| c.status == "queued") {
+            let waiting = crate::commands::cluster::WAITING.contains(&c.status.as_str());
+            if let Some(why) = c.queue_reason.as_deref().filter(|_| waiting) {
                 spans.push(Span::raw(format!("  waits: {}", crate::output::printable(why, false))));
             }
             let age = age_at(c.created_at.as_ref(), app.now);

@@ -48,7 +48,9 @@ pub(crate) fn status_style(status: &str) -> Style {
 /// in line (`queued #2`).
 pub(crate) fn shown_status(c: &ClusterInfo) -> String {
     match c.queue_position {
-        Some(place) if c.status == "queued" => format!("queued #{place}"),
+        Some(place) if crate::commands::cluster::WAITING.contains(&c.status.as_str()) => {
+            format!("{} #{place}", c.status)
+        }
         _ => c.status.clone(),
     }
 }

@@ -21,6 +21,7 @@ impl identity_service_server::IdentityService for Grpc {
         Ok(Response::new(pb::NamespaceQuota {
             namespace: quota.namespace,
             resources: quota.lines.into_iter().map(convert::quota_line).collect(),
+            kueue_local_queue: quota.kueue_local_queue,
         }))
     }
 

@@ -24,6 +24,10 @@ pub(super) struct QuotaView {
     /// the namespace's clusters are charged (each its upper bound) and what
     /// remains.
     pub resources: Vec<QuotaLine>,
+    /// The Kueue LocalQueue that admits the namespace's clusters, when the
+    /// platform's Kueue does (docs/kueue.md): `resources` are then
+    /// informational, not enforced by krayne.
+    pub kueue_local_queue: Option<String>,
 }
 
 /// A namespace's quota: limits, usage and what remains.
@@ -47,5 +51,6 @@ pub(super) async fn get_quota(
     Ok(Json(QuotaView {
         namespace: quota.namespace,
         resources: quota.lines,
+        kueue_local_queue: quota.kueue_local_queue,
     }))
 }

@@ -90,6 +90,15 @@ impl Authenticator {
             .cloned()
     }
 
+    /// The Kueue LocalQueue the mapping gives `namespace`, if any.
+    pub fn kueue_queue(&self, namespace: &str) -> Option<String> {
+        self.mapping
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .kueue_queue(namespace)
+            .map(str::to_owned)
+    }
+
     /// The queueing policy the mapping gives `namespace`.
     pub fn queueing(&self, namespace: &str) -> crate::domain::queue::QueuePolicy {
         self.mapping

@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 
-use crate::domain::{Grant, Role, check_dns1123_label, lifecycle::LifecyclePolicy, queue::QueuePolicy, quota::Quota};
+use crate::domain::{
+    Grant, Role, check_dns1123_label, check_dns1123_subdomain, lifecycle::LifecyclePolicy, queue::QueuePolicy,
+    quota::Quota,
+};
 
 /// The mapping of the design documents (`docs/auth.md`): global admins by
 /// group, and one team with an editor namespace and a viewer pattern. The
@@ -76,6 +79,11 @@ pub struct TeamMapping {
     /// namespace it names (matched as quotas are; docs/quotas.md).
     #[serde(default)]
     pub queueing: BTreeMap<String, QueuePolicy>,
+    /// Namespace or trailing-`*` pattern → the Kueue LocalQueue its
+    /// clusters wait in (matched as quotas are; docs/kueue.md): Kueue
+    /// admits them, and krayne's quota there is informational.
+    #[serde(default)]
+    pub queues: BTreeMap<String, String>,
 }
 
 /// What the mapping gives one caller.
@@ -104,6 +112,7 @@ impl TeamMapping {
             .map(|p| ("quotas", p))
             .chain(self.lifecycle.keys().map(|p| ("lifecycle", p)))
             .chain(self.queueing.keys().map(|p| ("queueing", p)))
+            .chain(self.queues.keys().map(|p| ("queues", p)))
         {
             if !is_namespace_pattern(pattern) {
                 return Err(format!(
@@ -116,6 +125,9 @@ impl TeamMapping {
         }
         for (pattern, policy) in &self.queueing {
             policy.check().map_err(|why| format!("queueing.{pattern}: {why}"))?;
+        }
+        for (pattern, queue) in &self.queues {
+            check_dns1123_subdomain(queue).map_err(|why| format!("queues.{pattern}: {queue:?}: {why}"))?;
         }
         let mut names = HashSet::new();
         for (i, team) in self.teams.iter().enumerate() {
@@ -172,6 +184,11 @@ impl TeamMapping {
     /// gives it none: wait only when asked, strict order, no limit).
     pub fn queueing(&self, namespace: &str) -> QueuePolicy {
         for_namespace(&self.queueing, namespace).copied().unwrap_or_default()
+    }
+
+    /// The Kueue LocalQueue of `namespace`, if the mapping gives it one.
+    pub fn kueue_queue(&self, namespace: &str) -> Option<&str> {
+        for_namespace(&self.queues, namespace).map(String::as_str)
     }
 
     /// The teams and grants of a caller.
@@ -279,6 +296,11 @@ mod tests {
         assert!(bad.contains("queueing.ml: on_max_wait needs max_wait"), "{bad}");
         let order = TeamMapping::parse("queueing:\n  ml: { order: fifo }\n").unwrap_err();
         assert!(order.contains("fifo"), "{order}");
+        let kueue = TeamMapping::parse("queues:\n  \"ml-*\": team-queue\n").unwrap();
+        assert_eq!(kueue.kueue_queue("ml-a"), Some("team-queue"));
+        assert_eq!(kueue.kueue_queue("other"), None);
+        let bad = TeamMapping::parse("queues:\n  ml: \"Not A Queue\"\n").unwrap_err();
+        assert!(bad.contains("queues.ml"), "{bad}");
     }
 
     #[test]

@@ -16,9 +16,15 @@ pub enum ClusterStatus {
     Ready,
     /// Suspended: pods deleted, object kept.
     Suspended,
-    /// Waiting in its namespace's line for quota (docs/quotas.md):
-    /// suspended until admitted.
+    /// Waiting in its namespace's line for quota (docs/quotas.md), or in
+    /// its Kueue LocalQueue (docs/kueue.md): suspended until admitted.
     Queued,
+    /// Kueue took its quota back for another workload (a higher priority,
+    /// or a lender reclaiming): suspended, waiting to be admitted again.
+    Preempted,
+    /// Kueue evicted it for another reason (its reason says which):
+    /// suspended, waiting to be admitted again.
+    Evicted,
     /// Asked to suspend; KubeRay is deleting its pods.
     Suspending,
     /// The head pod does not fit on any node.
@@ -41,12 +47,14 @@ pub enum ClusterStatus {
 
 impl ClusterStatus {
     /// Every status krayne derives itself (all but `Other`).
-    pub const KNOWN: [Self; 13] = [
+    pub const KNOWN: [Self; 15] = [
         Self::Creating,
         Self::Running,
         Self::Ready,
         Self::Suspended,
         Self::Queued,
+        Self::Preempted,
+        Self::Evicted,
         Self::Suspending,
         Self::Unschedulable,
         Self::ImagePullError,
@@ -75,6 +83,8 @@ impl ClusterStatus {
             Self::Ready => "ready",
             Self::Suspended => "suspended",
             Self::Queued => "queued",
+            Self::Preempted => "preempted",
+            Self::Evicted => "evicted",
             Self::Suspending => "suspending",
             Self::Unschedulable => "unschedulable",
             Self::ImagePullError => "image-pull-error",
@@ -116,7 +126,8 @@ pub struct ClusterInfo {
     pub name: String,
     /// Namespace.
     pub namespace: String,
-    /// `creating`, `running`, `ready`, `suspending`, `suspended`, `queued`, `unschedulable`,
+    /// `creating`, `running`, `ready`, `suspending`, `suspended`, `queued`,
+    /// `preempted`, `evicted`, `unschedulable`,
     /// `image-pull-error`, `crash-loop`, `containers-creating`,
     /// `pods-pending`, `pods-failed`, `unknown`, or KubeRay's own state.
     pub status: ClusterStatus,
@@ -377,6 +388,8 @@ mod tests {
             "ready",
             "suspended",
             "queued",
+            "preempted",
+            "evicted",
             "suspending",
             "unschedulable",
             "image-pull-error",

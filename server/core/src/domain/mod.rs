@@ -12,6 +12,7 @@ mod error;
 mod head_service;
 mod identity;
 mod job;
+pub mod kueue;
 mod lax;
 pub mod lifecycle;
 mod names;
@@ -62,8 +63,8 @@ pub use pod_log::{
 };
 pub use ports::{
     ActivityLedger, AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse,
-    Companion, FeedChange, IssuerDocuments, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions, RayJobStore,
-    RunLedger, TokenReviews,
+    Companion, FeedChange, IssuerDocuments, KueueReads, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions,
+    RayJobStore, RunLedger, TokenReviews,
 };
 pub use principal::{Action, Grant, Principal, Role, pattern_covers};
 pub use public_url::PublicUrl;

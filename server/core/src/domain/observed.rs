@@ -26,7 +26,7 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
 
 /// Label and annotation keys the read side looks at: a cache of many
 /// objects keeps only these.
-const KEPT_KEYS: [&str; 15] = [
+const KEPT_KEYS: [&str; 17] = [
     crate::manifest::LABEL_CLUSTER,
     crate::manifest::LABEL_ORIGIN_CRD,
     crate::manifest::LABEL_ORIGIN_NAME,
@@ -42,6 +42,8 @@ const KEPT_KEYS: [&str; 15] = [
     crate::manifest::ANNOTATION_QUEUE_POSITION,
     crate::manifest::ANNOTATION_QUEUE_REASON,
     crate::manifest::ANNOTATION_ADMITTED_AT,
+    crate::manifest::ANNOTATION_QUEUE_STATE,
+    crate::manifest::LABEL_KUEUE_QUEUE,
 ];
 
 /// A string map (`null` → empty) keeping only [`KEPT_KEYS`]; the others'
@@ -176,6 +178,16 @@ pub struct ObservedCluster {
 }
 
 impl ObservedCluster {
+    /// The Kueue LocalQueue it waits in or was admitted through, if Kueue
+    /// admits it (its `kueue.x-k8s.io/queue-name` label).
+    pub fn kueue_queue(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .get(crate::manifest::LABEL_KUEUE_QUEUE)
+            .map(Atom::as_str)
+            .filter(|q| !q.is_empty())
+    }
+
     /// When it joined its namespace's line, if it waits in one: suspended,
     /// with a readable `krayne.dev/queued-since`.
     pub fn queued_since(&self) -> Option<jiff::Timestamp> {

@@ -348,6 +348,27 @@ impl Companion {
     }
 }
 
+/// What krayne reads of Kueue, where the platform runs it (docs/kueue.md):
+/// read only, in the namespaces the team mapping gives a LocalQueue.
+#[async_trait::async_trait]
+pub trait KueueReads: Send + Sync + 'static {
+    /// The Workloads of `namespace`.
+    async fn workloads(
+        &self,
+        namespace: &str,
+        request_id: &RequestId,
+    ) -> Result<Vec<super::kueue::ObservedWorkload>, Error>;
+    /// The pending Workloads of LocalQueue `queue` in `namespace`, in the
+    /// order Kueue serves them (its visibility API); an error when that
+    /// API does not answer.
+    async fn pending(
+        &self,
+        namespace: &str,
+        queue: &str,
+        request_id: &RequestId,
+    ) -> Result<Vec<super::kueue::PendingWorkload>, Error>;
+}
+
 /// Where RayJobs live: KubeRay's, in Kubernetes, each named by its
 /// namespace and name (a [`ClusterRef`]).
 #[async_trait::async_trait]

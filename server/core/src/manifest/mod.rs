@@ -26,7 +26,7 @@ pub use build::{
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
 pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
 pub use network_policy::{HeldPolicy, PolicyPeers, network_policy, network_policy_name, policy_digest};
-pub use queue::{Place, admit_patch, enqueue_patch, leave_line_patch, place_patch, queued};
+pub use queue::{Place, admit_patch, enqueue_patch, for_kueue, leave_line_patch, place_patch, queued};
 pub use ray_auth::{
     DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name, rayjob_token_secret,
 };
@@ -80,6 +80,12 @@ pub const ANNOTATION_QUEUE_REASON: &str = "krayne.dev/queue-reason";
 /// When a cluster that waited in line was admitted (RFC 3339): its
 /// lifetime counts from then.
 pub const ANNOTATION_ADMITTED_AT: &str = "krayne.dev/admitted-at";
+/// What ended a waiting cluster's last admission, when Kueue took it back:
+/// `preempted` or `evicted` (docs/kueue.md).
+pub const ANNOTATION_QUEUE_STATE: &str = "krayne.dev/queue-state";
+/// Kueue's label naming the LocalQueue a RayCluster waits in: with it,
+/// Kueue admits the cluster (docs/kueue.md).
+pub const LABEL_KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";
 /// Annotation holding the nonce a cluster's Ray token is derived with

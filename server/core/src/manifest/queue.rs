@@ -25,16 +25,41 @@ pub struct Place<'a> {
 
 /// `rendered` made to wait in line: created suspended, with its place.
 pub fn queued(rendered: RenderedCluster, place: Place<'_>) -> RenderedCluster {
+    suspended_with(rendered, &[], &place_annotations(place))
+}
+
+/// `rendered` for Kueue to admit through LocalQueue `queue`: labelled
+/// with it, created suspended (as Kueue's webhook would make it), waiting
+/// since `since` until Kueue admits it.
+pub fn for_kueue(rendered: RenderedCluster, queue: &str, since: &str) -> RenderedCluster {
+    suspended_with(
+        rendered,
+        &[(super::LABEL_KUEUE_QUEUE, queue.to_owned())],
+        &[
+            (ANNOTATION_QUEUED_SINCE, since.to_owned()),
+            (ANNOTATION_QUEUE_REASON, "waiting for Kueue to admit it".to_owned()),
+        ],
+    )
+}
+
+/// `rendered` created suspended, with `labels` and `annotations` added.
+fn suspended_with(
+    rendered: RenderedCluster,
+    labels: &[(&str, String)],
+    annotations: &[(&str, String)],
+) -> RenderedCluster {
     let (namespace, name) = (rendered.namespace().to_owned(), rendered.name().to_owned());
     let mut manifest = rendered.into_manifest();
     if let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut) {
         spec.insert("suspend".into(), json!(true));
     }
     if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
-        let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(annotations) = annotations.as_object_mut() {
-            for (key, value) in place_annotations(place) {
-                annotations.insert(key.into(), json!(value));
+        for (field, added) in [("labels", labels), ("annotations", annotations)] {
+            let map = metadata.entry(field).or_insert_with(|| json!({}));
+            if let Some(map) = map.as_object_mut() {
+                for (key, value) in added {
+                    map.insert((*key).into(), json!(value));
+                }
             }
         }
     }

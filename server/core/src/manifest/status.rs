@@ -14,7 +14,12 @@ use crate::domain::{Atom, ClusterStatus};
 /// The cluster's status. `pods` is `None` when they were not looked at.
 pub fn derive_status(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) -> ClusterStatus {
     if cluster.queued_since().is_some() {
-        return ClusterStatus::Queued;
+        let state = cluster.metadata.annotations.get(super::ANNOTATION_QUEUE_STATE);
+        return match state.map(Atom::as_str) {
+            Some("preempted") => ClusterStatus::Preempted,
+            Some("evicted") => ClusterStatus::Evicted,
+            _ => ClusterStatus::Queued,
+        };
     }
     if cluster.spec.suspend == Some(true) {
         let state = cluster.status.state.as_deref().unwrap_or("");

@@ -6,6 +6,7 @@
 mod errors;
 mod kubectl;
 mod kuberay_rayjobs;
+mod kueue;
 mod lifecycle;
 mod load;
 mod portforward;
