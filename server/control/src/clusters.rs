@@ -8,8 +8,8 @@ use super::{Context, ControlPlane, queue::Admission};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, Authorized, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error, FieldValidation,
-        FieldViolation, ObservedCluster, Page, PageRequest, RequestId, Summary, check_dns1123_label,
+        Action, AdmissionGuard, AdmissionHold, Authorized, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error,
+        FieldValidation, FieldViolation, ObservedCluster, Page, PageRequest, RequestId, Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
 };
@@ -114,22 +114,33 @@ impl ControlPlane {
         let target = granted.cluster(&spec.name);
         let rid = &cx.meta.request_id;
         let waits = self.queue_policy(&namespace).waits(queue);
+        // Where the platform's Kueue admits, krayne's quota is
+        // informational: Kueue's ClusterQueue holds.
+        let kueue = self.kueue_queue(&namespace);
         // Held until the create has landed: the next admission counts it.
-        let admitted = self
-            .admit_or_queue(
-                cx,
-                AuditAction::ClusterCreate,
-                &namespace,
-                &spec.name,
-                waits,
-                async || {
-                    Ok((
-                        quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
-                        (),
-                    ))
-                },
-            )
-            .await?;
+        let admitted = match kueue {
+            Some(_) => Admission::Unlimited,
+            None => {
+                self.admit_or_queue(
+                    cx,
+                    AuditAction::ClusterCreate,
+                    &namespace,
+                    &spec.name,
+                    waits,
+                    async || {
+                        Ok((
+                            quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
+                            (),
+                        ))
+                    },
+                )
+                .await?
+            }
+        };
+        let hold = match &admitted {
+            Admission::Fits(guard, ()) | Admission::Waits(guard, (), _) => guard.hold(),
+            Admission::Unlimited => AdmissionHold::default(),
+        };
         let (rendered, place) = match &admitted {
             Admission::Waits(_, (), place) => {
                 let since = place.since.to_string();
@@ -144,8 +155,8 @@ impl ControlPlane {
         };
         // Where the platform's Kueue admits, the cluster waits in its
         // LocalQueue: Kueue suspends it until its Workload is admitted.
-        let rendered = match self.kueue_queue(&namespace) {
-            Some(queue) => manifest::for_kueue(rendered, &queue, &jiff::Timestamp::now().to_string()),
+        let rendered = match &kueue {
+            Some(queue) => manifest::for_kueue(rendered, queue, &jiff::Timestamp::now().to_string()),
             None => rendered,
         };
         let observed = if input.dry_run {
@@ -157,7 +168,7 @@ impl ControlPlane {
                 "warnings": warnings.len(),
                 "queue": place,
             });
-            let status = if place.is_some() { 202 } else { 201 };
+            let status = if place.is_some() || kueue.is_some() { 202 } else { 201 };
             self.audited_with_status(
                 cx,
                 AuditAction::ClusterCreate,
@@ -166,6 +177,7 @@ impl ControlPlane {
                 summary,
                 |_| status,
                 || async {
+                    hold.check()?;
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
                     if let Some((nonce, secret)) = staged {
                         self.stage_ray_token(&target, nonce, secret, rid).await?;
@@ -361,6 +373,7 @@ impl ControlPlane {
             .await?;
         let (admission, mut planned) = admitted.map_or((None, None), |(guard, planned)| (Some(guard), Some(planned)));
         let quota = admission.as_ref().and_then(|_| self.quota_of(namespace));
+        let hold = admission.as_ref().map(AdmissionGuard::hold).unwrap_or_default();
         let updated = self
             .audited(cx, AuditAction::ClusterScale, namespace, name, summary, || async {
                 let mut attempt = 0;
@@ -387,6 +400,7 @@ impl ControlPlane {
                             (cluster, plan)
                         }
                     };
+                    hold.check()?;
                     match self.store.patch(&target, &plan.patch(&cluster), rid).await {
                         Err(Error::Conflict(_)) if attempt < self.settings.conflict_retries => {
                             // Jittered, growing pauses (as client-go's

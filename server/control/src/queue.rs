@@ -159,14 +159,23 @@ impl ControlPlane {
             return Ok(());
         };
         let rid = &cx.meta.request_id;
-        let workloads = kueue.workloads(namespace, rid).await?;
+        let uid_of = |c: &ObservedCluster| c.metadata.uid.as_ref().map(ToString::to_string).unwrap_or_default();
+        // Only the Workloads of these clusters (Kueue labels each with its
+        // job's uid), a bounded selector at a time.
+        let uids: Vec<String> = clusters.iter().map(|c| uid_of(c)).filter(|u| !u.is_empty()).collect();
+        let mut workloads = Vec::new();
+        for chunk in uids.chunks(kueue::UIDS_PER_READ) {
+            workloads.extend(kueue.workloads(namespace, chunk, rid).await?);
+        }
         let mut positions: HashMap<String, u32> = HashMap::new();
+        let mut unanswered: BTreeSet<&str> = BTreeSet::new();
         let queues: BTreeSet<&str> = clusters.iter().filter_map(|c| c.kueue_queue()).collect();
         for queue in queues {
             match kueue.pending(namespace, queue, rid).await {
                 Ok(pending) => positions.extend(pending.into_iter().map(|p| (p.owner_uid, p.position_in_local_queue))),
                 Err(e) => {
-                    tracing::debug!(%namespace, queue, error = %e, "Kueue's visibility API did not answer; no places shown")
+                    tracing::debug!(%namespace, queue, error = %e, "Kueue's visibility API did not answer; places kept as they were");
+                    unanswered.insert(queue);
                 }
             }
         }
@@ -177,20 +186,27 @@ impl ControlPlane {
         }
         let now = leadership.map_or_else(Timestamp::now, |l| l.now()).to_string();
         for cluster in clusters {
-            let uid = cluster
-                .metadata
-                .uid
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default();
+            let uid = uid_of(cluster);
             let workload = workloads.iter().find(|w| w.owner_uid.as_deref() == Some(uid.as_str()));
+            let suspended = cluster.spec.suspend == Some(true);
+            // Kueue admits the Workload before it un-suspends the cluster:
+            // until then, what is on the cluster stays.
+            if suspended && workload.is_some_and(|w| w.admitted) {
+                continue;
+            }
+            let annotation = |key: &str| cluster.metadata.annotations.get(key).map(|a| a.to_string());
             let created = cluster.metadata.creation_timestamp.as_deref().unwrap_or_default();
-            let place = if cluster.spec.suspend == Some(true) {
-                kueue::place(workload, created, positions.get(&uid).copied())
+            let position = match cluster.kueue_queue() {
+                Some(queue) if unanswered.contains(queue) => annotation(ANNOTATION_QUEUE_POSITION)
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .map(|p| p.saturating_sub(1)),
+                _ => positions.get(&uid).copied(),
+            };
+            let place = if suspended {
+                kueue::place(workload, created, position)
             } else {
                 None
             };
-            let annotation = |key: &str| cluster.metadata.annotations.get(key).map(|a| a.to_string());
             let was_waiting = annotation(ANNOTATION_QUEUED_SINCE).is_some();
             let wanted: [(&str, Option<String>); 5] = match place {
                 Some(p) => [
@@ -236,7 +252,7 @@ impl ControlPlane {
         leadership: Option<&dyn Leadership>,
     ) -> Result<(), Error> {
         let rid = &cx.meta.request_id;
-        let _admission = self.quota_lock.lock(namespace).await?;
+        let admission = self.quota_lock.lock(namespace).await?;
         let (clusters, used) = self.standing_now(namespace, rid).await?;
         let line = line_of(&clusters, "");
         if line.is_empty() {
@@ -253,6 +269,7 @@ impl ControlPlane {
         let find = |name: &str| clusters.iter().find(|c| c.metadata.name.as_str() == name);
         for name in &decision.admit {
             if let Some(cluster) = find(name) {
+                admission.held()?;
                 self.admit_waiting(cx, cluster, now).await?;
             }
         }

@@ -119,11 +119,7 @@ impl ControlPlane {
         waits: bool,
         requested: impl AsyncFnOnce() -> Result<(quota::Request, T), Error>,
     ) -> Result<Admission<T>, Error> {
-        // Where Kueue admits, krayne's quota is informational.
-        let Some(quota) = self
-            .quota_of(namespace)
-            .filter(|_| self.kueue_queue(namespace).is_none())
-        else {
+        let Some(quota) = self.quota_of(namespace) else {
             return Ok(Admission::Unlimited);
         };
         let admitted = async {
@@ -131,17 +127,26 @@ impl ControlPlane {
             let (requested, computed) = requested().await?;
             let (clusters, used) = self.standing_now(namespace, &cx.meta.request_id).await?;
             let violations = quota::check(&quota, &used, &requested);
+            let refused = |violations| Error::QuotaExceeded {
+                namespace: namespace.to_owned(),
+                violations,
+            };
+            // Nothing to admit (a resume of a running cluster) never waits.
+            if violations.is_empty() && (!waits || requested.growth == Usage::default()) {
+                return Ok(Admission::Fits(guard, computed));
+            }
             if !waits {
-                return if violations.is_empty() {
-                    Ok(Admission::Fits(guard, computed))
-                } else {
-                    Err(Error::QuotaExceeded {
-                        namespace: namespace.to_owned(),
-                        violations,
-                    })
-                };
+                return Err(refused(violations));
+            }
+            // One the quota could never hold waits for nothing.
+            let never = quota::check(&quota, &Usage::default(), &requested);
+            if !never.is_empty() {
+                return Err(refused(never));
             }
             let line = line_of(&clusters, name);
+            if line.len() >= queue::MAX_LINE && !violations.is_empty() {
+                return Err(refused(violations));
+            }
             let strict = self.queue_policy(namespace).order == QueueOrder::Strict;
             let ahead = line.first().filter(|_| strict).map(|w| w.name.clone());
             let reason = match (quota::shortage(&quota, &used, &requested), ahead) {

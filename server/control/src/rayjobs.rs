@@ -124,7 +124,7 @@ impl ControlPlane {
         let target = granted.cluster(run.name());
         let rid = &cx.meta.request_id;
         let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
-        let _admitted = self
+        let admitted = self
             .admit_charge(cx, AuditAction::RayJobCreate, &namespace, run.name(), async || {
                 Ok((
                     quota::Request::new_cluster(quota::charge_of_manifest(&cluster_manifest)),
@@ -132,6 +132,7 @@ impl ControlPlane {
                 ))
             })
             .await?;
+        let hold = admitted.as_ref().map(|(guard, ())| guard.hold()).unwrap_or_default();
         let observed = if dry_run {
             store.create_rayjob(&target, &rayjob, true, rid).await?
         } else {
@@ -154,6 +155,7 @@ impl ControlPlane {
                 run.name(),
                 summary,
                 || async {
+                    hold.check()?;
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
                     if let Some((nonce, secret)) = staged {
                         self.stage_ray_token(&target, nonce, secret, rid).await?;

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use super::{Context, ControlPlane, clusters::views, queue::Admission};
 use crate::{
-    domain::{ClusterInfo, ClusterPatch, ClusterRef, Error, ObservedCluster, audit::AuditAction, quota},
+    domain::{
+        AdmissionGuard, ClusterInfo, ClusterPatch, ClusterRef, Error, ObservedCluster, audit::AuditAction, quota,
+    },
     manifest::{self, admit_patch, enqueue_patch, leave_line_patch, suspend_patch},
 };
 
@@ -49,6 +51,22 @@ impl ControlPlane {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let target = self.authorize_cluster(cx, action, cluster).await?;
         let rid = &cx.meta.request_id;
+        // Kueue suspends and resumes the clusters it admits: a suspend or
+        // resume of krayne's would be undone by it, or run a cluster
+        // Kueue has not admitted.
+        let current = self
+            .store
+            .get(&target, rid)
+            .await
+            .map_err(|e| e.in_namespace(namespace))?;
+        if let Some(queue) = current.kueue_queue() {
+            let e = Error::FailedPrecondition(format!(
+                "cluster {name} is admitted by Kueue (LocalQueue {queue}): Kueue suspends and resumes it; \
+                 delete it, or deactivate its Workload through Kueue"
+            ));
+            self.record_refusal(cx, action, Some(namespace), Some(name), &e).await;
+            return Err(e);
+        }
         let latest = async || {
             self.store
                 .get_latest(&target, rid)
@@ -84,6 +102,7 @@ impl ControlPlane {
             let pods = self.store.cluster_pods(&target, rid).await?;
             return Ok(manifest::cluster_info(cluster, Some(&views(&pods))));
         }
+        let hold = admission.as_ref().map(AdmissionGuard::hold).unwrap_or_default();
         let retry = if admission.is_some() {
             1
         } else {
@@ -129,6 +148,7 @@ impl ControlPlane {
                             }
                             None => change(&cluster, resume.is_none()),
                         };
+                        hold.check()?;
                         match self.store.patch(&target, &patch, rid).await {
                             Err(Error::Conflict(_)) if attempt < retry => {}
                             other => return other.map_err(|e| e.in_namespace(namespace)),

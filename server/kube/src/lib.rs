@@ -263,10 +263,18 @@ impl domain::KueueReads for KubeClusterStore {
     async fn workloads(
         &self,
         namespace: &str,
+        uids: &[String],
         request_id: &RequestId,
     ) -> Result<Vec<domain::kueue::ObservedWorkload>, Error> {
+        if uids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let selector = format!("{} in ({})", domain::kueue::JOB_UID_LABEL, uids.join(","));
         let list: ObjectList<Value> = self
-            .call(workloads(namespace).list(&ListParams::default()), request_id)
+            .call(
+                workloads(namespace).list(&ListParams::default().labels(&selector)),
+                request_id,
+            )
             .await?;
         Ok(list
             .items

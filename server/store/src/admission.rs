@@ -11,7 +11,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -103,17 +106,37 @@ struct Lease {
 }
 
 impl Lease {
-    /// Renews the lease every [`RENEW_EVERY`] until dropped.
-    fn keep_renewed(&mut self) {
+    /// Renews the lease every [`RENEW_EVERY`] until dropped; sets `lost`
+    /// once it is another's, or could not be renewed for a whole
+    /// [`LEASE`] (another replica may take it then).
+    fn keep_renewed(&mut self, lost: Arc<AtomicBool>) {
         let (store, namespace, holder) = (self.store.clone(), self.namespace.clone(), self.holder.clone());
         self.renewing = Some(tokio::spawn(async move {
             let mut every = tokio::time::interval(RENEW_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
+            let mut renewed = tokio::time::Instant::now();
             loop {
                 every.tick().await;
-                if let Err(e) = store.renew_lease(&namespace, &holder, LEASE).await {
-                    tracing::warn!(error = %e, namespace, "admission lease not renewed; it lapses unless the next renewal lands");
+                match store.renew_lease(&namespace, &holder, LEASE).await {
+                    Ok(true) => renewed = tokio::time::Instant::now(),
+                    Ok(false) => {
+                        tracing::warn!(
+                            namespace,
+                            "admission lease taken by another replica; this admission stops"
+                        );
+                        lost.store(true, Ordering::Release);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, namespace, "admission lease not renewed; it lapses unless the next renewal lands");
+                        // What the database grants counts from its clock;
+                        // giving up a renewal early keeps this side safe.
+                        if renewed.elapsed() + RENEW_EVERY >= LEASE {
+                            lost.store(true, Ordering::Release);
+                            return;
+                        }
+                    }
                 }
             }
         }));
@@ -167,8 +190,9 @@ impl AdmissionLock for SqlAdmissionLock {
         };
         self.take(namespace, &lease.holder).await?;
         lease.taken = true;
-        lease.keep_renewed();
+        let lost = Arc::new(AtomicBool::new(false));
+        lease.keep_renewed(lost.clone());
         // Dropped in order: the lease, then the local lock.
-        Ok(AdmissionGuard::new((lease, local)))
+        Ok(AdmissionGuard::with_lease((lease, local), lost))
     }
 }

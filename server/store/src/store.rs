@@ -419,10 +419,15 @@ impl Store {
     }
 
     /// Extends the admission lease of `namespace` by `lease` from now, if
-    /// `holder` still has it.
-    pub(crate) async fn renew_lease(&self, namespace: &str, holder: &str, lease: Duration) -> Result<(), sqlx::Error> {
+    /// `holder` still has it: whether it did.
+    pub(crate) async fn renew_lease(
+        &self,
+        namespace: &str,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<bool, sqlx::Error> {
         let Self::Postgres(p) = self else {
-            return Ok(());
+            return Ok(true);
         };
         sqlx::query(
             "UPDATE quota_admissions SET expires_at = now() + $3::bigint * interval '1 millisecond' \
@@ -433,7 +438,7 @@ impl Store {
         .bind(millis(lease))
         .execute(p)
         .await
-        .map(|_| ())
+        .map(|done| done.rows_affected() == 1)
     }
 
     /// Gives the admission lease of `namespace` back, if `holder` has it.

@@ -122,6 +122,18 @@ async fn a_lender_waits_in_kueue_with_its_reason_and_place_then_is_admitted() {
     assert_eq!(accepted.body["cluster"]["status"], "queued");
     let mine = until(&alice, "ml-team", "mine", |c| c["queue_position"] == 1).await;
     assert_eq!(mine["status"], "queued");
+    // Kueue suspends and resumes it: krayne's own are refused.
+    for verb in ["suspend", "resume"] {
+        let refused = alice
+            .post(&format!("/v1/namespaces/ml-team/clusters/mine/{verb}"), &json!({}))
+            .await
+            .expect(409);
+        assert!(
+            refused.text.contains("admitted by Kueue (LocalQueue lq-ml)"),
+            "{}",
+            refused.text
+        );
+    }
     assert_eq!(
         mine["queue_reason"],
         "couldn't assign flavors to pod set head: insufficient quota for nvidia.com/gpu in flavor gpu, 4 more needed"

@@ -173,7 +173,20 @@ async fn a_waiting_cluster_can_leave_be_kept_and_resume_in_line_and_max_wait_end
     bad["queue"] = json!("yes");
     let bad = alice.post(NS, &bad).await.expect(400);
     assert!(bad.text.contains("queue"), "{}", bad.text);
+    // One the quota could never hold is refused, not put in line; a
+    // resume of a running cluster never waits (nor is marked waiting).
+    let huge = alice.post(NS, &gpu_cluster("huge", 8)).await.expect(429);
+    assert_eq!(huge.body["quota_violations"][0]["limit"], "4", "{}", huge.text);
     alice.post(NS, &gpu_cluster("second", 4)).await.expect(202);
+    let resumed = alice
+        .post(&format!("{NS}/first/resume?queue=true"), &json!({}))
+        .await
+        .expect(200);
+    assert!(
+        resumed.body["queue_position"].is_null() && resumed.body["suspended"] == false,
+        "{}",
+        resumed.text
+    );
 
     // Past max_wait (5 s) it leaves the line, kept suspended, said so.
     let kept = until(&alice, "second", Duration::from_secs(20), |c| {

@@ -107,7 +107,10 @@ impl ControlPlane {
         ];
         tasks.extend(self.activity_recorder_task());
         tasks.extend(self.rayjob_runner_task(work.keeper_leadership.clone()));
-        tasks.extend(self.queue_admitter_tasks(work.keeper_leadership.clone()));
+        // The lifecycle reaper's election, else usage accounting's (the
+        // same Lease); with neither, every replica serves, safely.
+        let queue_leadership = work.keeper_leadership.clone().or_else(|| work.usage_leadership.clone());
+        tasks.extend(self.queue_admitter_tasks(queue_leadership));
         tasks.extend(self.companion_keeper_task(work.keeper_leadership));
         tasks.extend(work.reaper.and_then(|r| self.reaper_task(r)));
         tasks.extend(self.usage_recorder_tasks(work.usage_leadership));
@@ -210,8 +213,8 @@ impl ControlPlane {
         Some(task.while_leading(leadership).until(self.stopping.clone()))
     }
 
-    /// The admitter (docs/quotas.md), under the companion keeper's
-    /// election: a round every [`QUEUE_EVERY`] and soon after every change
+    /// The admitter (docs/quotas.md), under `leadership`: a round every
+    /// [`QUEUE_EVERY`] and soon after every change
     /// the watch cache sees, so a freed quota admits within a moment.
     fn queue_admitter_tasks(&self, leadership: Option<Arc<dyn Leadership>>) -> Vec<Task> {
         let fence = leadership.clone();

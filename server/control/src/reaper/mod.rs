@@ -118,8 +118,9 @@ impl ControlPlane {
         let governed: Vec<(Arc<ObservedCluster>, LifecyclePolicy)> = clusters
             .into_iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none() && c.metadata.rayjob().is_none())
-            // One waiting in line is the admitter's (and its `max_wait`).
-            .filter(|c| c.queued_since().is_none())
+            // One waiting in line is the admitter's (and its `max_wait`);
+            // one Kueue admits is Kueue's to suspend and resume.
+            .filter(|c| c.queued_since().is_none() && c.kueue_queue().is_none())
             .filter_map(|c| {
                 let policy = self.lifecycle_of(&c.metadata.namespace)?;
                 Some((c, policy))

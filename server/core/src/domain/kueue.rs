@@ -122,6 +122,13 @@ pub struct PendingWorkload {
     pub position_in_local_queue: u32,
 }
 
+/// The most clusters whose Workloads one read selects (by their
+/// `kueue.x-k8s.io/job-uid` label).
+pub const UIDS_PER_READ: usize = 100;
+
+/// Kueue's label on a Workload: the uid of the job (RayCluster) it is for.
+pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
+
 /// The most pending Workloads of one LocalQueue krayne reads.
 pub const MAX_PENDING_READ: usize = 1000;
 

@@ -62,9 +62,9 @@ pub use pod_log::{
     check_log_file_name,
 };
 pub use ports::{
-    ActivityLedger, AdmissionGuard, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore, ClusterUse,
-    Companion, FeedChange, IssuerDocuments, KueueReads, Leadership, PodsOf, PolicyLedger, PolicyRecord, Preconditions,
-    RayJobStore, RunLedger, TokenReviews,
+    ActivityLedger, AdmissionGuard, AdmissionHold, AdmissionLock, AuditSink, ClusterChange, ClusterFeed, ClusterStore,
+    ClusterUse, Companion, FeedChange, IssuerDocuments, KueueReads, Leadership, PodsOf, PolicyLedger, PolicyRecord,
+    Preconditions, RayJobStore, RunLedger, TokenReviews,
 };
 pub use principal::{Action, Grant, Principal, Role, pattern_covers};
 pub use public_url::PublicUrl;

@@ -352,10 +352,11 @@ impl Companion {
 /// read only, in the namespaces the team mapping gives a LocalQueue.
 #[async_trait::async_trait]
 pub trait KueueReads: Send + Sync + 'static {
-    /// The Workloads of `namespace`.
+    /// The Workloads of `namespace` for the jobs (RayClusters) of `uids`.
     async fn workloads(
         &self,
         namespace: &str,
+        uids: &[String],
         request_id: &RequestId,
     ) -> Result<Vec<super::kueue::ObservedWorkload>, Error>;
     /// The pending Workloads of LocalQueue `queue` in `namespace`, in the
@@ -435,12 +436,60 @@ pub trait AuditSink: Send + Sync + 'static {
 
 /// A namespace's quota admission, held: no other admission of that
 /// namespace runs (on any replica sharing the lock) until it is dropped.
-pub struct AdmissionGuard(#[allow(dead_code, reason = "held for its Drop")] Box<dyn Send>);
+pub struct AdmissionGuard {
+    #[allow(dead_code, reason = "held for its Drop")]
+    held: Box<dyn Send>,
+    /// Set when the lease the guard stands for lapsed or was taken.
+    lost: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
 
 impl AdmissionGuard {
     /// A guard that releases when `held` is dropped.
     pub fn new(held: impl Send + 'static) -> Self {
-        Self(Box::new(held))
+        Self {
+            held: Box::new(held),
+            lost: None,
+        }
+    }
+
+    /// A guard standing for a lease that may be lost while held (another
+    /// replica could then admit): `lost` says so.
+    pub fn with_lease(held: impl Send + 'static, lost: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        Self {
+            held: Box::new(held),
+            lost: Some(lost),
+        }
+    }
+
+    /// What tells whether the admission is still serialized, to ask
+    /// before each write it admits (shareable across an `await`, which the
+    /// guard is not).
+    pub fn hold(&self) -> AdmissionHold {
+        AdmissionHold(self.lost.clone())
+    }
+
+    /// [`AdmissionHold::check`] of this guard.
+    pub fn held(&self) -> Result<(), Error> {
+        self.hold().check()
+    }
+}
+
+/// Whether an admission still holds its lease.
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionHold(Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl AdmissionHold {
+    /// `Unavailable` once the admission is no longer serialized (its lease
+    /// could not be renewed in time, or another replica took it).
+    pub fn check(&self) -> Result<(), Error> {
+        match &self.0 {
+            Some(lost) if lost.load(std::sync::atomic::Ordering::Acquire) => Err(Error::Unavailable(
+                "quota admission lost its lease in the audit database before it was written; nothing was \
+                 changed, try again"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -83,6 +83,11 @@ impl QueuePolicy {
     }
 }
 
+/// The most clusters one namespace's line holds: past it, a request that
+/// does not fit is refused as one that does not wait (each admission
+/// rewrites the places of those behind, under the namespace's lock).
+pub const MAX_LINE: usize = 50;
+
 /// One cluster waiting in a namespace's line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
@@ -110,15 +115,29 @@ pub fn order_line(line: &mut [Waiting]) {
     line.sort_by(|a, b| (a.since, &a.name).cmp(&(b.since, &b.name)));
 }
 
+/// Why a cluster of a line waits.
+enum Why {
+    /// It does not fit what is free now (said once the round's admissions
+    /// are counted).
+    Short,
+    /// A cluster ahead of it does not fit (strict order).
+    Behind(String),
+    /// The quota could never hold it (it was lowered): it blocks no one.
+    Never(String),
+}
+
 /// Which of `line` (in its order) fit `quota` beside `used`, served by
 /// `order`: each admitted one counts for the next. No quota: all fit.
 pub fn decide(quota: Option<&Quota>, used: Usage, line: &[Waiting], order: QueueOrder) -> LineDecision {
     let mut used = used;
     let mut admit = Vec::new();
-    // Those that wait, and the one each waits behind (none: it is short).
-    let mut waiting: Vec<(&Waiting, Option<&str>)> = Vec::new();
+    let mut waiting: Vec<(&Waiting, Why)> = Vec::new();
     let mut blocked_by: Option<&str> = None;
     for entry in line {
+        if let Some(never) = quota.and_then(|q| quota::shortage(q, &Usage::default(), &entry.request)) {
+            waiting.push((entry, Why::Never(never)));
+            continue;
+        }
         let fits = quota.is_none_or(|q| quota::shortage(q, &used, &entry.request).is_none());
         match (fits, blocked_by) {
             (true, None) => {
@@ -129,20 +148,22 @@ pub fn decide(quota: Option<&Quota>, used: Usage, line: &[Waiting], order: Queue
                 if order == QueueOrder::Strict && blocked_by.is_none() {
                     blocked_by = Some(&entry.name);
                 }
-                waiting.push((entry, None));
+                waiting.push((entry, Why::Short));
             }
-            (true, Some(head)) => waiting.push((entry, Some(head))),
+            (true, Some(head)) => waiting.push((entry, Why::Behind(head.to_owned()))),
         }
     }
-    // Reasons as things stand once this round's admissions are counted.
     let waiting = (1u32..)
         .zip(waiting)
-        .map(|(place, (entry, behind))| {
-            let reason = match behind {
-                Some(head) => format!("waits for {head}, ahead of it in line (order: strict)"),
-                None => quota
+        .map(|(place, (entry, why))| {
+            let reason = match why {
+                Why::Short => quota
                     .and_then(|q| quota::shortage(q, &used, &entry.request))
                     .unwrap_or_default(),
+                Why::Behind(head) => format!("waits for {head}, ahead of it in line (order: strict)"),
+                Why::Never(short) => {
+                    format!("can never fit the namespace's quota ({short}); delete it or raise the quota")
+                }
             };
             (entry.name.clone(), place, reason)
         })
@@ -221,6 +242,21 @@ mod tests {
         let d = decide(Some(&quota(8)), used(2), &line, QueueOrder::BestEffort);
         assert_eq!(d.admit, ["a", "c"]);
         assert_eq!(d.waiting, [("b".into(), 1, "gpus: needs 8, 0 of 8 free".into())]);
+    }
+
+    #[test]
+    fn one_the_quota_could_never_hold_blocks_no_one() {
+        let line = [waiting("huge", 0, 16), waiting("a", 1, 4)];
+        let d = decide(Some(&quota(8)), used(0), &line, QueueOrder::Strict);
+        assert_eq!(d.admit, ["a"]);
+        assert_eq!(d.waiting[0].0, "huge");
+        assert!(
+            d.waiting[0]
+                .2
+                .starts_with("can never fit the namespace's quota (gpus: needs 16"),
+            "{:?}",
+            d.waiting
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{
     ANNOTATION_ADMITTED_AT, ANNOTATION_IDLE_SINCE, ANNOTATION_LIFECYCLE, ANNOTATION_QUEUE_POSITION,
-    ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUED_SINCE, ANNOTATION_WARNED_AT, annotations_patch,
+    ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUE_STATE, ANNOTATION_QUEUED_SINCE, ANNOTATION_WARNED_AT, annotations_patch,
 };
 use crate::domain::{ClusterPatch, ObservedCluster, RenderedCluster};
 
@@ -112,6 +112,7 @@ pub fn admit_patch(cluster: &ObservedCluster, now: &str) -> ClusterPatch {
             ANNOTATION_QUEUED_SINCE,
             ANNOTATION_QUEUE_POSITION,
             ANNOTATION_QUEUE_REASON,
+            ANNOTATION_QUEUE_STATE,
             ANNOTATION_WARNED_AT,
             ANNOTATION_LIFECYCLE,
             ANNOTATION_IDLE_SINCE,
@@ -130,6 +131,7 @@ pub fn leave_line_patch(cluster: &ObservedCluster) -> ClusterPatch {
             ANNOTATION_QUEUED_SINCE,
             ANNOTATION_QUEUE_POSITION,
             ANNOTATION_QUEUE_REASON,
+            ANNOTATION_QUEUE_STATE,
         ],
     ));
     ClusterPatch::new(Value::Array(ops))

@@ -66,13 +66,22 @@ fn precondition(cluster: &ObservedCluster) -> Value {
 }
 
 /// Suspended or resumed, a cluster starts its lifecycle over: the
-/// warning, the plan and its idle time go.
+/// warning, the plan and its idle time go; so does any place in line (a
+/// cluster suspended or resumed outright waits in none).
 fn clear_ops(cluster: &ObservedCluster) -> Vec<Value> {
-    [ANNOTATION_WARNED_AT, ANNOTATION_LIFECYCLE, ANNOTATION_IDLE_SINCE]
-        .into_iter()
-        .filter(|key| cluster.metadata.annotations.get(key).is_some())
-        .map(|key| json!({"op": "remove", "path": annotation(key)}))
-        .collect()
+    [
+        ANNOTATION_WARNED_AT,
+        ANNOTATION_LIFECYCLE,
+        ANNOTATION_IDLE_SINCE,
+        super::ANNOTATION_QUEUED_SINCE,
+        super::ANNOTATION_QUEUE_POSITION,
+        super::ANNOTATION_QUEUE_REASON,
+        super::ANNOTATION_QUEUE_STATE,
+    ]
+    .into_iter()
+    .filter(|key| cluster.metadata.annotations.get(key).is_some())
+    .map(|key| json!({"op": "remove", "path": annotation(key)}))
+    .collect()
 }
 
 /// A JSON pointer to an annotation (`/` in its key escaped as `~1`).
