@@ -142,9 +142,10 @@ fn enums_list_the_models_words() {
         "{mode}"
     );
     let statuses = &schemas["ClusterStatus"]["anyOf"][0]["enum"];
-    assert_eq!(statuses.as_array().unwrap().len(), 12);
-    assert!(statuses.as_array().unwrap().contains(&json!("image-pull-error")));
-    assert!(statuses.as_array().unwrap().contains(&json!("suspending")));
+    assert_eq!(statuses.as_array().unwrap().len(), 15);
+    for status in ["image-pull-error", "suspending", "queued", "preempted", "evicted"] {
+        assert!(statuses.as_array().unwrap().contains(&json!(status)), "{status}");
+    }
 }
 
 #[test]

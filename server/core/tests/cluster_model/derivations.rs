@@ -21,6 +21,9 @@ const INFO_ADDITIONS: &[&str] = &[
     "suspends_at",
     "expires_at",
     "kept_until",
+    "queue_position",
+    "queued_since",
+    "queue_reason",
 ];
 const GROUP_ADDITIONS: &[&str] = &["image"];
 
