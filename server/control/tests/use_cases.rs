@@ -281,6 +281,56 @@ mod quotas {
         json!({"name": name, "worker_groups": [{"name": "gpu", "replicas": 1, "max_replicas": 1, "gpus": gpus}]})
     }
 
+    /// Queued admission against the ports' fakes (issue 61): what does not
+    /// fit waits in line with its place; the admitter (a background task)
+    /// admits it once a delete frees the quota, audited as krayne's own.
+    #[tokio::test]
+    async fn a_waiting_cluster_is_admitted_in_order_once_quota_frees() {
+        let mut w = World::new("quotas:\n  ml-team: { gpus: 4 }\n");
+        let alice = w.alice().await;
+        let queued = |name: &str| CreateInput {
+            queue: Some(true),
+            ..create(gpu_cluster(name, 2))
+        };
+        for name in ["a", "b"] {
+            let made = w.plane.create(&alice, queued(name)).await.unwrap();
+            assert_eq!(made.cluster.status.as_str(), "creating", "{name} fits");
+        }
+        let mut places = Vec::new();
+        for name in ["c", "d"] {
+            let waits = w.plane.create(&alice, queued(name)).await.unwrap().cluster;
+            assert_eq!(waits.status.as_str(), "queued");
+            places.push((waits.queue_position, waits.queue_reason));
+        }
+        let short = Some("gpus: needs 2, 0 of 4 free".to_owned());
+        assert_eq!(places, [(Some(1), short.clone()), (Some(2), short)]);
+        w.start_background();
+        w.plane.delete(&alice, &ClusterRef::new("ml-team", "a")).await.unwrap();
+        let mut admitted = Vec::new();
+        for _ in 0..100 {
+            admitted = w.audit.of("queue.admit");
+            if !admitted.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let names: Vec<_> = admitted.iter().map(|r| r.cluster.clone()).collect();
+        assert_eq!(names, [Some("c".to_owned())], "the first in line, once");
+        assert_eq!(w.store.object("ml-team", "c").unwrap()["spec"]["suspend"], false);
+        let mut d = None;
+        for _ in 0..100 {
+            let now = w.plane.get(&alice, &ClusterRef::new("ml-team", "d")).await.unwrap();
+            let moved = now.queue_position == Some(1);
+            d = Some(now);
+            if moved {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let d = d.unwrap();
+        assert_eq!((d.status.as_str(), d.queue_position), ("queued", Some(1)), "d moved up");
+    }
+
     #[tokio::test]
     async fn growth_past_the_quota_is_refused_with_the_numbers_and_nothing_is_written() {
         let w = World::new(GPUS);

@@ -7,8 +7,9 @@
 use serde_json::{Value, json};
 
 use super::{
-    ANNOTATION_ADMITTED_AT, ANNOTATION_IDLE_SINCE, ANNOTATION_LIFECYCLE, ANNOTATION_QUEUE_POSITION,
-    ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUE_STATE, ANNOTATION_QUEUED_SINCE, ANNOTATION_WARNED_AT, annotations_patch,
+    ANNOTATION_ADMITTED_AT, ANNOTATION_QUEUE_POSITION, ANNOTATION_QUEUE_REASON, ANNOTATION_QUEUE_STATE,
+    ANNOTATION_QUEUED_SINCE, annotations_patch,
+    suspend::{annotation, clear_ops, precondition, removals},
 };
 use crate::domain::{ClusterPatch, ObservedCluster, RenderedCluster};
 
@@ -96,57 +97,32 @@ pub fn place_patch(cluster: &ObservedCluster, position: u32, reason: &str) -> Op
     )
 }
 
+/// The annotations that hold a cluster's place in line.
+pub(super) const PLACE_KEYS: [&str; 4] = [
+    ANNOTATION_QUEUED_SINCE,
+    ANNOTATION_QUEUE_POSITION,
+    ANNOTATION_QUEUE_REASON,
+    ANNOTATION_QUEUE_STATE,
+];
+
 /// The patch admitting a waiting cluster at `now` (RFC 3339): resumed,
 /// out of the line, its lifetime starting; conditional on the version the
 /// admission was decided on.
 pub fn admit_patch(cluster: &ObservedCluster, now: &str) -> ClusterPatch {
-    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
     let mut ops = vec![
-        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}),
+        precondition(cluster),
         json!({"op": "add", "path": "/spec/suspend", "value": false}),
-        json!({"op": "add", "path": pointer(ANNOTATION_ADMITTED_AT), "value": now}),
+        json!({"op": "add", "path": annotation(ANNOTATION_ADMITTED_AT), "value": now}),
     ];
-    ops.extend(removals(
-        cluster,
-        &[
-            ANNOTATION_QUEUED_SINCE,
-            ANNOTATION_QUEUE_POSITION,
-            ANNOTATION_QUEUE_REASON,
-            ANNOTATION_QUEUE_STATE,
-            ANNOTATION_WARNED_AT,
-            ANNOTATION_LIFECYCLE,
-            ANNOTATION_IDLE_SINCE,
-        ],
-    ));
+    ops.extend(clear_ops(cluster));
     ClusterPatch::new(Value::Array(ops))
 }
 
 /// The patch taking a waiting cluster out of the line, left suspended.
 pub fn leave_line_patch(cluster: &ObservedCluster) -> ClusterPatch {
-    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
-    let mut ops = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
-    ops.extend(removals(
-        cluster,
-        &[
-            ANNOTATION_QUEUED_SINCE,
-            ANNOTATION_QUEUE_POSITION,
-            ANNOTATION_QUEUE_REASON,
-            ANNOTATION_QUEUE_STATE,
-        ],
-    ));
+    let mut ops = vec![precondition(cluster)];
+    ops.extend(removals(cluster, &PLACE_KEYS));
     ClusterPatch::new(Value::Array(ops))
-}
-
-fn removals(cluster: &ObservedCluster, keys: &[&str]) -> Vec<Value> {
-    keys.iter()
-        .filter(|key| cluster.metadata.annotations.get(*key).is_some())
-        .map(|key| json!({"op": "remove", "path": pointer(key)}))
-        .collect()
-}
-
-/// A JSON pointer to an annotation (`/` in its key escaped as `~1`).
-fn pointer(key: &str) -> String {
-    format!("/metadata/annotations/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
 #[cfg(test)]

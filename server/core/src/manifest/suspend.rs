@@ -60,7 +60,8 @@ pub fn keep_patch(cluster: &ObservedCluster, until: &str) -> Option<ClusterPatch
     )
 }
 
-fn precondition(cluster: &ObservedCluster) -> Value {
+/// The operation that makes a patch conditional on `cluster`'s version.
+pub(super) fn precondition(cluster: &ObservedCluster) -> Value {
     let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
     json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
 }
@@ -68,24 +69,25 @@ fn precondition(cluster: &ObservedCluster) -> Value {
 /// Suspended or resumed, a cluster starts its lifecycle over: the
 /// warning, the plan and its idle time go; so does any place in line (a
 /// cluster suspended or resumed outright waits in none).
-fn clear_ops(cluster: &ObservedCluster) -> Vec<Value> {
-    [
-        ANNOTATION_WARNED_AT,
-        ANNOTATION_LIFECYCLE,
-        ANNOTATION_IDLE_SINCE,
-        super::ANNOTATION_QUEUED_SINCE,
-        super::ANNOTATION_QUEUE_POSITION,
-        super::ANNOTATION_QUEUE_REASON,
-        super::ANNOTATION_QUEUE_STATE,
-    ]
-    .into_iter()
-    .filter(|key| cluster.metadata.annotations.get(key).is_some())
-    .map(|key| json!({"op": "remove", "path": annotation(key)}))
-    .collect()
+pub(super) fn clear_ops(cluster: &ObservedCluster) -> Vec<Value> {
+    let lifecycle = [ANNOTATION_WARNED_AT, ANNOTATION_LIFECYCLE, ANNOTATION_IDLE_SINCE];
+    removals(cluster, &lifecycle)
+        .into_iter()
+        .chain(removals(cluster, &super::queue::PLACE_KEYS))
+        .collect()
+}
+
+/// Removals of those of `keys` `cluster` has among its annotations.
+pub(super) fn removals(cluster: &ObservedCluster, keys: &[&str]) -> Vec<Value> {
+    keys.iter()
+        .copied()
+        .filter(|key| cluster.metadata.annotations.get(key).is_some())
+        .map(|key| json!({"op": "remove", "path": annotation(key)}))
+        .collect()
 }
 
 /// A JSON pointer to an annotation (`/` in its key escaped as `~1`).
-fn annotation(key: &str) -> String {
+pub(super) fn annotation(key: &str) -> String {
     format!("/metadata/annotations/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
