@@ -68,6 +68,7 @@ pub struct RunJob {
     ttl: Option<Duration>,
     deadline: Option<Duration>,
     keep_cluster: bool,
+    queue: Option<bool>,
 }
 
 impl RunJob {
@@ -133,6 +134,15 @@ impl RunJob {
         self.keep_cluster = true;
         self
     }
+
+    /// Whether to wait in the namespace's line when the job's cluster
+    /// does not fit its quota (default: as the namespace's queueing
+    /// policy says). A run that waits is `RUN_STATE_QUEUED` with its
+    /// place until admitted; [`RunHandle::started`] waits through it.
+    pub fn queue(mut self, queue: bool) -> Self {
+        self.queue = Some(queue);
+        self
+    }
 }
 
 /// A RayJob [`Client::run_job`] created: follow it, await it, stop it.
@@ -196,6 +206,7 @@ impl Client {
             shutdown_after_job_finishes: job.keep_cluster.then_some(false),
             ttl_seconds_after_finished: job.ttl.map(|d| u32::try_from(seconds(d)).unwrap_or(u32::MAX)),
             active_deadline_seconds: job.deadline.map(seconds),
+            queue: job.queue,
             ..proto::CreateRayJobRequest::default()
         };
         self.rayjobs_service().create_ray_job(self.request(request)).await?;
@@ -284,9 +295,10 @@ impl RunHandle {
         }
     }
 
-    /// Waits until the job runs (or has ended already), uploading the
-    /// working dir to the job's cluster once its head serves; `seen` is
-    /// told of each new state. Fails when the run ends before it started
+    /// Waits until the job runs (or has ended already), through its
+    /// namespace's line when it waits there, uploading the working dir to
+    /// the job's cluster once its head serves; `seen` is told of each new
+    /// state (and each new place in line). Fails when the run ends before it started
     /// (KubeRay refused it, a deadline passed).
     pub async fn started(&self, mut seen: impl FnMut(&proto::RayJob)) -> Result<proto::RayJob, ClientError> {
         let mut uploaded = self.package.is_none();
@@ -294,7 +306,7 @@ impl RunHandle {
         let mut changes = self.changes().await;
         loop {
             let rayjob = changes.next(self).await?;
-            let now = (rayjob.state, rayjob.cluster_status.clone());
+            let now = (rayjob.state, rayjob.cluster_status.clone(), rayjob.queue_position);
             if last.as_ref() != Some(&now) {
                 seen(&rayjob);
                 last = Some(now);
@@ -302,6 +314,18 @@ impl RunHandle {
             match rayjob.state() {
                 proto::RunState::Running => return Ok(rayjob),
                 _ if run_is_over(&rayjob) => return Ok(rayjob),
+                // Out of the line and held (its wait passed the namespace's
+                // `max_wait`): nothing moves it on.
+                proto::RunState::Suspended => {
+                    return Err(ClientError::new(
+                        Code::FailedPrecondition,
+                        format!(
+                            "rayjob {} is held suspended and waits in no line (a wait past its namespace's \
+                             max_wait ends so): delete it, or run it again",
+                            self.name
+                        ),
+                    ));
+                }
                 proto::RunState::Submitting if !uploaded && rayjob.cluster_status == "ready" => {
                     if let Some(package) = &self.package {
                         self.client

@@ -136,3 +136,75 @@ async fn create_queue_wait_waits_through_the_line_then_until_ready() {
     assert!(stderr.contains("is ready after"), "{stderr}");
     assert!(done.stdout().contains("ready"), "{}", done.stdout());
 }
+
+/// `krayne run --queue` (issues 60 and 61): past the quota the run waits
+/// in line, printing its place, `krayne rayjobs` shows it, and once a
+/// delete frees the quota its cluster is made and its job runs to its
+/// exit code.
+#[tokio::test]
+async fn run_queue_waits_through_the_line_then_runs_to_its_exit_code() {
+    let env = Env::start_with(EnvOptions {
+        teams: format!("{TEAMS}quotas:\n  ml-team: {{ clusters: 1 }}\n"),
+        server_args: vec!["--rayjobs-interval-seconds".into(), "1".into()],
+        ..EnvOptions::default()
+    })
+    .await;
+    let k = Krayne::new(&env, &env.alice());
+    k.run(&["create", "first", "-n", "ml-team"]).await.code(0);
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().to_str().unwrap();
+    let refused = k
+        .run(&[
+            "run",
+            "--name",
+            "eager",
+            "-n",
+            "ml-team",
+            "--working-dir",
+            wd,
+            "--",
+            "true",
+        ])
+        .await
+        .code(1);
+    assert!(refused.stderr().contains("quota"), "{}", refused.stderr());
+
+    let args = [
+        "run",
+        "--name",
+        "patient",
+        "-n",
+        "ml-team",
+        "--working-dir",
+        wd,
+        "--queue",
+        "--",
+        "sh",
+        "-c",
+        "echo done waiting; exit 3",
+    ];
+    let waiting = k.run(&args);
+    let freeing = async {
+        let rest = env.rest(&env.alice());
+        loop {
+            let got = rest.get("/v1/namespaces/ml-team/rayjobs/patient").await;
+            if got.status == 200 && got.body["state"] == "queued" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let table = k.run(&["rayjobs", "-n", "ml-team"]).await.code(0).stdout();
+        assert!(table.contains("queued #1"), "{table}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        k.run(&["delete", "first", "-n", "ml-team", "--yes"]).await.code(0);
+    };
+    let (done, ()) = tokio::join!(waiting, freeing);
+    let done = done.code(3);
+    let stderr = done.stderr();
+    assert!(
+        stderr.contains("rayjob patient: queued, #1 in line (clusters: needs 1, 0 of 1 free)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("failed with exit code 3"), "{stderr}");
+    assert!(done.stdout().contains("done waiting"), "{}", done.stdout());
+}

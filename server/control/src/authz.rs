@@ -2,7 +2,7 @@
 //! caller by the team mapping, or for krayne's own automation.
 
 use krayne_core::domain::{
-    Action, Authorized, ClusterRef, Error, ObservedCluster, audit::AuditAction, check_dns1123_label,
+    Action, Authorized, ClusterRef, Error, ObjectMeta, ObservedCluster, audit::AuditAction, check_dns1123_label,
     check_dns1123_subdomain,
 };
 
@@ -28,7 +28,13 @@ impl InNamespace {
 /// (the clusters its policies name, as its RBAC lets it see them), not by
 /// a caller's grants.
 pub(crate) fn krayne_acts_on(cluster: &ObservedCluster, audit_action: AuditAction) -> Authorized<ClusterRef> {
-    let at = ClusterRef::new(cluster.metadata.namespace.as_str(), cluster.metadata.name.as_str());
+    krayne_acts_on_object(&cluster.metadata, audit_action)
+}
+
+/// As [`krayne_acts_on`], on any object named as a cluster is (a RayJob
+/// in the queue's line).
+pub(crate) fn krayne_acts_on_object(meta: &ObjectMeta, audit_action: AuditAction) -> Authorized<ClusterRef> {
+    let at = ClusterRef::new(meta.namespace.as_str(), meta.name.as_str());
     Authorized::vouched(at, audit_action.needs())
 }
 

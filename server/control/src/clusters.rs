@@ -4,11 +4,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Context, ControlPlane, queue::Admission};
+use super::{
+    Context, ControlPlane,
+    queue::{Admission, LinePlace},
+};
 use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
-        Action, AdmissionGuard, AdmissionHold, Authorized, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error,
+        Action, AdmissionGuard, Authorized, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error,
         FieldValidation, FieldViolation, ObservedCluster, Page, PageRequest, RequestId, Summary, check_dns1123_label,
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
@@ -137,22 +140,12 @@ impl ControlPlane {
                 .await?
             }
         };
-        let hold = match &admitted {
-            Admission::Fits(guard, ()) | Admission::Waits(guard, (), _) => guard.hold(),
-            Admission::Unlimited => AdmissionHold::default(),
+        let hold = admitted.hold();
+        let rendered = match admitted.place() {
+            Some(place) => place.put(rendered, manifest::queued),
+            None => rendered,
         };
-        let (rendered, place) = match &admitted {
-            Admission::Waits(_, (), place) => {
-                let since = place.since.to_string();
-                let at = manifest::Place {
-                    since: &since,
-                    position: place.position,
-                    reason: &place.reason,
-                };
-                (manifest::queued(rendered, at), Some(place.summary()))
-            }
-            Admission::Unlimited | Admission::Fits(..) => (rendered, None),
-        };
+        let place = admitted.place().map(LinePlace::summary);
         // Where the platform's Kueue admits, the cluster waits in its
         // LocalQueue: Kueue suspends it until its Workload is admitted.
         let rendered = match &kueue {
@@ -443,7 +436,7 @@ impl ControlPlane {
 
 /// Takes a top-level `queue` out of a create's config (it says how to
 /// admit, not what to make): a boolean, or absent.
-fn take_queue_flag(config: &mut Value) -> Result<Option<bool>, Error> {
+pub(super) fn take_queue_flag(config: &mut Value) -> Result<Option<bool>, Error> {
     let Some(map) = config.as_object_mut() else {
         return Ok(None);
     };

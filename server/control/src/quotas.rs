@@ -17,9 +17,10 @@ use serde_json::json;
 use super::{
     Context, ControlPlane,
     queue::{Admission, LinePlace, line_of},
+    rayjobs::rayjobs_not_yet_made,
 };
 use crate::domain::{
-    AdmissionGuard, AdmissionLock, Error, ObservedCluster, RequestId,
+    AdmissionGuard, AdmissionLock, Error, ObservedCluster, ObservedRayJob, RequestId,
     audit::AuditAction,
     queue::{self, QueueOrder},
     quota::{self, Quota, QuotaLine, Usage},
@@ -43,6 +44,17 @@ impl AdmissionLock for LocalAdmissionLock {
     }
 }
 
+/// What a namespace holds, as Kubernetes has it now (read under its
+/// admission lock).
+pub(super) struct Standing {
+    /// Its clusters.
+    pub(super) clusters: Vec<Arc<ObservedCluster>>,
+    /// Its RayJobs.
+    pub(super) rayjobs: Vec<ObservedRayJob>,
+    /// What they are charged.
+    pub(super) used: Usage,
+}
+
 /// A namespace's quota as it stands.
 #[derive(Debug, Clone)]
 pub struct NamespaceQuota {
@@ -62,24 +74,26 @@ impl ControlPlane {
         self.authenticator.as_ref()?.quota(namespace)
     }
 
-    /// `namespace`'s clusters as Kubernetes has them now, and what they
-    /// are charged with its RayJobs' clusters not made yet.
-    pub(super) async fn standing_now(
-        &self,
-        namespace: &str,
-        request_id: &RequestId,
-    ) -> Result<(Vec<Arc<ObservedCluster>>, Usage), Error> {
+    /// `namespace`'s clusters and RayJobs as Kubernetes has them now, and
+    /// what they are charged (its RayJobs' clusters not made yet too).
+    pub(super) async fn standing_now(&self, namespace: &str, request_id: &RequestId) -> Result<Standing, Error> {
         let clusters = self.store.list_latest(namespace, request_id).await?;
-        let coming = self.rayjobs_not_yet_made(namespace, &clusters, request_id).await?;
+        let rayjobs = self.rayjobs_now(namespace, request_id).await?;
+        let coming = rayjobs_not_yet_made(&rayjobs, &clusters);
         let used = clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming;
-        Ok((clusters, used))
+        Ok(Standing {
+            clusters,
+            rayjobs,
+            used,
+        })
     }
 
     /// What `namespace`'s clusters are charged, from the watch cache, with
     /// its RayJobs' clusters not made yet.
     pub(super) async fn usage_cached(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
         let clusters = self.store.list(Some(namespace), request_id).await?;
-        let coming = self.rayjobs_not_yet_made(namespace, &clusters, request_id).await?;
+        let rayjobs = self.rayjobs_now(namespace, request_id).await?;
+        let coming = rayjobs_not_yet_made(&rayjobs, &clusters);
         Ok(clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming)
     }
 
@@ -125,7 +139,11 @@ impl ControlPlane {
         let admitted = async {
             let guard = self.quota_lock.lock(namespace).await?;
             let (requested, computed) = requested().await?;
-            let (clusters, used) = self.standing_now(namespace, &cx.meta.request_id).await?;
+            let Standing {
+                clusters,
+                rayjobs,
+                used,
+            } = self.standing_now(namespace, &cx.meta.request_id).await?;
             let violations = quota::check(&quota, &used, &requested);
             let refused = |violations| Error::QuotaExceeded {
                 namespace: namespace.to_owned(),
@@ -143,7 +161,12 @@ impl ControlPlane {
             if !never.is_empty() {
                 return Err(refused(never));
             }
-            let line = line_of(&clusters, name);
+            // A RayJob has a name of its own in line (its cluster is not made).
+            let asking = match action {
+                AuditAction::RayJobCreate => queue::rayjob_in_line(name),
+                _ => name.to_owned(),
+            };
+            let line = line_of(&clusters, &rayjobs, &asking);
             if line.len() >= queue::MAX_LINE && !violations.is_empty() {
                 return Err(refused(violations));
             }
@@ -185,7 +208,7 @@ impl ControlPlane {
         requested: &quota::Request,
         request_id: &RequestId,
     ) -> Result<(), Error> {
-        let (_, used) = self.standing_now(namespace, request_id).await?;
+        let used = self.standing_now(namespace, request_id).await?.used;
         let violations = quota::check(quota, &used, requested);
         if violations.is_empty() {
             Ok(())

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Context, ControlPlane};
+use super::{
+    Context, ControlPlane,
+    queue::{Admission, LinePlace},
+};
 use crate::{
     domain::{
         ClusterRef, DEFAULT_TTL_SECONDS_AFTER_FINISHED, Error, FieldValidation, FieldViolation, KeptRun, LogStream,
@@ -32,6 +35,10 @@ pub struct RunInput {
     pub dry_run: bool,
     /// What to do with unknown keys of the cluster config.
     pub field_validation: FieldValidation,
+    /// Wait in the namespace's line when its cluster does not fit the
+    /// quota (`None`: as the namespace's queueing policy says). The body
+    /// may say it too, as a top-level `queue`.
+    pub queue: Option<bool>,
 }
 
 /// What a run's create returns.
@@ -64,12 +71,21 @@ impl ControlPlane {
             namespace,
             dry_run,
             field_validation,
+            queue,
         } = input;
         let name = request.get("name").and_then(Value::as_str).map(str::to_owned);
         let granted = self
             .authorize(cx, AuditAction::RayJobCreate, &namespace, name.as_deref())
             .await?;
         let store = self.rayjob_store()?;
+        let queue = match super::clusters::take_queue_flag(&mut request) {
+            Ok(in_body) => queue.or(in_body),
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), name.as_deref(), &e)
+                    .await;
+                return Err(e);
+            }
+        };
         let body_ns = request.get("namespace").and_then(Value::as_str);
         if body_ns.is_some_and(|ns| ns != namespace) {
             let e = Error::invalid(
@@ -124,15 +140,61 @@ impl ControlPlane {
         let target = granted.cluster(run.name());
         let rid = &cx.meta.request_id;
         let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
-        let admitted = self
-            .admit_charge(cx, AuditAction::RayJobCreate, &namespace, run.name(), async || {
-                Ok((
-                    quota::Request::new_cluster(quota::charge_of_manifest(&cluster_manifest)),
-                    (),
-                ))
-            })
-            .await?;
-        let hold = admitted.as_ref().map(|(guard, ())| guard.hold()).unwrap_or_default();
+        // Where the platform's Kueue admits, krayne's quota is
+        // informational: the RayJob is Kueue's workload.
+        let kueue = self.kueue_queue(&namespace);
+        // KubeRay suspends (and Kueue admits) only a RayJob that shuts its
+        // cluster down.
+        if (queue == Some(true) || kueue.is_some()) && !run.shutdown_after_job_finishes {
+            let why = match &kueue {
+                Some(queue) => format!(
+                    "the namespace's RayJobs are admitted by Kueue (LocalQueue {queue}), which takes only RayJobs \
+                     that shut their cluster down: leave shutdown_after_job_finishes out"
+                ),
+                None => "a RayJob that keeps its cluster (shutdown_after_job_finishes: false) cannot wait in line: \
+                         KubeRay suspends only RayJobs that shut their cluster down"
+                    .to_owned(),
+            };
+            let field = if kueue.is_some() {
+                "shutdown_after_job_finishes"
+            } else {
+                "queue"
+            };
+            let e = Error::invalid(field, why);
+            self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
+                .await;
+            return Err(e);
+        }
+        let waits = self.queue_policy(&namespace).waits(queue) && run.shutdown_after_job_finishes;
+        let admitted = match kueue {
+            Some(_) => Admission::Unlimited,
+            None => {
+                self.admit_or_queue(
+                    cx,
+                    AuditAction::RayJobCreate,
+                    &namespace,
+                    run.name(),
+                    waits,
+                    async || {
+                        Ok((
+                            quota::Request::new_cluster(quota::charge_of_manifest(&cluster_manifest)),
+                            (),
+                        ))
+                    },
+                )
+                .await?
+            }
+        };
+        let hold = admitted.hold();
+        let rayjob = match admitted.place() {
+            Some(place) => place.put(rayjob, manifest::queued_rayjob),
+            None => rayjob,
+        };
+        let place = admitted.place().map(LinePlace::summary);
+        let rayjob = match &kueue {
+            Some(queue) => manifest::rayjob_for_kueue(rayjob, queue, &jiff::Timestamp::now().to_string()),
+            None => rayjob,
+        };
         let observed = if dry_run {
             store.create_rayjob(&target, &rayjob, true, rid).await?
         } else {
@@ -147,13 +209,16 @@ impl ControlPlane {
                 "active_deadline_seconds": deadline,
                 "field_validation": field_validation.as_str(),
                 "warnings": read.warnings.len(),
+                "queue": place,
             });
-            self.audited(
+            let status = if place.is_some() || kueue.is_some() { 202 } else { 201 };
+            self.audited_with_status(
                 cx,
                 AuditAction::RayJobCreate,
                 &namespace,
                 run.name(),
                 summary,
+                |_| status,
                 || async {
                     hold.check()?;
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
@@ -343,32 +408,38 @@ impl ControlPlane {
         Ok(lines)
     }
 
-    /// What `namespace`'s RayJobs are charged beyond `clusters`: each one
-    /// not yet ended whose cluster KubeRay has not made yet, its
-    /// `rayClusterSpec`.
-    pub(super) async fn rayjobs_not_yet_made(
-        &self,
-        namespace: &str,
-        clusters: &[Arc<ObservedCluster>],
-        rid: &RequestId,
-    ) -> Result<quota::Usage, Error> {
-        let Some(store) = &self.rayjobs else {
-            return Ok(quota::Usage::default());
-        };
-        let jobs = store.list_rayjobs(Some(namespace), rid).await?;
-        Ok(jobs
-            .iter()
-            .filter(|job| !job.state().is_over())
-            .filter(|job| {
-                job.cluster_name()
-                    .is_none_or(|name| !clusters.iter().any(|c| c.metadata.name.as_str() == name))
-            })
-            .filter_map(|job| {
-                let spec = job.spec.ray_cluster_spec.clone()?;
-                Some(quota::charge_of_manifest(&json!({"spec": spec})))
-            })
-            .sum())
+    /// `namespace`'s RayJobs as Kubernetes has them now (none where this
+    /// server runs no RayJobs).
+    pub(super) async fn rayjobs_now(&self, namespace: &str, rid: &RequestId) -> Result<Vec<ObservedRayJob>, Error> {
+        match &self.rayjobs {
+            Some(store) => store.list_rayjobs(Some(namespace), rid).await,
+            None => Ok(Vec::new()),
+        }
     }
+}
+
+/// What `jobs` are charged beyond `clusters`: each one not yet ended whose
+/// cluster KubeRay has not made yet, its `rayClusterSpec`. One suspended
+/// (waiting in line, or by Kueue) holds nothing: KubeRay makes no cluster
+/// for it.
+pub(super) fn rayjobs_not_yet_made(jobs: &[ObservedRayJob], clusters: &[Arc<ObservedCluster>]) -> quota::Usage {
+    jobs.iter()
+        .filter(|job| !job.state().is_over() && job.spec.suspend != Some(true))
+        .filter(|job| {
+            job.cluster_name()
+                .is_none_or(|name| !clusters.iter().any(|c| c.metadata.name.as_str() == name))
+        })
+        .map(charge_of_rayjob)
+        .sum()
+}
+
+/// What a RayJob's cluster is charged once made: its `rayClusterSpec`.
+pub(super) fn charge_of_rayjob(job: &ObservedRayJob) -> quota::Usage {
+    job.spec
+        .ray_cluster_spec
+        .as_ref()
+        .map(|spec| quota::charge_of_manifest(&json!({"spec": spec})))
+        .unwrap_or_default()
 }
 
 /// Where a RayJob's log is read.

@@ -167,8 +167,8 @@ impl ControlPlane {
 /// leaves it when suspended, and is admitted out of it when resumed.
 fn change(cluster: &ObservedCluster, suspend: bool) -> ClusterPatch {
     match (cluster.queued_since().is_some(), suspend) {
-        (true, true) => leave_line_patch(cluster),
-        (true, false) => admit_patch(cluster, &jiff::Timestamp::now().to_string()),
+        (true, true) => leave_line_patch(&cluster.metadata),
+        (true, false) => admit_patch(&cluster.metadata, &jiff::Timestamp::now().to_string()),
         (false, suspend) => suspend_patch(cluster, suspend),
     }
 }

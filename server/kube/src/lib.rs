@@ -348,6 +348,17 @@ impl RayJobStore for KubeClusterStore {
         Ok(list.items)
     }
 
+    async fn patch_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        patch: &ClusterPatch,
+        request_id: &RequestId,
+    ) -> Result<ObservedRayJob, Error> {
+        let (namespace, name) = (rayjob.namespace(), rayjob.name());
+        let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYJOBS}/{name}");
+        self.call(json_patch(uri, patch), request_id).await
+    }
+
     async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error> {
         // Kubernetes' garbage collector removes the cluster after; a RayJob
         // made again under the name gets a cluster of another name.
@@ -479,17 +490,9 @@ impl ClusterStore for KubeClusterStore {
         patch: &ClusterPatch,
         request_id: &RequestId,
     ) -> Result<ObservedCluster, Error> {
-        let body = serde_json::to_vec(patch.as_json()).map_err(|e| Error::Internal(e.to_string()))?;
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYCLUSTERS}/{name}");
-        let request = Request::builder()
-            .method(Method::PATCH)
-            .uri(uri)
-            .header(header::CONTENT_TYPE, "application/json-patch+json")
-            .header(header::ACCEPT, "application/json")
-            .body(body)
-            .map_err(|e| Error::Internal(format!("building a Kubernetes request: {e}")))?;
-        self.call(Ok(request), request_id).await
+        self.call(json_patch(uri, patch), request_id).await
     }
 
     async fn delete(
@@ -613,4 +616,16 @@ impl ClusterStore for KubeClusterStore {
     fn problems(&self) -> Vec<String> {
         errors::rbac_problem().into_iter().collect()
     }
+}
+
+/// A JSON patch (RFC 6902) of the object at `uri`.
+fn json_patch(uri: String, patch: &ClusterPatch) -> Result<Request<Vec<u8>>, kube::core::request::Error> {
+    let body = serde_json::to_vec(patch.as_json()).map_err(kube::core::request::Error::SerializeBody)?;
+    Request::builder()
+        .method(Method::PATCH)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json-patch+json")
+        .header(header::ACCEPT, "application/json")
+        .body(body)
+        .map_err(kube::core::request::Error::BuildRequest)
 }

@@ -1,13 +1,18 @@
-//! Kueue v0.19.2, as far as KubeRay's RayClusters meet it
-//! (`pkg/controller/jobs/raycluster`, the scheduler, the visibility API),
-//! so krayne can be tested against a platform that runs Kueue:
+//! Kueue v0.19.2, as far as KubeRay's RayClusters and RayJobs meet it
+//! (`pkg/controller/jobs/raycluster`, `pkg/controller/jobs/rayjob`, the
+//! scheduler, the visibility API), so krayne can be tested against a
+//! platform that runs Kueue:
 //!
-//! - The webhook: a RayCluster labelled `kueue.x-k8s.io/queue-name` is
-//!   created suspended.
-//! - The job reconciler: each such RayCluster gets a Workload, owned by
-//!   it, named `raycluster-<name>-<5 chars>`, `spec.queueName` its label,
-//!   pod sets `head` (1) and one per worker group (its `replicas`), each
-//!   with its pod template.
+//! - The webhook: a RayCluster or RayJob labelled
+//!   `kueue.x-k8s.io/queue-name` is created suspended.
+//! - The job reconcilers: each such RayCluster (but one a RayJob owns: its
+//!   RayJob is the workload) and RayJob gets a Workload, owned by it,
+//!   named `raycluster-<name>-<5 chars>` / `rayjob-<name>-<5 chars>`,
+//!   `spec.queueName` its label, pod sets `head` (1) and one per worker
+//!   group (its `replicas`), each with its pod template (a RayJob's from
+//!   its `rayClusterSpec`; krayne's `InteractiveMode` has no submitter
+//!   pod set). A RayJob that has ended (`Complete`, `Failed`) finishes its
+//!   Workload (`Finished`), which then holds no quota.
 //! - The scheduler, per ClusterQueue: pending Workloads of the LocalQueues
 //!   that point at it, oldest first (`StrictFIFO`: none past the first that
 //!   does not fit; `BestEffortFIFO`: the others try), each resource from
@@ -50,13 +55,13 @@ use super::{
 /// The label naming a RayCluster's LocalQueue.
 pub(super) const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
-/// Kueue's webhook: a RayCluster created for a queue starts suspended, so
-/// none of its pods run before its Workload is admitted.
+/// Kueue's webhook: a RayCluster or RayJob created for a queue starts
+/// suspended, so none of its pods run before its Workload is admitted.
 pub(super) fn default_on_create(r: Resource, object: &mut Value) {
     let for_queue = object["metadata"]["labels"][QUEUE_LABEL]
         .as_str()
         .is_some_and(|q| !q.is_empty());
-    if r == Resource::RayCluster
+    if matches!(r, Resource::RayCluster | Resource::RayJob)
         && for_queue
         && let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
     {
@@ -88,6 +93,7 @@ fn concerns_kueue(r: Resource) -> bool {
     matches!(
         r,
         Resource::RayCluster
+            | Resource::RayJob
             | Resource::ResourceFlavor
             | Resource::ClusterQueue
             | Resource::LocalQueue
@@ -95,41 +101,51 @@ fn concerns_kueue(r: Resource) -> bool {
     )
 }
 
-/// One pass: Workloads for RayClusters, then each ClusterQueue scheduled.
-/// Writes only what changes, so passes settle.
+/// One pass: Workloads for RayClusters and RayJobs (those of ended
+/// RayJobs finished), then each ClusterQueue scheduled. Writes only what
+/// changes, so passes settle.
 fn reconcile(store: &Store) {
     make_workloads(store);
+    finish_workloads(store);
     let world = World::read(store);
     for cq in world.queues.keys() {
         schedule(store, &world, cq);
     }
 }
 
-/// A RayCluster's Workload, when it has none; a Workload whose RayCluster
-/// is gone goes with it (the garbage collector's part).
+/// A Workload for each queued RayCluster (not a RayJob's: the RayJob is
+/// the workload) and RayJob that has none. The garbage collector removes
+/// a Workload with its owner.
 fn make_workloads(store: &Store) {
-    let (clusters, _) = store.list(Resource::RayCluster, None, |c| {
-        c["metadata"]["labels"][QUEUE_LABEL]
+    let queued = |o: &Value| {
+        o["metadata"]["labels"][QUEUE_LABEL]
             .as_str()
             .is_some_and(|q| !q.is_empty())
-            && c["metadata"]["deletionTimestamp"].is_null()
+            && o["metadata"]["deletionTimestamp"].is_null()
+    };
+    let (clusters, _) = store.list(Resource::RayCluster, None, |c| {
+        queued(c) && c["metadata"]["ownerReferences"][0]["kind"] != "RayJob"
     });
+    let (jobs, _) = store.list(Resource::RayJob, None, queued);
     let (workloads, _) = store.list(Resource::Workload, None, |_| true);
     let owner_of = |w: &Value| w["metadata"]["ownerReferences"][0]["uid"].as_str().map(str::to_owned);
-    for cluster in &clusters {
-        let uid = meta_str(cluster, "uid");
+    let owners = clusters.iter().map(|c| (c, "RayCluster", &c["spec"]));
+    let owners = owners.chain(jobs.iter().map(|j| (j, "RayJob", &j["spec"]["rayClusterSpec"])));
+    for (owner, kind, cluster_spec) in owners {
+        let uid = meta_str(owner, "uid");
         if workloads.iter().any(|w| owner_of(w).as_deref() == Some(uid)) {
             continue;
         }
-        let ns = meta_str(cluster, "namespace");
-        let _ = store.create(Resource::Workload, ns, workload_for(cluster), WriteOpts::default());
+        let ns = meta_str(owner, "namespace");
+        let workload = workload_for(owner, kind, cluster_spec);
+        let _ = store.create(Resource::Workload, ns, workload, WriteOpts::default());
     }
 }
 
-/// The Workload Kueue's RayCluster integration makes for `cluster`.
-fn workload_for(cluster: &Value) -> Value {
-    let (name, uid) = (meta_str(cluster, "name"), meta_str(cluster, "uid"));
-    let spec = &cluster["spec"];
+/// The Workload Kueue's RayCluster (or RayJob) integration makes for
+/// `owner`, whose cluster is `spec`.
+fn workload_for(owner: &Value, kind: &str, spec: &Value) -> Value {
+    let (name, uid) = (meta_str(owner, "name"), meta_str(owner, "uid"));
     let mut pod_sets = vec![json!({"name": "head", "count": 1, "template": spec["headGroupSpec"]["template"]})];
     for group in spec["workerGroupSpecs"].as_array().into_iter().flatten() {
         pod_sets.push(json!({
@@ -141,17 +157,53 @@ fn workload_for(cluster: &Value) -> Value {
     let hash: String = uid.chars().filter(char::is_ascii_hexdigit).take(5).collect();
     json!({
         "metadata": {
-            "name": format!("raycluster-{name}-{hash}"),
+            "name": format!("{}-{name}-{hash}", kind.to_lowercase()),
             "labels": {"kueue.x-k8s.io/job-uid": uid},
-            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": name, "uid": uid,
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": kind, "name": name, "uid": uid,
                                  "controller": true, "blockOwnerDeletion": true}],
         },
         "spec": {
-            "queueName": cluster["metadata"]["labels"][QUEUE_LABEL],
+            "queueName": owner["metadata"]["labels"][QUEUE_LABEL],
             "podSets": pod_sets,
             "active": true,
         },
     })
+}
+
+/// The Workloads of RayJobs that have ended, `Finished` (as Kueue's
+/// `Finished()` of a RayJob: deployment `Complete` or `Failed`).
+fn finish_workloads(store: &Store) {
+    let (workloads, _) = store.list(Resource::Workload, None, |w| {
+        w["metadata"]["ownerReferences"][0]["kind"] == "RayJob" && !finished(w)
+    });
+    for w in workloads {
+        let (ns, owner) = (meta_str(&w, "namespace"), &w["metadata"]["ownerReferences"][0]["name"]);
+        let Some(job) = owner.as_str().and_then(|n| store.get(Resource::RayJob, ns, n).ok()) else {
+            continue;
+        };
+        let status = &job["status"];
+        if !matches!(status["jobDeploymentStatus"].as_str(), Some("Complete" | "Failed")) {
+            continue;
+        }
+        let succeeded = status["jobStatus"] == "SUCCEEDED";
+        let (reason, message) = if succeeded {
+            ("Succeeded", "Job finished successfully".to_owned())
+        } else {
+            ("Failed", status["message"].as_str().unwrap_or("Job failed").to_owned())
+        };
+        let at = now();
+        store.update(Resource::Workload, ns, meta_str(&w, "name"), |w| {
+            set_condition(w, "Finished", "True", reason, &message, &at);
+        });
+    }
+}
+
+/// Whether a Workload has finished: it holds no quota and waits for
+/// nothing.
+fn finished(w: &Value) -> bool {
+    w["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Finished" && c["status"] == "True"))
 }
 
 /// What one resource of one flavor allows a ClusterQueue.
@@ -204,7 +256,7 @@ impl World {
             .iter()
             .map(|cq| (meta_str(cq, "name").to_owned(), queue(cq)))
             .collect();
-        for w in workloads.iter().filter(|w| admitted(w)) {
+        for w in workloads.iter().filter(|w| admitted(w) && !finished(w)) {
             let Some(q) = w["status"]["admission"]["clusterQueue"]
                 .as_str()
                 .and_then(|cq| queues.get_mut(cq))
@@ -319,7 +371,7 @@ fn pending_of<'w>(world: &'w World, cq: &str) -> Vec<&'w Arc<Value>> {
     let mut pending: Vec<&Arc<Value>> = world
         .workloads
         .iter()
-        .filter(|w| !admitted(w) && w["spec"]["active"] != false && world.queue_of(w) == Some(cq))
+        .filter(|w| !admitted(w) && !finished(w) && w["spec"]["active"] != false && world.queue_of(w) == Some(cq))
         .collect();
     pending.sort_by(|a, b| {
         let key = |w: &Value| {
@@ -489,7 +541,7 @@ fn reclaim(
     let mut others: Vec<&Arc<Value>> = world
         .workloads
         .iter()
-        .filter(|w| admitted(w))
+        .filter(|w| admitted(w) && !finished(w))
         .filter(|w| {
             w["status"]["admission"]["clusterQueue"].as_str().is_some_and(|other| {
                 other != cq
@@ -574,13 +626,19 @@ fn admitted_at(w: &Value) -> String {
         .to_owned()
 }
 
-/// Sets the RayCluster owning `w` suspended or not.
+/// Sets the RayCluster (or RayJob) owning `w` suspended or not.
 fn set_suspend(store: &Store, w: &Value, suspend: bool) {
-    let Some(owner) = w["metadata"]["ownerReferences"][0]["name"].as_str() else {
+    let owner = &w["metadata"]["ownerReferences"][0];
+    let Some(name) = owner["name"].as_str() else {
         return;
     };
-    store.update(Resource::RayCluster, meta_str(w, "namespace"), owner, |c| {
-        c["spec"]["suspend"] = json!(suspend);
+    let kind = if owner["kind"] == "RayJob" {
+        Resource::RayJob
+    } else {
+        Resource::RayCluster
+    };
+    store.update(kind, meta_str(w, "namespace"), name, |o| {
+        o["spec"]["suspend"] = json!(suspend);
     });
 }
 

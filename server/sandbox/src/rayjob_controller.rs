@@ -24,6 +24,12 @@
 //!   deleted `ttlSecondsAfterFinished` after `endTime`; the RayJob stays.
 //! - A spec KubeRay refuses goes to `ValidationFailed` with a Warning
 //!   Event, and stays there.
+//! - `spec.suspend` (krayne's line, Kueue): `Initializing` or `Running` →
+//!   `Suspending` (the cluster deleted) → `Suspended` (cluster name, job
+//!   id and Ray status reset); a RayJob created suspended goes this way
+//!   before any cluster is made. Resumed, `Suspended` → `New`, and on as
+//!   a new RayJob, its cluster under a new name and `startTime` (so
+//!   `activeDeadlineSeconds` counts from the admission).
 //!
 //! Deleting a RayJob deletes its cluster with it (ownership); the job's
 //! processes end with its head pod, which is what KubeRay's finalizer
@@ -203,6 +209,16 @@ impl Controller {
                 status["succeeded"] = json!(status["succeeded"].as_i64().unwrap_or(0));
                 Next::Write(status)
             }
+            "Initializing" | "Running" if spec["suspend"] == true => {
+                status["jobDeploymentStatus"] = json!("Suspending");
+                Next::Write(status)
+            }
+            "Suspending" => self.suspend(job, status),
+            "Suspended" if spec["suspend"] != true => {
+                status["jobStatus"] = json!("");
+                status["jobDeploymentStatus"] = json!("New");
+                Next::Write(status)
+            }
             "Initializing" => {
                 if let Some(failed) = past_deadlines(spec, &status, true, true) {
                     return Next::Write(failed);
@@ -247,6 +263,36 @@ impl Controller {
             }
             _ => Next::Stay,
         }
+    }
+
+    /// `Suspending`: the cluster is deleted, and once it is gone the job's
+    /// cluster and Ray status are reset and the RayJob is `Suspended`
+    /// (made again, with a new name, once resumed).
+    fn suspend(&mut self, job: &Value, mut status: Value) -> Next {
+        let ns = meta_str(job, "namespace");
+        if let Some(cluster) = status["rayClusterName"].as_str().filter(|n| !n.is_empty())
+            && self.store.get(Resource::RayCluster, ns, cluster).is_ok()
+        {
+            self.delete_cluster(job, cluster);
+            return Next::Stay;
+        }
+        if let Some(fields) = status.as_object_mut() {
+            fields.remove("jobStatusCheckFailureStartTime");
+        }
+        for (field, reset) in [
+            ("rayClusterStatus", json!({})),
+            ("rayClusterName", json!("")),
+            ("dashboardURL", json!("")),
+            ("jobId", json!("")),
+            ("message", json!("")),
+            ("reason", json!("")),
+            ("rayJobInfo", json!({})),
+            ("jobStatus", json!("")),
+            ("jobDeploymentStatus", json!("Suspended")),
+        ] {
+            status[field] = reset;
+        }
+        Next::Write(status)
     }
 
     /// The job's cluster, made from `spec.rayClusterSpec` when missing
@@ -394,10 +440,12 @@ impl Controller {
         if jiff::Timestamp::now() < end + jiff::SignedDuration::from_secs(ttl) {
             return;
         }
-        let (ns, cluster) = (
-            meta_str(job, "namespace"),
-            status["rayClusterName"].as_str().unwrap_or(""),
-        );
+        self.delete_cluster(job, status["rayClusterName"].as_str().unwrap_or(""));
+    }
+
+    /// Deletes the job's cluster, with KubeRay's Event when it was there.
+    fn delete_cluster(&mut self, job: &Value, cluster: &str) {
+        let ns = meta_str(job, "namespace");
         if self.store.delete(Resource::RayCluster, ns, cluster).is_ok() {
             let note = format!("Deleted RayCluster {ns}/{cluster}");
             emit_event(

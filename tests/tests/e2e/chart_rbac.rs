@@ -184,9 +184,30 @@ async fn drive_every_operation(env: &Env, admin: &Rest) -> BTreeSet<(String, Str
     called
 }
 
+/// other-team's quota, where [`drive_rayjobs`] makes a run wait in line.
+const QUEUE_QUOTA: &str = "quotas:\n  other-team: { clusters: 1 }\n";
+
 /// Every RayJob operation once: a dry run, a create, a list, a read, its
-/// log asked too soon, and a delete.
+/// log asked too soon, and a delete; and a run that waits in other-team's
+/// line until the admitter admits it (a patch of the RayJob).
 async fn drive_rayjobs(admin: &Rest, call: &mut impl FnMut(&str, &str) -> String) {
+    let other = "/v1/namespaces/other-team";
+    admin
+        .post(&format!("{other}/clusters"), &json!({"name": "holder"}))
+        .await
+        .expect(201);
+    let waits = json!({"name": "waits", "entrypoint": "echo rbac", "queue": true});
+    admin.post(&format!("{other}/rayjobs"), &waits).await.expect(202);
+    admin.delete(&format!("{other}/clusters/holder")).await.expect(204);
+    let started = std::time::Instant::now();
+    while admin.get(&format!("{other}/rayjobs/waits")).await.expect(200).body["state"] == "queued" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run was never admitted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admin.delete(&format!("{other}/rayjobs/waits")).await.expect(204);
     let ns = "/v1/namespaces/{namespace}/rayjobs";
     let one = "/v1/namespaces/{namespace}/rayjobs/{name}";
     let run = json!({"name": "rbac", "entrypoint": "echo rbac"});
@@ -262,10 +283,13 @@ async fn accesses_with(server_args: &[&str]) -> Vec<Access> {
         server_args: server_args.iter().chain(&keeper).map(|a| (*a).to_owned()).collect(),
         // With the reaper on, a policy that warns 5 s after a create and
         // acts only an hour later, so the drive's clusters stay.
+        // other-team's quota holds one cluster: a run waits in its line.
         teams: if reaping {
-            format!("{TEAMS}lifecycle:\n  ml-team: {{ max_lifetime: 1h, warn_before: 59m55s, keep_max: 1h }}\n")
+            format!(
+                "{TEAMS}{QUEUE_QUOTA}lifecycle:\n  ml-team: {{ max_lifetime: 1h, warn_before: 59m55s, keep_max: 1h }}\n"
+            )
         } else {
-            TEAMS.to_owned()
+            format!("{TEAMS}{QUEUE_QUOTA}")
         },
         ..EnvOptions::default()
     })
@@ -358,7 +382,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     // listen on a head's loopback, which only a port-forward reaches.
     let port_forward = permissions_of(&chart::yaml("files/rbac/portforward.yaml"));
     // The Lease: granted whenever usage accounting is on (the default) or
-    // the reaper is; the reaper's Events only when it acts.
+    // the reaper is.
     let lease = permissions_of(&chart::yaml("files/rbac/lifecycle.yaml"));
     let events = permissions_of(&chart::yaml("files/rbac/lifecycle-events.yaml"));
     let lifecycle: BTreeSet<Permission> = lease.union(&events).cloned().collect();
@@ -371,9 +395,15 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
     ]
     .map(str::to_owned)
     .into();
-    let base: BTreeSet<Permission> = namespaced.union(&cluster).chain(&lease).cloned().collect();
+    // Events are granted whatever the mode (chart 0.17.0): the admitter
+    // posts them as the reaper does.
+    let base: BTreeSet<Permission> = namespaced
+        .union(&cluster)
+        .chain(&lease)
+        .chain(&events)
+        .cloned()
+        .collect();
     let with_port_forward: BTreeSet<Permission> = base.union(&port_forward).cloned().collect();
-    let with_lifecycle: BTreeSet<Permission> = with_port_forward.union(&events).cloned().collect();
     let with_token_review: BTreeSet<Permission> = with_port_forward
         .union(&token_review)
         .chain(&issuer_discovery)
@@ -389,9 +419,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         ("lifecycle", LIFECYCLE),
         ("service-account tokens", SERVICE_ACCOUNT_TOKENS),
     ] {
-        let granted = if args == LIFECYCLE {
-            &with_lifecycle
-        } else if args == SERVICE_ACCOUNT_TOKENS {
+        let granted = if args == SERVICE_ACCOUNT_TOKENS {
             &with_token_review
         } else {
             &with_port_forward
@@ -418,7 +446,7 @@ async fn chart_rbac_is_exactly_what_the_server_calls() {
         }
         used.extend(here);
     }
-    let every_grant: BTreeSet<Permission> = with_lifecycle.union(&token_review).cloned().collect();
+    let every_grant: BTreeSet<Permission> = with_port_forward.union(&token_review).cloned().collect();
     let unused: Vec<_> = every_grant.difference(&used).collect();
     assert!(unused.is_empty(), "granted but never used: {unused:?}");
 

@@ -224,3 +224,134 @@ async fn a_borrower_preempted_by_a_reclaiming_lender_shows_preempted_with_the_re
     );
     assert_eq!(preempted["suspended"], true);
 }
+
+/// A ClusterQueue `cq-small` of 1.5 CPUs (no cohort) with LocalQueue `lq-ml`
+/// in ml-team.
+async fn small_queue(env: &krayne_tests::Env) {
+    let base = format!("{}/apis/kueue.x-k8s.io/v1beta2", env.sandbox.url());
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        (
+            "/resourceflavors".to_owned(),
+            json!({"metadata": {"name": "default"}, "spec": {}}),
+        ),
+        (
+            "/clusterqueues".to_owned(),
+            json!({"metadata": {"name": "cq-small"}, "spec": {
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+                    "resources": [{"name": "cpu", "nominalQuota": "1500m"}, {"name": "memory", "nominalQuota": "16Gi"}]}]}],
+            }}),
+        ),
+        (
+            "/namespaces/ml-team/localqueues".to_owned(),
+            json!({"metadata": {"name": "lq-ml"}, "spec": {"clusterQueue": "cq-small"}}),
+        ),
+    ] {
+        let answer = http.post(format!("{base}{path}")).json(&body).send().await.unwrap();
+        assert!(answer.status().is_success(), "{path}: {}", answer.text().await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_run_is_kueues_workload_waits_with_kueues_reason_then_runs_once_admitted() {
+    let env = krayne_tests::Env::start_with(EnvOptions {
+        teams: mapping(),
+        server_args: vec!["--rayjobs-interval-seconds".into(), "1".into()],
+        ..EnvOptions::default()
+    })
+    .await;
+    small_queue(&env).await;
+    let alice = env.rest(&env.alice());
+    // A default cluster's head asks 1 CPU of the 1.5: a second does not fit.
+    alice
+        .post("/v1/namespaces/ml-team/clusters", &json!({"name": "first"}))
+        .await
+        .expect(202);
+    until(&alice, "ml-team", "first", running).await;
+
+    let runs = "/v1/namespaces/ml-team/rayjobs";
+    let created = alice
+        .post(runs, &json!({"name": "train", "entrypoint": "sh -c 'echo trained'"}))
+        .await
+        .expect(202)
+        .body;
+    let manifest = &created["manifest"];
+    assert_eq!(
+        manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "lq-ml",
+        "{manifest}"
+    );
+    assert_eq!(manifest["spec"]["suspend"], true);
+    assert_eq!(created["rayjob"]["state"], "queued", "{created}");
+    // One that keeps its cluster is refused: Kueue takes only RayJobs
+    // that shut theirs down.
+    let keeps = alice
+        .post(
+            runs,
+            &json!({"name": "keeps", "entrypoint": "true", "shutdown_after_job_finishes": false}),
+        )
+        .await
+        .expect(400);
+    assert!(keeps.text.contains("Kueue"), "{}", keeps.text);
+
+    // Kueue's Workload is the RayJob's; its reason and place are shown.
+    let started = Instant::now();
+    let waiting = loop {
+        let job = alice.get(&format!("{runs}/train")).await.expect(200).body;
+        if job["queue_position"] == 1
+            && job["queue_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("insufficient quota for cpu"))
+        {
+            break job;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(waiting["state"], "queued", "{waiting}");
+    let workloads = env
+        .kube_get("/apis/kueue.x-k8s.io/v1beta2/namespaces/ml-team/workloads")
+        .await;
+    let of_job = workloads["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["metadata"]["ownerReferences"][0]["kind"] == "RayJob")
+        .count();
+    assert_eq!(of_job, 1, "{workloads}");
+
+    // The cluster goes: Kueue admits the RayJob, KubeRay makes its
+    // cluster (not a workload of its own), the job runs, its Workload
+    // finishes.
+    alice.delete("/v1/namespaces/ml-team/clusters/first").await.expect(204);
+    let started = Instant::now();
+    let done = loop {
+        let job = alice.get(&format!("{runs}/train")).await.expect(200).body;
+        if job["state"] == "succeeded" && !job["exit_code"].is_null() {
+            break job;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{job}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        done["queue_position"].is_null() && done["queued_since"].is_null(),
+        "{done}"
+    );
+    assert_eq!(done["exit_code"], 0);
+    let workloads = env
+        .kube_get("/apis/kueue.x-k8s.io/v1beta2/namespaces/ml-team/workloads")
+        .await;
+    let items = workloads["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|w| w["metadata"]["ownerReferences"][0]["kind"] == "RayJob"),
+        "the job's cluster is no workload of its own: {workloads}"
+    );
+    let finished = items[0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Finished" && c["status"] == "True");
+    assert!(finished, "{workloads}");
+}

@@ -38,6 +38,7 @@ mod portal;
 mod queue;
 mod quotas;
 mod ray_token;
+mod rayjob_queue;
 mod rayjob_watch;
 mod rayjobs;
 mod real_head;

@@ -179,16 +179,17 @@ pub(crate) const WAITING: [&str; 3] = ["queued", "preempted", "evicted"];
 /// Where a waiting cluster stands: `queued, #2 in line (gpus: needs 4, 0
 /// of 8 free)`. The reason is the server's text, printed escaped.
 pub(crate) fn line_place(info: &ClusterInfo) -> String {
-    let place = info
-        .queue_position
-        .map(|p| format!(", #{p} in line"))
-        .unwrap_or_default();
-    let why = info
-        .queue_reason
-        .as_deref()
+    place_text(&info.status, info.queue_position, info.queue_reason.as_deref())
+}
+
+/// `status, #N in line (reason)`, the reason escaped (a cluster's or a
+/// RayJob's).
+pub(crate) fn place_text(status: &str, position: Option<u32>, reason: Option<&str>) -> String {
+    let place = position.map(|p| format!(", #{p} in line")).unwrap_or_default();
+    let why = reason
         .map(|r| format!(" ({})", crate::output::printable(r, false)))
         .unwrap_or_default();
-    format!("{}{place}{why}", info.status)
+    format!("{status}{place}{why}")
 }
 
 /// Waits for `ready` on the WaitCluster stream, showing the status and the

@@ -102,6 +102,13 @@ pub(crate) fn state(rayjob: &RayJob) -> String {
         .to_ascii_lowercase()
 }
 
+/// Where a waiting RayJob stands: `queued, #2 in line (gpus: needs 4, 0
+/// of 8 free)`; its state otherwise. The reason is the server's text,
+/// printed escaped.
+pub(crate) fn line_place(rayjob: &RayJob) -> String {
+    crate::commands::cluster::place_text(&state(rayjob), rayjob.queue_position, rayjob.queue_reason.as_deref())
+}
+
 /// RayJobs as a table, or as a JSON/YAML list.
 pub(crate) fn print_rayjobs(ctx: &Context, rayjobs: &[RayJob]) -> Result<(), Failure> {
     if ctx.printer.structured() {
@@ -119,7 +126,10 @@ const COLUMNS: [&str; 6] = ["NAME", "STATE", "CLUSTER", "EXIT", "AGE", "ENTRYPOI
 fn row(j: &RayJob) -> Vec<Cell> {
     vec![
         Cell::new(&j.name),
-        Cell::new(state(j)),
+        Cell::new(match j.queue_position {
+            Some(place) => format!("{} #{place}", state(j)),
+            None => state(j),
+        }),
         Cell::new(or_dash((!j.cluster.is_empty()).then_some(j.cluster.as_str()))),
         Cell::new(j.exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string())),
         Cell::new(age(j.created_at.as_ref())),
@@ -136,7 +146,7 @@ pub(crate) fn print_rayjob(ctx: &Context, j: &RayJob) -> Result<(), Failure> {
     ctx.printer.fields(&[
         ("Name", j.name.clone()),
         ("Namespace", j.namespace.clone()),
-        ("State", state(j)),
+        ("State", line_place(j)),
         ("Entrypoint", j.entrypoint.clone()),
         ("Job id", text(&j.job_id)),
         ("Cluster", text(&j.cluster)),

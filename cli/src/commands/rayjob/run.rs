@@ -33,6 +33,7 @@ const SETTLE: Duration = Duration::from_secs(120);
   krayne run --name nightly -f cluster.yaml --working-dir ./src --ttl 10m -- python main.py
   krayne run --workers 2 --gpus-per-worker 1 --env EPOCHS=3 -- python train.py
   krayne run --detach --name etl -- sh -c 'python etl.py && echo done'   # prints the name
+  krayne run --gpus-per-worker 4 --queue -- python train.py   # waits in line for quota, then runs
   krayne rayjob logs nightly        # the log, also after the cluster is gone")]
 pub(crate) struct Args {
     /// The RayJob's name, at most 47 characters [default: run-<6 random>].
@@ -73,6 +74,13 @@ pub(crate) struct Args {
     /// Print the RayJob's name and return once it is created.
     #[arg(long)]
     detach: bool,
+    /// When the job's cluster does not fit the namespace's quota, wait in
+    /// the namespace's line (no cluster is made until it is admitted, in
+    /// order as quota frees) instead of failing; its place is shown as it
+    /// moves. `--queue=false` fails even where the namespace queues by
+    /// default.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    queue: Option<bool>,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "ENTRYPOINT")]
     entrypoint: Vec<String>,
@@ -140,6 +148,9 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
     }
     if let Some(deadline) = args.deadline {
         job = job.deadline(deadline);
+    }
+    if let Some(queue) = args.queue {
+        job = job.queue(queue);
     }
     let client = ctx.client()?;
     let handle = client.run_job(&namespace, job).await?;
@@ -217,6 +228,7 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
 /// A line for each step of a run's start.
 fn progress(rj: &proto::RayJob) -> String {
     match (rj.state(), rj.cluster.as_str(), rj.cluster_status.as_str()) {
+        (proto::RunState::Queued, _, _) => format!("rayjob {}: {}", rj.name, super::line_place(rj)),
         (proto::RunState::Starting, "", _) => format!("rayjob {}: making its cluster", rj.name),
         (proto::RunState::Starting | proto::RunState::Submitting, cluster, status) if status != "ready" => {
             format!(

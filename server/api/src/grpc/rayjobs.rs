@@ -24,6 +24,7 @@ fn state(s: RunState) -> pb::RunState {
         RunState::Stopped => pb::RunState::Stopped,
         RunState::Invalid => pb::RunState::Invalid,
         RunState::Suspended => pb::RunState::Suspended,
+        RunState::Queued => pb::RunState::Queued,
     }
 }
 
@@ -48,6 +49,9 @@ fn rayjob_message(j: RayJobInfo) -> pb::RayJob {
         started_at: convert::timestamp(j.started_at.as_deref()),
         ended_at: convert::timestamp(j.ended_at.as_deref()),
         created_by: j.created_by.unwrap_or_default(),
+        queue_position: j.queue_position,
+        queued_since: convert::timestamp(j.queued_since.as_deref()),
+        queue_reason: j.queue_reason,
     }
 }
 
@@ -131,6 +135,7 @@ impl ray_job_service_server::RayJobService for Grpc {
                     namespace: r.namespace,
                     dry_run: r.dry_run,
                     field_validation,
+                    queue: r.queue,
                 },
             )
             .await

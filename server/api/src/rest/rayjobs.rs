@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     control::RunInput,
-    domain::{Error, RayJobInfo, WatchedKind},
+    domain::{RayJobInfo, RunState, WatchedKind},
 };
 
 /// List (or watch) a namespace's RayJobs, by name.
@@ -67,8 +67,11 @@ pub(super) async fn list_rayjobs(
 /// is submitted to its head, and the cluster is deleted
 /// `ttl_seconds_after_finished` after the job ends. Every problem is
 /// reported at once. With `dry_run=true` Kubernetes checks the RayJob and
-/// nothing is created (200). A RayJob does not wait in line: `queue` is
-/// refused (400).
+/// nothing is created (200). With `queue=true` (or `queue: true` in the
+/// body, or the namespace's `queueing:` policy) a run whose cluster does
+/// not fit the quota waits in the namespace's line, a suspended RayJob
+/// with state `queued` (202), and KubeRay makes its cluster once the
+/// admitter admits it (docs/quotas.md).
 #[utoipa::path(post, path = "/v1/namespaces/{namespace}/rayjobs", tag = "rayjobs",
     params(("namespace" = String, Path, description = "Kubernetes namespace"), CreateQuery),
     request_body(content(
@@ -78,6 +81,7 @@ pub(super) async fn list_rayjobs(
     responses(
         Refusals, Bodies, Editor,
         (status = 201, description = "Created", body = CreateRayJobResponse),
+        (status = 202, description = "Accepted: waits in the namespace's line (state `queued`)", body = CreateRayJobResponse),
         (status = 200, description = "Dry run: checked, nothing created", body = CreateRayJobResponse),
         (status = 400, description = "Invalid request, with every violation", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A RayJob of that name exists", body = Problem, content_type = "application/problem+json"),
@@ -93,14 +97,6 @@ pub(super) async fn create_rayjob(
 ) -> Result<impl IntoResponse, ApiError> {
     let dry_run = q.dry_run.unwrap_or(false);
     let field_validation = q.field_validation()?;
-    if q.queue.is_some() {
-        return Err(Error::invalid(
-            "queue",
-            "a RayJob does not wait in line (docs/quotas.md): one that does not fit the quota is refused with 429; \
-             leave queue out",
-        )
-        .into());
-    }
     let run = s
         .plane
         .create_rayjob(
@@ -110,10 +106,15 @@ pub(super) async fn create_rayjob(
                 namespace,
                 dry_run,
                 field_validation,
+                queue: q.queue,
             },
         )
         .await?;
-    let status = if dry_run { StatusCode::OK } else { StatusCode::CREATED };
+    let status = match (dry_run, run.rayjob.state) {
+        (true, _) => StatusCode::OK,
+        (false, RunState::Queued) => StatusCode::ACCEPTED,
+        (false, _) => StatusCode::CREATED,
+    };
     let headers = warning_headers(&run.warnings);
     Ok((status, headers, Json(CreateRayJobResponse::from(run))))
 }

@@ -18,7 +18,7 @@ pub const MAX_KUEUE_MESSAGE: usize = 512;
 /// A Workload, the parts krayne reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObservedWorkload {
-    /// The uid of the RayCluster owning it.
+    /// The uid of the RayCluster (or RayJob) owning it.
     pub owner_uid: Option<String>,
     /// When Kueue made it (RFC 3339).
     pub created_at: Option<String>,
@@ -96,7 +96,7 @@ impl ObservedWorkload {
                 .metadata
                 .owner_references
                 .iter()
-                .find(|o| o.kind == "RayCluster")
+                .find(|o| is_job(&o.kind))
                 .map(|o| keep(&o.uid, 64)),
             created_at: raw.metadata.creation_timestamp.map(|t| keep(&t, 64)),
             admitted: raw.status.admission.is_some(),
@@ -116,10 +116,16 @@ impl ObservedWorkload {
 /// it: its owner's uid and its place (0-based).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingWorkload {
-    /// The uid of the RayCluster owning it.
+    /// The uid of the RayCluster (or RayJob) owning it.
     pub owner_uid: String,
     /// Its place in its LocalQueue, 0-based.
     pub position_in_local_queue: u32,
+}
+
+/// Whether an owner of a Workload is a job krayne makes: a RayCluster, or
+/// a RayJob (Kueue's RayJob integration makes the RayJob the workload).
+fn is_job(kind: &str) -> bool {
+    matches!(kind, "RayCluster" | "RayJob")
 }
 
 /// The most clusters whose Workloads one read selects (by their
@@ -149,7 +155,7 @@ pub fn read_pending(summary: &serde_json::Value) -> Vec<PendingWorkload> {
         .take(MAX_PENDING_READ)
         .filter_map(|item| {
             let item = Item::deserialize(item).ok()?;
-            let owner = item.metadata.owner_references.iter().find(|o| o.kind == "RayCluster")?;
+            let owner = item.metadata.owner_references.iter().find(|o| is_job(&o.kind))?;
             Some(PendingWorkload {
                 owner_uid: keep(&owner.uid, 64),
                 position_in_local_queue: item.position_in_local_queue?,
@@ -249,6 +255,23 @@ mod tests {
             (Some("preempted"), "preempted: reclaimed", "2026-11-29T07:00:00Z")
         );
         assert_eq!(place(None, "t0", None).unwrap().since, "t0");
+    }
+
+    #[test]
+    fn a_rayjobs_workload_is_its_rayjobs_and_other_owners_are_not_krayne_jobs() {
+        let owned = |kind: &str| {
+            ObservedWorkload::read(&json!({"metadata": {"ownerReferences": [{"kind": kind, "uid": "u-9"}]}}))
+                .unwrap()
+                .owner_uid
+        };
+        assert_eq!(owned("RayJob").as_deref(), Some("u-9"));
+        assert_eq!(owned("Job"), None);
+        let pending = read_pending(&json!({"items": [
+            {"metadata": {"ownerReferences": [{"kind": "RayJob", "uid": "u-9"}]}, "positionInLocalQueue": 0},
+            {"metadata": {"ownerReferences": [{"kind": "Job", "uid": "u-8"}]}, "positionInLocalQueue": 1},
+        ]}));
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].owner_uid, "u-9");
     }
 
     #[test]

@@ -388,6 +388,14 @@ pub trait RayJobStore: Send + Sync + 'static {
     /// The RayJobs of one namespace, or of all when `None`.
     async fn list_rayjobs(&self, namespace: Option<&str>, request_id: &RequestId)
     -> Result<Vec<ObservedRayJob>, Error>;
+    /// Applies `patch` (a JSON patch pinned to the version it was decided
+    /// on: a stale one is `Conflict`) to a RayJob: the queue's admission.
+    async fn patch_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        patch: &ClusterPatch,
+        request_id: &RequestId,
+    ) -> Result<ObservedRayJob, Error>;
     /// Deletes a RayJob; KubeRay stops its job and Kubernetes removes its
     /// cluster (owned by it).
     async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error>;

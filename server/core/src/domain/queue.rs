@@ -88,10 +88,24 @@ impl QueuePolicy {
 /// rewrites the places of those behind, under the namespace's lock).
 pub const MAX_LINE: usize = 50;
 
-/// One cluster waiting in a namespace's line.
+/// How a RayJob is named in its namespace's line (a cluster by its name;
+/// no cluster's name holds a `/`, so the two never meet).
+pub fn rayjob_in_line(name: &str) -> String {
+    format!("{RAYJOB_IN_LINE}{name}")
+}
+
+/// The RayJob a name in line stands for, if it is one.
+pub fn rayjob_of_line(name: &str) -> Option<&str> {
+    name.strip_prefix(RAYJOB_IN_LINE)
+}
+
+const RAYJOB_IN_LINE: &str = "rayjob/";
+
+/// One cluster (or RayJob, whose cluster waits to be made) waiting in a
+/// namespace's line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
-    /// Its name.
+    /// Its name: a cluster's, or [`rayjob_in_line`]'s for a RayJob.
     pub name: String,
     /// When it joined the line.
     pub since: Timestamp,

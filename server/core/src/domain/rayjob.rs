@@ -95,6 +95,9 @@ pub enum RunState {
     Invalid,
     /// Held by an admission queue.
     Suspended,
+    /// Waiting in its namespace's line for quota (docs/quotas.md): no
+    /// cluster yet.
+    Queued,
 }
 
 impl RunState {
@@ -109,6 +112,7 @@ impl RunState {
             Self::Stopped => "stopped",
             Self::Invalid => "invalid",
             Self::Suspended => "suspended",
+            Self::Queued => "queued",
         }
     }
 
@@ -123,17 +127,46 @@ impl ObservedRayJob {
     pub fn state(&self) -> RunState {
         let s = &self.status;
         let ray = s.job_status.as_deref().unwrap_or("");
+        if self.queued_since().is_some() {
+            return RunState::Queued;
+        }
         match s.job_deployment_status.as_deref().unwrap_or("") {
             "Complete" if ray == "STOPPED" => RunState::Stopped,
             "Complete" => RunState::Succeeded,
             "Failed" => RunState::Failed,
             "ValidationFailed" => RunState::Invalid,
-            "Suspended" | "Suspending" => RunState::Suspended,
+            // Resumed, KubeRay moves it on from there: it starts again.
+            "Suspended" | "Suspending" if self.spec.suspend == Some(true) => RunState::Suspended,
             "Waiting" => RunState::Submitting,
             "Running" if ray.is_empty() || ray == "PENDING" => RunState::Submitting,
             "Running" => RunState::Running,
             _ => RunState::Starting,
         }
+    }
+
+    /// When it joined its namespace's line, while it waits there
+    /// (suspended, with krayne's place): it holds no quota.
+    pub fn queued_since(&self) -> Option<jiff::Timestamp> {
+        if self.spec.suspend != Some(true) {
+            return None;
+        }
+        self.annotation(crate::manifest::ANNOTATION_QUEUED_SINCE)
+            .and_then(|t| t.parse().ok())
+    }
+
+    /// The Kueue LocalQueue it waits in or was admitted through, when
+    /// the platform's Kueue admits it (docs/kueue.md).
+    pub fn kueue_queue(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .get(crate::manifest::LABEL_KUEUE_QUEUE)
+            .map(|q| q.as_str())
+            .filter(|q| !q.is_empty())
+    }
+
+    /// One of its annotations.
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata.annotations.get(key).map(|a| a.as_str())
     }
 
     /// The cluster KubeRay made for it, while the RayJob names one.
@@ -199,6 +232,14 @@ pub struct RayJobInfo {
     pub ended_at: Option<String>,
     /// Subject that created it through krayne.
     pub created_by: Option<String>,
+    /// Its place in its namespace's line (1-based), while `queued`.
+    pub queue_position: Option<u32>,
+    /// When it joined the line (RFC 3339), while `queued`.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub queued_since: Option<String>,
+    /// Why it waits, while `queued`: which resource is short and by how
+    /// much, or who is ahead of it.
+    pub queue_reason: Option<String>,
 }
 
 impl RayJobInfo {
@@ -207,6 +248,7 @@ impl RayJobInfo {
     pub fn of(job: &ObservedRayJob, cluster_status: Option<ClusterStatus>, exit_code: Option<i64>) -> Self {
         let (m, s) = (&job.metadata, &job.status);
         let text = |v: &Option<String>| v.clone().filter(|t| !t.is_empty());
+        let queued = job.queued_since();
         Self {
             name: m.name.to_string(),
             namespace: m.namespace.to_string(),
@@ -230,6 +272,13 @@ impl RayJobInfo {
                 .annotations
                 .get(&crate::manifest::ANNOTATION_CREATED_BY)
                 .map(ToString::to_string),
+            queue_position: queued
+                .and(job.annotation(crate::manifest::ANNOTATION_QUEUE_POSITION))
+                .and_then(|p| p.parse().ok()),
+            queued_since: queued.map(|t| t.to_string()),
+            queue_reason: queued
+                .and(job.annotation(crate::manifest::ANNOTATION_QUEUE_REASON))
+                .map(str::to_owned),
         }
     }
 }
@@ -316,11 +365,41 @@ mod tests {
             ("Failed", "FAILED", RunState::Failed),
             ("Failed", "", RunState::Failed),
             ("ValidationFailed", "", RunState::Invalid),
-            ("Suspended", "", RunState::Suspended),
         ] {
             let job = observed(json!({"jobDeploymentStatus": deployment, "jobStatus": ray}));
             assert_eq!(job.state(), state, "{deployment}/{ray}");
         }
+    }
+
+    #[test]
+    fn a_suspended_rayjob_is_queued_while_in_line_and_starts_once_resumed() {
+        let at = |suspend: bool, annotations: Value| -> ObservedRayJob {
+            serde_json::from_value(json!({
+                "metadata": {"name": "train", "namespace": "ml", "annotations": annotations},
+                "spec": {"entrypoint": "python train.py", "suspend": suspend},
+                "status": {"jobDeploymentStatus": "Suspended"},
+            }))
+            .unwrap()
+        };
+        let place = json!({"krayne.dev/queued-since": "2026-11-29T06:00:00Z", "krayne.dev/queue-position": "3",
+                           "krayne.dev/queue-reason": "gpus: needs 4, 0 of 8 free"});
+        let waiting = at(true, place.clone());
+        assert_eq!(waiting.state(), RunState::Queued);
+        let info = RayJobInfo::of(&waiting, None, None);
+        assert_eq!(info.queue_position, Some(3));
+        assert_eq!(info.queued_since.as_deref(), Some("2026-11-29T06:00:00Z"));
+        assert_eq!(at(true, json!({})).state(), RunState::Suspended, "out of line, held");
+        assert_eq!(
+            at(false, json!({})).state(),
+            RunState::Starting,
+            "resumed: KubeRay starts it again"
+        );
+        let admitted = RayJobInfo::of(&at(false, place), None, None);
+        assert_eq!(
+            (admitted.queue_position, admitted.queued_since),
+            (None, None),
+            "a place counts only while suspended"
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::{KUBERAY_API_VERSION, RAYCLUSTER_KIND};
-use crate::domain::ObservedCluster;
+use super::{KUBERAY_API_VERSION, RAYCLUSTER_KIND, RAYJOB_KIND};
+use crate::domain::{ObjectMeta, ObservedCluster, ObservedRayJob};
 
 /// The component events name as their source.
 pub const LIFECYCLE_COMPONENT: &str = "krayne-lifecycle";
@@ -14,18 +14,27 @@ pub const LIFECYCLE_COMPONENT: &str = "krayne-lifecycle";
 /// CamelCase `reason` (`LifecycleWarning`, `LifecycleSuspended`,
 /// `LifecycleDeleted`), and the message, at `now` (RFC 3339).
 pub fn lifecycle_event(cluster: &ObservedCluster, kind: &str, reason: &str, message: &str, now: &str) -> Value {
-    let name = cluster.metadata.name.as_str();
+    event_on(RAYCLUSTER_KIND, &cluster.metadata, kind, reason, message, now)
+}
+
+/// As [`lifecycle_event`], on a RayJob (the queue's admission of one).
+pub fn rayjob_event(job: &ObservedRayJob, kind: &str, reason: &str, message: &str, now: &str) -> Value {
+    event_on(RAYJOB_KIND, &job.metadata, kind, reason, message, now)
+}
+
+fn event_on(object_kind: &str, meta: &ObjectMeta, kind: &str, reason: &str, message: &str, now: &str) -> Value {
+    let name = meta.name.as_str();
     json!({
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": format!("{name}."), "namespace": cluster.metadata.namespace.as_str()},
+        "metadata": {"generateName": format!("{name}."), "namespace": meta.namespace.as_str()},
         "involvedObject": {
             "apiVersion": KUBERAY_API_VERSION,
-            "kind": RAYCLUSTER_KIND,
+            "kind": object_kind,
             "name": name,
-            "namespace": cluster.metadata.namespace.as_str(),
-            "uid": cluster.metadata.uid,
-            "resourceVersion": cluster.metadata.resource_version.as_deref(),
+            "namespace": meta.namespace.as_str(),
+            "uid": meta.uid,
+            "resourceVersion": meta.resource_version.as_deref(),
         },
         "type": kind,
         "reason": reason,

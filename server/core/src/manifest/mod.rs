@@ -24,9 +24,12 @@ pub use build::{
     RayAuthNames, build_manifest, render,
 };
 pub use describe::{SERVICE_NAMES, cluster_details, cluster_info, ray_version};
-pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event};
+pub use lifecycle_event::{LIFECYCLE_COMPONENT, lifecycle_event, rayjob_event};
 pub use network_policy::{HeldPolicy, PolicyPeers, network_policy, network_policy_name, policy_digest};
-pub use queue::{Place, admit_patch, enqueue_patch, for_kueue, leave_line_patch, place_patch, queued};
+pub use queue::{
+    Place, admit_patch, enqueue_patch, for_kueue, leave_line_patch, place_patch, queued, queued_rayjob,
+    rayjob_for_kueue,
+};
 pub use ray_auth::{
     DRY_RUN_NONCE, RayAuth, auth_options, ray_auth_of, ray_auth_secret, ray_auth_secret_name, rayjob_token_secret,
 };
@@ -35,7 +38,7 @@ pub use scale::{ScaleInput, ScalePlan, check_scale_input, plan_scale, scale_patc
 pub use services::{DeclaredService, declared_services, proxy_path, serving_head, tunnel_path};
 pub use status::derive_status;
 pub use stuck::{CRASH_LOOP_RESTARTS, HeadStuck, head_stuck};
-pub use suspend::{annotations_patch, keep_patch, suspend_patch};
+pub use suspend::{annotations_patch, annotations_patch_of, keep_patch, suspend_patch};
 
 /// KubeRay's API group.
 pub const KUBERAY_GROUP: &str = "ray.io";

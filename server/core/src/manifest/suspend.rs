@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{ANNOTATION_IDLE_SINCE, ANNOTATION_KEEP_UNTIL, ANNOTATION_LIFECYCLE, ANNOTATION_WARNED_AT};
-use crate::domain::{ClusterPatch, ObservedCluster};
+use crate::domain::{ClusterPatch, ObjectMeta, ObservedCluster};
 
 /// The JSON patch that sets `spec.suspend`, conditional on the version of
 /// `cluster` it was decided on (a resume admitted under a quota writes
@@ -14,10 +14,10 @@ use crate::domain::{ClusterPatch, ObservedCluster};
 /// it warned of is moot.
 pub fn suspend_patch(cluster: &ObservedCluster, suspend: bool) -> ClusterPatch {
     let mut ops = vec![
-        precondition(cluster),
+        precondition(&cluster.metadata),
         json!({"op": "add", "path": "/spec/suspend", "value": suspend}),
     ];
-    ops.extend(clear_ops(cluster));
+    ops.extend(clear_ops(&cluster.metadata));
     ClusterPatch::new(Value::Array(ops))
 }
 
@@ -27,7 +27,12 @@ pub fn suspend_patch(cluster: &ObservedCluster, suspend: bool) -> ClusterPatch {
 /// the whole map could drop others' keys, so such a cluster is not
 /// annotated, so never warned, so never acted on.
 pub fn annotations_patch(cluster: &ObservedCluster, wanted: &[(&str, Option<&str>)]) -> Option<ClusterPatch> {
-    let annotations = &cluster.metadata.annotations;
+    annotations_patch_of(&cluster.metadata, wanted)
+}
+
+/// [`annotations_patch`] for any object krayne annotates (a RayJob too).
+pub fn annotations_patch_of(meta: &ObjectMeta, wanted: &[(&str, Option<&str>)]) -> Option<ClusterPatch> {
+    let annotations = &meta.annotations;
     if annotations.is_empty() {
         return None;
     }
@@ -40,7 +45,7 @@ pub fn annotations_patch(cluster: &ObservedCluster, wanted: &[(&str, Option<&str
         })
         .collect();
     (!ops.is_empty()).then(|| {
-        let mut all = vec![precondition(cluster)];
+        let mut all = vec![precondition(meta)];
         all.extend(ops);
         ClusterPatch::new(Value::Array(all))
     })
@@ -60,28 +65,28 @@ pub fn keep_patch(cluster: &ObservedCluster, until: &str) -> Option<ClusterPatch
     )
 }
 
-/// The operation that makes a patch conditional on `cluster`'s version.
-pub(super) fn precondition(cluster: &ObservedCluster) -> Value {
-    let rv = cluster.metadata.resource_version.clone().unwrap_or_default();
+/// The operation that makes a patch conditional on the object's version.
+pub(super) fn precondition(meta: &ObjectMeta) -> Value {
+    let rv = meta.resource_version.clone().unwrap_or_default();
     json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})
 }
 
 /// Suspended or resumed, a cluster starts its lifecycle over: the
 /// warning, the plan and its idle time go; so does any place in line (a
 /// cluster suspended or resumed outright waits in none).
-pub(super) fn clear_ops(cluster: &ObservedCluster) -> Vec<Value> {
+pub(super) fn clear_ops(meta: &ObjectMeta) -> Vec<Value> {
     let lifecycle = [ANNOTATION_WARNED_AT, ANNOTATION_LIFECYCLE, ANNOTATION_IDLE_SINCE];
-    removals(cluster, &lifecycle)
+    removals(meta, &lifecycle)
         .into_iter()
-        .chain(removals(cluster, &super::queue::PLACE_KEYS))
+        .chain(removals(meta, &super::queue::PLACE_KEYS))
         .collect()
 }
 
-/// Removals of those of `keys` `cluster` has among its annotations.
-pub(super) fn removals(cluster: &ObservedCluster, keys: &[&str]) -> Vec<Value> {
+/// Removals of those of `keys` the object has among its annotations.
+pub(super) fn removals(meta: &ObjectMeta, keys: &[&str]) -> Vec<Value> {
     keys.iter()
         .copied()
-        .filter(|key| cluster.metadata.annotations.get(key).is_some())
+        .filter(|key| meta.annotations.get(key).is_some())
         .map(|key| json!({"op": "remove", "path": annotation(key)}))
         .collect()
 }

@@ -260,3 +260,63 @@ async fn http_mode_submits_the_job_itself() {
     assert_eq!(done["jobStatus"], "SUCCEEDED");
     assert_eq!(done["jobId"], "by-http");
 }
+
+#[tokio::test]
+async fn a_suspended_rayjob_makes_no_cluster_until_resumed_and_a_suspend_takes_its_cluster() {
+    let (_sb, client) = start().await;
+    let api = rayjobs(&client);
+    let mut held = rayjob("held", &json!({}), 1, None);
+    held.data["spec"]["suspend"] = json!(true);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    // As KubeRay: New → Initializing → Suspending → Suspended, no cluster.
+    let suspended = status_when(&client, "held", "Suspended", |s| deployment(s) == "Suspended").await;
+    assert_eq!(suspended["rayClusterName"], "", "{suspended}");
+    assert!(
+        rayclusters(&client, "ml")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    // Resumed: Suspended → New → Initializing, a cluster made and run,
+    // its start time anew (times are to the second).
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let resume = kube::api::Patch::Merge(json!({"spec": {"suspend": false}}));
+    api.patch("held", &kube::api::PatchParams::default(), &resume)
+        .await
+        .unwrap();
+    let running = status_when(&client, "held", "Running", |s| deployment(s) == "Running").await;
+    let cluster = running["rayClusterName"].as_str().unwrap().to_owned();
+    assert!(cluster.starts_with("held-"), "{cluster}");
+    assert!(
+        running["startTime"].as_str() > suspended["startTime"].as_str(),
+        "{running}"
+    );
+
+    // Suspended while running: its cluster goes, the RayJob stays, reset.
+    let suspend = kube::api::Patch::Merge(json!({"spec": {"suspend": true}}));
+    api.patch("held", &kube::api::PatchParams::default(), &suspend)
+        .await
+        .unwrap();
+    let again = status_when(&client, "held", "Suspended again", |s| deployment(s) == "Suspended").await;
+    assert_eq!((&again["rayClusterName"], &again["jobId"]), (&json!(""), &json!("")));
+    gone(&client, &cluster).await;
+
+    // One that keeps its cluster may not be suspended (KubeRay's rule).
+    let mut keeps = rayjob("keeps", &json!({"shutdown_after_job_finishes": false}), 0, None);
+    keeps.data["spec"]["suspend"] = json!(true);
+    api.create(&PostParams::default(), &keeps).await.unwrap();
+    let refused = status_when(&client, "keeps", "ValidationFailed", |s| {
+        deployment(s) == "ValidationFailed"
+    })
+    .await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("not allowed to be suspended"),
+        "{refused}"
+    );
+}
