@@ -397,6 +397,8 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings
         ray_auth,
         companions_every: Duration::from_secs(http.companions_interval_seconds.max(1)),
         rayjobs_every: Duration::from_secs(http.rayjobs_interval_seconds.max(1)),
+        rayjob_retention: (http.rayjob_retention_seconds > 0)
+            .then(|| Duration::from_secs(http.rayjob_retention_seconds)),
         wait_unschedulable_grace: Duration::from_secs(http.wait_unschedulable_seconds),
         rate_limit: RateLimit::new(http.rate_limit_per_second, http.rate_limit_burst),
         denials: DenialSettings {
@@ -707,6 +709,11 @@ async fn prune(args: &PruneArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("prune: {e}"))?;
     println!("deleted {deleted} audit rows older than {cutoff}");
+    let runs = store
+        .prune_runs(&cutoff.to_string(), args.batch_size)
+        .await
+        .map_err(|e| format!("prune: {e}"))?;
+    println!("deleted {runs} kept RayJob runs (driver logs) older than {cutoff}");
     Ok(())
 }
 

@@ -280,6 +280,13 @@ pub struct HttpArgs {
     /// and exit code are kept before KubeRay deletes its cluster.
     #[arg(long, env = "KRAYNE_RAYJOBS_INTERVAL_SECONDS", default_value_t = 3)]
     pub rayjobs_interval_seconds: u64,
+    /// How long a RayJob krayne made stays once its job has ended, in
+    /// seconds (7 days by default), before it is deleted, audited as
+    /// `rayjob.delete` by krayne (its cluster went after its TTL; its
+    /// kept log goes with `krayne-server audit prune`); 0 keeps them until
+    /// someone deletes them.
+    #[arg(long, env = "KRAYNE_RAYJOB_RETENTION_SECONDS", default_value_t = 604_800)]
+    pub rayjob_retention_seconds: u64,
     /// How long a cluster's head may stay unschedulable (no node has room)
     /// before a wait stops with that reason rather than run out its
     /// timeout, in seconds; 0 waits the whole timeout, for platforms whose

@@ -143,6 +143,10 @@ pub struct ControlSettings {
     /// How often the RayJob runner goes over krayne's RayJobs (submitting
     /// jobs whose heads serve, keeping the logs of those that ended).
     pub rayjobs_every: Duration,
+    /// How long a RayJob krayne made stays once its job has ended (its
+    /// cluster went after its TTL) before the runner deletes it; `None`:
+    /// kept until someone deletes it.
+    pub rayjob_retention: Option<Duration>,
 }
 
 impl Default for ControlSettings {
@@ -174,6 +178,7 @@ impl Default for ControlSettings {
             ray_auth: None,
             companions_every: Duration::from_secs(600),
             rayjobs_every: Duration::from_secs(3),
+            rayjob_retention: Some(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }

@@ -106,6 +106,8 @@ pub(super) fn line_of(clusters: &[Arc<ObservedCluster>], rayjobs: &[ObservedRayJ
     let jobs = rayjobs
         .iter()
         .filter(|j| j.metadata.deletion_timestamp.is_none() && j.kueue_queue().is_none())
+        // One KubeRay refused waits for nothing: it would block the line.
+        .filter(|j| !j.state().is_over())
         .filter_map(|j| {
             Some(Waiting {
                 name: queue::rayjob_in_line(j.metadata.name.as_str()),
@@ -265,7 +267,7 @@ impl ControlPlane {
             let suspended = cluster.suspended();
             // Kueue admits the Workload before it un-suspends the cluster:
             // until then, what is on the cluster stays.
-            if suspended && workload.is_some_and(|w| w.admitted) {
+            if suspended && workload.is_some_and(|w| w.admitted && w.evicted.is_none()) {
                 continue;
             }
             let annotation = |key: &str| cluster.meta().annotations.get(key).map(|a| a.to_string());
@@ -466,10 +468,13 @@ impl ControlPlane {
                 })
                 .await?;
             }
-            (OnMaxWait::Delete, InLine::RayJob(_)) => {
+            (OnMaxWait::Delete, InLine::RayJob(job)) => {
+                let Some(only_if) = Preconditions::of_object(&job.metadata) else {
+                    return Ok(());
+                };
                 let store = self.rayjob_store()?;
                 self.audited(cx, AuditAction::QueueExpire, namespace, name, summary, || {
-                    store.delete_rayjob(&target, rid)
+                    store.delete_rayjob(&target, Some(&only_if), rid)
                 })
                 .await?;
             }

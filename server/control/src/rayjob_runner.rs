@@ -14,6 +14,9 @@
 //!   Ray token Secret owned by it) are applied, as a create applies a
 //!   cluster's: KubeRay makes the cluster, so no create of krayne's does,
 //!   and the companion keeper's round may be minutes away.
+//! - A RayJob whose job ended `--rayjob-retention-seconds` ago (7 days by
+//!   default) and whose cluster is gone is deleted, audited as krayne's
+//!   `rayjob.delete` (its kept run goes with `krayne-server audit prune`).
 //!
 //! Fenced: only RayJobs krayne made (its `created-by` annotation, copied by
 //! KubeRay to their clusters), in `InteractiveMode`, with a job id; found
@@ -21,7 +24,7 @@
 //! round asks Kubernetes nothing when nothing is to be done.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -30,8 +33,8 @@ use serde_json::json;
 use super::{Context, ControlPlane};
 use crate::{
     domain::{
-        ClusterRef, Error, JobSubmission, KeptRun, ObservedCluster, ObservedRayJob, RunState, RuntimeEnv, Uid,
-        audit::AuditAction, log_tail, parse_yaml,
+        ClusterRef, Error, JobSubmission, KeptRun, ObservedCluster, ObservedRayJob, Preconditions, RunState,
+        RuntimeEnv, Uid, audit::AuditAction, log_tail, parse_yaml,
     },
     manifest,
 };
@@ -43,6 +46,8 @@ use crate::{
 pub(crate) struct KeptRuns {
     runs: HashSet<String>,
     protected: HashSet<Uid>,
+    /// RayJobs whose retention delete failed, and when to try again.
+    expiry_failed: HashMap<String, std::time::Instant>,
 }
 
 impl ControlPlane {
@@ -117,6 +122,96 @@ impl ControlPlane {
                 };
                 if let Err(e) = done {
                     tracing::debug!(%namespace, rayjob = %job.metadata.name, error = %e, "the RayJob runner will try again next round");
+                }
+            }
+        }
+        if let Some(retention) = self.settings.rayjob_retention {
+            let all = match &feed {
+                Some(feed) => feed.rayjobs(None),
+                None => match store.list_rayjobs(None, &rid).await {
+                    Ok(jobs) => jobs.into_iter().map(Arc::new).collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the RayJob runner could not list RayJobs; trying again next round");
+                        return;
+                    }
+                },
+            };
+            self.expire_rayjobs(&cx, &all, &clusters, retention, kept).await;
+        }
+    }
+
+    /// Deletes the RayJobs krayne made whose job ended longer than
+    /// `retention` ago and whose cluster KubeRay has deleted, at most
+    /// [`RETENTION_DELETES_PER_ROUND`] a round; each conditional on the
+    /// RayJob decided on, audited `rayjob.delete` (reason `retention`).
+    /// Nothing of a run is lost: one whose run was never kept (its head
+    /// gone first, or no cluster ever made) has its status kept first,
+    /// and without a run ledger nothing is deleted. A RayJob that keeps
+    /// its cluster (`shutdownAfterJobFinishes: false`) is its owner's to
+    /// delete. One whose delete fails waits [`RETENTION_RETRY_AFTER`].
+    async fn expire_rayjobs(
+        &self,
+        cx: &Context,
+        jobs: &[Arc<ObservedRayJob>],
+        clusters: &[Arc<ObservedCluster>],
+        retention: std::time::Duration,
+        kept: &mut KeptRuns,
+    ) {
+        let (Some(store), Some(ledger)) = (&self.rayjobs, &self.run_ledger) else {
+            return;
+        };
+        let now = jiff::Timestamp::now();
+        let instant = std::time::Instant::now();
+        kept.expiry_failed.retain(|_, retry_at| *retry_at > instant);
+        let due = jobs
+            .iter()
+            .filter(|j| made_by_krayne(&j.metadata) && j.metadata.deletion_timestamp.is_none())
+            .filter(|j| j.state().is_over() && j.spec.shutdown_after_job_finishes == Some(true))
+            .filter(|j| {
+                j.cluster_name().is_none_or(|name| {
+                    !clusters
+                        .iter()
+                        .any(|c| c.metadata.namespace == j.metadata.namespace && c.metadata.name.as_str() == name)
+                })
+            })
+            .filter(|j| ended_before(j, now, retention))
+            .filter(|j| {
+                j.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|uid| !kept.expiry_failed.contains_key(uid.text().as_ref()))
+            })
+            .take(RETENTION_DELETES_PER_ROUND)
+            .collect::<Vec<_>>();
+        for job in due {
+            let (Some(only_if), Some(uid)) = (Preconditions::of_object(&job.metadata), job.metadata.uid.as_ref())
+            else {
+                continue;
+            };
+            let uid = uid.text().into_owned();
+            let (namespace, name) = (job.metadata.namespace.as_str(), job.metadata.name.as_str());
+            let target = crate::authz::krayne_acts_on_object(&job.metadata, AuditAction::RayJobDelete);
+            let summary = json!({"reason": "retention", "ended_at": job.status.end_time,
+                                 "retention_seconds": retention.as_secs()});
+            let deleted = async {
+                if ledger.kept(namespace, name, &uid).await?.is_none() {
+                    ledger.keep(&status_only_run(job, &uid)).await?;
+                }
+                self.audited(cx, AuditAction::RayJobDelete, namespace, name, summary, || {
+                    store.delete_rayjob(&target, Some(&only_if), &cx.meta.request_id)
+                })
+                .await
+            }
+            .await;
+            match deleted {
+                Ok(()) => {
+                    metrics::counter!("krayne_rayjobs_expired_total").increment(1);
+                    tracing::info!(%namespace, rayjob = %name, "an ended RayJob past its retention was deleted");
+                }
+                Err(e) => {
+                    kept.expiry_failed.insert(uid, instant + RETENTION_RETRY_AFTER);
+                    tracing::warn!(%namespace, rayjob = %name, error = %e,
+                        "an ended RayJob past its retention was not deleted; tried again later");
                 }
             }
         }
@@ -251,7 +346,87 @@ impl ControlPlane {
     }
 }
 
+/// The most ended RayJobs one round deletes (a backlog after an outage
+/// goes over several rounds, never in one burst).
+const RETENTION_DELETES_PER_ROUND: usize = 20;
+
+/// How long a RayJob whose retention delete failed is left before the
+/// next try (each try is an audit row).
+const RETENTION_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What is kept of a run whose head was gone before its log could be
+/// read (or that never had one): KubeRay's account of it.
+fn status_only_run(job: &ObservedRayJob, uid: &str) -> KeptRun {
+    let name = job.metadata.name.as_str();
+    let status = job
+        .status
+        .job_status
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| job.status.job_deployment_status.clone())
+        .unwrap_or_default();
+    KeptRun {
+        namespace: job.metadata.namespace.to_string(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        job_id: job.job_id().unwrap_or(name).to_owned(),
+        status,
+        exit_code: None,
+        log_tail: None,
+        truncated: false,
+        kept_at: jiff::Timestamp::now().to_string(),
+    }
+}
+
+/// Whether `job` ended (or, refused by KubeRay, was made) longer than
+/// `retention` before `now`. The leader's clock judges: a retention is
+/// days, where a few seconds of skew do not matter.
+fn ended_before(job: &ObservedRayJob, now: jiff::Timestamp, retention: std::time::Duration) -> bool {
+    let ended = job
+        .status
+        .end_time
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .or(job.metadata.creation_timestamp.as_deref())
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let retention = jiff::SignedDuration::try_from(retention).unwrap_or(jiff::SignedDuration::MAX);
+    ended.is_some_and(|at| at.checked_add(retention).is_ok_and(|due| due <= now))
+}
+
 /// Whether krayne made the object (its `created-by` annotation).
 fn made_by_krayne(meta: &crate::domain::ObjectMeta) -> bool {
     meta.annotations.get(manifest::ANNOTATION_CREATED_BY).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn job(status: serde_json::Value) -> ObservedRayJob {
+        serde_json::from_value(json!({
+            "metadata": {"name": "r", "namespace": "ml", "creationTimestamp": "2026-11-01T00:00:00Z"},
+            "spec": {"entrypoint": "true"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rayjob_is_due_a_retention_after_its_end_or_when_refused_after_its_making() {
+        let now: jiff::Timestamp = "2026-11-29T00:00:00Z".parse().unwrap();
+        let week = Duration::from_secs(7 * 24 * 3600);
+        let ended = |at: &str| job(json!({"jobDeploymentStatus": "Complete", "endTime": at}));
+        assert!(ended_before(&ended("2026-11-21T23:59:59Z"), now, week));
+        assert!(!ended_before(&ended("2026-11-22T00:00:01Z"), now, week));
+        let refused = job(json!({"jobDeploymentStatus": "ValidationFailed"}));
+        assert!(ended_before(&refused, now, week), "no end: from its making");
+        assert!(
+            !ended_before(&refused, now, Duration::MAX),
+            "a retention past time never comes"
+        );
+    }
 }

@@ -292,7 +292,10 @@ impl ControlPlane {
         let store = self.rayjob_store()?;
         let rid = &cx.meta.request_id;
         self.audited(cx, AuditAction::RayJobDelete, namespace, name, Value::Null, || async {
-            store.delete_rayjob(&target, rid).await.map_err(|e| as_rayjob(e, name))
+            store
+                .delete_rayjob(&target, None, rid)
+                .await
+                .map_err(|e| as_rayjob(e, name))
         })
         .await
     }

@@ -359,10 +359,16 @@ impl RayJobStore for KubeClusterStore {
         self.call(json_patch(uri, patch), request_id).await
     }
 
-    async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error> {
+    async fn delete_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        only_if: Option<&Preconditions>,
+        request_id: &RequestId,
+    ) -> Result<(), Error> {
         // Kubernetes' garbage collector removes the cluster after; a RayJob
         // made again under the name gets a cluster of another name.
-        let request = rayjobs(Some(rayjob.namespace())).delete(rayjob.name(), &DeleteParams::background());
+        let params = delete_params(only_if);
+        let request = rayjobs(Some(rayjob.namespace())).delete(rayjob.name(), &params);
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
 }
@@ -501,11 +507,7 @@ impl ClusterStore for KubeClusterStore {
         only_if: Option<&Preconditions>,
         request_id: &RequestId,
     ) -> Result<(), Error> {
-        let mut params = DeleteParams::background();
-        params.preconditions = only_if.map(|p| kube::api::Preconditions {
-            uid: Some(p.uid.clone()),
-            resource_version: Some(p.resource_version.clone()),
-        });
+        let params = delete_params(only_if);
         let request = rayclusters(Some(cluster.namespace())).delete(cluster.name(), &params);
         self.call::<Value>(request, request_id).await.map(|_| ())
     }
@@ -628,4 +630,14 @@ fn json_patch(uri: String, patch: &ClusterPatch) -> Result<Request<Vec<u8>>, kub
         .header(header::ACCEPT, "application/json")
         .body(body)
         .map_err(kube::core::request::Error::BuildRequest)
+}
+
+/// A background delete, conditional on `only_if` when given.
+fn delete_params(only_if: Option<&Preconditions>) -> DeleteParams {
+    let mut params = DeleteParams::background();
+    params.preconditions = only_if.map(|p| kube::api::Preconditions {
+        uid: Some(p.uid.clone()),
+        resource_version: Some(p.resource_version.clone()),
+    });
+    params
 }

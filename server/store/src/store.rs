@@ -488,30 +488,44 @@ impl Store {
     /// Deletes rows that arrived before `cutoff`; returns how many.
     pub async fn prune(&self, cutoff: &str, batch: u32) -> Result<u64, sqlx::Error> {
         let cutoff = stamp(cutoff);
+        let postgres = "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
+                        WHERE occurred_at < $1::timestamptz ORDER BY occurred_at LIMIT $2)";
+        let sqlite = "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
+                      WHERE occurred_at < $1 ORDER BY occurred_at LIMIT $2)";
+        self.delete_in_batches([postgres, sqlite], &cutoff, batch).await
+    }
+
+    /// Deletes what was kept of RayJobs' runs (their driver logs' tails)
+    /// before `cutoff`, with the audit rows of their time, `batch` rows a
+    /// statement as [`Self::prune`] does (a row holds up to 1 MiB of
+    /// log); returns how many.
+    pub async fn prune_runs(&self, cutoff: &str, batch: u32) -> Result<u64, sqlx::Error> {
+        // `kept_at` is RFC 3339 text in UTC, so text order is time order.
+        let sql = "DELETE FROM rayjob_runs WHERE uid IN \
+                   (SELECT uid FROM rayjob_runs WHERE kept_at < $1 ORDER BY kept_at LIMIT $2)";
+        self.delete_in_batches([sql, sql], cutoff, batch).await
+    }
+
+    /// Runs `sql` (Postgres's, SQLite's: a delete of at most `$2` rows
+    /// before `$1`) until it deletes fewer than `batch`: oldest first,
+    /// each statement short (well within the statement timeout, locks held
+    /// briefly), and an interrupted prune keeps what it did.
+    async fn delete_in_batches(&self, sql: [&'static str; 2], cutoff: &str, batch: u32) -> Result<u64, sqlx::Error> {
         let mut deleted = 0;
-        // Oldest first, `batch` rows a statement: each statement is short
-        // (well within the statement timeout, locks held briefly), and an
-        // interrupted prune keeps what it did.
         loop {
             let n = match self {
-                Self::Postgres(p) => sqlx::query(
-                    "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
-                     WHERE occurred_at < $1::timestamptz ORDER BY occurred_at LIMIT $2)",
-                )
-                .bind(&cutoff)
-                .bind(i64::from(batch))
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()),
-                Self::Sqlite(p) => sqlx::query(
-                    "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events \
-                     WHERE occurred_at < $1 ORDER BY occurred_at LIMIT $2)",
-                )
-                .bind(&cutoff)
-                .bind(i64::from(batch))
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()),
+                Self::Postgres(p) => sqlx::query(sql[0])
+                    .bind(cutoff)
+                    .bind(i64::from(batch))
+                    .execute(p)
+                    .await
+                    .map(|r| r.rows_affected()),
+                Self::Sqlite(p) => sqlx::query(sql[1])
+                    .bind(cutoff)
+                    .bind(i64::from(batch))
+                    .execute(p)
+                    .await
+                    .map(|r| r.rows_affected()),
             }?;
             deleted += n;
             if n < u64::from(batch) {

@@ -511,9 +511,32 @@ async fn migrate_and_prune_from_the_command_line() {
     assert!(String::from_utf8_lossy(&migrated.stdout).contains("migrations applied"));
     let again = server(&["migrate", "--database-url", &db.url]);
     assert!(again.status.success(), "migrations are idempotent");
+    // A RayJob's run kept 100 days ago goes with the audit rows of its
+    // time; one kept yesterday stays.
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+        .await
+        .unwrap();
+    for (uid, kept_at) in [("old-run", "2026-01-01T00:00:00Z"), ("new-run", "2099-01-01T00:00:00Z")] {
+        sqlx::query(
+            "INSERT INTO rayjob_runs (uid, namespace, name, job_id, status, kept_at) \
+             VALUES ($1, 'ml-team', $1, $1, 'SUCCEEDED', $2)",
+        )
+        .bind(uid)
+        .bind(kept_at)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
     let pruned = server(&["audit", "prune", "--older-than", "90d", "--database-url", &db.url]);
     assert!(pruned.status.success(), "{}", String::from_utf8_lossy(&pruned.stderr));
-    assert!(String::from_utf8_lossy(&pruned.stdout).contains("deleted 0 audit rows"));
+    let said = String::from_utf8_lossy(&pruned.stdout);
+    assert!(said.contains("deleted 0 audit rows"), "{said}");
+    assert!(said.contains("deleted 1 kept RayJob runs"), "{said}");
+    let left: Vec<(String,)> = sqlx::query_as("SELECT uid FROM rayjob_runs")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, [("new-run".to_owned(),)]);
     let bad = server(&["migrate", "--database-url", "mysql://nope"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("postgres:// or sqlite:"));

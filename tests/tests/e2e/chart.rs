@@ -750,6 +750,7 @@ fn the_settings_configmap_speaks_the_servers_environment() {
         "KRAYNE_CLUSTER_NETWORK_POLICY_EXTRA_INGRESS",
         "KRAYNE_CACHE_NAMESPACES_FILE",
         "KRAYNE_COMPANIONS_INTERVAL_SECONDS",
+        "KRAYNE_RAYJOB_RETENTION_SECONDS",
     ] {
         assert!(used.contains(required), "{required}");
     }

@@ -518,3 +518,46 @@ async fn a_runs_token_secret_goes_with_its_rayjob_when_no_cluster_is_ever_made()
     }
     panic!("the token Secret outlived its RayJob: {:?}", secrets().await);
 }
+
+#[tokio::test]
+async fn an_ended_run_is_deleted_after_its_retention_once_its_cluster_is_gone() {
+    let mut options = runner_every_second();
+    options
+        .server_args
+        .extend(["--rayjob-retention-seconds".into(), "1".into()]);
+    let env = Env::start_with(options).await;
+    let alice = env.rest(&env.alice());
+    let ttl = json!({"ttl_seconds_after_finished": 30});
+    for (name, extra) in [
+        ("done", ttl.clone()),
+        ("keeps", json!({"shutdown_after_job_finishes": false})),
+    ] {
+        let mut run = json!({"name": name, "entrypoint": "echo ran"});
+        for (k, v) in extra.as_object().unwrap() {
+            run[k] = v.clone();
+        }
+        alice.post(RUNS, &run).await.expect(201);
+    }
+    for name in ["done", "keeps"] {
+        rayjob_when(&env, name, "succeeded", |j| {
+            j["state"] == "succeeded" && !j["exit_code"].is_null()
+        })
+        .await;
+    }
+    // Past its retention but with its cluster still there (its TTL), it
+    // stays: its run is kept first, nothing of it is cut short.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    alice.get(&format!("{RUNS}/done")).await.expect(200);
+    // Once KubeRay has deleted its cluster, krayne deletes it, audited.
+    let started = std::time::Instant::now();
+    while alice.get(&format!("{RUNS}/done")).await.status != 404 {
+        assert!(started.elapsed() < Duration::from_secs(60), "never deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows = env.audit_rows_eventually("action=rayjob.delete&cluster=done", 1).await;
+    assert_eq!(rows[0]["actor"]["subject"], "system:krayne-lifecycle", "{rows:?}");
+    assert_eq!(rows[0]["request_summary"]["reason"], "retention");
+    // The one that keeps its cluster is its owner's to delete.
+    let kept = alice.get(&format!("{RUNS}/keeps")).await.expect(200).body;
+    assert!(kept["cluster_status"].is_string(), "{kept}");
+}

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 
 use super::{
-    Authorized, ClusterPatch, ClusterRef, Error, KeptRun, ObservedCluster, ObservedEvent, ObservedPod, ObservedRayJob,
-    PodLogOptions, RenderedCluster, RequestId,
+    Authorized, ClusterPatch, ClusterRef, Error, KeptRun, ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod,
+    ObservedRayJob, PodLogOptions, RenderedCluster, RequestId,
     audit::{AuditEntry, AuditFilter},
 };
 
@@ -27,9 +27,14 @@ impl Preconditions {
     /// `cluster` as it was observed; `None` when it lacks a uid or a
     /// version (then nothing can be required of it).
     pub fn of(cluster: &ObservedCluster) -> Option<Self> {
+        Self::of_object(&cluster.metadata)
+    }
+
+    /// As [`Self::of`], for any object (a RayJob).
+    pub fn of_object(meta: &ObjectMeta) -> Option<Self> {
         Some(Self {
-            uid: cluster.metadata.uid.as_ref()?.to_string(),
-            resource_version: cluster.metadata.resource_version.as_deref()?.to_owned(),
+            uid: meta.uid.as_ref()?.to_string(),
+            resource_version: meta.resource_version.as_deref()?.to_owned(),
         })
     }
 }
@@ -396,9 +401,16 @@ pub trait RayJobStore: Send + Sync + 'static {
         patch: &ClusterPatch,
         request_id: &RequestId,
     ) -> Result<ObservedRayJob, Error>;
-    /// Deletes a RayJob; KubeRay stops its job and Kubernetes removes its
-    /// cluster (owned by it).
-    async fn delete_rayjob(&self, rayjob: &Authorized<ClusterRef>, request_id: &RequestId) -> Result<(), Error>;
+    /// Deletes a RayJob (with `only_if`, only while it is still that
+    /// object: krayne's own automation deletes what it decided on, never a
+    /// RayJob made again under the name); KubeRay stops its job and
+    /// Kubernetes removes its cluster (owned by it).
+    async fn delete_rayjob(
+        &self,
+        rayjob: &Authorized<ClusterRef>,
+        only_if: Option<&Preconditions>,
+        request_id: &RequestId,
+    ) -> Result<(), Error>;
 }
 
 /// What krayne keeps of RayJobs' ended jobs (their driver log's tail and

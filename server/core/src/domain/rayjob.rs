@@ -123,18 +123,19 @@ impl RunState {
 }
 
 impl ObservedRayJob {
-    /// Its state, from KubeRay's stage and Ray's status.
+    /// Its state, from KubeRay's stage and Ray's status; an ended one is
+    /// ended whatever place it had, and one suspended in a line (krayne's,
+    /// or Kueue's, which suspends it to take it back) is `Queued`.
     pub fn state(&self) -> RunState {
         let s = &self.status;
         let ray = s.job_status.as_deref().unwrap_or("");
-        if self.queued_since().is_some() {
-            return RunState::Queued;
-        }
+        let waits = self.queued_since().is_some() || (self.spec.suspend == Some(true) && self.kueue_queue().is_some());
         match s.job_deployment_status.as_deref().unwrap_or("") {
             "Complete" if ray == "STOPPED" => RunState::Stopped,
             "Complete" => RunState::Succeeded,
             "Failed" => RunState::Failed,
             "ValidationFailed" => RunState::Invalid,
+            _ if waits => RunState::Queued,
             // Resumed, KubeRay moves it on from there: it starts again.
             "Suspended" | "Suspending" if self.spec.suspend == Some(true) => RunState::Suspended,
             "Waiting" => RunState::Submitting,
@@ -389,6 +390,26 @@ mod tests {
         assert_eq!(info.queue_position, Some(3));
         assert_eq!(info.queued_since.as_deref(), Some("2026-11-29T06:00:00Z"));
         assert_eq!(at(true, json!({})).state(), RunState::Suspended, "out of line, held");
+        let mut refused = at(true, place.clone());
+        refused.status.job_deployment_status = Some("ValidationFailed".into());
+        assert_eq!(
+            refused.state(),
+            RunState::Invalid,
+            "refused by KubeRay: no longer waits"
+        );
+        let mut taken_back: ObservedRayJob = serde_json::from_value(json!({
+            "metadata": {"name": "train", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {"entrypoint": "python train.py", "suspend": true},
+            "status": {"jobDeploymentStatus": "Running"},
+        }))
+        .unwrap();
+        assert_eq!(
+            taken_back.state(),
+            RunState::Queued,
+            "Kueue took it back: it waits again"
+        );
+        taken_back.status.job_deployment_status = Some("Complete".into());
+        assert_eq!(taken_back.state(), RunState::Succeeded);
         assert_eq!(
             at(false, json!({})).state(),
             RunState::Starting,
