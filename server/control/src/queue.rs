@@ -535,10 +535,7 @@ impl InLine<'_> {
     }
 
     fn kueue_queue(&self) -> Option<&str> {
-        match self {
-            Self::Cluster(c) => c.kueue_queue(),
-            Self::RayJob(j) => j.kueue_queue(),
-        }
+        self.meta().kueue_queue()
     }
 
     fn kind(&self) -> &'static str {

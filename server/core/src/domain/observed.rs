@@ -144,6 +144,16 @@ impl ObjectMeta {
             .flatten()
             .filter(|name| !name.is_empty())
     }
+
+    /// The Kueue LocalQueue its object waits in or was admitted through,
+    /// when the platform's Kueue admits it (docs/kueue.md): a RayCluster's
+    /// or a RayJob's `kueue.x-k8s.io/queue-name` label.
+    pub fn kueue_queue(&self) -> Option<&str> {
+        self.labels
+            .get(crate::manifest::LABEL_KUEUE_QUEUE)
+            .map(Atom::as_str)
+            .filter(|q| !q.is_empty())
+    }
 }
 
 /// The controller's uid among owner references.
@@ -181,11 +191,7 @@ impl ObservedCluster {
     /// The Kueue LocalQueue it waits in or was admitted through, if Kueue
     /// admits it (its `kueue.x-k8s.io/queue-name` label).
     pub fn kueue_queue(&self) -> Option<&str> {
-        self.metadata
-            .labels
-            .get(crate::manifest::LABEL_KUEUE_QUEUE)
-            .map(Atom::as_str)
-            .filter(|q| !q.is_empty())
+        self.metadata.kueue_queue()
     }
 
     /// When it joined its namespace's line, if it waits in one: suspended,

@@ -158,11 +158,7 @@ impl ObservedRayJob {
     /// The Kueue LocalQueue it waits in or was admitted through, when
     /// the platform's Kueue admits it (docs/kueue.md).
     pub fn kueue_queue(&self) -> Option<&str> {
-        self.metadata
-            .labels
-            .get(crate::manifest::LABEL_KUEUE_QUEUE)
-            .map(|q| q.as_str())
-            .filter(|q| !q.is_empty())
+        self.metadata.kueue_queue()
     }
 
     /// One of its annotations.
