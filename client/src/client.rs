@@ -178,6 +178,10 @@ impl ClientBuilder {
 /// What [`Client::create_with`] sends: a structured spec or a Krayne config
 /// document.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per create and moved into the request; boxing would change the SDK's variants"
+)]
 pub enum ClusterSource {
     /// A structured spec.
     Spec(ClusterSpec),
@@ -229,6 +233,9 @@ pub struct Created {
     /// What the server accepted but reports (mode `Warn`): each ignored
     /// key or converted value at its field path.
     pub warnings: Vec<FieldViolation>,
+    /// Why it went (or, for a dry run, would go) to its site
+    /// (`cluster.site`), when the server fronts several.
+    pub placement: Option<String>,
 }
 
 /// How long [`Client::keep`] keeps a cluster from its lifecycle policy.
@@ -427,6 +434,7 @@ impl Client {
             }
             _ => cluster,
         };
+        let placement = response.placement;
         let warnings = response
             .warnings
             .into_iter()
@@ -439,6 +447,7 @@ impl Client {
             cluster,
             manifest,
             warnings,
+            placement,
         })
     }
 

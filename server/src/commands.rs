@@ -28,6 +28,7 @@ use crate::{
 
 #[cfg(feature = "sandbox")]
 mod sandbox_cmd;
+mod sites;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
@@ -451,8 +452,18 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         UpstreamMode::PortForward
     });
     let upstream = upstream(mode, &client);
-    let api =
-        k8s::KubeClusterStore::new(client.clone()).with_timeout(Duration::from_secs(args.kube_timeout_seconds.max(1)));
+    let kube_timeout = Duration::from_secs(args.kube_timeout_seconds.max(1));
+    let sites = args.sites_file.as_deref().map(sites::read_sites).transpose()?;
+    // With sites, krayne's own Kubernetes is the site without a kubeconfig
+    // (if one is named): its Kueue is the one read.
+    let home_site = sites
+        .iter()
+        .flatten()
+        .find(|e| e.kubeconfig.is_none())
+        .map(|e| e.spec.name.clone());
+    let api = k8s::KubeClusterStore::new(client.clone())
+        .with_timeout(kube_timeout)
+        .with_site(home_site.unwrap_or_default());
     let upkeep = Upkeep {
         migrate: args.migrate_on_start,
         sweep_after: SWEEP_AFTER,
@@ -467,13 +478,21 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         FIRST_UPKEEP,
     )
     .await?;
-    let mut parts = Parts::new(
-        k8s::cluster_store(api.clone(), cache_options(&args.cache).as_ref())?,
-        sink.clone(),
-        auth,
-    );
+    let cache = cache_options(&args.cache);
+    let fleet = match &sites {
+        Some(entries) => Some(sites::fleet(entries, &client, &upstream, kube_timeout, cache.as_ref()).await?),
+        None => None,
+    };
+    let store: std::sync::Arc<dyn crate::domain::ClusterStore> = match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => k8s::cluster_store(api.clone(), cache.as_ref())?,
+    };
+    let mut parts = Parts::new(store, sink.clone(), auth);
     let api = std::sync::Arc::new(api);
-    parts.rayjobs = Some(api.clone());
+    parts.rayjobs = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => api.clone(),
+    });
     parts.kueue = Some(api);
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
@@ -485,7 +504,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     (parts.control, parts.rest, parts.connections) = settings(&args.http)?;
     parts.control.audit_reads = args.audit_reads;
     parts.control.login = login;
-    parts.upstream = Some(upstream);
+    parts.upstream = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => upstream,
+    });
     parts.ray = Some(ray_heads(args.http.head_answer_budget_mib));
     let leadership = leadership(&args.lifecycle, &client)?;
     if args.lifecycle.usage_accounting {
@@ -514,6 +536,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         ("service-account-tokens", args.jwt.service_account_tokens),
         ("login", parts.control.login.is_some()),
         ("service-tunnels", true),
+        ("sites", fleet.is_some()),
         ("browser-sessions", parts.control.sessions.keys.is_some()),
         ("apps-domain", parts.control.apps_domain.is_some()),
         (

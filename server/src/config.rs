@@ -396,6 +396,14 @@ pub struct ServeArgs {
     /// Default: `direct` inside a cluster, `port-forward` outside.
     #[arg(long, env = "KRAYNE_SERVICE_UPSTREAM", value_enum)]
     pub service_upstream: Option<UpstreamMode>,
+    /// The Kubernetes clusters ("sites") krayne fronts, as one API
+    /// (docs/sites.md): each with a name, a kubeconfig (none for the one
+    /// krayne runs in, or `--kubeconfig`), a weight and labels (`region`,
+    /// `gpu-types`). Without it, the one Kubernetes is the only site,
+    /// `local`. Other sites' services are reached through their API
+    /// servers' port-forward.
+    #[arg(long, env = "KRAYNE_SITES_FILE", value_name = "FILE")]
+    pub sites_file: Option<PathBuf>,
     /// The lifecycle reaper.
     #[command(flatten)]
     pub lifecycle: LifecycleArgs,
@@ -672,6 +680,11 @@ pub struct SandboxArgs {
     /// clusters, 64 CPUs, 256Gi and 8 GPUs). It is reloaded on SIGHUP.
     #[arg(long, value_name = "FILE")]
     pub teams: Option<PathBuf>,
+    /// Simulated Kubernetes clusters ("sites") behind the one API, each
+    /// with its own KubeRay and heads (docs/sites.md): `site-1` offers
+    /// `a100` GPUs, `site-2` `h100`, and so on.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub sites: u8,
 }
 
 /// `krayne-server token …`.

@@ -18,6 +18,7 @@ pub mod pty;
 pub mod raw;
 mod secrets;
 mod server;
+pub mod sites;
 pub mod watch;
 
 pub use balancer::Balancer;

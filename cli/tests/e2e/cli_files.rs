@@ -270,7 +270,7 @@ async fn a_krayne_file_creates_the_same_cluster_through_the_cli_and_rest() {
 /// A file written for an older Krayne: an unknown key in a worker group, a
 /// count and a flag as strings.
 const LEGACY: &str = "name: legacy\nnamespace: ml-team\nworker_groups:\n  - name: cpu\n    replicas: \"2\"\n    \
-                      gpu_type: t4\nservices:\n  ssh: \"no\"\n";
+                      accelerator: t4\nservices:\n  ssh: \"no\"\n";
 
 #[tokio::test]
 async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silently() {
@@ -281,7 +281,7 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
     std::fs::write(&file, LEGACY).unwrap();
     let file = file.to_str().unwrap();
     let warnings = [
-        "Warning: worker_groups[0].gpu_type: unknown field, ignored",
+        "Warning: worker_groups[0].accelerator: unknown field, ignored",
         "Warning: worker_groups[0].replicas: the string \"2\" read as 2",
         "Warning: services.ssh: the string \"no\" read as false",
     ];
@@ -309,7 +309,11 @@ async fn field_validation_warns_on_stderr_refuses_when_strict_and_ignores_silent
         .await
         .code(2);
     let stderr = strict.stderr();
-    for path in ["worker_groups[0].gpu_type", "worker_groups[0].replicas", "services.ssh"] {
+    for path in [
+        "worker_groups[0].accelerator",
+        "worker_groups[0].replicas",
+        "services.ssh",
+    ] {
         assert!(stderr.contains(path), "{path} missing from: {stderr}");
     }
     assert!(strict.stdout().is_empty());
@@ -357,7 +361,11 @@ async fn the_sdk_returns_the_warnings() {
     let fields: Vec<&str> = warned.warnings.iter().map(|w| w.field.as_str()).collect();
     assert_eq!(
         fields,
-        ["worker_groups[0].gpu_type", "worker_groups[0].replicas", "services.ssh"]
+        [
+            "worker_groups[0].accelerator",
+            "worker_groups[0].replicas",
+            "services.ssh"
+        ]
     );
     let strict = CreateOptions {
         field_validation: FieldValidation::Strict,

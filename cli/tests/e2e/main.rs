@@ -14,6 +14,7 @@ mod quotas;
 mod real_ssh;
 mod runs;
 mod shapes;
+mod sites;
 mod support;
 mod tui;
 mod tunnels;

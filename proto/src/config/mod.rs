@@ -107,7 +107,15 @@ pub fn yaml_options() -> serde_saphyr::Options {
 /// documents them.
 pub mod keys {
     /// Top level.
-    pub const TOP: &[&str] = &["name", "namespace", "head", "worker_groups", "services", "autoscaler"];
+    pub const TOP: &[&str] = &[
+        "name",
+        "namespace",
+        "head",
+        "worker_groups",
+        "services",
+        "autoscaler",
+        "site",
+    ];
     /// `head`.
     pub const HEAD: &[&str] = &["cpus", "memory", "gpus", "image", "runs_tasks"];
     /// Each item of `worker_groups`.
@@ -120,6 +128,7 @@ pub mod keys {
         "memory",
         "gpus",
         "image",
+        "gpu_type",
     ];
     /// `services`.
     pub const SERVICES: &[&str] = &["notebook", "code_server", "ssh"];

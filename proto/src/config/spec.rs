@@ -38,6 +38,7 @@ pub fn spec_to_tree(s: &ClusterSpec) -> Value {
                 put(&mut group, "memory", g.memory.as_ref());
                 put(&mut group, "gpus", g.gpus);
                 put(&mut group, "image", g.image.as_ref());
+                put(&mut group, "gpu_type", g.gpu_type.as_ref());
                 Value::Object(group)
             })
             .collect();
@@ -59,6 +60,7 @@ pub fn spec_to_tree(s: &ClusterSpec) -> Value {
         put(&mut autoscaler, "memory", a.memory.as_ref());
         m.insert("autoscaler".into(), Value::Object(autoscaler));
     }
+    put(&mut m, "site", s.site.as_ref());
     Value::Object(m)
 }
 
@@ -101,6 +103,7 @@ pub fn tree_to_spec(tree: &Value) -> Result<ClusterSpec, ConfigError> {
                     memory: g.quantity("memory")?,
                     gpus: g.count("gpus")?,
                     image: g.string("image")?,
+                    gpu_type: g.string("gpu_type")?,
                 })
             })
             .collect::<Result<_, ConfigError>>()?,
@@ -133,6 +136,7 @@ pub fn tree_to_spec(tree: &Value) -> Result<ClusterSpec, ConfigError> {
         worker_groups,
         services,
         autoscaler,
+        site: root.string("site")?,
     })
 }
 

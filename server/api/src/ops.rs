@@ -82,6 +82,20 @@ async fn readyz(State(service): State<ControlPlane>) -> Response {
     if !readiness.problems.is_empty() {
         body["problems"] = json!(readiness.problems);
     }
+    if !readiness.sites.is_empty() {
+        let sites: serde_json::Map<String, serde_json::Value> = readiness
+            .sites
+            .iter()
+            .map(|(site, down)| {
+                let state = match down {
+                    None => json!({"status": "up"}),
+                    Some(since) => json!({"status": "unavailable", "since": since}),
+                };
+                (site.clone(), state)
+            })
+            .collect();
+        body["sites"] = serde_json::Value::Object(sites);
+    }
     let status = if readiness.ready() {
         StatusCode::OK
     } else {

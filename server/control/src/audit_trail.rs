@@ -35,6 +35,7 @@ impl ControlPlane {
         summary: Value,
     ) -> AuditEntry {
         let p = &cx.principal;
+        let summary = self.with_site(namespace, cluster, summary);
         AuditEntry {
             id: uuid::Uuid::now_v7().to_string(),
             occurred_at: jiff::Timestamp::now().to_string(),
@@ -54,6 +55,33 @@ impl ControlPlane {
             error: None,
             duration_ms: None,
         }
+    }
+
+    /// `summary` saying the site of the cluster (or RayJob) it is about,
+    /// when the store spans several sites and the summary does not say
+    /// already (a create says where it placed it).
+    fn with_site(&self, namespace: Option<&str>, cluster: Option<&str>, summary: Value) -> Value {
+        let (Some(namespace), Some(name)) = (namespace, cluster) else {
+            return summary;
+        };
+        if self.store.site_health().is_empty() {
+            return summary;
+        }
+        let Some(site) = self.store.feed().and_then(|feed| {
+            feed.cluster(namespace, name)
+                .map(|c| c.site.clone())
+                .or_else(|| feed.rayjob(namespace, name).map(|j| j.site.clone()))
+        }) else {
+            return summary;
+        };
+        let mut summary = match summary {
+            Value::Null => Value::Object(serde_json::Map::new()),
+            other => other,
+        };
+        if let Some(map) = summary.as_object_mut() {
+            map.entry("site").or_insert_with(|| Value::String(site.to_string()));
+        }
+        summary
     }
 
     /// Refuses a request whose token was refused: audits it as

@@ -2,14 +2,14 @@
 //! caller by the team mapping, or for krayne's own automation.
 
 use krayne_core::domain::{
-    Action, Authorized, ClusterRef, Error, ObjectMeta, ObservedCluster, audit::AuditAction, check_dns1123_label,
+    Action, Authorized, ClusterRef, Error, ObjectMeta, ObservedCluster, Site, audit::AuditAction, check_dns1123_label,
     check_dns1123_subdomain,
 };
 
 use crate::{Context, ControlPlane};
 
 /// A namespace the caller was found allowed an action in: a grant is per
-/// namespace, so it covers each cluster of it ([`Self::cluster`]).
+/// namespace, so it covers each cluster of it ([`Self::cluster_in`]).
 #[derive(Debug)]
 pub(crate) struct InNamespace {
     namespace: String,
@@ -17,9 +17,15 @@ pub(crate) struct InNamespace {
 }
 
 impl InNamespace {
-    /// Cluster `name` of the namespace, under the same grant.
-    pub(crate) fn cluster(&self, name: &str) -> Authorized<ClusterRef> {
-        Authorized::vouched(ClusterRef::new(self.namespace.clone(), name), self.action)
+    /// Cluster `name` of the namespace in `site` (where a create placed
+    /// it), under the same grant.
+    pub(crate) fn cluster_in(&self, name: &str, site: Option<Site>) -> Authorized<ClusterRef> {
+        let cluster = ClusterRef::new(self.namespace.clone(), name);
+        let cluster = match site {
+            Some(site) => cluster.placed(site),
+            None => cluster,
+        };
+        Authorized::vouched(cluster, self.action)
     }
 }
 

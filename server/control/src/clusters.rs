@@ -12,7 +12,9 @@ use crate::domain::{audit::AuditAction, quota};
 use crate::{
     domain::{
         Action, AdmissionGuard, Authorized, ClusterDetails, ClusterInfo, ClusterRef, ClusterSpec, Error,
-        FieldValidation, FieldViolation, ObservedCluster, Page, PageRequest, RequestId, Summary, check_dns1123_label,
+        FieldValidation, FieldViolation, ObservedCluster, Page, PageRequest, RequestId, Site, Summary,
+        check_dns1123_label,
+        sites::{Placement, PlacementAsk, SiteFacts, SiteSpec, place},
     },
     manifest::{self, Provenance, ScaleInput, check_scale_input, plan_scale},
 };
@@ -44,6 +46,8 @@ pub struct Created {
     pub manifest: Value,
     /// Ignored keys and converted values of the config (mode `warn`).
     pub warnings: Vec<FieldViolation>,
+    /// Where it was put and why, when the server fronts several sites.
+    pub placement: Option<Placement>,
 }
 
 /// The team a create in `namespace` is labelled with: the caller's first
@@ -104,6 +108,14 @@ impl ControlPlane {
                 return Err(e);
             }
         };
+        let placement = match self.place(cx, &namespace, &spec).await {
+            Ok(placement) => placement,
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), Some(&spec.name), &e)
+                    .await;
+                return Err(e);
+            }
+        };
         let team = creator_team(cx, &namespace);
         let token = self.ray_token_names(&namespace, &spec.name, input.dry_run);
         let who = Provenance {
@@ -114,7 +126,7 @@ impl ControlPlane {
                 .map(|(nonce, secret)| manifest::RayAuthNames { nonce, secret }),
         };
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
-        let target = granted.cluster(&spec.name);
+        let target = granted.cluster_in(&spec.name, placement.as_ref().map(|p| p.site.clone()));
         let rid = &cx.meta.request_id;
         let waits = self.queue_policy(&namespace).waits(queue);
         // Where the platform's Kueue admits, krayne's quota is
@@ -140,6 +152,21 @@ impl ControlPlane {
                 .await?
             }
         };
+        // Across sites a name is the fleet's: checked under the
+        // namespace's admission lock (the quota's, or taken for this), so
+        // two replicas creating it in two sites never both succeed.
+        let fleet_lock = match (&placement, &admitted) {
+            (Some(_), Admission::Unlimited) if !input.dry_run => Some(self.quota_lock.lock(&namespace).await?),
+            _ => None,
+        };
+        if placement.is_some()
+            && let Err(e) = self.name_free_in_fleet(&namespace, &spec.name, rid).await
+        {
+            self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), Some(&spec.name), &e)
+                .await;
+            return Err(e);
+        }
+        let fleet_hold = fleet_lock.as_ref().map(AdmissionGuard::hold);
         let hold = admitted.hold();
         let rendered = match admitted.place() {
             Some(place) => place.put(rendered, manifest::queued),
@@ -160,6 +187,8 @@ impl ControlPlane {
                 "field_validation": input.field_validation.as_str(),
                 "warnings": warnings.len(),
                 "queue": place,
+                "site": placement.as_ref().map(|p| p.site.name()),
+                "placement": placement.as_ref().map(|p| &p.why),
             });
             let status = if place.is_some() || kueue.is_some() { 202 } else { 201 };
             self.audited_with_status(
@@ -171,6 +200,9 @@ impl ControlPlane {
                 |_| status,
                 || async {
                     hold.check()?;
+                    if let Some(fleet) = &fleet_hold {
+                        fleet.check()?;
+                    }
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
                     if let Some((nonce, secret)) = staged {
                         self.stage_ray_token(&target, nonce, secret, rid).await?;
@@ -200,11 +232,77 @@ impl ControlPlane {
             )
             .await?
         };
+        drop(fleet_lock);
         Ok(Created {
             cluster: manifest::cluster_info(&observed, Some(&[])),
             manifest: rendered.into_manifest(),
             warnings,
+            placement,
         })
+    }
+
+    /// Where a new cluster of `spec` in `namespace` goes, when the store
+    /// spans several sites (`None`: one Kubernetes, where only `local` may
+    /// be named).
+    pub(super) async fn place(
+        &self,
+        cx: &Context,
+        namespace: &str,
+        spec: &ClusterSpec,
+    ) -> Result<Option<Placement>, Error> {
+        let sites = self.store.sites_for(namespace, &cx.meta.request_id).await;
+        if sites.is_empty() {
+            return match spec.site.as_deref() {
+                None | Some(Site::LOCAL) => Ok(None),
+                Some(other) => Err(Error::invalid(
+                    "site",
+                    format!("no site {other:?}: this server fronts one Kubernetes, site \"local\""),
+                )),
+            };
+        }
+        let mut gpu_types: Vec<String> = spec.worker_groups.iter().filter_map(|g| g.gpu_type.clone()).collect();
+        gpu_types.sort();
+        gpu_types.dedup();
+        let ask = PlacementAsk {
+            site: spec.site.clone(),
+            gpu_types,
+            allowed: cx.principal.sites_for(namespace),
+        };
+        let specs: Vec<SiteSpec> = sites.iter().map(|(s, _)| s.clone()).collect();
+        let facts = |site: &Site| {
+            sites.iter().find(|(s, _)| s.name == *site).map_or(
+                SiteFacts {
+                    up: false,
+                    namespace_exists: false,
+                },
+                |(_, f)| *f,
+            )
+        };
+        place(&specs, &ask, facts).map(Some)
+    }
+
+    /// Since when `site` has not answered (RFC 3339), if it has not: what
+    /// is shown of its clusters is their last known state.
+    fn site_down_since(&self, site: &Site) -> Option<String> {
+        self.store
+            .site_health()
+            .into_iter()
+            .find(|(s, _)| s == site)
+            .and_then(|(_, since)| since)
+            .map(|t| t.to_string())
+    }
+
+    /// Refuses a name some site already holds in `namespace` (call it
+    /// holding the namespace's admission lock).
+    async fn name_free_in_fleet(&self, namespace: &str, name: &str, rid: &RequestId) -> Result<(), Error> {
+        let clusters = self.store.list_latest(namespace, rid).await?;
+        match clusters.iter().find(|c| c.metadata.name.as_str() == name) {
+            Some(held) => Err(Error::AlreadyExists {
+                kind: crate::domain::ResourceKind::Cluster,
+                name: format!("{name} (in site {})", held.site),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The nonce and Secret of the Ray token of a cluster (or RayJob) to
@@ -260,7 +358,9 @@ impl ControlPlane {
         let pods = self.store.cluster_pods(&target, rid).await?;
         self.record_read(cx, AuditAction::ClusterGet, Some(namespace), Some(name))
             .await;
-        Ok(manifest::cluster_info(&cluster, Some(&views(&pods))))
+        let mut info = manifest::cluster_info(&cluster, Some(&views(&pods)));
+        info.site_unavailable_since = self.site_down_since(&cluster.site);
+        Ok(info)
     }
 
     /// Clusters of one namespace, or of every namespace the caller may see,
@@ -326,6 +426,7 @@ impl ControlPlane {
         self.record_read(cx, AuditAction::ClusterDescribe, Some(namespace), Some(name))
             .await;
         let mut details = manifest::cluster_details(&cluster, &views(&pods), &views(&events), &self.settings.manifest);
+        details.info.site_unavailable_since = self.site_down_since(&cluster.site);
         details.proxy_urls = manifest::declared_services(&cluster)
             .iter()
             .filter(|s| s.protocol == "http")

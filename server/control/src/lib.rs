@@ -18,6 +18,7 @@ mod connection;
 mod denials;
 #[cfg(feature = "test-util")]
 pub mod fakes;
+pub mod fleet;
 mod heads;
 mod identity;
 mod idleness;

@@ -45,6 +45,9 @@ pub struct Readiness {
     pub dependencies: Vec<Dependency>,
     /// Problems an operator must fix that do not stop serving.
     pub problems: Vec<String>,
+    /// Each site and, when its Kubernetes does not answer, since when
+    /// (docs/sites.md); empty with one Kubernetes.
+    pub sites: Vec<(String, Option<String>)>,
 }
 
 impl Readiness {
@@ -142,6 +145,12 @@ impl ControlPlane {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             problems,
+            sites: self
+                .store
+                .site_health()
+                .into_iter()
+                .map(|(site, down)| (site.to_string(), down.map(|t| t.to_string())))
+                .collect(),
         }
     }
 

@@ -137,7 +137,17 @@ impl ControlPlane {
                 .map(|(nonce, secret)| manifest::RayAuthNames { nonce, secret }),
         };
         let rayjob = manifest::build_rayjob(&run, ttl, deadline, &self.settings.manifest, &who);
-        let target = granted.cluster(run.name());
+        // A RayJob and the cluster KubeRay makes for it live in one site,
+        // placed as a cluster is.
+        let placement = match self.place(cx, &namespace, &run.cluster).await {
+            Ok(placement) => placement,
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
+                    .await;
+                return Err(e);
+            }
+        };
+        let target = granted.cluster_in(run.name(), placement.as_ref().map(|p| p.site.clone()));
         let rid = &cx.meta.request_id;
         let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
         // Where the platform's Kueue admits, krayne's quota is
@@ -185,6 +195,27 @@ impl ControlPlane {
                 .await?
             }
         };
+        // A RayJob's name is the fleet's, as a cluster's is.
+        let fleet_lock = match (&placement, &admitted) {
+            (Some(_), Admission::Unlimited) if !dry_run => Some(self.quota_lock.lock(&namespace).await?),
+            _ => None,
+        };
+        if placement.is_some()
+            && let Some(held) = store
+                .list_rayjobs(Some(&namespace), rid)
+                .await?
+                .into_iter()
+                .find(|j| j.metadata.name.as_str() == run.name())
+        {
+            let e = Error::AlreadyExists {
+                kind: crate::domain::ResourceKind::RayJob,
+                name: format!("{} (in site {})", run.name(), held.site),
+            };
+            self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
+                .await;
+            return Err(e);
+        }
+        let fleet_hold = fleet_lock.as_ref().map(crate::domain::AdmissionGuard::hold);
         let hold = admitted.hold();
         let rayjob = match admitted.place() {
             Some(place) => place.put(rayjob, manifest::queued_rayjob),
@@ -210,6 +241,8 @@ impl ControlPlane {
                 "field_validation": field_validation.as_str(),
                 "warnings": read.warnings.len(),
                 "queue": place,
+                "site": placement.as_ref().map(|p| p.site.name()),
+                "placement": placement.as_ref().map(|p| &p.why),
             });
             let status = if place.is_some() || kueue.is_some() { 202 } else { 201 };
             self.audited_with_status(
@@ -221,6 +254,9 @@ impl ControlPlane {
                 |_| status,
                 || async {
                     hold.check()?;
+                    if let Some(fleet) = &fleet_hold {
+                        fleet.check()?;
+                    }
                     let staged = token.as_ref().map(|(nonce, secret)| (nonce.as_str(), secret.as_str()));
                     if let Some((nonce, secret)) = staged {
                         self.stage_ray_token(&target, nonce, secret, rid).await?;

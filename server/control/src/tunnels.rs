@@ -460,6 +460,7 @@ impl ControlPlane {
 /// Where `service` of `head` is reached.
 fn target_of(namespace: &str, head: &ObservedPod, service: &DeclaredService) -> ServiceTarget {
     ServiceTarget {
+        site: head.site.clone(),
         namespace: namespace.to_owned(),
         pod: head.metadata.name.to_string(),
         pod_ip: head.status.pod_ip.as_ref().map(ToString::to_string),

@@ -275,6 +275,8 @@ mod tests {
             queue_position: None,
             queued_since: None,
             queue_reason: None,
+            site: "local".into(),
+            site_unavailable_since: None,
             resource_version: None,
         }
     }

@@ -50,6 +50,7 @@ const WATCH_TIMEOUT_SECONDS: u32 = 3600;
 pub struct KubeClusterStore {
     client: Client,
     timeout: Duration,
+    site: domain::Site,
 }
 
 /// How long a Kubernetes call may take when no timeout is set.
@@ -170,7 +171,33 @@ impl KubeClusterStore {
         Self {
             client,
             timeout: DEFAULT_TIMEOUT,
+            site: domain::Site::local(),
         }
+    }
+
+    /// Names the site this Kubernetes is (docs/sites.md): every cluster
+    /// and RayJob read through it says so.
+    #[must_use]
+    pub fn with_site(mut self, site: domain::Site) -> Self {
+        self.site = site;
+        self
+    }
+
+    /// The site this Kubernetes is.
+    pub fn site(&self) -> &domain::Site {
+        &self.site
+    }
+
+    /// `cluster`, saying it was read from this site.
+    fn sited(&self, mut cluster: ObservedCluster) -> ObservedCluster {
+        cluster.site = self.site.clone();
+        cluster
+    }
+
+    /// `rayjob`, saying it was read from this site.
+    fn sited_job(&self, mut rayjob: ObservedRayJob) -> ObservedRayJob {
+        rayjob.site = self.site.clone();
+        rayjob
     }
 
     /// Bounds each call (and the start of each watch) by `timeout`: a
@@ -227,7 +254,15 @@ impl KubeClusterStore {
                 request_id,
             )
             .await?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        let site = &self.site;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|mut p| {
+                p.site = site.clone();
+                Arc::new(p)
+            })
+            .collect())
     }
 
     async fn events_of<T: Clone + DeserializeOwned + Send + 'static>(
@@ -327,6 +362,7 @@ impl RayJobStore for KubeClusterStore {
         };
         self.call(rayjobs(Some(rayjob.namespace())).create(&params, body), request_id)
             .await
+            .map(|j| self.sited_job(j))
     }
 
     async fn get_rayjob(&self, rayjob: &ClusterRef, request_id: &RequestId) -> Result<ObservedRayJob, Error> {
@@ -335,6 +371,7 @@ impl RayJobStore for KubeClusterStore {
             request_id,
         )
         .await
+        .map(|j| self.sited_job(j))
     }
 
     async fn list_rayjobs(
@@ -345,7 +382,7 @@ impl RayJobStore for KubeClusterStore {
         let list: ObjectList<ObservedRayJob> = self
             .call(rayjobs(namespace).list(&ListParams::default()), request_id)
             .await?;
-        Ok(list.items)
+        Ok(list.items.into_iter().map(|j| self.sited_job(j)).collect())
     }
 
     async fn patch_rayjob(
@@ -356,7 +393,9 @@ impl RayJobStore for KubeClusterStore {
     ) -> Result<ObservedRayJob, Error> {
         let (namespace, name) = (rayjob.namespace(), rayjob.name());
         let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYJOBS}/{name}");
-        self.call(json_patch(uri, patch), request_id).await
+        self.call(json_patch(uri, patch), request_id)
+            .await
+            .map(|j| self.sited_job(j))
     }
 
     async fn delete_rayjob(
@@ -405,6 +444,7 @@ impl ClusterStore for KubeClusterStore {
         };
         self.call(rayclusters(Some(namespace)).create(&params, body), request_id)
             .await
+            .map(|c| self.sited(c))
     }
 
     async fn get(&self, cluster: &ClusterRef, request_id: &RequestId) -> Result<Arc<ObservedCluster>, Error> {
@@ -413,14 +453,14 @@ impl ClusterStore for KubeClusterStore {
             request_id,
         )
         .await
-        .map(Arc::new)
+        .map(|c| Arc::new(self.sited(c)))
     }
 
     async fn list(&self, namespace: Option<&str>, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
         let list: ObjectList<ObservedCluster> = self
             .call(rayclusters(namespace).list(&ListParams::default()), request_id)
             .await?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        Ok(list.items.into_iter().map(|c| Arc::new(self.sited(c))).collect())
     }
 
     async fn pods(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedPod>>, Error> {
@@ -498,7 +538,9 @@ impl ClusterStore for KubeClusterStore {
     ) -> Result<ObservedCluster, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let uri = format!("/apis/{KUBERAY_API_VERSION}/namespaces/{namespace}/{RAYCLUSTERS}/{name}");
-        self.call(json_patch(uri, patch), request_id).await
+        self.call(json_patch(uri, patch), request_id)
+            .await
+            .map(|c| self.sited(c))
     }
 
     async fn delete(
@@ -585,28 +627,41 @@ impl ClusterStore for KubeClusterStore {
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error> {
         let (namespace, name) = (cluster.namespace(), cluster.name());
         let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+        let (site, pod_site) = (self.site.clone(), self.site.clone());
         let clusters = self
             .events_of::<ObservedCluster>(rayclusters(Some(namespace)), by_name, request_id)
             .await?
-            .try_filter_map(|e| async move {
-                Ok(match e {
-                    WatchEvent::Added(c) | WatchEvent::Modified(c) => Some(ClusterChange::Cluster(Box::new(c))),
-                    WatchEvent::Deleted(_) => Some(ClusterChange::ClusterDeleted),
-                    WatchEvent::Bookmark(_) => None,
-                    WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
-                })
+            .try_filter_map(move |e| {
+                let site = site.clone();
+                async move {
+                    Ok(match e {
+                        WatchEvent::Added(mut c) | WatchEvent::Modified(mut c) => {
+                            c.site = site;
+                            Some(ClusterChange::Cluster(Box::new(c)))
+                        }
+                        WatchEvent::Deleted(_) => Some(ClusterChange::ClusterDeleted),
+                        WatchEvent::Bookmark(_) => None,
+                        WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
+                    })
+                }
             });
         let of_cluster = ListParams::default().labels(&format!("{}={name}", manifest::LABEL_CLUSTER));
         let pods = self
             .events_of::<ObservedPod>(core(namespace, "pods"), of_cluster, request_id)
             .await?
-            .try_filter_map(|e| async move {
-                Ok(match e {
-                    WatchEvent::Added(p) | WatchEvent::Modified(p) => Some(ClusterChange::Pod(Box::new(p))),
-                    WatchEvent::Deleted(p) => Some(ClusterChange::PodDeleted(p.metadata.name)),
-                    WatchEvent::Bookmark(_) => None,
-                    WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
-                })
+            .try_filter_map(move |e| {
+                let site = pod_site.clone();
+                async move {
+                    Ok(match e {
+                        WatchEvent::Added(mut p) | WatchEvent::Modified(mut p) => {
+                            p.site = site;
+                            Some(ClusterChange::Pod(Box::new(p)))
+                        }
+                        WatchEvent::Deleted(p) => Some(ClusterChange::PodDeleted(p.metadata.name)),
+                        WatchEvent::Bookmark(_) => None,
+                        WatchEvent::Error(s) => return Err(errors::translate(kube::Error::Api(s))),
+                    })
+                }
             });
         Ok(futures::stream::select(clusters, pods).boxed())
     }

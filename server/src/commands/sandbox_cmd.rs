@@ -77,19 +77,35 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         None => None,
     };
     let upstream = super::upstream(args.service_upstream, &client);
+    let others = other_sites(&args).await?;
     let upkeep = Upkeep {
         sweep_after: super::SWEEP_AFTER,
         ..Upkeep::default()
     };
     let sink = store::open(&audit_db, &QueueOptions::default(), upkeep, super::FIRST_UPKEEP).await?;
-    let kube = k8s::KubeClusterStore::new(client);
-    let mut parts = Parts::new(
-        k8s::cluster_store(kube.clone(), super::cache_options(&args.cache).as_ref())?,
-        sink.clone(),
-        auth,
-    );
+    let cache = super::cache_options(&args.cache);
+    let fleet = if others.is_empty() {
+        None
+    } else {
+        let entries = site_entries(&others);
+        Some(super::sites::fleet(&entries, &client, &upstream, k8s::DEFAULT_TIMEOUT, cache.as_ref()).await?)
+    };
+    let home = if fleet.is_some() {
+        site_name(1)
+    } else {
+        crate::domain::Site::local()
+    };
+    let kube = k8s::KubeClusterStore::new(client).with_site(home);
+    let store: std::sync::Arc<dyn crate::domain::ClusterStore> = match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => k8s::cluster_store(kube.clone(), cache.as_ref())?,
+    };
+    let mut parts = Parts::new(store, sink.clone(), auth);
     let kube = std::sync::Arc::new(kube);
-    parts.rayjobs = Some(kube.clone());
+    parts.rayjobs = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => kube.clone(),
+    });
     parts.kueue = Some(kube);
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
@@ -115,7 +131,10 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     // As the chart does: clusters require Ray's token authentication, with
     // a key this sandbox makes (or the one it is given).
     parts.control.ray_auth = Some(sandbox_ray_auth_key()?);
-    parts.upstream = Some(upstream);
+    parts.upstream = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => upstream,
+    });
     parts.ray = Some(super::ray_heads(super::DEFAULT_HEAD_ANSWER_BUDGET_MIB));
     parts.control.version = super::version_info(&[
         ("sandbox", true),
@@ -123,6 +142,7 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         ("service-tunnels", true),
         ("browser-sessions", true),
         ("service-account-tokens", true),
+        ("sites", fleet.is_some()),
     ]);
     let api = std::net::SocketAddr::from(([127, 0, 0, 1], args.port));
     let ops = std::net::SocketAddr::from(([127, 0, 0, 1], args.ops_port));
@@ -173,7 +193,8 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
          - the simulated Kubernetes: to whoever holds its kubeconfig's token ({kc});\n\
          - heads' ports at their pod IPs (127.x.y.z): each cluster's NetworkPolicy admits only its own pods\n  \
          and this server, recognised as your user's sockets (uid {uid}); another user's connection is refused;\n\
-         - jobs and SSH sessions run {runs_as}.\n",
+         - jobs and SSH sessions run {runs_as}.\n{sites}",
+        sites = sites_banner(&kubeconfig, &others),
         ops = running.ops_addr,
         kc = kubeconfig.display(),
         uid = crate::sandbox::local_uid(),
@@ -187,6 +208,10 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     running.wait().await;
     sandbox.shutdown().await;
     let _ = std::fs::remove_file(&kubeconfig);
+    for (other, file) in others {
+        other.shutdown().await;
+        let _ = std::fs::remove_file(file);
+    }
     // The audit log lives as long as the run, as the tokens do.
     for suffix in ["", "-wal", "-shm"] {
         let mut file = audit_file.clone().into_os_string();
@@ -223,6 +248,82 @@ fn remove_dead_runs_audit_files(dir: &std::path::Path) {
 fn sandbox_ray_auth_key() -> Result<crate::domain::ray_auth::RayAuthKey, String> {
     let key = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     crate::domain::ray_auth::RayAuthKey::new(key.as_bytes())
+}
+
+/// The name of the sandbox's `n`th site (from 1).
+fn site_name(n: usize) -> crate::domain::Site {
+    crate::domain::Site::new(&format!("site-{n}"))
+}
+
+/// The GPU type the sandbox's `n`th site offers.
+fn site_gpu(n: usize) -> &'static str {
+    ["a100", "h100", "l4", "a10"][(n - 1) % 4]
+}
+
+/// With `--sites N`, the sites past the first: each its own simulated
+/// Kubernetes (KubeRay, heads), with a kubeconfig of its own.
+async fn other_sites(args: &SandboxArgs) -> Result<Vec<(Sandbox, std::path::PathBuf)>, String> {
+    let mut others = Vec::new();
+    for n in 2..=usize::from(args.sites) {
+        let sandbox = start_sandbox(args).await?;
+        sandbox
+            .add_krayne_pod()
+            .map_err(|e| format!("sandbox site-{n}: krayne's pod: {e}"))?;
+        let file = std::env::temp_dir().join(format!("krayne-sandbox-{}-site-{n}.kubeconfig", std::process::id()));
+        sandbox
+            .write_kubeconfig(&file)
+            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        others.push((sandbox, file));
+    }
+    Ok(others)
+}
+
+/// The sites file the sandbox would have: `site-1` is the first sandbox
+/// (krayne's own), heaviest; each offers one GPU type.
+fn site_entries(others: &[(Sandbox, std::path::PathBuf)]) -> Vec<crate::domain::sites::SiteEntry> {
+    let site = |n: usize, kubeconfig: Option<std::path::PathBuf>| crate::domain::sites::SiteEntry {
+        spec: crate::domain::sites::SiteSpec {
+            name: site_name(n),
+            weight: u32::try_from(100 / n).unwrap_or(1),
+            region: Some(format!("sandbox-{n}")),
+            gpu_types: vec![site_gpu(n).to_owned()],
+            labels: std::collections::BTreeMap::new(),
+        },
+        kubeconfig,
+        context: None,
+    };
+    std::iter::once(site(1, None))
+        .chain(
+            others
+                .iter()
+                .enumerate()
+                .map(|(i, (_, file))| site(i + 2, Some(file.clone()))),
+        )
+        .collect()
+}
+
+/// What the banner says of the sites, with `--sites` above 1.
+fn sites_banner(first: &std::path::Path, others: &[(Sandbox, std::path::PathBuf)]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("\nSites (one API over several simulated Kubernetes clusters; docs/sites.md):\n");
+    let files = std::iter::once(first).chain(others.iter().map(|(_, f)| f.as_path()));
+    for (i, file) in files.enumerate() {
+        let n = i + 1;
+        text.push_str(&format!(
+            "  {}  {} GPUs, weight {:<3}  kubectl --kubeconfig {} get rayclusters -A\n",
+            site_name(n),
+            site_gpu(n),
+            100 / n,
+            file.display()
+        ));
+    }
+    text.push_str(
+        "  krayne create gpu-job --set worker_groups[0].gpu_type=h100   # placed where h100s are\n\
+         \x20 krayne create here --site site-2                            # or where you say\n",
+    );
+    text
 }
 
 /// Starts the sandbox with the options `krayne-server sandbox` uses.

@@ -20,7 +20,7 @@ worker_groups:
   - name: cpu
     replicas: \"2\"
     max_replicas: 4.0
-    gpu_type: t4
+    accelerator: t4
 services:
   notebook: yes
   ssh: \"no\"
@@ -39,7 +39,7 @@ autoscaler: {enabled: true}
 ";
 
 const LENIENT_PATHS: [&str; 5] = [
-    "worker_groups[0].gpu_type",
+    "worker_groups[0].accelerator",
     "worker_groups[0].replicas",
     "worker_groups[0].max_replicas",
     "services.ssh",
@@ -47,7 +47,7 @@ const LENIENT_PATHS: [&str; 5] = [
 ];
 
 const WARNINGS: [&str; 5] = [
-    "worker_groups[0].gpu_type: unknown field, ignored",
+    "worker_groups[0].accelerator: unknown field, ignored",
     "worker_groups[0].replicas: the string \"2\" read as 2",
     "worker_groups[0].max_replicas: 4.0 read as 4",
     "services.ssh: the string \"no\" read as false",

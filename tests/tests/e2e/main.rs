@@ -49,6 +49,7 @@ mod secrets;
 mod sessions;
 mod shutdown;
 mod sign_in;
+mod sites;
 mod soak;
 mod stream_ends;
 mod suspend;

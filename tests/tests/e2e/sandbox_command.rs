@@ -300,3 +300,90 @@ fn the_sandboxs_help_lists_its_faults() {
         assert!(text.contains(line), "{line}: {text}");
     }
 }
+
+/// `krayne-server sandbox --sites 2` (issue 62): two simulated Kubernetes
+/// clusters behind the one API, the banner naming each with its kubectl
+/// line; a cluster asking for h100s goes to `site-2`, one asking nothing
+/// to `site-1`, and each site's kubectl sees only its own.
+#[tokio::test]
+async fn the_sandbox_runs_two_sites_behind_one_api() {
+    let mut child = tokio::process::Command::new(server_binary())
+        .args([
+            "sandbox",
+            "--port",
+            "0",
+            "--ops-port",
+            "0",
+            "--time-scale",
+            "0.05",
+            "--sites",
+            "2",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut export, mut sites) = (None, Vec::new());
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.starts_with("export KRAYNE_SERVER=") {
+            export = Some(line);
+        } else if line.trim_start().starts_with("site-") {
+            sites.push(line);
+        } else if line.contains("krayne create here --site site-2") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    assert_eq!(sites.len(), 2, "{sites:#?}");
+    assert!(sites[0].contains("a100") && sites[1].contains("h100"), "{sites:#?}");
+    let kubeconfig = |line: &str| {
+        line.split_whitespace()
+            .skip_while(|w| *w != "--kubeconfig")
+            .nth(1)
+            .unwrap()
+            .to_owned()
+    };
+    let export = export.expect("the line to paste");
+    let server = export_value(&export, "KRAYNE_SERVER");
+    let token = export_value(&export, "KRAYNE_TOKEN");
+    let http = reqwest::Client::new();
+    let create = |body: serde_json::Value| {
+        let (http, server, token) = (http.clone(), server.clone(), token.clone());
+        async move {
+            let reply = http
+                .post(format!("{server}/v1/namespaces/ml-team/clusters"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 201);
+            reply.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let gpu = create(serde_json::json!({"name": "gpu-job", "worker_groups": [{"name": "gpu", "replicas": 0, "gpus": 1, "gpu_type": "h100"}]})).await;
+    assert_eq!(gpu["cluster"]["site"], "site-2", "{gpu}");
+    let plain = create(serde_json::json!({"name": "plain"})).await;
+    assert_eq!(plain["cluster"]["site"], "site-1", "{plain}");
+    for (line, want) in [(&sites[0], "plain"), (&sites[1], "gpu-job")] {
+        let text = std::fs::read_to_string(kubeconfig(line)).unwrap();
+        let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let url = config["clusters"][0]["cluster"]["server"].as_str().unwrap().to_owned();
+        let held: serde_json::Value = reqwest::get(format!("{url}/apis/ray.io/v1/namespaces/ml-team/rayclusters"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let names: Vec<&str> = held["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, [want], "{line}");
+    }
+    child.kill().await.unwrap();
+}

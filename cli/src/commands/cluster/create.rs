@@ -86,6 +86,16 @@ pub(crate) struct Args {
     /// `--queue=false` fails even where the namespace queues by default.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     queue: Option<bool>,
+    /// The site (Kubernetes cluster) to create it in, when the server
+    /// fronts several; by default the first, by weight, that your team may
+    /// use, where the namespace exists and that offers the GPU type
+    /// (`krayne create --dry-run` says where it would go and why).
+    #[arg(long, value_name = "SITE")]
+    site: Option<String>,
+    /// The GPU type the first worker group's workers need (a100, h100):
+    /// the cluster goes to a site that offers it.
+    #[arg(long, value_name = "TYPE")]
+    gpu_type: Option<String>,
 }
 
 /// `--field-validation`, as kubectl spells it.
@@ -123,6 +133,11 @@ impl Args {
         put(format!("{group}.min_replicas"), self.min_workers.map(|n| n.to_string()));
         put(format!("{group}.max_replicas"), self.max_workers.map(|n| n.to_string()));
         put(format!("{group}.gpus"), self.gpus_per_worker.map(|n| n.to_string()));
+        put(
+            format!("{group}.gpu_type"),
+            self.gpu_type.as_ref().map(|t| json!(t).to_string()),
+        );
+        put("site".into(), self.site.as_ref().map(|s| json!(s).to_string()));
         // Quoted so `--cpus-in-head 2` stays the quantity "2".
         put(
             "head.cpus".into(),
@@ -200,7 +215,8 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             n => format!(" with the {n} warnings above"),
         };
         note(&format!(
-            "dry run: {namespace}/{name} is valid{with}; this manifest would be created"
+            "dry run: {namespace}/{name} is valid{with}; this manifest would be created{}",
+            placed(&created.cluster, created.placement.as_deref())
         ));
         return ctx.printer.data(&created.manifest);
     }
@@ -210,7 +226,10 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
             super::line_place(&created.cluster)
         ));
     } else {
-        note(&format!("cluster {namespace}/{name} created"));
+        note(&format!(
+            "cluster {namespace}/{name} created{}",
+            placed(&created.cluster, created.placement.as_deref())
+        ));
     }
     if args.no_wait {
         return super::print_cluster(ctx, &created.cluster);
@@ -221,6 +240,19 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         addresses(ctx, &client, &namespace, &name).await?;
     }
     Ok(())
+}
+
+/// ` in site S (why)` when the server fronts several sites; the server's
+/// words printed escaped.
+fn placed(cluster: &proto::ClusterInfo, why: Option<&str>) -> String {
+    match why {
+        Some(why) => format!(
+            " in site {} ({})",
+            crate::output::printable(&cluster.site, false),
+            crate::output::printable(why, false)
+        ),
+        None => String::new(),
+    }
 }
 
 /// The ready cluster's addresses, as Krayne shows them after a create:

@@ -36,7 +36,14 @@ pub(crate) fn print_clusters(ctx: &Context, clusters: &[ClusterInfo]) -> Result<
         let items = clusters.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
         return p.data(&Value::Array(items));
     }
-    p.table(&header(p), clusters.iter().map(|c| row(ctx, c)).collect())
+    let sites = several_sites(clusters.iter());
+    p.table(&header(p, sites), clusters.iter().map(|c| row(ctx, c, sites)).collect())
+}
+
+/// Whether a SITE column says where clusters live: when any is in a site
+/// other than `local` (the server fronts several; docs/sites.md).
+fn several_sites<'a>(mut clusters: impl Iterator<Item = &'a ClusterInfo>) -> bool {
+    clusters.any(|c| !c.site.is_empty() && c.site != "local")
 }
 
 /// What a watch printed so far: its columns' widths, and each cluster's
@@ -47,6 +54,8 @@ pub(crate) struct Watched {
     widths: Vec<u16>,
     last: std::collections::HashMap<(String, String), Vec<String>>,
     header_printed: bool,
+    /// Whether rows carry a SITE column, decided with the first rows.
+    sites: Option<bool>,
 }
 
 /// Changes a watch saw, each row led by its event, in the columns of the
@@ -54,8 +63,11 @@ pub(crate) struct Watched {
 pub(crate) fn print_watched(ctx: &Context, events: &[(&str, ClusterInfo)], seen: &mut Watched) -> Result<(), Failure> {
     let p = &ctx.printer;
     let mut rows = Vec::new();
+    let sites = *seen
+        .sites
+        .get_or_insert_with(|| several_sites(events.iter().map(|(_, c)| c)));
     for (kind, c) in events {
-        let cells = row(ctx, c);
+        let cells = row(ctx, c, sites);
         let key = (c.namespace.clone(), c.name.clone());
         let shown: Vec<String> = cells
             .iter()
@@ -78,7 +90,7 @@ pub(crate) fn print_watched(ctx: &Context, events: &[(&str, ClusterInfo)], seen:
         return Ok(());
     }
     let mut with_event = vec!["EVENT"];
-    with_event.extend(header(p));
+    with_event.extend(header(p, sites));
     if seen.widths.is_empty() {
         // Room from the start for the longest event and status, so that
         // later rows need not push the columns right.
@@ -105,15 +117,18 @@ pub(crate) fn watch_event_json(event: &krayne_client::proto::WatchClustersRespon
     }))
 }
 
-fn header(p: &crate::output::Printer) -> Vec<&'static str> {
+fn header(p: &crate::output::Printer, sites: bool) -> Vec<&'static str> {
     let mut header = vec!["NAME", "NAMESPACE", "STATUS", "WORKERS", "AGE"];
+    if sites {
+        header.push("SITE");
+    }
     if p.wide() {
         header.extend(["AUTOSCALING", "HEAD-IP", "DASHBOARD", "CREATED-BY"]);
     }
     header
 }
 
-fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
+fn row(ctx: &Context, c: &ClusterInfo, sites: bool) -> Vec<Cell> {
     let p = &ctx.printer;
     {
         {
@@ -127,6 +142,12 @@ fn row(ctx: &Context, c: &ClusterInfo) -> Vec<Cell> {
                 Cell::new(format!("{}/{}", c.ready_workers, c.num_workers)),
                 Cell::new(age(c.created_at.as_ref())),
             ];
+            if sites {
+                row.push(Cell::new(match &c.site_unavailable_since {
+                    Some(_) => format!("{} (unavailable)", crate::output::printable(&c.site, false)),
+                    None => crate::output::printable(&c.site, false).into_owned(),
+                }));
+            }
             if p.wide() {
                 row.extend([
                     Cell::new(if c.autoscaling_enabled { "on" } else { "off" }),

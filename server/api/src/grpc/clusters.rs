@@ -52,6 +52,7 @@ impl cluster_service_server::ClusterService for Grpc {
             cluster: Some(convert::cluster_info(created.cluster)),
             manifest,
             warnings: created.warnings.into_iter().map(convert::field_warning).collect(),
+            placement: created.placement.map(|p| p.why),
         }))
     }
 

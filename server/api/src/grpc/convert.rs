@@ -108,6 +108,8 @@ pub(crate) fn cluster_info(i: domain::ClusterInfo) -> pb::ClusterInfo {
         queued_since: timestamp(i.queued_since.as_deref()),
         queue_position: i.queue_position,
         queue_reason: i.queue_reason,
+        site: i.site,
+        site_unavailable_since: timestamp(i.site_unavailable_since.as_deref()),
         name: i.name,
         namespace: i.namespace,
         status: i.status.as_str().to_owned(),

@@ -52,6 +52,7 @@ fn rayjob_message(j: RayJobInfo) -> pb::RayJob {
         queue_position: j.queue_position,
         queued_since: convert::timestamp(j.queued_since.as_deref()),
         queue_reason: j.queue_reason,
+        site: j.site,
     }
 }
 

@@ -37,6 +37,10 @@ pub(super) struct CreateClusterResponse {
     /// converted values, each at its field path; also sent as `Warning: 299`
     /// headers. Empty for a clean config.
     pub warnings: Vec<FieldViolation>,
+    /// Why the cluster went (or, for a dry run, would go) to its site
+    /// (`cluster.site`), when the server fronts several (docs/sites.md).
+    #[schema(example = "the first site by weight (100)")]
+    pub placement: Option<String>,
 }
 
 impl From<Created> for CreateClusterResponse {
@@ -45,6 +49,7 @@ impl From<Created> for CreateClusterResponse {
             cluster: c.cluster,
             manifest: c.manifest,
             warnings: c.warnings,
+            placement: c.placement.map(|p| p.why),
         }
     }
 }

@@ -54,6 +54,10 @@ pub struct Team {
     /// Namespace or trailing-`*` pattern → role.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Role>,
+    /// The sites its clusters may go to (docs/sites.md); absent: every
+    /// site.
+    #[serde(default)]
+    pub sites: Option<Vec<String>>,
 }
 
 /// The whole mapping file.
@@ -137,6 +141,9 @@ impl TeamMapping {
             if !names.insert(team.name.as_str()) {
                 return Err(format!("teams[{i}].name: duplicate team {:?}", team.name));
             }
+            for site in team.sites.iter().flatten() {
+                check_dns1123_label(site).map_err(|why| format!("teams[{i}].sites: {site:?}: {why}"))?;
+            }
             for pattern in team.namespaces.keys() {
                 if !is_namespace_pattern(pattern) {
                     return Err(format!(
@@ -203,6 +210,7 @@ impl TeamMapping {
                 team: team.name.clone(),
                 pattern: pattern.clone(),
                 role: *role,
+                sites: team.sites.clone(),
             }));
         }
         m

@@ -190,6 +190,15 @@ pub struct ClusterInfo {
     /// Why it waits, while `queued`: which resource is short and by how
     /// much (`gpus: needs 4, 0 of 8 free`), or the cluster ahead of it.
     pub queue_reason: Option<String>,
+    /// The site (Kubernetes cluster) it lives in (docs/sites.md); `local`
+    /// when the server fronts one.
+    #[cfg_attr(feature = "schema", schema(example = "local"))]
+    pub site: String,
+    /// Since when its site's Kubernetes has not answered (RFC 3339), when
+    /// it has not: the rest is the cluster's last known state
+    /// (docs/sites.md). Said by get and describe.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub site_unavailable_since: Option<String>,
 }
 
 /// A cluster's summary as reads share it: built from the cluster and its

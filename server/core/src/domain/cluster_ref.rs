@@ -4,9 +4,9 @@ use std::fmt;
 
 use super::Atom;
 
-/// A Kubernetes cluster krayne reaches: where a Ray cluster lives. Today
-/// there is one, [`Site::local`] (the Kubernetes krayne runs in); several
-/// sites add values, not parameters.
+/// A Kubernetes cluster krayne reaches: where a Ray cluster lives. Without
+/// a sites file there is one, [`Site::local`] (the Kubernetes krayne runs
+/// in); a sites file names several (docs/sites.md).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Site(Atom);
 
@@ -42,38 +42,51 @@ impl fmt::Display for Site {
     }
 }
 
-/// A cluster named by a request (a REST path, a gRPC message): its site,
-/// namespace and name, carried as one value from the transport through
-/// the use cases to the ports. Made once at the edge; its form is checked
+/// A cluster named by a request (a REST path, a gRPC message): its
+/// namespace and name, and its site once known, carried as one value from
+/// the transport through the use cases to the ports. A request names no
+/// site (a cluster's name is unique across the fleet): the store finds it,
+/// and a create's placement names it. Made once at the edge; its form is checked
 /// by the use case that authorizes it, after the caller's role, so
 /// refusals keep their order (a caller without the role learns nothing of
 /// the name: 403 before a name's 400) and each is audited.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterRef {
-    site: Site,
+    site: Option<Site>,
     namespace: String,
     name: String,
 }
 
 impl ClusterRef {
-    /// The cluster `name` of `namespace` in the local site, as the
-    /// request gave them.
+    /// The cluster `name` of `namespace`, as the request gave them,
+    /// wherever it lives.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self::at(Site::local(), namespace, name)
-    }
-
-    /// The cluster `name` of `namespace` in `site`.
-    pub fn at(site: Site, namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
-            site,
+            site: None,
             namespace: namespace.into(),
             name: name.into(),
         }
     }
 
-    /// Where it lives.
-    pub fn site(&self) -> &Site {
-        &self.site
+    /// The cluster `name` of `namespace` in `site`.
+    pub fn at(site: Site, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            site: Some(site),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The same cluster, known to live in `site`.
+    #[must_use]
+    pub fn placed(mut self, site: Site) -> Self {
+        self.site = Some(site);
+        self
+    }
+
+    /// Where it lives, when known (a placed create, a found cluster).
+    pub fn site(&self) -> Option<&Site> {
+        self.site.as_ref()
     }
 
     /// The namespace.
@@ -109,9 +122,11 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_named_without_a_site_lives_in_the_local_one() {
+    fn a_cluster_named_by_a_request_has_no_site_until_placed() {
         let c = ClusterRef::new("ml-team", "demo");
-        assert_eq!((c.site(), c.site().name()), (&Site::local(), "local"));
-        assert_ne!(c, ClusterRef::at(Site::new("eu-1"), "ml-team", "demo"));
+        assert_eq!(c.site(), None);
+        let placed = c.clone().placed(Site::new("eu-1"));
+        assert_eq!(placed, ClusterRef::at(Site::new("eu-1"), "ml-team", "demo"));
+        assert_eq!(placed.to_string(), c.to_string());
     }
 }

@@ -153,6 +153,7 @@ pub fn check_worker_counts(group: usize, replicas: u32, min: u32, max: u32) -> R
         memory: Quantity::one(),
         gpus: 0,
         image: None,
+        gpu_type: None,
     };
     let mut v = Violations::new();
     check_group_counts(&format!("worker_groups[{group}]"), &mut g, &mut v);
@@ -435,6 +436,7 @@ impl Reader {
         let worker_groups = self.worker_groups(map.get("worker_groups"));
         let services = self.services(map.get("services"));
         let autoscaler = self.autoscaler(map.get("autoscaler"));
+        let site = self.label("site", map.get("site"));
         Some(ClusterSpec {
             name: name?,
             namespace: namespace?,
@@ -442,6 +444,7 @@ impl Reader {
             worker_groups: worker_groups?,
             services: services?,
             autoscaler: autoscaler?,
+            site: site?,
         })
     }
 
@@ -559,6 +562,7 @@ impl Reader {
         let memory = self.quantity(&at("memory"), get("memory"), defaults::WORKER_MEMORY, Resource::Memory);
         let gpus = self.count(&at("gpus"), get("gpus"), 0, limits::MAX_GPUS);
         let image = self.image(&at("image"), get("image"));
+        let gpu_type = self.label(&at("gpu_type"), get("gpu_type"));
         let mut group = WorkerGroupSpec {
             name: name?,
             replicas: replicas?,
@@ -568,10 +572,23 @@ impl Reader {
             memory: memory?,
             gpus: gpus?,
             image: image?,
+            gpu_type: gpu_type?,
         };
         let before = self.violations.as_slice().len();
         check_group_counts(path, &mut group, &mut self.violations);
         (self.violations.as_slice().len() == before).then_some(group)
+    }
+
+    /// An optional DNS-1123 label (a site, a GPU type).
+    fn label(&mut self, path: &str, value: Option<&Value>) -> Option<Option<String>> {
+        let label = self.string(path, value)?;
+        if let Some(l) = &label
+            && let Err(e) = check_dns1123_label(l)
+        {
+            self.fail(path, e);
+            return None;
+        }
+        Some(label)
     }
 
     fn group_name(&mut self, path: &str, value: Option<&Value>) -> Option<String> {

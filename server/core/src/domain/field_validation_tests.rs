@@ -112,7 +112,7 @@ fn unknown_keys_below_the_top_level_follow_the_mode() {
     let want = read(&clean(), FieldValidation::Strict).spec;
     for path in [
         "head.gpu_type",
-        "worker_groups[0].gpu_type",
+        "worker_groups[0].accelerator",
         "worker_groups[1].ray_start_params",
         "services.vscode",
         "autoscaler.mode",

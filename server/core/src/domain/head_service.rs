@@ -59,6 +59,9 @@ pub struct HeadService {
 /// Where a service is: the serving head pod and the port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceTarget {
+    /// The site the head pod is in (docs/sites.md): whose Kubernetes and
+    /// network reach it.
+    pub site: super::Site,
     /// The head pod's namespace.
     pub namespace: String,
     /// The head pod.

@@ -33,6 +33,7 @@ mod request_id;
 mod run;
 #[cfg(feature = "schema")]
 pub mod schema;
+pub mod sites;
 mod spec;
 pub mod text;
 mod uid;

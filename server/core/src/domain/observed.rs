@@ -185,6 +185,10 @@ pub struct ObservedCluster {
     /// Status, filled by KubeRay.
     #[serde(deserialize_with = "nullable")]
     pub status: RayClusterStatus,
+    /// The site it was read from (not Kubernetes': the store that read it
+    /// says; docs/sites.md).
+    #[serde(skip)]
+    pub site: super::Site,
 }
 
 impl ObservedCluster {
@@ -435,6 +439,10 @@ pub struct ObservedPod {
     /// Status.
     #[serde(deserialize_with = "nullable")]
     pub status: PodStatus,
+    /// The site it was read from (docs/sites.md): where its services are
+    /// reached.
+    #[serde(skip)]
+    pub site: super::Site,
 }
 
 impl ObservedPod {

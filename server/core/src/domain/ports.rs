@@ -7,8 +7,9 @@ use futures::stream::BoxStream;
 
 use super::{
     Authorized, ClusterPatch, ClusterRef, Error, KeptRun, ObjectMeta, ObservedCluster, ObservedEvent, ObservedPod,
-    ObservedRayJob, PodLogOptions, RenderedCluster, RequestId,
+    ObservedRayJob, PodLogOptions, RenderedCluster, RequestId, Site,
     audit::{AuditEntry, AuditFilter},
+    sites::{SiteFacts, SiteSpec},
 };
 
 /// What a delete requires of the object it deletes, as Kubernetes'
@@ -325,8 +326,22 @@ pub trait ClusterStore: Send + Sync + 'static {
         cluster: &ClusterRef,
         request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<ClusterChange, Error>>, Error>;
-    /// Whether Kubernetes answers (for readiness).
+    /// Whether Kubernetes answers (for readiness). A store over several
+    /// sites answers while any one does; each site's own health is in
+    /// [`Self::site_health`].
     async fn ping(&self) -> Result<(), Error>;
+    /// The sites this store spans, each with what placement needs to know
+    /// of `namespace` there (docs/sites.md); empty: one Kubernetes, the
+    /// `local` site.
+    async fn sites_for(&self, namespace: &str, request_id: &RequestId) -> Vec<(SiteSpec, SiteFacts)> {
+        let _ = (namespace, request_id);
+        Vec::new()
+    }
+    /// Each site's name and, when it does not answer, since when; empty:
+    /// one Kubernetes.
+    fn site_health(&self) -> Vec<(Site, Option<jiff::Timestamp>)> {
+        Vec::new()
+    }
     /// Problems an operator must fix that do not stop the server from
     /// serving (reported by `/readyz`), e.g. a rule missing from its RBAC.
     fn problems(&self) -> Vec<String> {

@@ -64,6 +64,10 @@ pub struct Grant {
     pub pattern: String,
     /// Role.
     pub role: Role,
+    /// The sites the team's clusters may go to (docs/sites.md); absent:
+    /// every site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<Vec<String>>,
 }
 
 impl Grant {
@@ -122,6 +126,26 @@ impl Principal {
         self.role_in(namespace).is_some_and(|r| r >= action.needs())
     }
 
+    /// The sites the caller may create clusters in, in `namespace`: those
+    /// of every team that makes them an editor there; `None` is every site
+    /// (a global admin, or a team that names none).
+    pub fn sites_for(&self, namespace: &str) -> Option<Vec<String>> {
+        if self.global_admin {
+            return None;
+        }
+        let mut sites: Vec<String> = Vec::new();
+        for grant in self
+            .grants
+            .iter()
+            .filter(|g| g.role >= Role::Editor && g.matches(namespace))
+        {
+            sites.extend(grant.sites.clone()?);
+        }
+        sites.sort();
+        sites.dedup();
+        Some(sites)
+    }
+
     /// Teams whose grants cover `namespace`.
     pub fn teams_for(&self, namespace: &str) -> Vec<String> {
         let mut teams: Vec<String> = self
@@ -151,16 +175,19 @@ mod tests {
                     team: "ml".into(),
                     pattern: "ml-team".into(),
                     role: Role::Editor,
+                    sites: None,
                 },
                 Grant {
                     team: "ml".into(),
                     pattern: "shared-*".into(),
                     role: Role::Viewer,
+                    sites: None,
                 },
                 Grant {
                     team: "ops".into(),
                     pattern: "shared-ops".into(),
                     role: Role::Admin,
+                    sites: None,
                 },
             ],
             expires_at: None,

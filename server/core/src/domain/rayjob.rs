@@ -18,6 +18,10 @@ pub struct ObservedRayJob {
     /// Status, filled by KubeRay.
     #[serde(deserialize_with = "nullable")]
     pub status: RayJobStatus,
+    /// The site it was read from (the store that read it says;
+    /// docs/sites.md).
+    #[serde(skip)]
+    pub site: super::Site,
 }
 
 /// `RayJob.spec`, the parts krayne reads.
@@ -237,6 +241,10 @@ pub struct RayJobInfo {
     /// Why it waits, while `queued`: which resource is short and by how
     /// much, or who is ahead of it.
     pub queue_reason: Option<String>,
+    /// The site (Kubernetes cluster) it and its cluster live in
+    /// (docs/sites.md); `local` when the server fronts one.
+    #[cfg_attr(feature = "schema", schema(example = "local"))]
+    pub site: String,
 }
 
 impl RayJobInfo {
@@ -276,6 +284,7 @@ impl RayJobInfo {
             queue_reason: queued
                 .and(job.annotation(crate::manifest::ANNOTATION_QUEUE_REASON))
                 .map(str::to_owned),
+            site: job.site.name().to_owned(),
         }
     }
 }

@@ -67,6 +67,21 @@ pub struct ClusterSpec {
     /// Ray's in-tree autoscaler.
     #[cfg_attr(feature = "schema", schema(required = false, schema_with = super::schema::autoscaler_config))]
     pub autoscaler: AutoscalerSpec,
+    /// The site (Kubernetes cluster) to create it in, when the server
+    /// fronts several (docs/sites.md); absent: placed by weight, the
+    /// team's sites, the namespace and the worker groups' GPU types. Where
+    /// it is put, not part of the cluster.
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            required = false,
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            max_length = 63,
+            example = "eu-1"
+        )
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
 }
 
 /// The head node.
@@ -137,6 +152,20 @@ pub struct WorkerGroupSpec {
     #[cfg_attr(feature = "schema", schema(required = false, pattern = r"^\S+$", max_length = 512))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The GPU type its workers need (`a100`, `h100`; a DNS-1123 label):
+    /// the cluster goes to a site that offers it (docs/sites.md), and its
+    /// worker pods carry the label `krayne.dev/gpu-type`.
+    #[cfg_attr(
+        feature = "schema",
+        schema(
+            required = false,
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            max_length = 63,
+            example = "a100"
+        )
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
 }
 
 /// Services started on the head node.

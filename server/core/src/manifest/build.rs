@@ -158,7 +158,7 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
         spec.worker_groups
             .iter()
             .map(|g| {
-                json!({
+                let mut group = json!({
                     "groupName": g.name,
                     "replicas": g.replicas,
                     "minReplicas": g.min_replicas,
@@ -170,7 +170,11 @@ pub fn build_manifest(spec: &ClusterSpec, settings: &ManifestSettings, who: &Pro
                         "resources": resources(g.cpus.as_str(), g.memory.as_str(), g.gpus),
                         "env": env(),
                     })], settings.pod_security)},
-                })
+                });
+                if let Some(t) = &g.gpu_type {
+                    group["template"]["metadata"] = json!({"labels": {super::LABEL_GPU_TYPE: t}});
+                }
+                group
             })
             .collect(),
     );

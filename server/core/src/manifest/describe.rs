@@ -80,6 +80,8 @@ pub fn cluster_info(cluster: &ObservedCluster, pods: Option<&[&ObservedPod]>) ->
         queue_position: queue.position,
         queued_since: queue.since,
         queue_reason: queue.reason,
+        site: cluster.site.name().to_owned(),
+        site_unavailable_since: None,
     }
 }
 

@@ -91,6 +91,9 @@ pub const ANNOTATION_QUEUE_STATE: &str = "krayne.dev/queue-state";
 pub const LABEL_KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
 /// Label krayne adds: the team the creator acted for.
 pub const LABEL_TEAM: &str = "krayne.dev/team";
+/// On a worker group's pods: the GPU type the group asked for (its
+/// `gpu_type`), which placed the cluster in a site offering it.
+pub const LABEL_GPU_TYPE: &str = "krayne.dev/gpu-type";
 /// Annotation holding the nonce a cluster's Ray token is derived with
 /// (chosen when krayne creates it; not a secret without the key).
 pub const ANNOTATION_RAY_AUTH_NONCE: &str = "krayne.dev/ray-auth-nonce";

@@ -24,6 +24,8 @@ const INFO_ADDITIONS: &[&str] = &[
     "queue_position",
     "queued_since",
     "queue_reason",
+    "site",
+    "site_unavailable_since",
 ];
 const GROUP_ADDITIONS: &[&str] = &["image"];
 

@@ -115,6 +115,9 @@ pub(crate) struct Cache {
     notices: broadcast::Sender<Arc<Notice>>,
     progress: watch::Sender<u64>,
     expected: Mutex<HashMap<(String, String), Expect>>,
+    /// The site this cache's Kubernetes is: what clusters and RayJobs read
+    /// into it say of themselves (docs/sites.md).
+    site: crate::domain::Site,
 }
 
 /// A view the cache stores, and where.
@@ -127,6 +130,10 @@ pub(crate) trait Slot: View + Sized {
     fn notice(_object: &Self, _deleted: bool) -> Option<Notice> {
         None
     }
+    /// `object`, saying it was read from `site` (clusters and RayJobs).
+    fn sited(object: Arc<Self>, _site: &crate::domain::Site) -> Arc<Self> {
+        object
+    }
     /// Whether the cache keeps it (every object of the kind, unless the
     /// kind says otherwise).
     fn kept(_object: &Self, _cache: &Cache) -> bool {
@@ -138,6 +145,12 @@ impl Slot for ObservedCluster {
     const CACHE_KIND: Kind = Kind::Clusters;
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.clusters
+    }
+    fn sited(mut object: Arc<Self>, site: &crate::domain::Site) -> Arc<Self> {
+        if object.site != *site {
+            Arc::make_mut(&mut object).site = site.clone();
+        }
+        object
     }
     fn notice(object: &Self, deleted: bool) -> Option<Notice> {
         Some(Notice::Cluster {
@@ -152,6 +165,12 @@ impl Slot for ObservedPod {
     const CACHE_KIND: Kind = Kind::Pods;
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.pods
+    }
+    fn sited(mut object: Arc<Self>, site: &crate::domain::Site) -> Arc<Self> {
+        if object.site != *site {
+            Arc::make_mut(&mut object).site = site.clone();
+        }
+        object
     }
     fn notice(object: &Self, deleted: bool) -> Option<Notice> {
         use state::Indexed as _;
@@ -168,6 +187,12 @@ impl Slot for ObservedRayJob {
     const CACHE_KIND: Kind = Kind::RayJobs;
     fn collection(cache: &Cache) -> &RwLock<Collection<Self>> {
         &cache.rayjobs
+    }
+    fn sited(mut object: Arc<Self>, site: &crate::domain::Site) -> Arc<Self> {
+        if object.site != *site {
+            Arc::make_mut(&mut object).site = site.clone();
+        }
+        object
     }
     fn notice(object: &Self, _deleted: bool) -> Option<Notice> {
         Some(Notice::RayJob {
@@ -233,6 +258,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Cache {
     /// An empty cache covering `namespaces` (`None`: all of them).
+    /// A cache whose objects say they were read from `site`.
+    fn of_site(namespaces: Option<BTreeSet<String>>, site: crate::domain::Site) -> Self {
+        Self {
+            site,
+            ..Self::new(namespaces)
+        }
+    }
+
     fn new(namespaces: Option<BTreeSet<String>>) -> Self {
         let cache = Self {
             clusters: RwLock::default(),
@@ -246,6 +279,7 @@ impl Cache {
             notices: broadcast::channel(NOTICES).0,
             progress: watch::channel(0).0,
             expected: Mutex::new(HashMap::new()),
+            site: crate::domain::Site::local(),
         };
         // Every watcher starts unsynced, so readiness waits for all of them.
         let kinds = [
@@ -389,7 +423,11 @@ impl Cache {
         if scope.is_some_and(|ns| !self.covers(ns)) {
             return;
         }
-        let objects: Vec<Arc<T>> = objects.into_iter().filter(|o| T::kept(o, self)).collect();
+        let objects: Vec<Arc<T>> = objects
+            .into_iter()
+            .filter(|o| T::kept(o, self))
+            .map(|o| T::sited(o, &self.site))
+            .collect();
         write(T::collection(self)).replace(scope, objects);
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
         metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
@@ -402,6 +440,7 @@ impl Cache {
         if (T::CACHE_KIND != Kind::Namespaces && !self.covers(&object.meta().namespace)) || !T::kept(&object, self) {
             return;
         }
+        let object = T::sited(object, &self.site);
         write(T::collection(self)).apply(object.clone());
         self.changed::<T>(T::notice(&object, false));
     }

@@ -189,7 +189,7 @@ impl CachedClusterStore {
             #[expect(clippy::cast_precision_loss, reason = "a gauge")]
             metrics::gauge!("krayne_cache_namespaces").set(covered.len() as f64);
         }
-        let cache = Arc::new(Cache::new(covered));
+        let cache = Arc::new(Cache::of_site(covered, api.site().clone()));
         let mut feeds = Feeds::new();
         for scope in cache.scopes(Kind::Clusters) {
             feeds.insert(scope.clone(), spawn_scope(&cache, &source, scope));

@@ -1,0 +1,385 @@
+//! Several Kubernetes clusters behind one API (issue 62, docs/sites.md):
+//! two sandboxes as two sites behind one `serve` (and a second replica on
+//! the same Postgres): placement by an explicit site, GPU type, weight and
+//! the team's sites; a name unique across the fleet, also when two
+//! replicas race for it in two sites; reads, lists and watches merging
+//! both; services and jobs reached in the cluster's own site; a quota
+//! across sites; and a site killed mid-test.
+
+use std::time::Duration;
+
+use krayne_server::sandbox::Sandbox;
+use krayne_tests::{
+    sites::two_sites,
+    watch::{Framing, Watch},
+};
+use serde_json::{Value, json};
+
+const NS: &str = "/v1/namespaces/ml-team/clusters";
+
+/// The RayClusters Kubernetes holds in `namespace` of a sandbox, by name.
+async fn held(sandbox: &Sandbox, namespace: &str) -> Vec<String> {
+    let list: Value = reqwest::get(format!(
+        "{}/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
+        sandbox.url()
+    ))
+    .await
+    .expect("sandbox")
+    .json()
+    .await
+    .expect("JSON");
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+fn gpu_cluster(name: &str, gpu_type: &str) -> Value {
+    json!({"name": name, "worker_groups": [{"name": "gpu", "replicas": 0, "max_replicas": 1, "gpus": 1, "gpu_type": gpu_type}]})
+}
+
+#[tokio::test]
+async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fleet() {
+    let (env, second, _dir) = two_sites(None, None, &[]).await;
+    let alice = env.rest(&env.alice());
+    let bearer = format!("Bearer {}", env.alice());
+    let mut watch = Watch::open(
+        &format!("{}{NS}?watch=true", env.url()),
+        &[("authorization", &bearer)],
+        Framing::Ndjson,
+    )
+    .await
+    .unwrap_or_else(|(status, body)| panic!("watch refused: {status} {body}"));
+
+    // Without a site or GPU type: the heaviest site.
+    let a = alice.post(NS, &json!({"name": "a"})).await.expect(201);
+    assert_eq!(a.body["cluster"]["site"], "eu-1", "{}", a.text);
+    assert!(
+        a.body["placement"].as_str().is_some_and(|p| p.contains("weight")),
+        "{}",
+        a.text
+    );
+    // A GPU type only the lighter site offers: there.
+    let b = alice.post(NS, &gpu_cluster("b", "h100")).await.expect(201);
+    assert_eq!(b.body["cluster"]["site"], "us-2", "{}", b.text);
+    assert!(
+        b.body["placement"]
+            .as_str()
+            .is_some_and(|p| p.contains("eu-1: offers no h100 GPUs")),
+        "{}",
+        b.text
+    );
+    // A site named: there, though it is lighter.
+    let c = alice.post(NS, &json!({"name": "c", "site": "us-2"})).await.expect(201);
+    assert_eq!(c.body["cluster"]["site"], "us-2", "{}", c.text);
+    assert_eq!(held(&env.sandbox, "ml-team").await, ["a"]);
+    assert_eq!(held(&second, "ml-team").await, ["b", "c"]);
+    // One watch hears both sites, each cluster saying its own.
+    let heard = watch
+        .until(Duration::from_secs(20), |f| {
+            f.kind() == "ADDED" && f.cluster() == Some("c")
+        })
+        .await;
+    let added: Vec<(&str, &str)> = heard
+        .iter()
+        .filter(|f| f.kind() == "ADDED")
+        .map(|f| (f.cluster().unwrap(), f.json["cluster"]["site"].as_str().unwrap()))
+        .collect();
+    assert_eq!(added, [("a", "eu-1"), ("b", "us-2"), ("c", "us-2")]);
+
+    // A dry run says where it would go, and makes nothing.
+    let dry = alice
+        .post(&format!("{NS}?dry_run=true"), &gpu_cluster("d", "h100"))
+        .await
+        .expect(200);
+    assert_eq!(dry.body["cluster"]["site"], "us-2", "{}", dry.text);
+    assert_eq!(held(&second, "ml-team").await, ["b", "c"]);
+
+    // What cannot be placed is refused, with each site's reason.
+    let nowhere = alice
+        .post(NS, &gpu_cluster("e", "v100"))
+        .await
+        .problem(409, "failed_precondition");
+    for why in ["eu-1: offers no v100 GPUs (offers: a100)", "us-2: offers no v100 GPUs"] {
+        assert!(nowhere.text.contains(why), "{}", nowhere.text);
+    }
+    let unknown = alice
+        .post(NS, &json!({"name": "e", "site": "mars"}))
+        .await
+        .problem(400, "invalid_argument");
+    assert_eq!(unknown.violation_fields(), ["site"], "{}", unknown.text);
+
+    // A name is the fleet's: taken in one site, refused in the other.
+    let taken = alice.post(NS, &json!({"name": "a", "site": "us-2"})).await.expect(409);
+    assert!(taken.text.contains("eu-1"), "{}", taken.text);
+    assert_eq!(held(&second, "ml-team").await, ["b", "c"]);
+
+    // A team's sites: `other` may use us-2 only, so goes there by default,
+    // and is refused eu-1.
+    let other = env.rest(&env.token("bob@example.com", &["other-team"]));
+    let o = other
+        .post("/v1/namespaces/other-team/clusters", &json!({"name": "o"}))
+        .await
+        .expect(201);
+    assert_eq!(o.body["cluster"]["site"], "us-2", "{}", o.text);
+    other
+        .post(
+            "/v1/namespaces/other-team/clusters",
+            &json!({"name": "o2", "site": "eu-1"}),
+        )
+        .await
+        .problem(403, "permission_denied");
+
+    // Reads: each cluster from its own site, lists merging both, in order.
+    let got = alice.get(&format!("{NS}/b")).await.expect(200);
+    assert_eq!(
+        (got.body["site"].as_str(), got.body["site_unavailable_since"].as_str()),
+        (Some("us-2"), None)
+    );
+    let listed = alice.get(NS).await.expect(200);
+    assert_eq!(listed.names(), ["a", "b", "c"], "{}", listed.text);
+    let sites: Vec<&str> = listed.body["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["site"].as_str().unwrap())
+        .collect();
+    assert_eq!(sites, ["eu-1", "us-2", "us-2"]);
+    let admin = env.rest(&env.admin());
+    let everywhere = admin.get("/v1/clusters").await.expect(200);
+    assert_eq!(everywhere.names(), ["a", "b", "c", "o"], "{}", everywhere.text);
+    let page = admin.get("/v1/clusters?page_size=2").await.expect(200);
+    assert_eq!(page.names(), ["a", "b"], "{}", page.text);
+    let token = page.body["next_page_token"].as_str().expect("a next page").to_owned();
+    let rest = admin
+        .get(&format!("/v1/clusters?page_size=2&page_token={token}"))
+        .await
+        .expect(200);
+    assert_eq!(rest.names(), ["c", "o"], "{}", rest.text);
+
+    // Services and jobs reach the cluster's own site: b's head is in us-2.
+    let ready = alice.get(&format!("{NS}/b/wait?timeout_seconds=60")).await.expect(200);
+    assert_eq!(ready.body["status"], "ready", "{}", ready.text);
+    assert_eq!(ready.body["site"], "us-2", "{}", ready.text);
+    let version = alice
+        .get(&format!("{NS}/b/services/dashboard/proxy/api/version"))
+        .await
+        .expect(200);
+    assert!(version.text.contains("ray_version"), "{}", version.text);
+    let submitted = alice
+        .post(
+            &format!("{NS}/b/jobs"),
+            &json!({"entrypoint": "echo from-us-2", "submission_id": "where"}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(submitted.body["id"], "where", "{}", submitted.text);
+    let started = std::time::Instant::now();
+    loop {
+        let job = alice.get(&format!("{NS}/b/jobs/where")).await.expect(200);
+        if job.body["status"] == "SUCCEEDED" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{}", job.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = alice.get(&format!("{NS}/b/jobs/where/logs")).await.expect(200);
+    assert!(logs.text.contains("from-us-2"), "{}", logs.text);
+    let head_log = alice.get(&format!("{NS}/b/logs")).await.expect(200);
+    assert!(!head_log.text.is_empty());
+    let described = alice.get(&format!("{NS}/b/details")).await.expect(200);
+    assert_eq!(described.body["info"]["site"], "us-2", "{}", described.text);
+    assert!(
+        described.body["pods"].as_array().is_some_and(|p| !p.is_empty()),
+        "{}",
+        described.text
+    );
+
+    // Deletes reach the right site too.
+    alice.delete(&format!("{NS}/c")).await.expect(204);
+    let started = std::time::Instant::now();
+    while held(&second, "ml-team").await.contains(&"c".to_owned()) {
+        assert!(started.elapsed() < Duration::from_secs(20), "c was not deleted in us-2");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Each action's audit row says its site.
+    let deleted = env.audit_rows_eventually("action=cluster.delete&cluster=c", 1).await;
+    assert_eq!(deleted[0]["request_summary"]["site"], "us-2", "{:?}", deleted[0]);
+    let created = env.audit_rows_eventually("action=cluster.create&cluster=a", 1).await;
+    assert_eq!(created[0]["request_summary"]["site"], "eu-1", "{:?}", created[0]);
+
+    // A RayJob and its cluster are placed as a cluster is.
+    let run = alice
+        .post(
+            "/v1/namespaces/ml-team/rayjobs",
+            &json!({"name": "train", "entrypoint": "python -c 'print(1)'", "cluster": {"worker_groups": [{"name": "gpu", "replicas": 0, "gpus": 1, "gpu_type": "h100"}]}}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(run.body["rayjob"]["site"], "us-2", "{}", run.text);
+    let jobs: Value = reqwest::get(format!("{}/apis/ray.io/v1/namespaces/ml-team/rayjobs", second.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(jobs["items"][0]["metadata"]["name"], "train", "{jobs}");
+    let got = alice.get("/v1/namespaces/ml-team/rayjobs/train").await.expect(200);
+    assert_eq!(got.body["site"], "us-2", "{}", got.text);
+    alice
+        .post(
+            "/v1/namespaces/ml-team/rayjobs",
+            &json!({"name": "train", "entrypoint": "true", "cluster": {"site": "eu-1"}}),
+        )
+        .await
+        .expect(409);
+
+    let readyz = env.ops().get("/readyz").await.expect(200);
+    assert_eq!(readyz.body["sites"]["us-2"]["status"], "up", "{}", readyz.text);
+    assert_eq!(readyz.body["sites"]["eu-1"]["status"], "up", "{}", readyz.text);
+}
+
+#[tokio::test]
+async fn a_name_raced_for_in_two_sites_by_two_replicas_is_made_once_and_quotas_span_sites() {
+    let db = krayne_tests::test_database().await;
+    let (env, second, _dir) = two_sites(Some("{ clusters: 3 }"), Some(db.url.clone()), &[]).await;
+    let replica = env.spawn_server(&[]).await;
+    let token = env.alice();
+    let http = reqwest::Client::new();
+    for round in 0..5 {
+        let name = format!("race-{round}");
+        let creates = [(env.url(), "eu-1"), (format!("http://{}", replica.api), "us-2")].map(|(base, site)| {
+            let (http, token, name) = (http.clone(), token.clone(), name.clone());
+            async move {
+                let reply = http
+                    .post(format!("{base}{NS}"))
+                    .bearer_auth(token)
+                    .json(&json!({"name": name, "site": site}))
+                    .send()
+                    .await
+                    .unwrap();
+                (reply.status().as_u16(), reply.text().await.unwrap())
+            }
+        });
+        let mut replies = futures::future::join_all(creates).await;
+        replies.sort_unstable();
+        let statuses: Vec<u16> = replies.iter().map(|(s, _)| *s).collect();
+        assert_eq!(statuses, [201, 409], "round {round}: {replies:?}");
+        assert!(replies[1].1.contains("already_exists"), "round {round}: {replies:?}");
+        let mut everywhere = held(&env.sandbox, "ml-team").await;
+        everywhere.extend(held(&second, "ml-team").await);
+        assert_eq!(
+            everywhere,
+            std::slice::from_ref(&name),
+            "round {round}: made in both sites"
+        );
+        env.rest(&token).delete(&format!("{NS}/{name}")).await.expect(204);
+        let started = std::time::Instant::now();
+        while !held(&env.sandbox, "ml-team").await.is_empty() || !held(&second, "ml-team").await.is_empty() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "round {round}: not deleted"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    // The namespace's quota is the team's total across sites.
+    let alice = env.rest(&token);
+    alice.post(NS, &json!({"name": "q1", "site": "eu-1"})).await.expect(201);
+    alice.post(NS, &json!({"name": "q2", "site": "us-2"})).await.expect(201);
+    alice.post(NS, &json!({"name": "q3"})).await.expect(201);
+    alice
+        .post(NS, &json!({"name": "q4", "site": "us-2"}))
+        .await
+        .problem(429, "quota_exceeded");
+    let quota = alice.get("/v1/namespaces/ml-team/quota").await.expect(200);
+    let clusters = quota.body["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "clusters")
+        .cloned()
+        .unwrap();
+    assert_eq!(clusters["used"], "3", "{}", quota.text);
+}
+
+#[tokio::test]
+async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site_goes_on() {
+    let (env, mut second, _dir) = two_sites(None, None, &[]).await;
+    let alice = env.rest(&env.alice());
+    alice.post(NS, &json!({"name": "here"})).await.expect(201);
+    let mut there = gpu_cluster("there", "a100");
+    there["site"] = json!("us-2");
+    alice.post(NS, &there).await.expect(201);
+    let ready = alice
+        .get(&format!("{NS}/there/wait?timeout_seconds=60"))
+        .await
+        .expect(200);
+    assert_eq!(ready.body["status"], "ready", "{}", ready.text);
+
+    second.stop_api().await;
+    let started = std::time::Instant::now();
+    loop {
+        let readyz = env.ops().get("/readyz").await;
+        if readyz.body["sites"]["us-2"]["status"] == "unavailable" {
+            // One site down does not make the replica unready.
+            assert_eq!(readyz.status, 200, "{}", readyz.text);
+            assert!(readyz.text.contains("site us-2: unavailable since"), "{}", readyz.text);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "us-2 never shown down: {}",
+            readyz.text
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Its clusters: their last state, said to be so, with since when.
+    let there = alice.get(&format!("{NS}/there")).await.expect(200);
+    assert_eq!(there.body["status"], "ready", "{}", there.text);
+    assert_eq!(there.body["site"], "us-2", "{}", there.text);
+    assert!(
+        there.body["site_unavailable_since"].as_str().is_some(),
+        "{}",
+        there.text
+    );
+    let listed = alice.get(NS).await.expect(200);
+    assert_eq!(listed.names(), ["here", "there"], "{}", listed.text);
+    // Changing them waits for the site; creating there is refused, saying why.
+    let refused = alice.delete(&format!("{NS}/there")).await.expect(503);
+    assert!(refused.text.contains("site unavailable"), "{}", refused.text);
+    let named = alice.post(NS, &json!({"name": "n1", "site": "us-2"})).await.expect(409);
+    assert!(named.text.contains("site unavailable"), "{}", named.text);
+    let h100 = alice.post(NS, &gpu_cluster("n2", "h100")).await.expect(409);
+    assert!(h100.text.contains("us-2: site unavailable"), "{}", h100.text);
+    // Creates go to the site that answers.
+    let placed = alice.post(NS, &json!({"name": "n3"})).await.expect(201);
+    assert_eq!(placed.body["cluster"]["site"], "eu-1", "{}", placed.text);
+    let a100 = alice.post(NS, &gpu_cluster("n4", "a100")).await.expect(201);
+    assert_eq!(a100.body["cluster"]["site"], "eu-1", "{}", a100.text);
+    let here = alice.get(&format!("{NS}/here")).await.expect(200);
+    assert_eq!(here.body["site_unavailable_since"], Value::Null, "{}", here.text);
+
+    // Back: its clusters are live again.
+    second.start_api().await.expect("us-2 back");
+    let started = std::time::Instant::now();
+    loop {
+        let there = alice.get(&format!("{NS}/there")).await;
+        if there.status == 200 && there.body["site_unavailable_since"].is_null() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "us-2 never back: {}",
+            there.text
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    alice.delete(&format!("{NS}/there")).await.expect(204);
+}
