@@ -493,7 +493,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         Some(fleet) => fleet.clone(),
         None => api.clone(),
     });
-    parts.kueue = Some(api);
+    parts.kueue = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => api,
+    });
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     parts.usage_ledger = Some(std::sync::Arc::new(sink.usage_ledger()));

@@ -34,13 +34,18 @@ impl InNamespace {
 /// (the clusters its policies name, as its RBAC lets it see them), not by
 /// a caller's grants.
 pub(crate) fn krayne_acts_on(cluster: &ObservedCluster, audit_action: AuditAction) -> Authorized<ClusterRef> {
-    krayne_acts_on_object(&cluster.metadata, audit_action)
+    krayne_acts_on_object(&cluster.metadata, &cluster.site, audit_action)
 }
 
 /// As [`krayne_acts_on`], on any object named as a cluster is (a RayJob
-/// in the queue's line).
-pub(crate) fn krayne_acts_on_object(meta: &ObjectMeta, audit_action: AuditAction) -> Authorized<ClusterRef> {
-    let at = ClusterRef::new(meta.namespace.as_str(), meta.name.as_str());
+/// in the queue's line), in the site it was read from: never another
+/// site's object of the same name.
+pub(crate) fn krayne_acts_on_object(
+    meta: &ObjectMeta,
+    site: &Site,
+    audit_action: AuditAction,
+) -> Authorized<ClusterRef> {
+    let at = ClusterRef::at(site.clone(), meta.namespace.as_str(), meta.name.as_str());
     Authorized::vouched(at, audit_action.needs())
 }
 

@@ -297,10 +297,13 @@ impl ControlPlane {
     async fn name_free_in_fleet(&self, namespace: &str, name: &str, rid: &RequestId) -> Result<(), Error> {
         let clusters = self.store.list_latest(namespace, rid).await?;
         match clusters.iter().find(|c| c.metadata.name.as_str() == name) {
-            Some(held) => Err(Error::AlreadyExists {
-                kind: crate::domain::ResourceKind::Cluster,
-                name: format!("{name} (in site {})", held.site),
-            }),
+            Some(held) => {
+                tracing::info!(%namespace, cluster = %name, site = %held.site, "the name is another site's cluster");
+                Err(Error::AlreadyExists {
+                    kind: crate::domain::ResourceKind::Cluster,
+                    name: name.to_owned(),
+                })
+            }
             None => Ok(()),
         }
     }

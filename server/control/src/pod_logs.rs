@@ -131,6 +131,7 @@ impl ControlPlane {
             since_seconds: query.since_seconds,
             previous: query.previous,
             limit_bytes: MAX_LOG_BYTES,
+            site: Some(pod.site.clone()),
         };
         Ok((pod.metadata.name.to_string(), options))
     }

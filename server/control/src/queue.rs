@@ -555,7 +555,11 @@ impl InLine<'_> {
     /// The admitter acting on it (fenced by its own rules: the lines it
     /// serves).
     fn acted_on(&self, action: AuditAction) -> Authorized<ClusterRef> {
-        krayne_acts_on_object(self.meta(), action)
+        let site = match self {
+            Self::Cluster(c) => &c.site,
+            Self::RayJob(j) => &j.site,
+        };
+        krayne_acts_on_object(self.meta(), site, action)
     }
 }
 

@@ -190,7 +190,7 @@ impl ControlPlane {
             };
             let uid = uid.text().into_owned();
             let (namespace, name) = (job.metadata.namespace.as_str(), job.metadata.name.as_str());
-            let target = crate::authz::krayne_acts_on_object(&job.metadata, AuditAction::RayJobDelete);
+            let target = crate::authz::krayne_acts_on_object(&job.metadata, &job.site, AuditAction::RayJobDelete);
             let summary = json!({"reason": "retention", "ended_at": job.status.end_time,
                                  "retention_seconds": retention.as_secs()});
             let deleted = async {

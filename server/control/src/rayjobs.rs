@@ -207,9 +207,10 @@ impl ControlPlane {
                 .into_iter()
                 .find(|j| j.metadata.name.as_str() == run.name())
         {
+            tracing::info!(%namespace, rayjob = %run.name(), site = %held.site, "the name is another site's RayJob");
             let e = Error::AlreadyExists {
                 kind: crate::domain::ResourceKind::RayJob,
-                name: format!("{} (in site {})", run.name(), held.site),
+                name: run.name().to_owned(),
             };
             self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
                 .await;

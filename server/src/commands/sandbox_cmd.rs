@@ -106,7 +106,10 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
         Some(fleet) => fleet.clone(),
         None => kube.clone(),
     });
-    parts.kueue = Some(kube);
+    parts.kueue = Some(match &fleet {
+        Some(fleet) => fleet.clone(),
+        None => kube,
+    });
     parts.run_ledger = Some(std::sync::Arc::new(sink.run_ledger()));
     parts.quota_lock = Some(std::sync::Arc::new(sink.admission_lock()));
     // One process: it records usage itself.

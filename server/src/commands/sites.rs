@@ -56,6 +56,7 @@ pub(crate) async fn fleet(
             spec: entry.spec.clone(),
             store: k8s::cluster_store(api.clone(), cache).map_err(|e| format!("site {name}: {e}"))?,
             rayjobs: Arc::new(api.clone()),
+            kueue: Arc::new(api.clone()),
             api: Arc::new(api),
             upstream,
         });

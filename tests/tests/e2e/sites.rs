@@ -114,8 +114,10 @@ async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fl
     assert_eq!(unknown.violation_fields(), ["site"], "{}", unknown.text);
 
     // A name is the fleet's: taken in one site, refused in the other.
-    let taken = alice.post(NS, &json!({"name": "a", "site": "us-2"})).await.expect(409);
-    assert!(taken.text.contains("eu-1"), "{}", taken.text);
+    alice
+        .post(NS, &json!({"name": "a", "site": "us-2"}))
+        .await
+        .problem(409, "already_exists");
     assert_eq!(held(&second, "ml-team").await, ["b", "c"]);
 
     // A team's sites: `other` may use us-2 only, so goes there by default,
@@ -354,7 +356,10 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
     // Changing them waits for the site; creating there is refused, saying why.
     let refused = alice.delete(&format!("{NS}/there")).await.expect(503);
     assert!(refused.text.contains("site unavailable"), "{}", refused.text);
-    let named = alice.post(NS, &json!({"name": "n1", "site": "us-2"})).await.expect(409);
+    let named = alice
+        .post(NS, &json!({"name": "n1", "site": "us-2"}))
+        .await
+        .problem(503, "unavailable");
     assert!(named.text.contains("site unavailable"), "{}", named.text);
     let h100 = alice.post(NS, &gpu_cluster("n2", "h100")).await.expect(409);
     assert!(h100.text.contains("us-2: site unavailable"), "{}", h100.text);
@@ -382,4 +387,37 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     alice.delete(&format!("{NS}/there")).await.expect(204);
+}
+
+/// A site down when a replica starts holds nothing of the other site up:
+/// the replica gets ready, lists, watches and places there.
+#[tokio::test]
+async fn a_site_down_when_a_replica_starts_holds_up_nothing_else() {
+    let (env, mut second, _dir) = two_sites(None, None, &[]).await;
+    second.stop_api().await;
+    let replica = env.spawn_server(&[]).await;
+    let base = format!("http://{}", replica.api);
+    let alice = krayne_tests::Rest::new(&base, Some(env.alice()));
+    let readyz = krayne_tests::Rest::new(&format!("http://{}", replica.ops), None)
+        .get("/readyz")
+        .await
+        .expect(200);
+    assert_eq!(readyz.body["sites"]["us-2"]["status"], "unavailable", "{}", readyz.text);
+    let bearer = format!("Bearer {}", env.alice());
+    let mut watch = Watch::open(
+        &format!("{base}{NS}?watch=true"),
+        &[("authorization", &bearer)],
+        Framing::Ndjson,
+    )
+    .await
+    .unwrap_or_else(|(status, body)| panic!("watch refused: {status} {body}"));
+    let made = alice.post(NS, &json!({"name": "early"})).await.expect(201);
+    assert_eq!(made.body["cluster"]["site"], "eu-1", "{}", made.text);
+    let heard = watch
+        .until(Duration::from_secs(20), |f| {
+            f.kind() == "ADDED" && f.cluster() == Some("early")
+        })
+        .await;
+    assert!(heard.iter().any(|f| f.cluster() == Some("early")), "{heard:?}");
+    assert_eq!(alice.get(NS).await.expect(200).names(), ["early"]);
 }

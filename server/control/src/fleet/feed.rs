@@ -11,11 +11,14 @@ use crate::domain::{ClusterFeed, FeedChange, ObservedCluster, ObservedPod, Obser
 /// first feed holding a name holds the only such object.
 pub(super) struct FleetFeed {
     feeds: Vec<Arc<dyn ClusterFeed>>,
+    health: Vec<Arc<super::Health>>,
 }
 
 impl FleetFeed {
-    pub(super) fn new(feeds: Vec<Arc<dyn ClusterFeed>>) -> Self {
-        Self { feeds }
+    /// Each site's feed with its health, in the sites' order.
+    pub(super) fn new(sites: Vec<(Arc<dyn ClusterFeed>, Arc<super::Health>)>) -> Self {
+        let (feeds, health) = sites.into_iter().unzip();
+        Self { feeds, health }
     }
 }
 
@@ -24,8 +27,19 @@ impl ClusterFeed for FleetFeed {
         futures::stream::select_all(self.feeds.iter().map(|f| f.changes())).boxed()
     }
 
+    /// Every site that answers has listed (one that does not is served
+    /// from what it last listed, or nothing): a site down when a replica
+    /// starts holds up no other site's watches, line or accounting.
     fn ready(&self) -> bool {
-        self.feeds.iter().all(|f| f.ready())
+        let mut any = false;
+        for (feed, health) in self.feeds.iter().zip(&self.health) {
+            match (feed.ready(), health.down().is_some()) {
+                (true, _) => any = true,
+                (false, true) => {}
+                (false, false) => return false,
+            }
+        }
+        any
     }
 
     fn clusters(&self, namespace: Option<&str>) -> Vec<Arc<ObservedCluster>> {

@@ -12,22 +12,25 @@
 //! other site goes on.
 
 mod feed;
+mod health;
+mod kueue;
 mod rayjobs;
 mod store;
 mod upstream;
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
+
+use health::{Change, Health};
 
 use crate::domain::{
     ClusterFeed, ClusterRef, ClusterStore, Error, RayJobStore, RequestId, ResourceKind, ServiceUpstream, Site,
     sites::SiteSpec,
 };
 
-/// How long a site's health check may take before the site counts as down.
-const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a site's health check may take before it counts as failed:
+/// below readiness' own probe timeout (3 s), so one silent site never
+/// makes a replica unready.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One site's adapters, as the server builds them.
 pub struct FleetMember {
@@ -42,6 +45,8 @@ pub struct FleetMember {
     /// Its Kubernetes without a cache, asked whether it answers (a cache
     /// still listing is no outage).
     pub api: Arc<dyn ClusterStore>,
+    /// Its Kueue, where the platform runs one.
+    pub kueue: Arc<dyn crate::domain::KueueReads>,
 }
 
 struct Member {
@@ -51,7 +56,8 @@ struct Member {
     rayjobs: Arc<dyn RayJobStore>,
     upstream: Arc<dyn ServiceUpstream>,
     api: Arc<dyn ClusterStore>,
-    down_since: Mutex<Option<jiff::Timestamp>>,
+    kueue: Arc<dyn crate::domain::KueueReads>,
+    health: Arc<Health>,
 }
 
 impl Member {
@@ -61,29 +67,20 @@ impl Member {
 
     /// Since when it has not answered, if it has not.
     fn down(&self) -> Option<jiff::Timestamp> {
-        *self
-            .down_since
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.health.down()
     }
 
-    fn set_up(&self, up: bool) {
-        let mut down = self
-            .down_since
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match (up, down.is_some()) {
-            (true, true) => {
-                tracing::info!(site = %self.name(), "site answers again");
-                *down = None;
-            }
-            (false, false) => {
+    /// Records one health check's answer.
+    fn checked(&self, up: bool) {
+        match self.health.checked(up) {
+            Change::Up => tracing::info!(site = %self.name(), "site answers again"),
+            Change::Down => {
                 tracing::warn!(site = %self.name(), "site does not answer; serving its clusters' last state");
-                *down = Some(jiff::Timestamp::now());
             }
-            _ => {}
+            Change::None => {}
         }
-        metrics::gauge!("krayne_site_up", "site" => self.name().to_string()).set(if up { 1.0 } else { 0.0 });
+        let gauge = if self.down().is_some() { 0.0 } else { 1.0 };
+        metrics::gauge!("krayne_site_up", "site" => self.name().to_string()).set(gauge);
     }
 
     /// The refusal of a write (or a read only Kubernetes can answer) while
@@ -133,7 +130,8 @@ impl Fleet {
                     rayjobs: m.rayjobs,
                     upstream: m.upstream,
                     api: m.api,
-                    down_since: Mutex::new(None),
+                    kueue: m.kueue,
+                    health: Arc::default(),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -149,18 +147,19 @@ impl Fleet {
         }
     }
 
-    /// Asks every site at once whether it answers; returns how many do.
-    async fn check_health(&self) -> usize {
+    /// Asks every site at once whether it answers (only the health task
+    /// does, so answers are recorded in order).
+    async fn check_health(&self) {
         let checks = self.members.iter().map(|m| async move {
             let up = matches!(tokio::time::timeout(HEALTH_TIMEOUT, m.api.ping()).await, Ok(Ok(())));
-            m.set_up(up);
-            up
+            m.checked(up);
         });
-        futures::future::join_all(checks)
-            .await
-            .into_iter()
-            .filter(|up| *up)
-            .count()
+        futures::future::join_all(checks).await;
+    }
+
+    /// Whether every site has been checked at least once.
+    fn checked_all(&self) -> bool {
+        self.members.iter().all(|m| m.health.known())
     }
 
     fn member(&self, site: &Site) -> Result<&Member, Error> {

@@ -169,10 +169,16 @@ impl ClusterStore for Fleet {
 
     async fn pods_of(&self, namespace: &str, clusters: &[&str], request_id: &RequestId) -> Result<PodsOf, Error> {
         let mut groups: Vec<Vec<Arc<ObservedPod>>> = vec![Vec::new(); clusters.len()];
-        for m in &self.members {
-            let of = match m.down() {
-                None => m.store.pods_of(namespace, clusters, request_id).await.ok(),
-                Some(_) => None,
+        let answers = ask_each!(self, m => m.store.pods_of(namespace, clusters, request_id));
+        let mut failed = None;
+        for (m, answer) in self.members.iter().zip(answers) {
+            let of = match (answer, &m.feed) {
+                (Ok(of), _) => Some(of),
+                (Err(_), Some(_)) => None,
+                (Err(e), None) => {
+                    failed = Some(e);
+                    continue;
+                }
             };
             for (i, group) in groups.iter_mut().enumerate() {
                 match (&of, &m.feed) {
@@ -186,6 +192,11 @@ impl ClusterStore for Fleet {
                 }
             }
         }
+        if let Some(e) = failed
+            && groups.iter().all(Vec::is_empty)
+        {
+            return Err(e);
+        }
         let mut of = PodsOf::with_capacity(clusters.len());
         for mut group in groups {
             group.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -195,8 +206,12 @@ impl ClusterStore for Fleet {
     }
 
     fn feed(&self) -> Option<Arc<dyn ClusterFeed>> {
-        let feeds: Option<Vec<Arc<dyn ClusterFeed>>> = self.members.iter().map(|m| m.feed.clone()).collect();
-        feeds.map(|feeds| Arc::new(super::feed::FleetFeed::new(feeds)) as Arc<dyn ClusterFeed>)
+        let sites: Option<Vec<_>> = self
+            .members
+            .iter()
+            .map(|m| Some((m.feed.clone()?, m.health.clone())))
+            .collect();
+        sites.map(|sites| Arc::new(super::feed::FleetFeed::new(sites)) as Arc<dyn ClusterFeed>)
     }
 
     async fn list_latest(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {
@@ -255,6 +270,11 @@ impl ClusterStore for Fleet {
         options: &PodLogOptions,
         request_id: &RequestId,
     ) -> Result<String, Error> {
+        if let Some(site) = &options.site {
+            let m = self.member(site)?;
+            m.answering()?;
+            return m.store.pod_log(namespace, pod, options, request_id).await;
+        }
         let mut last = None;
         for m in self.members.iter().filter(|m| m.down().is_none()) {
             match m.store.pod_log(namespace, pod, options, request_id).await {
@@ -272,6 +292,11 @@ impl ClusterStore for Fleet {
         options: &PodLogOptions,
         request_id: &RequestId,
     ) -> Result<BoxStream<'static, Result<String, Error>>, Error> {
+        if let Some(site) = &options.site {
+            let m = self.member(site)?;
+            m.answering()?;
+            return m.store.follow_pod_log(namespace, pod, options, request_id).await;
+        }
         let mut last = None;
         for m in self.members.iter().filter(|m| m.down().is_none()) {
             match m.store.follow_pod_log(namespace, pod, options, request_id).await {
@@ -311,11 +336,28 @@ impl ClusterStore for Fleet {
         namespace: &str,
         request_id: &RequestId,
     ) -> Result<std::collections::HashMap<String, crate::manifest::HeldPolicy>, Error> {
+        // A site that cannot answer for this namespace (no Role there, an
+        // error) keeps no other site's policies from being kept.
+        let answers = ask_each!(self, m => m.store.network_policies(namespace, request_id));
         let mut all = std::collections::HashMap::new();
-        for m in self.members.iter().filter(|m| m.down().is_none()) {
-            all.extend(m.store.network_policies(namespace, request_id).await?);
+        let mut failed = None;
+        let mut answered = false;
+        for (m, answer) in self.members.iter().zip(answers) {
+            match answer {
+                Ok(policies) => {
+                    answered = true;
+                    all.extend(policies);
+                }
+                Err(e) => {
+                    tracing::debug!(site = %m.name(), %namespace, error = %e, "a site's NetworkPolicies were not read");
+                    failed = Some(e);
+                }
+            }
         }
-        Ok(all)
+        match failed {
+            Some(e) if !answered => Err(e),
+            _ => Ok(all),
+        }
     }
 
     async fn delete_companion(
@@ -356,16 +398,19 @@ impl ClusterStore for Fleet {
         m.store.watch(cluster, request_id).await
     }
 
-    /// Ready once a site answers and every site that answers has listed
-    /// (its cache is complete).
+    /// Ready once every site has been checked, one answers, and every
+    /// site that answers has listed (its cache is complete). The health
+    /// task checks the sites; this reads what it found.
     async fn ping(&self) -> Result<(), Error> {
-        if self.check_health().await == 0 {
+        if !self.checked_all() {
+            return Err(Error::Unavailable("the sites' health is not known yet".into()));
+        }
+        let answering: Vec<&super::Member> = self.members.iter().filter(|m| m.down().is_none()).collect();
+        if answering.is_empty() {
             return Err(Error::Unavailable("no site's Kubernetes API answers".into()));
         }
-        for m in self.members.iter().filter(|m| m.down().is_none()) {
-            m.store.ping().await?;
-        }
-        Ok(())
+        let listed = futures::future::join_all(answering.iter().map(|m| m.store.ping())).await;
+        listed.into_iter().collect()
     }
 
     fn problems(&self) -> Vec<String> {

@@ -203,6 +203,9 @@ pub struct PodLogOptions {
     pub previous: bool,
     /// At most this many bytes.
     pub limit_bytes: u64,
+    /// The site the pod is in (docs/sites.md), when known: the log is
+    /// read there.
+    pub site: Option<super::Site>,
 }
 
 /// A pod's log, as read.

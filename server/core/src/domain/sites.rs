@@ -204,12 +204,22 @@ pub fn place(sites: &[SiteSpec], ask: &PlacementAsk, facts: impl Fn(&Site) -> Si
         if let Some(allowed) = &ask.allowed
             && !allowed.iter().any(|s| s == wanted)
         {
-            return Err(Error::PermissionDenied(format!(
-                "your team may not use site {wanted:?} (it may use: {})",
+            let may = if allowed.is_empty() {
+                "none".to_owned()
+            } else {
                 allowed.join(", ")
+            };
+            return Err(Error::PermissionDenied(format!(
+                "your team may not use site {wanted:?} (it may use: {may})"
             )));
         }
-        return match site.refuses(ask, facts(&site.name)) {
+        let known = facts(&site.name);
+        if !known.up {
+            return Err(Error::Unavailable(format!(
+                "site unavailable: site {wanted:?} does not answer; name another site or none"
+            )));
+        }
+        return match site.refuses(ask, known) {
             None => Ok(Placement {
                 site: site.name.clone(),
                 why: "the site asked for".into(),
@@ -288,6 +298,24 @@ sites:
             (entries[2].spec.weight, entries[2].context.as_deref()),
             (1, Some("lab"))
         );
+    }
+
+    #[test]
+    fn the_charts_rendering_is_read() {
+        let rendered = r#"sites:
+  - name: "eu-1"
+    weight: 100
+    labels: {"gpu-types":["a100"],"region":"eu-west"}
+  - name: "us-2"
+    weight: 50
+    kubeconfig: "/etc/krayne/sites/us-2/kubeconfig"
+    context: "us-2"
+    labels: {"gpu-types":["h100","a100"],"region":"us-east","tier":"burst"}
+"#;
+        let entries = parse_sites(rendered).unwrap();
+        assert_eq!(entries[1].spec.gpu_types, ["h100", "a100"]);
+        assert_eq!(entries[1].spec.labels.get("tier").map(String::as_str), Some("burst"));
+        assert_eq!(entries[0].spec.region.as_deref(), Some("eu-west"));
     }
 
     #[test]

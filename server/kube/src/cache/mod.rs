@@ -257,7 +257,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Cache {
-    /// An empty cache covering `namespaces` (`None`: all of them).
     /// A cache whose objects say they were read from `site`.
     fn of_site(namespaces: Option<BTreeSet<String>>, site: crate::domain::Site) -> Self {
         Self {
@@ -266,6 +265,7 @@ impl Cache {
         }
     }
 
+    /// An empty cache covering `namespaces` (`None`: all of them).
     fn new(namespaces: Option<BTreeSet<String>>) -> Self {
         let cache = Self {
             clusters: RwLock::default(),
