@@ -53,7 +53,10 @@ const NS: &str = "/v1/namespaces/ml-team/clusters";
 
 /// The routes measured, by name.
 const ROUTES: &[(&str, &str)] = &[
-    ("list of the namespace", NS),
+    (
+        "list of the namespace",
+        "/v1/namespaces/ml-team/clusters?page_size=1000",
+    ),
     ("first page of 50", "/v1/clusters?page_size=50"),
     ("get (eu-1)", "/v1/namespaces/ml-team/clusters/eu-0"),
     ("describe (eu-1)", "/v1/namespaces/ml-team/clusters/eu-0/details"),
@@ -86,7 +89,11 @@ async fn measure(base: &str, token: &str, args: &Args) -> Vec<Measured> {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let (env, mut second, _dir) = krayne_tests::sites::two_sites(None, None, &["--log", "info"]).await;
+    // Room for every head on each site's simulated nodes.
+    let (env, mut second, _dir) = krayne_tests::sites::two_sites_tuned(None, None, &["--log", "info"], |s| {
+        s.operator.nodes = krayne_server::sandbox::NodeCapacity::uniform(64, 1024, "8192Gi", 0);
+    })
+    .await;
     let alice = env.rest(&env.alice());
     eprintln!("making {} clusters in each site…", args.clusters);
     for i in 0..args.clusters {
@@ -100,7 +107,7 @@ async fn main() {
     // Every head ready: the cache holds each cluster's pods.
     let started = std::time::Instant::now();
     loop {
-        let listed = alice.get(NS).await.expect(200).body;
+        let listed = alice.get(&format!("{NS}?page_size=1000")).await.expect(200).body;
         let ready = listed["clusters"]
             .as_array()
             .unwrap()
@@ -110,7 +117,13 @@ async fn main() {
         if ready == 2 * args.clusters {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "{ready} ready");
+        if started.elapsed() > Duration::from_secs(300) {
+            let mut seen = std::collections::BTreeMap::new();
+            for c in listed["clusters"].as_array().unwrap() {
+                *seen.entry(format!("{} {}", c["site"], c["status"])).or_insert(0) += 1;
+            }
+            panic!("{ready} ready: {seen:?}");
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let (base, token) = (env.url(), env.alice());
@@ -122,7 +135,7 @@ async fn main() {
         assert!(started.elapsed() < Duration::from_secs(30), "us-2 never shown down");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let listed = alice.get(NS).await.expect(200).body;
+    let listed = alice.get(&format!("{NS}?page_size=1000")).await.expect(200).body;
     assert_eq!(listed["clusters"].as_array().unwrap().len(), 2 * args.clusters);
     eprintln!("us-2 down…");
     let down = measure(&base, &token, &args).await;

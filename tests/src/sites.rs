@@ -1,6 +1,6 @@
 //! Two sandboxes as two sites behind one server (docs/sites.md).
 
-use krayne_server::sandbox::Sandbox;
+use krayne_server::sandbox::{Sandbox, SandboxOptions};
 
 use crate::{Env, EnvOptions, TEAMS};
 
@@ -18,10 +18,25 @@ pub async fn two_sites(
     database_url: Option<String>,
     extra: &[&str],
 ) -> (Env, Sandbox, tempfile::TempDir) {
-    let options = EnvOptions::default();
-    let second = Sandbox::start(EnvOptions::default().sandbox)
-        .await
-        .expect("second sandbox");
+    two_sites_tuned(quota, database_url, extra, |_| {}).await
+}
+
+/// [`two_sites`], with `tune` applied to both sandboxes' options (larger
+/// nodes for a benchmark).
+///
+/// # Panics
+/// When a sandbox or the server cannot start.
+pub async fn two_sites_tuned(
+    quota: Option<&str>,
+    database_url: Option<String>,
+    extra: &[&str],
+    tune: impl Fn(&mut SandboxOptions),
+) -> (Env, Sandbox, tempfile::TempDir) {
+    let mut options = EnvOptions::default();
+    tune(&mut options.sandbox);
+    let mut second_options = EnvOptions::default().sandbox;
+    tune(&mut second_options);
+    let second = Sandbox::start(second_options).await.expect("second sandbox");
     second.add_krayne_pod().expect("krayne's pod");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("us-2.kubeconfig");

@@ -292,6 +292,26 @@ impl ControlPlane {
             .map(|t| t.to_string())
     }
 
+    /// Marks the summaries of clusters whose site does not answer (their
+    /// last known state), each a copy of its own: the shared summaries stay
+    /// as their sites last said.
+    fn mark_unavailable_sites(&self, infos: &mut [Arc<Summary>]) {
+        let down: Vec<(String, String)> = self
+            .store
+            .site_health()
+            .into_iter()
+            .filter_map(|(site, since)| Some((site.to_string(), since?.to_string())))
+            .collect();
+        if down.is_empty() {
+            return;
+        }
+        for summary in infos.iter_mut() {
+            if let Some((_, since)) = down.iter().find(|(site, _)| *site == summary.info.site) {
+                *summary = summary.site_unavailable(since);
+            }
+        }
+    }
+
     /// Refuses a name some site already holds in `namespace` (call it
     /// holding the namespace's admission lock).
     async fn name_free_in_fleet(&self, namespace: &str, name: &str, rid: &RequestId) -> Result<(), Error> {
@@ -397,6 +417,7 @@ impl ControlPlane {
             let page: Vec<_> = same_ns.iter().enumerate().map(|(i, c)| (&**c, pods.of(i))).collect();
             infos.extend(summaries.page(&page));
         }
+        self.mark_unavailable_sites(&mut infos);
         self.record_read(cx, AuditAction::ClusterList, namespace, None).await;
         let next_page_token = more
             .then(|| {

@@ -136,6 +136,49 @@ async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fl
         .await
         .problem(403, "permission_denied");
 
+    // gRPC names and answers the site too.
+    let mut grpc = env.grpc(&env.alice()).await;
+    let via_grpc = grpc
+        .clusters
+        .create_cluster(krayne_proto::v1::CreateClusterRequest {
+            source: Some(krayne_proto::v1::create_cluster_request::Source::Spec(
+                krayne_proto::v1::ClusterSpec {
+                    name: "g".into(),
+                    namespace: Some("ml-team".into()),
+                    site: Some("us-2".into()),
+                    ..Default::default()
+                },
+            )),
+            dry_run: true,
+            field_validation: 0,
+            queue: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(via_grpc.cluster.unwrap().site, "us-2");
+    assert_eq!(via_grpc.placement.as_deref(), Some("the site asked for"));
+    let got = grpc
+        .clusters
+        .get_cluster(krayne_proto::v1::GetClusterRequest {
+            namespace: "ml-team".into(),
+            name: "b".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.site, "us-2");
+    let other_grants = env
+        .grpc(&env.token("bob@example.com", &["other-team"]))
+        .await
+        .identity
+        .who_am_i(krayne_proto::v1::WhoAmIRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .grants;
+    assert_eq!(other_grants[0].sites, ["us-2"]);
+
     // Reads: each cluster from its own site, lists merging both, in order.
     let got = alice.get(&format!("{NS}/b")).await.expect(200);
     assert_eq!(
@@ -353,6 +396,13 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
     );
     let listed = alice.get(NS).await.expect(200);
     assert_eq!(listed.names(), ["here", "there"], "{}", listed.text);
+    let marks: Vec<bool> = listed.body["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["site_unavailable_since"].is_string())
+        .collect();
+    assert_eq!(marks, [false, true], "{}", listed.text);
     // Changing them waits for the site; creating there is refused, saying why.
     let refused = alice.delete(&format!("{NS}/there")).await.expect(503);
     assert!(refused.text.contains("site unavailable"), "{}", refused.text);

@@ -43,6 +43,7 @@ impl identity_service_server::IdentityService for Grpc {
                     team: g.team,
                     pattern: g.pattern,
                     role: convert::role(g.role),
+                    sites: g.sites.unwrap_or_default(),
                 })
                 .collect(),
             issuer: id.issuer,

@@ -196,7 +196,7 @@ pub struct ClusterInfo {
     pub site: String,
     /// Since when its site's Kubernetes has not answered (RFC 3339), when
     /// it has not: the rest is the cluster's last known state
-    /// (docs/sites.md). Said by get and describe.
+    /// (docs/sites.md). Said by get, describe and lists.
     #[cfg_attr(feature = "schema", schema(format = DateTime))]
     pub site_unavailable_since: Option<String>,
 }
@@ -209,6 +209,9 @@ pub struct Summary {
     /// The summary.
     pub info: ClusterInfo,
     json: std::sync::OnceLock<Box<str>>,
+    /// This summary marked by [`Summary::site_unavailable`], for the
+    /// outage that began at the time it holds.
+    marked: std::sync::OnceLock<(Box<str>, std::sync::Arc<Summary>)>,
 }
 
 impl Summary {
@@ -217,6 +220,7 @@ impl Summary {
         Self {
             info,
             json: std::sync::OnceLock::new(),
+            marked: std::sync::OnceLock::new(),
         }
     }
 
@@ -224,6 +228,55 @@ impl Summary {
     pub fn json(&self) -> &str {
         self.json
             .get_or_init(|| serde_json::to_string(&self.info).unwrap_or_default().into_boxed_str())
+    }
+
+    /// The same summary, its site unavailable since `since` (RFC 3339):
+    /// made once per summary and outage, its JSON this one's with the last
+    /// field set. A list marks every cluster of a site that does not
+    /// answer, on every request while the outage lasts.
+    pub fn site_unavailable(&self, since: &str) -> std::sync::Arc<Self> {
+        if let Some((at, marked)) = self.marked.get()
+            && **at == *since
+        {
+            return marked.clone();
+        }
+        const UNMARKED: &str = "\"site_unavailable_since\":null}";
+        let mut info = self.info.clone();
+        info.site_unavailable_since = Some(since.to_owned());
+        let json = std::sync::OnceLock::new();
+        if let (Some(head), Ok(quoted)) = (self.json().strip_suffix(UNMARKED), serde_json::to_string(since)) {
+            let _ = json.set(format!("{head}\"site_unavailable_since\":{quoted}}}").into_boxed_str());
+        }
+        let marked = std::sync::Arc::new(Self {
+            info,
+            json,
+            marked: std::sync::OnceLock::new(),
+        });
+        let _ = self.marked.set((since.into(), marked.clone()));
+        marked
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_summary_says_what_encoding_it_again_would() {
+        let mut info = crate::manifest::cluster_info(&super::super::ObservedCluster::default(), Some(&[]));
+        info.site = "us-2".into();
+        let summary = Summary::new(info);
+        let marked = summary.site_unavailable("2026-11-29T12:00:00Z");
+        let again = serde_json::to_string(&marked.info).unwrap();
+        assert_eq!(marked.json(), again);
+        let same = summary.site_unavailable("2026-11-29T12:00:00Z");
+        assert!(std::sync::Arc::ptr_eq(&marked, &same), "made once per outage");
+        let later = summary.site_unavailable("2026-11-29T13:00:00Z");
+        assert_eq!(
+            later.info.site_unavailable_since.as_deref(),
+            Some("2026-11-29T13:00:00Z")
+        );
+        assert!(again.ends_with(r#""site_unavailable_since":"2026-11-29T12:00:00Z"}"#));
     }
 }
 
