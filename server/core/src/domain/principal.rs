@@ -64,10 +64,16 @@ pub struct Grant {
     pub pattern: String,
     /// Role.
     pub role: Role,
-    /// The sites the team's clusters may go to (docs/sites.md); absent:
-    /// every site.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The sites the team's clusters may go to (docs/sites.md); empty:
+    /// every site (as gRPC's repeated field says it).
+    #[serde(serialize_with = "every_site_empty")]
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
     pub sites: Option<Vec<String>>,
+}
+
+/// `None` (every site) as an empty list, as gRPC sends it.
+fn every_site_empty<S: serde::Serializer>(sites: &Option<Vec<String>>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(sites.as_deref().unwrap_or_default(), s)
 }
 
 impl Grant {
