@@ -100,6 +100,7 @@ async fn follow(
     // line hears each step forward.
     let mut last: Option<(ClusterStatus, Option<u32>)> = None;
     let mut seen: Option<ClusterInfo> = None;
+    let mut suspended_until: Option<tokio::time::Instant> = None;
     loop {
         let change = tokio::select! {
             change = changes.next() => change,
@@ -112,6 +113,14 @@ async fn follow(
                     last_seen(seen.as_ref())
                 );
                 let _ = tx.send(Err(Error::DeadlineExceeded(message))).await;
+                return;
+            }
+            () = until(suspended_until) => {
+                let message = format!(
+                    "cluster {}/{} is suspended: it will not get ready until it is resumed (krayne resume)",
+                    what.namespace, what.name
+                );
+                let _ = tx.send(Err(Error::FailedPrecondition(message))).await;
                 return;
             }
             () = until(unschedulable_until) => {
@@ -183,6 +192,16 @@ async fn follow(
             && last
                 .as_ref()
                 .is_some_and(|(status, _)| *status == ClusterStatus::Queued);
+        // Suspended, and in no line (krayne's or Kueue's): nothing but a
+        // resume makes it ready, so the wait ends after a grace (a resume
+        // just made may not have reached the cache yet) rather than at its
+        // timeout.
+        let suspended = c.spec.suspend == Some(true) && c.queued_since().is_none() && c.kueue_queue().is_none();
+        suspended_until = match (suspended, suspended_until) {
+            (true, None) => Some(tokio::time::Instant::now() + SUSPENDED_GRACE),
+            (true, until) => until,
+            (false, _) => None,
+        };
         if left_line {
             let _ = tx
                 .send(Err(Error::FailedPrecondition(format!(
@@ -205,6 +224,10 @@ async fn follow(
         }
     }
 }
+
+/// How long a wait goes on while its cluster is suspended (and in no line)
+/// before it ends: a resume just made reaches the cache well within it.
+const SUSPENDED_GRACE: Duration = Duration::from_secs(5);
 
 /// Resolves at `when`, or never.
 async fn until(when: Option<tokio::time::Instant>) {
