@@ -240,6 +240,26 @@ enum Held {
     RayJob,
 }
 
+/// Every answering site's answer, or the last error when none answered.
+pub(super) fn any_answer<T>(answers: Vec<Result<Vec<T>, Error>>) -> Result<Vec<T>, Error> {
+    let mut all = Vec::new();
+    let mut failed = None;
+    let mut answered = false;
+    for answer in answers {
+        match answer {
+            Ok(items) => {
+                answered = true;
+                all.extend(items);
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) if !answered => Err(e),
+        _ => Ok(all),
+    }
+}
+
 fn not_found(kind: ResourceKind, what: &ClusterRef) -> Error {
     Error::NotFound {
         kind,

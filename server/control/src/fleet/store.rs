@@ -58,22 +58,8 @@ impl Fleet {
     /// The names every answering site gives (in `answers`), each once,
     /// sorted.
     fn names(answers: Vec<Result<Vec<String>, Error>>) -> Result<Vec<String>, Error> {
-        let mut names = BTreeSet::new();
-        let mut last_error = None;
-        let mut answered = false;
-        for answer in answers {
-            match answer {
-                Ok(found) => {
-                    answered = true;
-                    names.extend(found);
-                }
-                Err(e) => last_error = Some(e),
-            }
-        }
-        match last_error {
-            Some(e) if !answered => Err(e),
-            _ => Ok(names.into_iter().collect()),
-        }
+        let names: BTreeSet<String> = super::any_answer(answers)?.into_iter().collect();
+        Ok(names.into_iter().collect())
     }
 }
 
