@@ -437,14 +437,22 @@ pub(crate) fn settings(http: &HttpArgs) -> Result<(ControlSettings, RestSettings
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let (mapping, hash) = load_mapping(&args.teams_file).map_err(|e| format!("--teams-file {e}"))?;
+    let sites = args.sites_file.as_deref().map(sites::read_sites).transpose()?;
+    let site_names: Vec<String> = sites.iter().flatten().map(|e| e.spec.name.to_string()).collect();
+    let (mapping, hash) = load_mapping(&args.teams_file, &site_names).map_err(|e| format!("--teams-file {e}"))?;
     tracing::info!(file = %args.teams_file.display(), sha256 = %hash, "team mapping loaded");
     let verifier = verifier(&args.jwt)?;
     let login = login_settings(&args.jwt, &verifier)?;
     let client = k8s::connect(args.kubeconfig.as_deref(), args.kube_context.as_deref()).await?;
     let verifier = with_service_accounts(verifier, &args.jwt, &client)?;
     let auth = Authenticator::new(verifier, mapping);
-    let reload = watch_mapping(auth.clone(), args.teams_file.clone(), hash, args.teams_watch)?;
+    let reload = watch_mapping(
+        auth.clone(),
+        args.teams_file.clone(),
+        hash,
+        args.teams_watch,
+        site_names,
+    )?;
     let in_cluster = args.kubeconfig.is_none() && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let mode = args.service_upstream.unwrap_or(if in_cluster {
         UpstreamMode::Direct
@@ -453,7 +461,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     });
     let upstream = upstream(mode, &client);
     let kube_timeout = Duration::from_secs(args.kube_timeout_seconds.max(1));
-    let sites = args.sites_file.as_deref().map(sites::read_sites).transpose()?;
     // With sites, krayne's own Kubernetes is the site without a kubeconfig
     // (if one is named): its Kueue is the one read.
     let home_site = sites

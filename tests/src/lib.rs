@@ -26,7 +26,7 @@ pub use clients::{Bearer, Grpc, Reply, Rest, bad_request_fields};
 pub use postgres::{PgServer, PgSetup, TestDb, test_database, unrelated_ca};
 pub use proxy::Proxy;
 pub use secrets::{E2E_SESSION_SECRET, register_secret, secrets_in};
-pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, server_binary};
+pub use server::{Env, EnvOptions, ServerProcess, TEAMS, krayne_binary, serve_refusal, server_binary};
 
 /// A krayne dry-run `manifest` as another tool (kubectl, a pipeline) would
 /// create it: without Ray's token authentication, which only krayne's own

@@ -50,6 +50,38 @@ pub fn server_binary() -> PathBuf {
     bin
 }
 
+/// What `krayne-server serve` says on stderr when it refuses to start
+/// with the team mapping `teams` and `extra` flags (in a folder of its
+/// own, with an HS256 secret and no Kubernetes); asserts that it exits 1.
+///
+/// # Panics
+/// When the server cannot be run, or exits otherwise.
+pub fn serve_refusal(teams: &str, extra: &[&std::ffi::OsStr]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let teams_file = dir.path().join("teams.yaml");
+    std::fs::write(&teams_file, teams).expect("teams file");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s".repeat(40)).expect("secret");
+    let out = std::process::Command::new(server_binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--ops-listen",
+            "127.0.0.1:0",
+            "--teams-file",
+        ])
+        .arg(&teams_file)
+        .arg("--jwt-hs256-secret-file")
+        .arg(&secret)
+        .args(extra)
+        .output()
+        .expect("krayne-server runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
 /// `target/<profile>/krayne`, the CLI (built by `cargo test --workspace`
 /// for the client's tests); `KRAYNE_BIN` overrides.
 pub fn krayne_binary() -> PathBuf {

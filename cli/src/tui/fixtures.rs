@@ -66,6 +66,7 @@ pub(crate) fn quota() -> NamespaceQuota {
         used: used.into(),
         remaining: None,
         used_fraction: None,
+        site: None,
     };
     NamespaceQuota {
         namespace: "ml-team".into(),

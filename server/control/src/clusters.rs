@@ -108,14 +108,6 @@ impl ControlPlane {
                 return Err(e);
             }
         };
-        let placement = match self.place(cx, &namespace, &spec).await {
-            Ok(placement) => placement,
-            Err(e) => {
-                self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), Some(&spec.name), &e)
-                    .await;
-                return Err(e);
-            }
-        };
         let team = creator_team(cx, &namespace);
         let token = self.ray_token_names(&namespace, &spec.name, input.dry_run);
         let who = Provenance {
@@ -126,9 +118,18 @@ impl ControlPlane {
                 .map(|(nonce, secret)| manifest::RayAuthNames { nonce, secret }),
         };
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
+        let waits = self.queue_policy(&namespace).waits(queue);
+        let charge = quota::charge_of_manifest(rendered.manifest());
+        let placement = match self.place(cx, &namespace, &spec, charge, waits).await {
+            Ok(placement) => placement,
+            Err(e) => {
+                self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), Some(&spec.name), &e)
+                    .await;
+                return Err(e);
+            }
+        };
         let target = granted.cluster_in(&spec.name, placement.as_ref().map(|p| p.site.clone()));
         let rid = &cx.meta.request_id;
-        let waits = self.queue_policy(&namespace).waits(queue);
         // Where the platform's Kueue admits, krayne's quota is
         // informational: Kueue's ClusterQueue holds.
         let kueue = self.kueue_queue(&namespace);
@@ -142,12 +143,7 @@ impl ControlPlane {
                     &namespace,
                     &spec.name,
                     waits,
-                    async || {
-                        Ok((
-                            quota::Request::new_cluster(quota::charge_of_manifest(rendered.manifest())),
-                            (),
-                        ))
-                    },
+                    async || Ok((quota::Request::new_cluster(charge).at(target.site().cloned()), ())),
                 )
                 .await?
             }
@@ -241,14 +237,18 @@ impl ControlPlane {
         })
     }
 
-    /// Where a new cluster of `spec` in `namespace` goes, when the store
-    /// spans several sites (`None`: one Kubernetes, where only `local` may
-    /// be named).
+    /// Where a new cluster of `spec` in `namespace`, charged `charge`,
+    /// goes, when the store spans several sites (`None`: one Kubernetes,
+    /// where only `local` may be named). A site whose quota cap is full is
+    /// passed over, or, when the cluster `waits` and no cap has room,
+    /// waited at.
     pub(super) async fn place(
         &self,
         cx: &Context,
         namespace: &str,
         spec: &ClusterSpec,
+        charge: quota::Usage,
+        waits: bool,
     ) -> Result<Option<Placement>, Error> {
         let sites = self.store.sites_for(namespace, &cx.meta.request_id).await;
         if sites.is_empty() {
@@ -267,6 +267,8 @@ impl ControlPlane {
             site: spec.site.clone(),
             gpu_types,
             allowed: cx.principal.sites_for(namespace),
+            caps_full: self.caps_full(namespace, charge, &cx.meta.request_id).await?,
+            may_wait: waits,
         };
         let specs: Vec<SiteSpec> = sites.iter().map(|(s, _)| s.clone()).collect();
         let facts = |site: &Site| {
@@ -283,7 +285,7 @@ impl ControlPlane {
 
     /// Since when `site` has not answered (RFC 3339), if it has not: what
     /// is shown of its clusters is their last known state.
-    fn site_down_since(&self, site: &Site) -> Option<String> {
+    pub(super) fn site_down_since(&self, site: &Site) -> Option<String> {
         self.store
             .site_health()
             .into_iter()

@@ -58,9 +58,15 @@ impl ControlPlane {
         uses: &LastUses,
         now: Timestamp,
     ) -> Asked {
-        tokio::time::timeout(HEAD_TIMEOUT, self.idle_since_unbounded(cx, cluster, uses, now))
-            .await
-            .unwrap_or(Asked::Slow)
+        match tokio::time::timeout(HEAD_TIMEOUT, self.idle_since_unbounded(cx, cluster, uses, now)).await {
+            Ok(asked) => asked,
+            Err(_) => {
+                // The question in flight was cut here, not by its own bound
+                // (which started later): it is counted as that would have.
+                count_head_request("timeout");
+                Asked::Slow
+            }
+        }
     }
 
     /// Since when nothing has used `cluster`; `None` while something does,
@@ -136,8 +142,13 @@ async fn ask_head<T>(asked: impl Future<Output = Result<T, Error>>, what: &str) 
         Ok(Ok(answer)) => ("answered", Ok(answer)),
         Ok(Err(e)) => (head_failure(&e), Err(e)),
     };
-    metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
+    count_head_request(outcome);
     result
+}
+
+/// One question to a head, counted by how it went.
+fn count_head_request(outcome: &'static str) {
+    metrics::counter!("krayne_lifecycle_head_requests_total", "outcome" => outcome).increment(1);
 }
 
 /// How a head's failure is counted: `invalid` when it answered what Ray

@@ -112,7 +112,7 @@ pub(super) fn line_of(clusters: &[Arc<ObservedCluster>], rayjobs: &[ObservedRayJ
             Some(Waiting {
                 name: queue::rayjob_in_line(j.metadata.name.as_str()),
                 since: j.queued_since()?,
-                request: quota::Request::new_cluster(charge_of_rayjob(j)),
+                request: quota::Request::new_cluster(charge_of_rayjob(j)).at(Some(j.site.clone())),
             })
         })
         .filter(|w| w.name != except);

@@ -8,7 +8,7 @@
 //! pass; a lowered quota touches no cluster but refuses growth.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
 };
 
@@ -20,10 +20,10 @@ use super::{
     rayjobs::rayjobs_not_yet_made,
 };
 use crate::domain::{
-    AdmissionGuard, AdmissionLock, Error, ObservedCluster, ObservedRayJob, RequestId,
+    AdmissionGuard, AdmissionLock, Error, ObservedCluster, ObservedRayJob, RequestId, Site,
     audit::AuditAction,
     queue::{self, QueueOrder},
-    quota::{self, Quota, QuotaLine, Usage},
+    quota::{self, Held, Quota, QuotaLine, Usage},
 };
 
 /// Admission serialized within this process (one server, or tests).
@@ -51,8 +51,8 @@ pub(super) struct Standing {
     pub(super) clusters: Vec<Arc<ObservedCluster>>,
     /// Its RayJobs.
     pub(super) rayjobs: Vec<ObservedRayJob>,
-    /// What they are charged.
-    pub(super) used: Usage,
+    /// What they are charged, in all and at each site.
+    pub(super) used: Held,
 }
 
 /// A namespace's quota as it stands.
@@ -79,8 +79,7 @@ impl ControlPlane {
     pub(super) async fn standing_now(&self, namespace: &str, request_id: &RequestId) -> Result<Standing, Error> {
         let clusters = self.store.list_latest(namespace, request_id).await?;
         let rayjobs = self.rayjobs_now(namespace, request_id).await?;
-        let coming = rayjobs_not_yet_made(&rayjobs, &clusters);
-        let used = clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming;
+        let used = held(&clusters, &rayjobs);
         Ok(Standing {
             clusters,
             rayjobs,
@@ -90,11 +89,10 @@ impl ControlPlane {
 
     /// What `namespace`'s clusters are charged, from the watch cache, with
     /// its RayJobs' clusters not made yet.
-    pub(super) async fn usage_cached(&self, namespace: &str, request_id: &RequestId) -> Result<Usage, Error> {
+    pub(super) async fn usage_cached(&self, namespace: &str, request_id: &RequestId) -> Result<Held, Error> {
         let clusters = self.store.list(Some(namespace), request_id).await?;
         let rayjobs = self.rayjobs_now(namespace, request_id).await?;
-        let coming = rayjobs_not_yet_made(&rayjobs, &clusters);
-        Ok(clusters.iter().map(|c| quota::charge(c)).sum::<Usage>() + coming)
+        Ok(held(&clusters, &rayjobs))
     }
 
     /// Admits what `requested` computes into `namespace` under its quota:
@@ -157,7 +155,7 @@ impl ControlPlane {
                 return Err(refused(violations));
             }
             // One the quota could never hold waits for nothing.
-            let never = quota::check(&quota, &Usage::default(), &requested);
+            let never = quota::check(&quota, &Held::default(), &requested);
             if !never.is_empty() {
                 return Err(refused(never));
             }
@@ -220,6 +218,36 @@ impl ControlPlane {
         }
     }
 
+    /// The sites whose cap of `namespace`'s quota cannot take a cluster
+    /// charged `charge` now (from the watch cache; admission checks again
+    /// under the lock), each with why. Where Kueue admits, none.
+    pub(super) async fn caps_full(
+        &self,
+        namespace: &str,
+        charge: Usage,
+        request_id: &RequestId,
+    ) -> Result<BTreeMap<String, String>, Error> {
+        let Some(quota) = self.quota_of(namespace).filter(|q| !q.sites.is_empty()) else {
+            return Ok(BTreeMap::new());
+        };
+        if self.kueue_queue(namespace).is_some() {
+            return Ok(BTreeMap::new());
+        }
+        let used = self.usage_cached(namespace, request_id).await?;
+        let asked = quota::Request::new_cluster(charge);
+        Ok(quota
+            .sites
+            .iter()
+            .filter_map(|(site, cap)| {
+                let here = Held {
+                    total: used.at(&Site::new(site)),
+                    ..Held::default()
+                };
+                quota::shortage(cap, &here, &asked).map(|why| (site.clone(), why))
+            })
+            .collect())
+    }
+
     /// `namespace`'s quota: limits, what its clusters are charged (from
     /// the watch cache) and what remains (viewer).
     pub async fn quota(&self, cx: &Context, namespace: &str) -> Result<NamespaceQuota, Error> {
@@ -227,7 +255,7 @@ impl ControlPlane {
         let used = self.usage_cached(namespace, &cx.meta.request_id).await?;
         let limits = self.quota_of(namespace);
         if let Some(limits) = &limits {
-            set_gauges(namespace, limits, &used);
+            set_gauges(namespace, limits, &used.total);
         }
         let lines = quota::standing(&limits.unwrap_or_default(), &used);
         Ok(NamespaceQuota {
@@ -254,9 +282,16 @@ impl ControlPlane {
             let Ok(used) = self.usage_cached(&namespace, &rid).await else {
                 continue;
             };
-            set_gauges(&namespace, &quota, &used);
+            set_gauges(&namespace, &quota, &used.total);
         }
     }
+}
+
+/// What `clusters` and the clusters of `rayjobs` not made yet are
+/// charged, in all and at each site.
+fn held(clusters: &[Arc<ObservedCluster>], rayjobs: &[ObservedRayJob]) -> Held {
+    let made = clusters.iter().map(|c| (c.site.clone(), quota::charge(c)));
+    Held::of(made.chain(rayjobs_not_yet_made(rayjobs, clusters)))
 }
 
 fn set_gauges(namespace: &str, quota: &Quota, used: &Usage) {

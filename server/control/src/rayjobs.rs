@@ -139,7 +139,10 @@ impl ControlPlane {
         let rayjob = manifest::build_rayjob(&run, ttl, deadline, &self.settings.manifest, &who);
         // A RayJob and the cluster KubeRay makes for it live in one site,
         // placed as a cluster is.
-        let placement = match self.place(cx, &namespace, &run.cluster).await {
+        let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
+        let charge = quota::charge_of_manifest(&cluster_manifest);
+        let may_wait = self.queue_policy(&namespace).waits(queue) && run.shutdown_after_job_finishes;
+        let placement = match self.place(cx, &namespace, &run.cluster, charge, may_wait).await {
             Ok(placement) => placement,
             Err(e) => {
                 self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
@@ -149,7 +152,6 @@ impl ControlPlane {
         };
         let target = granted.cluster_in(run.name(), placement.as_ref().map(|p| p.site.clone()));
         let rid = &cx.meta.request_id;
-        let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
         // Where the platform's Kueue admits, krayne's quota is
         // informational: the RayJob is Kueue's workload.
         let kueue = self.kueue_queue(&namespace);
@@ -175,7 +177,6 @@ impl ControlPlane {
                 .await;
             return Err(e);
         }
-        let waits = self.queue_policy(&namespace).waits(queue) && run.shutdown_after_job_finishes;
         let admitted = match kueue {
             Some(_) => Admission::Unlimited,
             None => {
@@ -184,13 +185,8 @@ impl ControlPlane {
                     AuditAction::RayJobCreate,
                     &namespace,
                     run.name(),
-                    waits,
-                    async || {
-                        Ok((
-                            quota::Request::new_cluster(quota::charge_of_manifest(&cluster_manifest)),
-                            (),
-                        ))
-                    },
+                    may_wait,
+                    async || Ok((quota::Request::new_cluster(charge).at(target.site().cloned()), ())),
                 )
                 .await?
             }
@@ -314,7 +310,11 @@ impl ControlPlane {
         let clusters = self.store.list(Some(namespace), rid).await?;
         let infos = observed
             .iter()
-            .map(|job| RayJobInfo::of(job, cluster_status(job, &clusters), None))
+            .map(|job| {
+                let mut info = RayJobInfo::of(job, cluster_status(job, &clusters), None);
+                info.site_unavailable_since = self.site_down_since(&job.site);
+                info
+            })
             .collect();
         self.record_read(cx, AuditAction::RayJobList, Some(namespace), None)
             .await;
@@ -358,7 +358,9 @@ impl ControlPlane {
                 }
             }
         }
-        RayJobInfo::of(job, status, exit_code)
+        let mut info = RayJobInfo::of(job, status, exit_code);
+        info.site_unavailable_since = self.site_down_since(&job.site);
+        info
     }
 
     /// The exit code `job`'s head reports (`None` when it cannot be had).
@@ -462,15 +464,17 @@ impl ControlPlane {
 /// cluster KubeRay has not made yet, its `rayClusterSpec`. One suspended
 /// (waiting in line, or by Kueue) holds nothing: KubeRay makes no cluster
 /// for it.
-pub(super) fn rayjobs_not_yet_made(jobs: &[ObservedRayJob], clusters: &[Arc<ObservedCluster>]) -> quota::Usage {
+pub(super) fn rayjobs_not_yet_made<'a>(
+    jobs: &'a [ObservedRayJob],
+    clusters: &'a [Arc<ObservedCluster>],
+) -> impl Iterator<Item = (crate::domain::Site, quota::Usage)> + 'a {
     jobs.iter()
         .filter(|job| !job.state().is_over() && job.spec.suspend != Some(true))
         .filter(|job| {
             job.cluster_name()
                 .is_none_or(|name| !clusters.iter().any(|c| c.metadata.name.as_str() == name))
         })
-        .map(charge_of_rayjob)
-        .sum()
+        .map(|job| (job.site.clone(), charge_of_rayjob(job)))
 }
 
 /// What a RayJob's cluster is charged once made: its `rayClusterSpec`.

@@ -66,14 +66,22 @@ pub(crate) async fn run(args: SandboxArgs) -> Result<(), String> {
     let accounts = super::service_account_issuer(None, "krayne", &client, refresh, vec![Algorithm::ES256], 24 * 3600)
         .with_reviewer(super::token_reviewer(&client, refresh));
     let verifier = Verifier::new(vec![VerifyingKey::hs256(&secret)], TokenRules::default()).and(accounts);
+    // The sites `--sites N` makes, by name, for the mapping's check.
+    let site_names: Vec<String> = if args.sites > 1 {
+        (1..=usize::from(args.sites))
+            .map(|n| site_name(n).to_string())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let (mapping, hash) = match &args.teams {
-        Some(file) => load_mapping(file).map_err(|e| format!("--teams {e}"))?,
+        Some(file) => load_mapping(file, &site_names).map_err(|e| format!("--teams {e}"))?,
         None => (TeamMapping::parse(EXAMPLE_MAPPING)?, String::new()),
     };
     let auth = Authenticator::new(verifier, mapping);
     // A mapping of one's own reloads on change and on SIGHUP, as serve's.
     let reload = match &args.teams {
-        Some(file) => Some(watch_mapping(auth.clone(), file.clone(), hash, true)?),
+        Some(file) => Some(watch_mapping(auth.clone(), file.clone(), hash, true, site_names)?),
         None => None,
     };
     let upstream = super::upstream(args.service_upstream, &client);

@@ -4,12 +4,13 @@
 //! the team's sites; a name unique across the fleet, also when two
 //! replicas race for it in two sites; reads, lists and watches merging
 //! both; services and jobs reached in the cluster's own site; a quota
-//! across sites; and a site killed mid-test.
+//! across sites and a site's cap; and a site killed mid-test.
 
 use std::time::Duration;
 
 use krayne_server::sandbox::Sandbox;
 use krayne_tests::{
+    Env, Reply, Rest,
     sites::two_sites,
     watch::{Framing, Watch},
 };
@@ -38,6 +39,32 @@ async fn held(sandbox: &Sandbox, namespace: &str) -> Vec<String> {
     names
 }
 
+/// `path`'s reply once `done` holds for it, asked every 100 ms for at
+/// most `within`.
+async fn until(rest: &Rest, path: &str, within: Duration, done: impl Fn(&Reply) -> bool) -> Reply {
+    let started = std::time::Instant::now();
+    loop {
+        let reply = rest.get(path).await;
+        if done(&reply) {
+            return reply;
+        }
+        assert!(started.elapsed() < within, "{path} never got there: {}", reply.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A watch of ml-team's clusters through the server at `base`, as alice.
+async fn watch_clusters(env: &Env, base: &str) -> Watch {
+    let bearer = format!("Bearer {}", env.alice());
+    Watch::open(
+        &format!("{base}{NS}?watch=true"),
+        &[("authorization", &bearer)],
+        Framing::Ndjson,
+    )
+    .await
+    .unwrap_or_else(|(status, body)| panic!("watch refused: {status} {body}"))
+}
+
 fn gpu_cluster(name: &str, gpu_type: &str) -> Value {
     json!({"name": name, "worker_groups": [{"name": "gpu", "replicas": 0, "max_replicas": 1, "gpus": 1, "gpu_type": gpu_type}]})
 }
@@ -46,14 +73,7 @@ fn gpu_cluster(name: &str, gpu_type: &str) -> Value {
 async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fleet() {
     let (env, second, _dir) = two_sites(None, None, &[]).await;
     let alice = env.rest(&env.alice());
-    let bearer = format!("Bearer {}", env.alice());
-    let mut watch = Watch::open(
-        &format!("{}{NS}?watch=true", env.url()),
-        &[("authorization", &bearer)],
-        Framing::Ndjson,
-    )
-    .await
-    .unwrap_or_else(|(status, body)| panic!("watch refused: {status} {body}"));
+    let mut watch = watch_clusters(&env, &env.url()).await;
 
     // Without a site or GPU type: the heaviest site.
     let a = alice.post(NS, &json!({"name": "a"})).await.expect(201);
@@ -223,15 +243,10 @@ async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fl
         .await
         .expect(201);
     assert_eq!(submitted.body["id"], "where", "{}", submitted.text);
-    let started = std::time::Instant::now();
-    loop {
-        let job = alice.get(&format!("{NS}/b/jobs/where")).await.expect(200);
-        if job.body["status"] == "SUCCEEDED" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "{}", job.text);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(&alice, &format!("{NS}/b/jobs/where"), Duration::from_secs(30), |job| {
+        job.body["status"] == "SUCCEEDED"
+    })
+    .await;
     let logs = alice.get(&format!("{NS}/b/jobs/where/logs")).await.expect(200);
     assert!(logs.text.contains("from-us-2"), "{}", logs.text);
     let head_log = alice.get(&format!("{NS}/b/logs")).await.expect(200);
@@ -354,6 +369,140 @@ async fn a_name_raced_for_in_two_sites_by_two_replicas_is_made_once_and_quotas_s
 }
 
 #[tokio::test]
+async fn a_sites_cap_sends_clusters_on_refuses_naming_its_site_and_admits_from_its_line() {
+    let (env, second, _dir) = two_sites(Some("{ clusters: 10, sites: { eu-1: { clusters: 1 } } }"), None, &[]).await;
+    let alice = env.rest(&env.alice());
+    let first = alice.post(NS, &json!({"name": "c1"})).await.expect(201);
+    assert_eq!(first.body["cluster"]["site"], "eu-1", "{}", first.text);
+    // eu-1, the heavier, is full: the next goes on to us-2, saying why.
+    let next = alice.post(NS, &json!({"name": "c2"})).await.expect(201);
+    assert_eq!(next.body["cluster"]["site"], "us-2", "{}", next.text);
+    assert!(
+        next.body["placement"]
+            .as_str()
+            .is_some_and(|p| p.contains("eu-1: the namespace's cap here is full (clusters: needs 1, 0 of 1 free)")),
+        "{}",
+        next.text
+    );
+    // Asked for by name, it is refused with the site's numbers.
+    let refused = alice
+        .post(NS, &json!({"name": "c3", "site": "eu-1"}))
+        .await
+        .problem(429, "quota_exceeded");
+    let violation = &refused.body["quota_violations"][0];
+    assert_eq!(
+        (&violation["site"], &violation["limit"], &violation["in_use"]),
+        (&json!("eu-1"), &json!("1"), &json!("1")),
+        "{}",
+        refused.text
+    );
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("clusters in site eu-1")),
+        "{}",
+        refused.text
+    );
+    let quota = alice.get("/v1/namespaces/ml-team/quota").await.expect(200);
+    let lines = quota.body["resources"].as_array().unwrap();
+    let cap = lines.iter().find(|l| l["site"] == "eu-1").unwrap();
+    assert_eq!(
+        (&cap["resource"], &cap["used"], &cap["remaining"]),
+        (&json!("clusters"), &json!("1"), &json!("0")),
+        "{}",
+        quota.text
+    );
+    let total = lines
+        .iter()
+        .find(|l| l["resource"] == "clusters" && l["site"].is_null())
+        .unwrap();
+    assert_eq!(total["used"], "2", "{}", quota.text);
+
+    // One that may wait, waits in eu-1's line, and is admitted there
+    // once its cap has room.
+    let waits = alice
+        .post(&format!("{NS}?queue=true"), &json!({"name": "c4", "site": "eu-1"}))
+        .await
+        .expect(202);
+    assert_eq!(waits.body["cluster"]["site"], "eu-1", "{}", waits.text);
+    assert_eq!(
+        waits.body["cluster"]["queue_reason"], "clusters in site eu-1: needs 1, 0 of 1 free",
+        "{}",
+        waits.text
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = alice.get(&format!("{NS}/c4")).await.expect(200);
+    assert_eq!(
+        still.body["status"], "queued",
+        "the total has room, eu-1 has none: {}",
+        still.text
+    );
+    alice.delete(&format!("{NS}/c1")).await.expect(204);
+    let c4 = until(&alice, &format!("{NS}/c4"), Duration::from_secs(30), |c4| {
+        c4.body["status"] != "queued" && c4.body["suspended"] == false
+    })
+    .await;
+    assert_eq!(c4.body["site"], "eu-1", "{}", c4.text);
+    assert_eq!(held(&env.sandbox, "ml-team").await, ["c4"]);
+    assert_eq!(held(&second, "ml-team").await, ["c2"]);
+    // Each site's cache is a series of its own.
+    let metrics = env.ops().get("/metrics").await.expect(200).text;
+    for site in ["eu-1", "us-2"] {
+        let series = format!("krayne_cache_synced{{kind=\"rayclusters\",site=\"{site}\"}} 1");
+        assert!(metrics.contains(&series), "{series}: {metrics}");
+        let objects = krayne_tests::metric(
+            &metrics,
+            "krayne_cache_objects",
+            &format!("kind=\"rayclusters\",site=\"{site}\""),
+        );
+        assert!(objects >= 1.0, "{site}: {metrics}");
+    }
+
+    // An edit capping a site the sites file lacks is refused: the last
+    // good mapping, and its cap, stay.
+    let good = std::fs::read_to_string(env.teams_file()).unwrap();
+    std::fs::write(
+        env.teams_file(),
+        good.replace("eu-1: { clusters: 1 }", "eu1: { clusters: 1 }"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    while !env
+        .server
+        .log
+        .lock()
+        .unwrap()
+        .contains("no site \"eu1\" in the sites file")
+    {
+        assert!(started.elapsed() < Duration::from_secs(10), "the edit was not refused");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    alice
+        .post(NS, &json!({"name": "c5", "site": "eu-1"}))
+        .await
+        .problem(429, "quota_exceeded");
+}
+
+#[tokio::test]
+async fn a_mapping_naming_a_site_the_sites_file_lacks_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let sites = dir.path().join("sites.yaml");
+    std::fs::write(
+        &sites,
+        "sites:\n  - name: eu-1\n  - name: us-2\n    kubeconfig: /nowhere\n",
+    )
+    .unwrap();
+    let stderr = krayne_tests::serve_refusal(
+        "teams:\n  - name: a\n    namespaces: {x: editor}\n    sites: [eu-1, us2]\n",
+        &["--sites-file".as_ref(), sites.as_os_str()],
+    );
+    assert!(
+        stderr.contains("teams[0].sites: no site \"us2\" in the sites file; its sites are: eu-1, us-2"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site_goes_on() {
     let (env, mut second, _dir) = two_sites(None, None, &[]).await;
     let alice = env.rest(&env.alice());
@@ -366,24 +515,23 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
         .await
         .expect(200);
     assert_eq!(ready.body["status"], "ready", "{}", ready.text);
+    alice
+        .post(
+            "/v1/namespaces/ml-team/rayjobs",
+            &json!({"name": "far-run", "entrypoint": "sleep 600", "cluster": {"site": "us-2"}}),
+        )
+        .await
+        .expect(201);
+    let mut watch = watch_clusters(&env, &env.url()).await;
 
     second.stop_api().await;
-    let started = std::time::Instant::now();
-    loop {
-        let readyz = env.ops().get("/readyz").await;
-        if readyz.body["sites"]["us-2"]["status"] == "unavailable" {
-            // One site down does not make the replica unready.
-            assert_eq!(readyz.status, 200, "{}", readyz.text);
-            assert!(readyz.text.contains("site us-2: unavailable since"), "{}", readyz.text);
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "us-2 never shown down: {}",
-            readyz.text
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let readyz = until(&env.ops(), "/readyz", Duration::from_secs(30), |r| {
+        r.body["sites"]["us-2"]["status"] == "unavailable"
+    })
+    .await;
+    // One site down does not make the replica unready.
+    assert_eq!(readyz.status, 200, "{}", readyz.text);
+    assert!(readyz.text.contains("site us-2: unavailable since"), "{}", readyz.text);
 
     // Its clusters: their last state, said to be so, with since when.
     let there = alice.get(&format!("{NS}/there")).await.expect(200);
@@ -394,15 +542,63 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
         "{}",
         there.text
     );
+    // A watch hears it too: its clusters MODIFIED, marked since when.
+    let heard = watch
+        .until(Duration::from_secs(30), |f| {
+            f.kind() == "MODIFIED"
+                && f.cluster() == Some("there")
+                && f.json["cluster"]["site_unavailable_since"].is_string()
+        })
+        .await;
+    let marked = heard.last().unwrap();
+    assert_eq!(
+        marked.json["cluster"]["site_unavailable_since"], there.body["site_unavailable_since"],
+        "{marked:?}"
+    );
+    assert_eq!(marked.json["cluster"]["status"], "ready", "its last state: {marked:?}");
+    assert!(
+        heard
+            .iter()
+            .all(|f| f.cluster() != Some("here") || f.json["cluster"]["site_unavailable_since"].is_null()),
+        "eu-1's clusters are not marked: {heard:?}"
+    );
     let listed = alice.get(NS).await.expect(200);
-    assert_eq!(listed.names(), ["here", "there"], "{}", listed.text);
-    let marks: Vec<bool> = listed.body["clusters"]
+    // The run's cluster (us-2) is listed once KubeRay made it.
+    let names: Vec<&str> = listed
+        .names()
+        .into_iter()
+        .filter(|n| !n.starts_with("far-run"))
+        .collect();
+    assert_eq!(names, ["here", "there"], "{}", listed.text);
+    let marks: Vec<(&str, bool)> = listed.body["clusters"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["site_unavailable_since"].is_string())
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or(""),
+                c["site_unavailable_since"].is_string(),
+            )
+        })
         .collect();
-    assert_eq!(marks, [false, true], "{}", listed.text);
+    assert!(
+        marks.iter().all(|(name, marked)| *marked == (*name != "here")),
+        "{}",
+        listed.text
+    );
+    // Its RayJobs too.
+    let run = alice.get("/v1/namespaces/ml-team/rayjobs/far-run").await.expect(200);
+    assert_eq!(
+        run.body["site_unavailable_since"], there.body["site_unavailable_since"],
+        "{}",
+        run.text
+    );
+    let runs = alice.get("/v1/namespaces/ml-team/rayjobs").await.expect(200);
+    assert!(
+        runs.body["rayjobs"][0]["site_unavailable_since"].is_string(),
+        "{}",
+        runs.text
+    );
     // Changing them waits for the site; creating there is refused, saying why.
     let refused = alice.delete(&format!("{NS}/there")).await.expect(503);
     assert!(refused.text.contains("site unavailable"), "{}", refused.text);
@@ -423,19 +619,19 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
 
     // Back: its clusters are live again.
     second.start_api().await.expect("us-2 back");
-    let started = std::time::Instant::now();
-    loop {
-        let there = alice.get(&format!("{NS}/there")).await;
-        if there.status == 200 && there.body["site_unavailable_since"].is_null() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "us-2 never back: {}",
-            there.text
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until(&alice, &format!("{NS}/there"), Duration::from_secs(30), |there| {
+        there.status == 200 && there.body["site_unavailable_since"].is_null()
+    })
+    .await;
+    watch
+        .until(Duration::from_secs(30), |f| {
+            f.kind() == "MODIFIED"
+                && f.cluster() == Some("there")
+                && f.json["cluster"]["site_unavailable_since"].is_null()
+        })
+        .await;
+    let run = alice.get("/v1/namespaces/ml-team/rayjobs/far-run").await.expect(200);
+    assert!(run.body["site_unavailable_since"].is_null(), "{}", run.text);
     alice.delete(&format!("{NS}/there")).await.expect(204);
 }
 
@@ -447,20 +643,13 @@ async fn a_site_down_when_a_replica_starts_holds_up_nothing_else() {
     second.stop_api().await;
     let replica = env.spawn_server(&[]).await;
     let base = format!("http://{}", replica.api);
-    let alice = krayne_tests::Rest::new(&base, Some(env.alice()));
-    let readyz = krayne_tests::Rest::new(&format!("http://{}", replica.ops), None)
+    let alice = Rest::new(&base, Some(env.alice()));
+    let readyz = Rest::new(&format!("http://{}", replica.ops), None)
         .get("/readyz")
         .await
         .expect(200);
     assert_eq!(readyz.body["sites"]["us-2"]["status"], "unavailable", "{}", readyz.text);
-    let bearer = format!("Bearer {}", env.alice());
-    let mut watch = Watch::open(
-        &format!("{base}{NS}?watch=true"),
-        &[("authorization", &bearer)],
-        Framing::Ndjson,
-    )
-    .await
-    .unwrap_or_else(|(status, body)| panic!("watch refused: {status} {body}"));
+    let mut watch = watch_clusters(&env, &base).await;
     let made = alice.post(NS, &json!({"name": "early"})).await.expect(201);
     assert_eq!(made.body["cluster"]["site"], "eu-1", "{}", made.text);
     let heard = watch

@@ -323,26 +323,6 @@ async fn token_mint_makes_tokens_the_server_accepts() {
 
 #[tokio::test]
 async fn an_invalid_mapping_at_start_up_refuses_to_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let teams = dir.path().join("teams.yaml");
-    std::fs::write(&teams, "teams:\n  - name: a\n    namespaces: {x: owner}\n").unwrap();
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "s".repeat(40)).unwrap();
-    let out = std::process::Command::new(krayne_tests::server_binary())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--ops-listen",
-            "127.0.0.1:0",
-            "--teams-file",
-        ])
-        .arg(&teams)
-        .arg("--jwt-hs256-secret-file")
-        .arg(&secret)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = krayne_tests::serve_refusal("teams:\n  - name: a\n    namespaces: {x: owner}\n", &[]);
     assert!(stderr.contains("--teams-file") && stderr.contains("owner"), "{stderr}");
 }

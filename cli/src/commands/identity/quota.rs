@@ -9,7 +9,8 @@ use crate::{context::Context, failure::Failure};
 const BAR: usize = 20;
 
 /// Show a namespace's team quota: each limit, what its clusters are
-/// charged (each its upper bound) and what remains.
+/// charged (each its upper bound) and what remains; across the fleet,
+/// then at each site the quota caps.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Namespace [default: KRAYNE_NAMESPACE, the config file's, or the one you may use].
@@ -27,8 +28,12 @@ pub(crate) async fn run(ctx: &Context, args: Args) -> Result<(), Failure> {
         .resources
         .iter()
         .map(|line| {
+            let resource = match &line.site {
+                Some(site) => format!("{} in site {}", line.resource, crate::output::printable(site, false)),
+                None => line.resource.clone(),
+            };
             vec![
-                Cell::new(&line.resource),
+                Cell::new(resource),
                 Cell::new(usage(line)),
                 Cell::new(line.remaining.as_deref().unwrap_or("unlimited")),
             ]
@@ -93,6 +98,7 @@ mod tests {
             used: "12".into(),
             remaining: Some("4".into()),
             used_fraction: Some(0.75),
+            site: None,
         };
         assert_eq!(usage(&line), "[###############.....] 12/16 gpus");
         assert_eq!(bar(1.5), format!("{}!", "#".repeat(19)));

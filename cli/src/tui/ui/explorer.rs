@@ -74,16 +74,17 @@ fn scope_bar(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// `Quota: cpu 6/16 · memory 12Gi/64Gi · this month 12.5 GPU-h`, when the
+/// `Quota: cpu 6/16 · gpus@us-2 1/2 · this month 12.5 GPU-h`, when the
 /// namespace has limits or recorded usage.
 fn quota_line(app: &App) -> Option<Line<'static>> {
     let lines = app.quota.as_ref().map_or(&[][..], |q| &q.resources[..]);
     let mut parts: Vec<String> = lines
         .iter()
         .filter_map(|l| {
+            let at = l.site.as_ref().map(|s| format!("@{s}")).unwrap_or_default();
             l.limit
                 .as_ref()
-                .map(|limit| format!("{} {}/{limit}", l.resource, l.used))
+                .map(|limit| format!("{}{at} {}/{limit}", l.resource, l.used))
         })
         .collect();
     if let Some(hours) = app.month_gpu_hours {

@@ -226,6 +226,7 @@ pub(crate) fn namespace_access(n: domain::NamespaceAccess) -> pb::NamespaceAcces
 pub(crate) fn quota_line(l: domain::quota::QuotaLine) -> pb::QuotaLine {
     pb::QuotaLine {
         resource: l.resource.as_str().to_owned(),
+        site: l.site,
         limit: l.limit,
         used: l.used,
         remaining: l.remaining,

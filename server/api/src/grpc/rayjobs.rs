@@ -53,6 +53,7 @@ fn rayjob_message(j: RayJobInfo) -> pb::RayJob {
         queued_since: convert::timestamp(j.queued_since.as_deref()),
         queue_reason: j.queue_reason,
         site: j.site,
+        site_unavailable_since: convert::timestamp(j.site_unavailable_since.as_deref()),
     }
 }
 

@@ -25,7 +25,10 @@ pub(crate) fn to_status(e: Error) -> Status {
                 .iter()
                 .map(|v| {
                     tonic_types::QuotaViolation::new(
-                        format!("namespace:{namespace}/{}", v.resource.as_str()),
+                        match &v.site {
+                            Some(site) => format!("namespace:{namespace}/site:{site}/{}", v.resource.as_str()),
+                            None => format!("namespace:{namespace}/{}", v.resource.as_str()),
+                        },
                         format!(
                             "the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
                             v.cluster_would_hold, v.requested, v.namespace_would_hold, v.limit, v.in_use

@@ -15,10 +15,16 @@ use super::{Authenticator, TeamMapping};
 use crate::background::MappingReload;
 
 /// Reads and checks a mapping file; returns it with the file's SHA-256.
-pub fn load_mapping(path: &Path) -> Result<(TeamMapping, String), String> {
+/// With a sites file, `sites` are its names: a mapping naming another
+/// site is refused (a typo would otherwise leave a team no site, or a cap
+/// that caps nothing).
+pub fn load_mapping(path: &Path, sites: &[String]) -> Result<(TeamMapping, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let hash = hex::encode(Sha256::digest(text.as_bytes()));
     let mapping = TeamMapping::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    mapping
+        .check_sites(sites)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((mapping, hash))
 }
 
@@ -26,8 +32,14 @@ pub fn load_mapping(path: &Path) -> Result<(TeamMapping, String), String> {
 /// process gets SIGHUP, once the background driver runs what this returns
 /// (the watch and the signal handler are in place already, so a failure
 /// to install them stops the start). `hash` is the SHA-256 of the mapping
-/// in use.
-pub fn watch_mapping(auth: Authenticator, path: PathBuf, hash: String, watch: bool) -> Result<MappingReload, String> {
+/// in use; `sites` the sites file's names, as [`load_mapping`] takes them.
+pub fn watch_mapping(
+    auth: Authenticator,
+    path: PathBuf,
+    hash: String,
+    watch: bool,
+    sites: Vec<String>,
+) -> Result<MappingReload, String> {
     // The caller loaded the file: it is good now.
     metrics::gauge!("krayne_team_mapping_file_ok").set(1.0);
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
@@ -72,7 +84,7 @@ pub fn watch_mapping(auth: Authenticator, path: PathBuf, hash: String, watch: bo
             // Editors and ConfigMap updates write in several steps.
             tokio::time::sleep(Duration::from_millis(100)).await;
             while rx.try_recv().is_ok() {}
-            match load_mapping(&path) {
+            match load_mapping(&path, &sites) {
                 Ok((_, hash)) if hash == current && why != "SIGHUP" => {
                     metrics::gauge!("krayne_team_mapping_file_ok").set(1.0);
                 }

@@ -124,6 +124,12 @@ impl TeamMapping {
                 ));
             }
         }
+        for (pattern, quota) in &self.quotas {
+            quota.check().map_err(|why| format!("quotas.{pattern}: {why}"))?;
+            for site in quota.sites.keys() {
+                check_dns1123_label(site).map_err(|why| format!("quotas.{pattern}.sites: {site:?}: {why}"))?;
+            }
+        }
         for (pattern, policy) in &self.lifecycle {
             policy.check().map_err(|why| format!("lifecycle.{pattern}: {why}"))?;
         }
@@ -141,6 +147,14 @@ impl TeamMapping {
             if !names.insert(team.name.as_str()) {
                 return Err(format!("teams[{i}].name: duplicate team {:?}", team.name));
             }
+            if team.sites.as_ref().is_some_and(Vec::is_empty) {
+                // Grants say "every site" with an empty list (REST, gRPC):
+                // a team of no site would read as one of every site.
+                return Err(format!(
+                    "teams[{i}].sites: an empty list gives the team no site; leave `sites` out for every site, \
+                     or take the team's namespaces away"
+                ));
+            }
             for site in team.sites.iter().flatten() {
                 check_dns1123_label(site).map_err(|why| format!("teams[{i}].sites: {site:?}: {why}"))?;
             }
@@ -150,6 +164,32 @@ impl TeamMapping {
                         "teams[{i}].namespaces: {pattern:?} is neither a namespace name nor a prefix ending in '*'"
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that every site the mapping names (a team's `sites`, a
+    /// quota's caps) is one of `sites`, the sites file's; with none (no
+    /// sites file), anything goes: the one site is every team's.
+    pub fn check_sites(&self, sites: &[String]) -> Result<(), String> {
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let unknown = |field: String, site: &str| {
+            format!(
+                "{field}: no site {site:?} in the sites file; its sites are: {}",
+                sites.join(", ")
+            )
+        };
+        for (i, team) in self.teams.iter().enumerate() {
+            if let Some(site) = team.sites.iter().flatten().find(|s| !sites.contains(s)) {
+                return Err(unknown(format!("teams[{i}].sites"), site));
+            }
+        }
+        for (pattern, quota) in &self.quotas {
+            if let Some(site) = quota.sites.keys().find(|s| !sites.contains(s)) {
+                return Err(unknown(format!("quotas.{pattern}.sites"), site));
             }
         }
         Ok(())
@@ -271,6 +311,20 @@ mod tests {
         let quantity = TeamMapping::parse("quotas:\n  ml: { gpus: many }\n").unwrap_err();
         assert!(quantity.contains("many"), "{quantity}");
         let place = TeamMapping::parse("quotas:\n  \"a*b\": { gpus: 1 }\n").unwrap_err();
+        let none = TeamMapping::parse("teams:\n  - name: a\n    sites: []\n").unwrap_err();
+        assert!(none.contains("teams[0].sites: an empty list"), "{none}");
+        let sites = ["eu-1".to_owned(), "us-2".to_owned()];
+        let typo = TeamMapping::parse("teams:\n  - name: a\n    sites: [eu-1, us2]\n").unwrap();
+        let err = typo.check_sites(&sites).unwrap_err();
+        assert!(
+            err.contains("teams[0].sites") && err.contains("\"us2\"") && err.contains("eu-1, us-2"),
+            "{err}"
+        );
+        assert!(typo.check_sites(&[]).is_ok(), "without a sites file, one site");
+        let cap = TeamMapping::parse("quotas:\n  ml: { gpus: 8, sites: { mars: { gpus: 1 } } }\n").unwrap();
+        assert!(cap.check_sites(&sites).unwrap_err().contains("quotas.ml.sites"));
+        let nested = TeamMapping::parse("quotas:\n  ml: { sites: { a: { sites: { b: {} } } } }\n").unwrap_err();
+        assert!(nested.contains("quotas.ml: sites.a"), "{nested}");
         assert!(place.contains("quotas"), "{place}");
     }
 

@@ -4,27 +4,44 @@
 use std::sync::Arc;
 
 use futures::{StreamExt as _, stream::BoxStream};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
 
-use crate::domain::{ClusterFeed, FeedChange, ObservedCluster, ObservedPod, ObservedRayJob};
+use crate::domain::{ClusterFeed, FeedChange, ObservedCluster, ObservedPod, ObservedRayJob, Site};
 
 /// The sites' feeds, merged. Names are unique across the fleet, so the
 /// first feed holding a name holds the only such object.
 pub(super) struct FleetFeed {
     feeds: Vec<Arc<dyn ClusterFeed>>,
-    health: Vec<Arc<super::Health>>,
+    health: Vec<(Site, Arc<super::Health>)>,
+    site_changes: broadcast::Sender<FeedChange>,
 }
 
 impl FleetFeed {
-    /// Each site's feed with its health, in the sites' order.
-    pub(super) fn new(sites: Vec<(Arc<dyn ClusterFeed>, Arc<super::Health>)>) -> Self {
-        let (feeds, health) = sites.into_iter().unzip();
-        Self { feeds, health }
+    /// Each site's feed with its health, in the sites' order, and where
+    /// the health task tells sites going down and coming back.
+    pub(super) fn new(
+        sites: Vec<(Site, Arc<dyn ClusterFeed>, Arc<super::Health>)>,
+        site_changes: broadcast::Sender<FeedChange>,
+    ) -> Self {
+        let (feeds, health) = sites
+            .into_iter()
+            .map(|(site, feed, health)| (feed, (site, health)))
+            .unzip();
+        Self {
+            feeds,
+            health,
+            site_changes,
+        }
     }
 }
 
 impl ClusterFeed for FleetFeed {
+    /// Every site's changes, and sites going down and coming back (a
+    /// reader too slow for those is told everything may have changed).
     fn changes(&self) -> BoxStream<'static, FeedChange> {
-        futures::stream::select_all(self.feeds.iter().map(|f| f.changes())).boxed()
+        let sites = BroadcastStream::new(self.site_changes.subscribe()).map(|c| c.unwrap_or(FeedChange::All));
+        futures::stream::select_all(self.feeds.iter().map(|f| f.changes()).chain([sites.boxed()])).boxed()
     }
 
     /// Every site that answers has listed (one that does not is served
@@ -32,7 +49,7 @@ impl ClusterFeed for FleetFeed {
     /// starts holds up no other site's watches, line or accounting.
     fn ready(&self) -> bool {
         let mut any = false;
-        for (feed, health) in self.feeds.iter().zip(&self.health) {
+        for (feed, (_, health)) in self.feeds.iter().zip(&self.health) {
             match (feed.ready(), health.down().is_some()) {
                 (true, _) => any = true,
                 (false, true) => {}
@@ -40,6 +57,13 @@ impl ClusterFeed for FleetFeed {
             }
         }
         any
+    }
+
+    fn sites_down(&self) -> Vec<(Site, jiff::Timestamp)> {
+        self.health
+            .iter()
+            .filter_map(|(site, health)| Some((site.clone(), health.down()?)))
+            .collect()
     }
 
     fn clusters(&self, namespace: Option<&str>) -> Vec<Arc<ObservedCluster>> {

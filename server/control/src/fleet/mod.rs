@@ -21,10 +21,11 @@ mod upstream;
 use std::{sync::Arc, time::Duration};
 
 use health::{Change, Health};
+use tokio::sync::broadcast;
 
 use crate::domain::{
-    ClusterFeed, ClusterRef, ClusterStore, Error, RayJobStore, RequestId, ResourceKind, ServiceUpstream, Site,
-    sites::SiteSpec,
+    ClusterFeed, ClusterRef, ClusterStore, Error, FeedChange, RayJobStore, RequestId, ResourceKind, ServiceUpstream,
+    Site, sites::SiteSpec,
 };
 
 /// How long a site's health check may take before it counts as failed:
@@ -70,14 +71,20 @@ impl Member {
         self.health.down()
     }
 
-    /// Records one health check's answer.
-    fn checked(&self, up: bool) {
-        match self.health.checked(up) {
+    /// Records one health check's answer; a change is told to `changes`
+    /// (the fleet's feed passes it to watches).
+    fn checked(&self, up: bool, changes: &broadcast::Sender<FeedChange>) {
+        let change = self.health.checked(up);
+        match change {
             Change::Up => tracing::info!(site = %self.name(), "site answers again"),
             Change::Down => {
                 tracing::warn!(site = %self.name(), "site does not answer; serving its clusters' last state");
             }
             Change::None => {}
+        }
+        if change != Change::None {
+            // No watch listening is no loss: a watch's start reads health.
+            let _ = changes.send(FeedChange::Sites);
         }
         let gauge = if self.down().is_some() { 0.0 } else { 1.0 };
         metrics::gauge!("krayne_site_up", "site" => self.name().to_string()).set(gauge);
@@ -105,7 +112,13 @@ impl Member {
 /// The sites krayne fronts, as one store, RayJob store and upstream.
 pub struct Fleet {
     members: Vec<Member>,
+    /// Sites going down and coming back, for the fleet's feed.
+    site_changes: broadcast::Sender<FeedChange>,
 }
+
+/// Site changes held for a slow feed reader: a handful of sites, each
+/// changing at most every health period.
+const SITE_CHANGES: usize = 64;
 
 impl Fleet {
     /// The fleet of `members` (in the sites file's order).
@@ -135,7 +148,10 @@ impl Fleet {
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(Arc::new(Self { members }))
+        Ok(Arc::new(Self {
+            members,
+            site_changes: broadcast::channel(SITE_CHANGES).0,
+        }))
     }
 
     /// Checks every site's health now, then every `every`, until the task
@@ -152,7 +168,7 @@ impl Fleet {
     async fn check_health(&self) {
         let checks = self.members.iter().map(|m| async move {
             let up = matches!(tokio::time::timeout(HEALTH_TIMEOUT, m.api.ping()).await, Ok(Ok(())));
-            m.checked(up);
+            m.checked(up, &self.site_changes);
         });
         futures::future::join_all(checks).await;
     }

@@ -195,9 +195,11 @@ impl ClusterStore for Fleet {
         let sites: Option<Vec<_>> = self
             .members
             .iter()
-            .map(|m| Some((m.feed.clone()?, m.health.clone())))
+            .map(|m| Some((m.name().clone(), m.feed.clone()?, m.health.clone())))
             .collect();
-        sites.map(|sites| Arc::new(super::feed::FleetFeed::new(sites)) as Arc<dyn ClusterFeed>)
+        sites.map(|sites| {
+            Arc::new(super::feed::FleetFeed::new(sites, self.site_changes.clone())) as Arc<dyn ClusterFeed>
+        })
     }
 
     async fn list_latest(&self, namespace: &str, request_id: &RequestId) -> Result<Vec<Arc<ObservedCluster>>, Error> {

@@ -21,7 +21,7 @@ use tokio::sync::broadcast;
 use self::jobs::JobEntry;
 use crate::{
     domain::{
-        Atom, ClusterFeed, Error, FeedChange, ObjectMeta, ObservedCluster, ObservedPod, Summary, WatchEvent,
+        Atom, ClusterFeed, Error, FeedChange, ObjectMeta, ObservedCluster, ObservedPod, Site, Summary, WatchEvent,
         WatchEventType, WatchFrom, WatchVersion, Watched, WatchedKind,
     },
     manifest,
@@ -46,6 +46,8 @@ pub(super) struct Entry {
     cluster: Arc<ObservedCluster>,
     pods: Arc<[Arc<ObservedPod>]>,
     summary: Option<(Arc<Summary>, u64)>,
+    /// Since when its site has not answered (RFC 3339), while it has not.
+    site_down: Option<Arc<str>>,
 }
 
 impl Entry {
@@ -54,6 +56,7 @@ impl Entry {
             cluster,
             pods: pods.into(),
             summary: None,
+            site_down: None,
         }
     }
 
@@ -74,11 +77,21 @@ impl Entry {
                 .all(|(a, b)| same_version(&a.metadata, &b.metadata))
     }
 
-    /// Its summary: the one kept, else built.
-    pub(super) fn summary(&self) -> Arc<Summary> {
+    /// Its summary as its site last said it: the one kept, else built.
+    fn plain_summary(&self) -> Arc<Summary> {
         match &self.summary {
             Some((summary, _)) => summary.clone(),
             None => Arc::new(summarize(&self.cluster, &self.pods)),
+        }
+    }
+
+    /// Its summary as watches show it: marked while its site does not
+    /// answer.
+    pub(super) fn summary(&self) -> Arc<Summary> {
+        let plain = self.plain_summary();
+        match &self.site_down {
+            Some(since) => plain.site_unavailable(since),
+            None => plain,
         }
     }
 }
@@ -160,6 +173,8 @@ pub(super) struct Held {
     /// building or recording anything (a replica's start then builds no
     /// summary of its 20 000 clusters).
     watched: bool,
+    /// The sites that do not answer, each since when (RFC 3339).
+    sites_down: BTreeMap<Site, Arc<str>>,
 }
 
 impl Held {
@@ -175,6 +190,7 @@ impl Held {
             marks: 0,
             kept_max,
             watched: false,
+            sites_down: BTreeMap::new(),
         }
     }
 
@@ -319,6 +335,10 @@ impl Held {
     /// copies: the old ones are let go); summaries are built only for what
     /// moved.
     fn update(&mut self, key: Key, now: Option<Entry>) -> Option<Arc<WatchEvent>> {
+        let now = now.map(|mut now| {
+            now.site_down = self.sites_down.get(&now.cluster.site).cloned();
+            now
+        });
         if !self.watched {
             match (now, self.current.get_mut(&key)) {
                 (None, _) => _ = self.current.remove(&key),
@@ -335,10 +355,11 @@ impl Held {
             return Some(self.record(WatchEventType::Deleted, Watched::Cluster(old.summary())));
         };
         let Some(entry) = self.current.get_mut(&key) else {
-            let summary = now.summary();
+            let plain = now.plain_summary();
+            let shown = now.summary();
             self.current.insert(key.clone(), now);
-            self.keep_summary(&key, summary.clone());
-            return Some(self.record(WatchEventType::Added, Watched::Cluster(summary)));
+            self.keep_summary(&key, plain);
+            return Some(self.record(WatchEventType::Added, Watched::Cluster(shown)));
         };
         if entry.is_of(&now.cluster, &now.pods) {
             entry.cluster = now.cluster;
@@ -346,11 +367,54 @@ impl Held {
             return None;
         }
         let old = entry.summary();
+        let plain = now.plain_summary();
         let new = now.summary();
         *entry = now;
-        self.keep_summary(&key, new.clone());
+        self.keep_summary(&key, plain);
         (old != new).then(|| self.record(WatchEventType::Modified, Watched::Cluster(new)))
     }
+
+    /// Takes the sites that do not answer `now`: each cluster of a site
+    /// that went down or came back is `MODIFIED`, marked with since when
+    /// its site has not answered, or no longer (once watched).
+    fn sites_changed(&mut self, now: BTreeMap<Site, Arc<str>>) -> Vec<Arc<WatchEvent>> {
+        if now == self.sites_down {
+            return Vec::new();
+        }
+        let changed: BTreeSet<Site> = now
+            .iter()
+            .chain(&self.sites_down)
+            .filter(|(site, since)| now.get(*site) != Some(*since) || self.sites_down.get(*site) != Some(*since))
+            .map(|(site, _)| site.clone())
+            .collect();
+        self.sites_down = now;
+        let mut moved = Vec::new();
+        for (key, entry) in &mut self.current {
+            if !changed.contains(&entry.cluster.site) {
+                continue;
+            }
+            let before = self.watched.then(|| entry.summary());
+            entry.site_down = self.sites_down.get(&entry.cluster.site).cloned();
+            if let Some(before) = before {
+                let after = entry.summary();
+                if after != before {
+                    moved.push((key.clone(), after));
+                }
+            }
+        }
+        moved
+            .into_iter()
+            .map(|(_, summary)| self.record(WatchEventType::Modified, Watched::Cluster(summary)))
+            .collect()
+    }
+}
+
+/// The sites `feed` says do not answer, each since when (RFC 3339).
+fn sites_down(feed: &dyn ClusterFeed) -> BTreeMap<Site, Arc<str>> {
+    feed.sites_down()
+        .into_iter()
+        .map(|(site, since)| (site, Arc::from(since.to_string())))
+        .collect()
 }
 
 /// The hub of one server.
@@ -368,6 +432,7 @@ impl Hub {
         let current = entries(feed.as_ref()).collect();
         let mut held = Held::new(fastrand::u32(..), current, keep, KEPT);
         held.rayjobs = jobs::entries(feed.as_ref()).collect();
+        held.sites_changed(sites_down(feed.as_ref()));
         let hub = Arc::new(Self {
             feed,
             held: Mutex::new(held),
@@ -485,16 +550,24 @@ impl Hub {
                 let event = held.update_rayjob((namespace.clone(), name.clone()), now);
                 (held, event.into_iter().collect())
             }
+            FeedChange::Sites => {
+                let now = sites_down(feed);
+                let mut held = self.held();
+                let events = held.sites_changed(now);
+                (held, events)
+            }
             FeedChange::All => {
                 let fresh: BTreeMap<Key, Entry> = entries(feed).collect();
+                let down = sites_down(feed);
                 let mut held = self.held();
+                let mut events = held.sites_changed(down);
                 let gone: Vec<Key> = held
                     .current
                     .keys()
                     .filter(|k| !fresh.contains_key(*k))
                     .cloned()
                     .collect();
-                let mut events: Vec<_> = gone.into_iter().filter_map(|key| held.update(key, None)).collect();
+                events.extend(gone.into_iter().filter_map(|key| held.update(key, None)));
                 events.extend(fresh.into_iter().filter_map(|(key, now)| held.update(key, Some(now))));
                 events.extend(held.resync_rayjobs(jobs::entries(feed).collect()));
                 (held, events)
@@ -943,5 +1016,44 @@ mod tests {
             .unwrap();
         assert_eq!(names(viewable), ["a", "b", "c", "d"]);
         assert_eq!(asked, ["ml", "m", "ml", "ml-2", "other"], "asked once per namespace");
+    }
+
+    #[test]
+    fn a_site_going_down_marks_its_clusters_in_a_watch_and_coming_back_unmarks_them() {
+        let mut us = cluster("ml", "far", "1");
+        Arc::make_mut(&mut us).site = Site::new("us-2");
+        let mut h = held(16, 0);
+        let far = ("ml".into(), "far".into());
+        assert!(h.update(far, Some(Entry::new(us, Vec::new()))).is_some(), "ADDED");
+        let since: Arc<str> = Arc::from("2026-11-29T16:00:00Z");
+        let down = h.sites_changed(BTreeMap::from([(Site::new("us-2"), since.clone())]));
+        assert_eq!(down.len(), 1, "its one cluster, not local's");
+        let Some(Watched::Cluster(marked)) = &down[0].object else {
+            panic!("{down:?}")
+        };
+        assert_eq!(
+            (marked.info.name.as_str(), marked.info.site_unavailable_since.as_deref()),
+            ("far", Some(&*since))
+        );
+        assert!(
+            h.sites_changed(BTreeMap::from([(Site::new("us-2"), since)])).is_empty(),
+            "no change"
+        );
+        // A watch starting now sees it marked; a list is marked by the use case.
+        let all = WatchFrom {
+            version: None,
+            initial_events: true,
+        };
+        let start = h.backlog(all, WatchedKind::Clusters, None, |_| true).unwrap();
+        let added = start.events();
+        let shown = |e: &Arc<WatchEvent>| match &e.object {
+            Some(Watched::Cluster(s)) => (s.info.name.clone(), s.info.site_unavailable_since.is_some()),
+            _ => (String::new(), false),
+        };
+        let mut seen: Vec<_> = added.iter().map(shown).collect();
+        seen.sort();
+        assert_eq!(seen, [("a".to_owned(), false), ("far".to_owned(), true)]);
+        let back = h.sites_changed(BTreeMap::new());
+        assert_eq!(back.iter().map(shown).collect::<Vec<_>>(), [("far".to_owned(), false)]);
     }
 }

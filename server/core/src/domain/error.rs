@@ -258,8 +258,9 @@ fn quota_message(namespace: &str, violations: &[super::quota::QuotaViolation]) -
         .iter()
         .map(|v| {
             format!(
-                "{}: the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
+                "{}{}: the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
                 v.resource.as_str(),
+                v.site.as_ref().map(|s| format!(" in site {s}")).unwrap_or_default(),
                 v.cluster_would_hold,
                 v.requested,
                 v.namespace_would_hold,

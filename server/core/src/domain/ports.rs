@@ -105,6 +105,10 @@ pub enum FeedChange {
     /// Any may have: a relist replaced what the feed holds, or changes
     /// were missed.
     All,
+    /// A site stopped answering or answers again ([`ClusterFeed::sites_down`]
+    /// says which are down now): its clusters are shown as their last
+    /// known state, marked, while it does not (docs/sites.md).
+    Sites,
 }
 
 /// A store's own copy of every cluster with its pods, and of every
@@ -127,6 +131,11 @@ pub trait ClusterFeed: Send + Sync + 'static {
     fn rayjobs(&self, namespace: Option<&str>) -> Vec<Arc<ObservedRayJob>>;
     /// One RayJob.
     fn rayjob(&self, namespace: &str, name: &str) -> Option<Arc<ObservedRayJob>>;
+    /// The sites that do not answer now, each since when (its clusters
+    /// are their last known state); a feed of one Kubernetes has none.
+    fn sites_down(&self) -> Vec<(Site, jiff::Timestamp)> {
+        Vec::new()
+    }
 }
 
 /// Kubernetes as the use cases see it. A cluster is named by one

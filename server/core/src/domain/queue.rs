@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     lifecycle::PolicyDuration,
-    quota::{self, Quota, Request, Usage},
+    quota::{self, Held, Quota, Request},
 };
 
 /// Whether a create or resume that does not fit waits when its caller did
@@ -142,20 +142,20 @@ enum Why {
 
 /// Which of `line` (in its order) fit `quota` beside `used`, served by
 /// `order`: each admitted one counts for the next. No quota: all fit.
-pub fn decide(quota: Option<&Quota>, used: Usage, line: &[Waiting], order: QueueOrder) -> LineDecision {
+pub fn decide(quota: Option<&Quota>, used: Held, line: &[Waiting], order: QueueOrder) -> LineDecision {
     let mut used = used;
     let mut admit = Vec::new();
     let mut waiting: Vec<(&Waiting, Why)> = Vec::new();
     let mut blocked_by: Option<&str> = None;
     for entry in line {
-        if let Some(never) = quota.and_then(|q| quota::shortage(q, &Usage::default(), &entry.request)) {
+        if let Some(never) = quota.and_then(|q| quota::shortage(q, &Held::default(), &entry.request)) {
             waiting.push((entry, Why::Never(never)));
             continue;
         }
         let fits = quota.is_none_or(|q| quota::shortage(q, &used, &entry.request).is_none());
         match (fits, blocked_by) {
             (true, None) => {
-                used = used + entry.request.growth;
+                used.add(entry.request.site.as_ref(), entry.request.growth);
                 admit.push(entry.name.clone());
             }
             (false, _) => {
@@ -203,7 +203,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::Quantity;
+    use crate::domain::{Quantity, quota::Usage};
 
     const GPU: u128 = 1_000_000_000;
 
@@ -230,12 +230,31 @@ mod tests {
         }
     }
 
-    fn used(n: u128) -> Usage {
-        Usage {
-            clusters: 1,
-            gpu_nanos: n * GPU,
-            ..Usage::default()
+    fn used(n: u128) -> Held {
+        Held {
+            total: Usage {
+                clusters: 1,
+                gpu_nanos: n * GPU,
+                ..Usage::default()
+            },
+            ..Held::default()
         }
+    }
+
+    #[test]
+    fn a_sites_cap_holds_each_admission_of_a_round_at_that_site() {
+        let capped: Quota = serde_saphyr::from_str("gpus: 16\nsites: { us-2: { gpus: 4 } }\n").unwrap();
+        let at = |name: &str, second: i64, site: &str| Waiting {
+            request: gpus(3).at(Some(crate::domain::Site::new(site))),
+            ..waiting(name, second, 3)
+        };
+        let line = [at("a", 0, "us-2"), at("b", 1, "us-2"), at("c", 2, "eu-1")];
+        let d = decide(Some(&capped), used(0), &line, QueueOrder::BestEffort);
+        assert_eq!(d.admit, ["a", "c"], "b would be 6 of us-2's 4");
+        assert_eq!(
+            d.waiting,
+            [("b".into(), 1, "gpus in site us-2: needs 3, 1 of 4 free".into())]
+        );
     }
 
     #[test]
@@ -318,8 +337,11 @@ mod tests {
     }
 
     impl Namespace {
-        fn used(&self) -> Usage {
-            self.running.iter().map(|(_, g)| used(*g)).sum()
+        fn used(&self) -> Held {
+            Held {
+                total: self.running.iter().map(|(_, g)| used(*g).total).sum(),
+                ..Held::default()
+            }
         }
 
         fn entries(&self) -> Vec<Waiting> {

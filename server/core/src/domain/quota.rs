@@ -3,9 +3,11 @@
 //! group at `max_replicas` when autoscaling, else at `replicas`), and the
 //! check a create or scale must pass. Pure.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::{ObservedCluster, Quantity};
+use super::{ObservedCluster, Quantity, Site};
 
 /// The GPU resource name Krayne's manifests request.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -28,6 +30,26 @@ pub struct Quota {
     /// GPUs (a quantity: `8`).
     #[serde(default, deserialize_with = "quantity")]
     pub gpus: Option<Quantity>,
+    /// Caps at single sites (docs/sites.md), each under the namespace's
+    /// total across the fleet: site name → limits (no `sites` of their
+    /// own).
+    #[serde(default)]
+    pub sites: BTreeMap<String, Quota>,
+}
+
+impl Quota {
+    /// Checks what serde cannot: a site's cap has no caps of its own.
+    pub fn check(&self) -> Result<(), String> {
+        match self.sites.iter().find(|(_, cap)| !cap.sites.is_empty()) {
+            Some((site, _)) => Err(format!("sites.{site}: a site's cap has no sites of its own")),
+            None => Ok(()),
+        }
+    }
+
+    /// The cap at `site`, if the quota has one.
+    pub fn cap_at(&self, site: &Site) -> Option<&Self> {
+        self.sites.get(site.name())
+    }
 }
 
 fn quantity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Quantity>, D::Error> {
@@ -47,6 +69,41 @@ fn quantity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Quantity>, 
     text.parse()
         .map(Some)
         .map_err(|e| serde::de::Error::custom(format!("{text:?} {e}")))
+}
+
+/// What a namespace's clusters are charged: in all across the fleet, and
+/// at each site (for the sites' caps).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Across the fleet.
+    pub total: Usage,
+    /// At each site that holds any.
+    pub by_site: BTreeMap<Site, Usage>,
+}
+
+impl Held {
+    /// What `charges` (each at its site) add up to.
+    pub fn of(charges: impl IntoIterator<Item = (Site, Usage)>) -> Self {
+        let mut held = Self::default();
+        for (site, usage) in charges {
+            held.add(Some(&site), usage);
+        }
+        held
+    }
+
+    /// `usage` more, at `site` when it is known.
+    pub fn add(&mut self, site: Option<&Site>, usage: Usage) {
+        self.total = self.total + usage;
+        if let Some(site) = site {
+            let at = self.by_site.entry(site.clone()).or_default();
+            *at = *at + usage;
+        }
+    }
+
+    /// What is held at `site`.
+    pub fn at(&self, site: &Site) -> Usage {
+        self.by_site.get(site).copied().unwrap_or_default()
+    }
 }
 
 /// What clusters hold, or may come to hold: exact, in nano-units (memory
@@ -273,6 +330,10 @@ pub fn display(resource: QuotaResource, nanos: u128) -> String {
 pub struct QuotaViolation {
     /// `clusters`, `cpus`, `memory` or `gpus`.
     pub resource: QuotaResource,
+    /// The site whose cap it would pass; absent: the namespace's total
+    /// across the fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
     /// What the request adds.
     pub requested: String,
     /// What the namespace's clusters are charged now.
@@ -287,13 +348,16 @@ pub struct QuotaViolation {
 }
 
 /// What a change asks of a namespace's quota: what it adds, and what its
-/// cluster holds after it (for the message, which says both).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// cluster holds after it (for the message, which says both), and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     /// What the namespace's charge grows by.
     pub growth: Usage,
     /// The cluster's whole charge after the change.
     pub cluster_after: Usage,
+    /// The cluster's site, when the store spans several (its cap there
+    /// holds too).
+    pub site: Option<Site>,
 }
 
 impl Request {
@@ -302,6 +366,7 @@ impl Request {
         Self {
             growth: charge,
             cluster_after: charge,
+            site: None,
         }
     }
 
@@ -314,36 +379,83 @@ impl Request {
         Self {
             growth: resume_growth(cluster),
             cluster_after,
+            site: Some(cluster.site.clone()),
         }
     }
-}
 
-impl Request {
     /// Admitting a cluster waiting in line: it adds all it would hold
     /// running, its count too (waiting, it held nothing).
     pub fn admit(cluster: &ObservedCluster) -> Self {
-        Self::new_cluster(running_charge(cluster))
+        Self::new_cluster(running_charge(cluster)).at(Some(cluster.site.clone()))
     }
+
+    /// The same request, for a cluster at `site`.
+    #[must_use]
+    pub fn at(self, site: Option<Site>) -> Self {
+        Self { site, ..self }
+    }
+
+    /// The limits it answers to: the namespace's total (against all it
+    /// holds), then its site's cap (against what it holds there).
+    fn bounds<'q>(&self, quota: &'q Quota, used: &Held) -> Vec<(Option<&'q str>, &'q Quota, Usage)> {
+        let mut bounds = vec![(None, quota, used.total)];
+        if let Some(site) = &self.site
+            && let Some((name, cap)) = quota.sites.get_key_value(site.name())
+        {
+            bounds.push((Some(name.as_str()), cap, used.at(site)));
+        }
+        bounds
+    }
+}
+
+/// One limit `requested` would pass: where (a site's cap, or the total),
+/// which, what it asks, what is held and the limit (in nano-units).
+struct Over<'q> {
+    site: Option<&'q str>,
+    resource: QuotaResource,
+    asked: u128,
+    now: u128,
+    limit: u128,
+}
+
+/// The limits of `quota` (its total, and its cap at the request's site)
+/// that `used` plus `requested` would pass. Only growth is judged.
+fn overs<'q>(quota: &'q Quota, used: &Held, requested: &Request) -> Vec<Over<'q>> {
+    requested
+        .bounds(quota, used)
+        .into_iter()
+        .flat_map(|(site, limits, used)| {
+            QuotaResource::ALL.iter().filter_map(move |&resource| {
+                let limit = resource.limit(limits)?;
+                let (asked, now) = (resource.of(&requested.growth), resource.of(&used));
+                (asked > 0 && now + asked > limit).then_some(Over {
+                    site,
+                    resource,
+                    asked,
+                    now,
+                    limit,
+                })
+            })
+        })
+        .collect()
 }
 
 /// What `requested` lacks under `quota` beside `used`, as people read it
 /// (`gpus: needs 4, 0 of 8 free`; several joined by `; `): `None` when it
 /// fits.
-pub fn shortage(quota: &Quota, used: &Usage, requested: &Request) -> Option<String> {
-    let short: Vec<String> = QuotaResource::ALL
-        .iter()
-        .filter_map(|&r| {
-            let limit = r.limit(quota)?;
-            let (asked, now) = (r.of(&requested.growth), r.of(used));
-            (asked > 0 && now + asked > limit).then(|| {
-                format!(
-                    "{}: needs {}, {} of {} free",
-                    r.as_str(),
-                    display(r, asked),
-                    display(r, limit.saturating_sub(now)),
-                    display(r, limit)
-                )
-            })
+pub fn shortage(quota: &Quota, used: &Held, requested: &Request) -> Option<String> {
+    let short: Vec<String> = overs(quota, used, requested)
+        .into_iter()
+        .map(|o| {
+            let r = o.resource;
+            format!(
+                "{}{}: needs {}, {} of {} free",
+                r.as_str(),
+                o.site.map(|s| format!(" in site {s}")).unwrap_or_default(),
+                display(r, o.asked),
+                display(r, o.limit.saturating_sub(o.now)),
+                display(r, o.limit)
+            )
         })
         .collect();
     (!short.is_empty()).then(|| short.join("; "))
@@ -355,6 +467,10 @@ pub fn shortage(quota: &Quota, used: &Usage, requested: &Request) -> Option<Stri
 pub struct QuotaLine {
     /// `clusters`, `cpus`, `memory` or `gpus`.
     pub resource: QuotaResource,
+    /// The site whose cap this line is; absent: the namespace's total
+    /// across the fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
     /// The limit; none: unlimited.
     pub limit: Option<String>,
     /// What the namespace's clusters are charged.
@@ -374,40 +490,47 @@ fn fraction(used: u128, limit: u128) -> f64 {
     }
 }
 
-/// Where a namespace stands against `quota`.
-pub fn standing(quota: &Quota, used: &Usage) -> Vec<QuotaLine> {
-    QuotaResource::ALL
+/// Where a namespace stands against `quota`: its total across the fleet
+/// (every resource), then each site's cap (the resources it caps).
+pub fn standing(quota: &Quota, used: &Held) -> Vec<QuotaLine> {
+    let line = |site: Option<&str>, r: QuotaResource, limit: Option<u128>, used: &Usage| QuotaLine {
+        resource: r,
+        site: site.map(str::to_owned),
+        limit: limit.map(|l| display(r, l)),
+        used: display(r, r.of(used)),
+        remaining: limit.map(|l| display(r, l.saturating_sub(r.of(used)))),
+        used_fraction: limit.map(|l| fraction(r.of(used), l)),
+    };
+    let total = QuotaResource::ALL
         .iter()
-        .map(|&r| {
-            let limit = r.limit(quota);
-            QuotaLine {
-                resource: r,
-                limit: limit.map(|l| display(r, l)),
-                used: display(r, r.of(used)),
-                remaining: limit.map(|l| display(r, l.saturating_sub(r.of(used)))),
-                used_fraction: limit.map(|l| fraction(r.of(used), l)),
-            }
-        })
-        .collect()
+        .map(|&r| line(None, r, r.limit(quota), &used.total));
+    let caps = quota.sites.iter().flat_map(|(site, cap)| {
+        let at = used.at(&Site::new(site));
+        QuotaResource::ALL
+            .iter()
+            .filter_map(move |&r| r.limit(cap).map(|limit| line(Some(site), r, Some(limit), &at)))
+    });
+    total.chain(caps).collect()
 }
 
-/// The limits of `quota` that `used` plus `requested` would pass. Only
-/// growth is judged: a resource the request does not add to never fails,
-/// even over a lowered limit (scale-downs always pass).
-pub fn check(quota: &Quota, used: &Usage, requested: &Request) -> Vec<QuotaViolation> {
-    QuotaResource::ALL
-        .iter()
-        .filter_map(|&r| {
-            let limit = r.limit(quota)?;
-            let (asked, now) = (r.of(&requested.growth), r.of(used));
-            (asked > 0 && now + asked > limit).then(|| QuotaViolation {
+/// The limits of `quota` (its total, and its cap at the request's site)
+/// that `used` plus `requested` would pass. Only growth is judged: a
+/// resource the request does not add to never fails, even over a lowered
+/// limit (scale-downs always pass).
+pub fn check(quota: &Quota, used: &Held, requested: &Request) -> Vec<QuotaViolation> {
+    overs(quota, used, requested)
+        .into_iter()
+        .map(|o| {
+            let r = o.resource;
+            QuotaViolation {
                 resource: r,
-                requested: display(r, asked),
-                in_use: display(r, now),
-                limit: display(r, limit),
+                site: o.site.map(str::to_owned),
+                requested: display(r, o.asked),
+                in_use: display(r, o.now),
+                limit: display(r, o.limit),
                 cluster_would_hold: display(r, r.of(&requested.cluster_after)),
-                namespace_would_hold: display(r, now + asked),
-            })
+                namespace_would_hold: display(r, o.now + o.asked),
+            }
         })
         .collect()
 }
@@ -490,10 +613,13 @@ mod tests {
     #[test]
     fn only_growth_past_a_limit_is_refused_with_the_numbers() {
         let quota: Quota = serde_saphyr::from_str("gpus: 4\nmemory: 256Gi\nclusters: 10\n").unwrap();
-        let used = Usage {
-            clusters: 1,
-            gpu_nanos: 2 * NANOS,
-            ..Usage::default()
+        let used = Held {
+            total: Usage {
+                clusters: 1,
+                gpu_nanos: 2 * NANOS,
+                ..Usage::default()
+            },
+            ..Held::default()
         };
         let asked = Usage {
             clusters: 1,
@@ -508,11 +634,13 @@ mod tests {
                 gpu_nanos: 4 * NANOS,
                 ..Usage::default()
             },
+            site: None,
         };
         assert_eq!(
             check(&quota, &used, &scale),
             [QuotaViolation {
                 resource: QuotaResource::Gpus,
+                site: None,
                 requested: "3".into(),
                 in_use: "2".into(),
                 limit: "4".into(),
@@ -531,6 +659,54 @@ mod tests {
         let lines = standing(&lowered, &used);
         assert_eq!(lines[3].remaining.as_deref(), Some("0"));
         assert_eq!(lines[0].limit, None, "clusters unlimited");
+    }
+
+    #[test]
+    fn a_sites_cap_holds_beside_the_namespaces_total() {
+        let quota: Quota = serde_saphyr::from_str("gpus: 8\nsites: { us-2: { gpus: 2 } }\n").unwrap();
+        quota.check().unwrap();
+        let gpus = |n: u128| Usage {
+            clusters: 1,
+            gpu_nanos: n * NANOS,
+            ..Usage::default()
+        };
+        let (eu, us) = (Site::new("eu-1"), Site::new("us-2"));
+        let used = Held::of([(eu.clone(), gpus(3)), (us.clone(), gpus(1))]);
+        assert_eq!(
+            used.total,
+            gpus(4)
+                + Usage {
+                    clusters: 1,
+                    ..Usage::default()
+                }
+        );
+        // Two more GPUs fit the total, and eu-1 has no cap…
+        assert!(check(&quota, &used, &Request::new_cluster(gpus(2)).at(Some(eu))).is_empty());
+        // …but us-2 holds 1 of its 2.
+        let at_us = Request::new_cluster(gpus(2)).at(Some(us));
+        let refused = check(&quota, &used, &at_us);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].site.as_deref(), Some("us-2"));
+        assert_eq!((refused[0].in_use.as_str(), refused[0].limit.as_str()), ("1", "2"));
+        assert_eq!(
+            shortage(&quota, &used, &at_us).as_deref(),
+            Some("gpus in site us-2: needs 2, 1 of 2 free")
+        );
+        // The total binds too, wherever the cluster goes.
+        let big = Request::new_cluster(gpus(5)).at(Some(Site::new("eu-1")));
+        assert_eq!(check(&quota, &used, &big)[0].site, None);
+        let lines = standing(&quota, &used);
+        assert_eq!(lines.len(), 5, "four totals and us-2's GPUs: {lines:?}");
+        assert_eq!(
+            (
+                lines[4].site.as_deref(),
+                lines[4].used.as_str(),
+                lines[4].remaining.as_deref()
+            ),
+            (Some("us-2"), "1", Some("1"))
+        );
+        let nested: Quota = serde_saphyr::from_str("sites: { a: { sites: { b: { gpus: 1 } } } }\n").unwrap();
+        assert!(nested.check().unwrap_err().contains("sites.a"));
     }
 
     #[test]

@@ -245,6 +245,11 @@ pub struct RayJobInfo {
     /// (docs/sites.md); `local` when the server fronts one.
     #[cfg_attr(feature = "schema", schema(example = "local"))]
     pub site: String,
+    /// Since when its site's Kubernetes has not answered (RFC 3339), when
+    /// it has not: the rest is its last known state (docs/sites.md). Said
+    /// by get and list.
+    #[cfg_attr(feature = "schema", schema(format = DateTime))]
+    pub site_unavailable_since: Option<String>,
 }
 
 impl RayJobInfo {
@@ -285,6 +290,7 @@ impl RayJobInfo {
                 .and(job.annotation(crate::manifest::ANNOTATION_QUEUE_REASON))
                 .map(str::to_owned),
             site: job.site.name().to_owned(),
+            site_unavailable_since: None,
         }
     }
 }

@@ -134,6 +134,12 @@ pub struct PlacementAsk {
     pub gpu_types: Vec<String>,
     /// The sites the caller's team may use; `None` is every site.
     pub allowed: Option<Vec<String>>,
+    /// The sites whose quota cap for the namespace cannot take the
+    /// cluster now, each with why (`gpus: needs 4, 1 of 2 free`).
+    pub caps_full: BTreeMap<String, String>,
+    /// Whether the cluster may wait in line for quota: then a site whose
+    /// cap is full still takes it, when no site's cap has room.
+    pub may_wait: bool,
 }
 
 /// What krayne found of one site just now, for placement.
@@ -185,6 +191,13 @@ impl SiteSpec {
         }
         None
     }
+
+    /// Why this site's quota cap cannot take the cluster now, if it cannot.
+    fn cap_refuses(&self, ask: &PlacementAsk) -> Option<String> {
+        ask.caps_full
+            .get(self.name.name())
+            .map(|why| format!("the namespace's cap here is full ({why})"))
+    }
 }
 
 /// Chooses the site of a new cluster among `sites` (in file order),
@@ -232,8 +245,13 @@ pub fn place(sites: &[SiteSpec], ask: &PlacementAsk, facts: impl Fn(&Site) -> Si
     let mut by_weight: Vec<&SiteSpec> = sites.iter().collect();
     by_weight.sort_by_key(|s| std::cmp::Reverse(s.weight));
     let mut refusals = Vec::new();
+    let mut full = None;
     for site in by_weight {
-        match site.refuses(ask, facts(&site.name)) {
+        let refused = site.refuses(ask, facts(&site.name));
+        if refused.is_none() && full.is_none() {
+            full = Some(site);
+        }
+        match refused.or_else(|| site.cap_refuses(ask)) {
             None => {
                 let why = if refusals.is_empty() {
                     format!("the first site by weight ({})", site.weight)
@@ -251,6 +269,18 @@ pub fn place(sites: &[SiteSpec], ask: &PlacementAsk, facts: impl Fn(&Site) -> Si
             }
             Some(why) => refusals.push(format!("{}: {why}", site.name)),
         }
+    }
+    // No cap has room: one that may wait does so at the first site that
+    // takes it but for its cap (the namespace's line there).
+    if let Some(site) = full.filter(|_| ask.may_wait) {
+        return Ok(Placement {
+            site: site.name.clone(),
+            why: format!(
+                "the first site by weight ({}) that takes it but for its cap, to wait in line; {}",
+                site.weight,
+                refusals.join("; ")
+            ),
+        });
     }
     Err(Error::FailedPrecondition(format!(
         "no site can take this cluster: {}",
@@ -390,5 +420,48 @@ sites:
         };
         let err = place(&sites(), &ask("eu-1"), no_namespace).unwrap_err();
         assert!(err.to_string().contains("namespace does not exist"), "{err}");
+        // A full cap at the site asked for is admission's to judge (it
+        // refuses with the numbers, or the cluster waits there).
+        let capped = PlacementAsk {
+            caps_full: [("lab".to_owned(), "gpus: needs 2, 0 of 2 free".to_owned())].into(),
+            ..ask("lab")
+        };
+        assert_eq!(place(&sites(), &capped, all_up).unwrap().site.name(), "lab");
+    }
+
+    #[test]
+    fn a_full_cap_sends_a_cluster_on_or_it_waits_where_it_would_go() {
+        let full = |sites: &[&str]| -> BTreeMap<String, String> {
+            sites
+                .iter()
+                .map(|s| ((*s).to_owned(), "gpus: needs 2, 0 of 2 free".to_owned()))
+                .collect()
+        };
+        let ask = PlacementAsk {
+            caps_full: full(&["us-2"]),
+            ..PlacementAsk::default()
+        };
+        let placed = place(&sites(), &ask, all_up).unwrap();
+        assert_eq!(placed.site.name(), "eu-1");
+        assert!(
+            placed
+                .why
+                .contains("us-2: the namespace's cap here is full (gpus: needs 2, 0 of 2 free)"),
+            "{}",
+            placed.why
+        );
+        let nowhere = PlacementAsk {
+            caps_full: full(&["us-2", "eu-1", "lab"]),
+            ..PlacementAsk::default()
+        };
+        let err = place(&sites(), &nowhere, all_up).unwrap_err().to_string();
+        assert!(err.contains("eu-1: the namespace's cap here is full"), "{err}");
+        let waits = PlacementAsk {
+            may_wait: true,
+            ..nowhere
+        };
+        let placed = place(&sites(), &waits, all_up).unwrap();
+        assert_eq!(placed.site.name(), "us-2", "the heaviest, its line");
+        assert!(placed.why.contains("to wait in line"), "{}", placed.why);
     }
 }

@@ -130,6 +130,7 @@ impl ScalePlan {
         quota::Request {
             growth: after.minus(quota::charge(cluster)),
             cluster_after: after,
+            site: Some(cluster.site.clone()),
         }
     }
 

@@ -256,7 +256,23 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The labels of a cache metric: `kind` when given, and `site` when the
+/// cache is one site of several (with one Kubernetes, `local`, the series
+/// stay as they were).
+fn metric_labels(site: &crate::domain::Site, kind: Option<&'static str>) -> Vec<metrics::Label> {
+    let mut labels: Vec<metrics::Label> = kind.map(|k| metrics::Label::new("kind", k)).into_iter().collect();
+    if site.name() != crate::domain::Site::LOCAL {
+        labels.push(metrics::Label::new("site", site.to_string()));
+    }
+    labels
+}
+
 impl Cache {
+    /// A cache metric's labels (see [`metric_labels`]).
+    fn labels(&self, kind: Option<&'static str>) -> Vec<metrics::Label> {
+        metric_labels(&self.site, kind)
+    }
+
     /// A cache whose objects say they were read from `site`.
     fn of_site(namespaces: Option<BTreeSet<String>>, site: crate::domain::Site) -> Self {
         Self {
@@ -333,7 +349,7 @@ impl Cache {
             write(&self.events).replace(Some(ns), Vec::new());
         }
         #[expect(clippy::cast_precision_loss, reason = "a gauge")]
-        metrics::gauge!("krayne_cache_namespaces").set(namespaces.len() as f64);
+        metrics::gauge!("krayne_cache_namespaces", self.labels(None)).set(namespaces.len() as f64);
         (added, removed)
     }
 
@@ -399,13 +415,13 @@ impl Cache {
         entry.serving = serving;
         entry.synced |= serving;
         let all = health.iter().filter(|((k, _), _)| *k == kind).all(|(_, h)| h.serving);
-        metrics::gauge!("krayne_cache_synced", "kind" => kind.as_str()).set(f64::from(u8::from(all)));
+        metrics::gauge!("krayne_cache_synced", self.labels(Some(kind.as_str()))).set(f64::from(u8::from(all)));
     }
 
     fn changed<T: Slot>(&self, notice: Option<Notice>) {
         let len = read(T::collection(self)).len();
         #[expect(clippy::cast_precision_loss)] // counts stay far below 2^52
-        metrics::gauge!("krayne_cache_objects", "kind" => T::CACHE_KIND.as_str()).set(len as f64);
+        metrics::gauge!("krayne_cache_objects", self.labels(Some(T::CACHE_KIND.as_str()))).set(len as f64);
         if let Some(n) = notice {
             let _ = self.notices.send(Arc::new(n));
         }
@@ -430,7 +446,7 @@ impl Cache {
             .collect();
         write(T::collection(self)).replace(scope, objects);
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), true);
-        metrics::counter!("krayne_cache_relists_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
+        metrics::counter!("krayne_cache_relists_total", self.labels(Some(T::CACHE_KIND.as_str()))).increment(1);
         let resync = matches!(T::CACHE_KIND, Kind::Clusters | Kind::Pods | Kind::RayJobs).then_some(Notice::Resync);
         self.changed::<T>(resync);
     }
@@ -457,7 +473,11 @@ impl Cache {
             return;
         }
         self.set_health(T::CACHE_KIND, scope.map(str::to_owned), false);
-        metrics::counter!("krayne_cache_watch_errors_total", "kind" => T::CACHE_KIND.as_str()).increment(1);
+        metrics::counter!(
+            "krayne_cache_watch_errors_total",
+            self.labels(Some(T::CACHE_KIND.as_str()))
+        )
+        .increment(1);
         tracing::warn!(kind = T::CACHE_KIND.as_str(), scope = scope.unwrap_or("*"), %error, "watch failed; relisting");
     }
 

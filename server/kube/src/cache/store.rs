@@ -187,7 +187,8 @@ impl CachedClusterStore {
         };
         if let Some(covered) = &covered {
             #[expect(clippy::cast_precision_loss, reason = "a gauge")]
-            metrics::gauge!("krayne_cache_namespaces").set(covered.len() as f64);
+            metrics::gauge!("krayne_cache_namespaces", super::metric_labels(api.site(), None))
+                .set(covered.len() as f64);
         }
         let cache = Arc::new(Cache::of_site(covered, api.site().clone()));
         let mut feeds = Feeds::new();
