@@ -1,7 +1,7 @@
 //! Sites from the CLI and the SDK (issue 62, docs/sites.md): `krayne
 //! create --gpu-type`/`--site` say where the cluster went and why, a dry
-//! run where it would go, `krayne get` grows a SITE column, and a tunnel
-//! reaches a head in the second site.
+//! run where it would go, `krayne get` grows a SITE column, `krayne
+//! quota` a site's cap, and a tunnel reaches a head in the second site.
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::support::Krayne;
 
 #[tokio::test]
 async fn create_says_where_get_shows_the_site_and_a_tunnel_reaches_the_other_site() {
-    let (env, _second, _dir) = two_sites(None, None, &[]).await;
+    let (env, _second, _dir) = two_sites(Some("{ gpus: 8, sites: { us-2: { gpus: 4 } } }"), None, &[]).await;
     let krayne = Krayne::new(&env, &env.alice());
 
     let dry = krayne
@@ -69,6 +69,10 @@ async fn create_says_where_get_shows_the_site_and_a_tunnel_reaches_the_other_sit
     );
     let json = krayne.run(&["get", "gpu", "-n", "ml-team", "-o", "json"]).await.json();
     assert_eq!(json["site"], "us-2", "{json}");
+    // `krayne quota` shows the total, then us-2's cap.
+    let quota = krayne.run(&["quota", "-n", "ml-team"]).await.code(0).lines();
+    let capped = quota.iter().find(|l| l.contains("gpus in site us-2")).cloned();
+    assert!(capped.is_some_and(|l| l.contains("/4 gpus")), "{quota:#?}");
 
     // The head is in us-2: a tunnel gets there through us-2's Kubernetes.
     let client = Client::connect(env.url()).await.unwrap().with_token(env.alice());

@@ -1,6 +1,6 @@
 //! Create, get, list, describe, scale, delete.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use serde_json::{Value, json};
 
@@ -120,7 +120,7 @@ impl ControlPlane {
         let rendered = manifest::render(&spec, &self.settings.manifest, &who);
         let waits = self.queue_policy(&namespace).waits(queue);
         let charge = quota::charge_of_manifest(rendered.manifest());
-        let placement = match self.place(cx, &namespace, &spec, charge, waits).await {
+        let placement = match self.place(cx, &namespace, &spec, charge).await {
             Ok(placement) => placement,
             Err(e) => {
                 self.record_refusal(cx, AuditAction::ClusterCreate, Some(&namespace), Some(&spec.name), &e)
@@ -143,7 +143,10 @@ impl ControlPlane {
                     &namespace,
                     &spec.name,
                     waits,
-                    async || Ok((quota::Request::new_cluster(charge).at(target.site().cloned()), ())),
+                    async || {
+                        let site = target.site().cloned().unwrap_or_default();
+                        Ok((quota::Request::new_cluster(charge).at(Some(site)), ()))
+                    },
                 )
                 .await?
             }
@@ -240,15 +243,14 @@ impl ControlPlane {
     /// Where a new cluster of `spec` in `namespace`, charged `charge`,
     /// goes, when the store spans several sites (`None`: one Kubernetes,
     /// where only `local` may be named). A site whose quota cap is full is
-    /// passed over, or, when the cluster `waits` and no cap has room,
-    /// waited at.
+    /// passed over; when no cap has room, admission judges it at the first
+    /// that takes it but for its cap.
     pub(super) async fn place(
         &self,
         cx: &Context,
         namespace: &str,
         spec: &ClusterSpec,
         charge: quota::Usage,
-        waits: bool,
     ) -> Result<Option<Placement>, Error> {
         let sites = self.store.sites_for(namespace, &cx.meta.request_id).await;
         if sites.is_empty() {
@@ -267,8 +269,11 @@ impl ControlPlane {
             site: spec.site.clone(),
             gpu_types,
             allowed: cx.principal.sites_for(namespace),
-            caps_full: self.caps_full(namespace, charge, &cx.meta.request_id).await?,
-            may_wait: waits,
+            // A site asked for is admission's alone to judge.
+            caps_full: match spec.site {
+                Some(_) => BTreeMap::new(),
+                None => self.caps_full(namespace, charge, &cx.meta.request_id).await?,
+            },
         };
         let specs: Vec<SiteSpec> = sites.iter().map(|(s, _)| s.clone()).collect();
         let facts = |site: &Site| {
@@ -286,29 +291,28 @@ impl ControlPlane {
     /// Since when `site` has not answered (RFC 3339), if it has not: what
     /// is shown of its clusters is their last known state.
     pub(super) fn site_down_since(&self, site: &Site) -> Option<String> {
+        self.sites_down_since().remove(site)
+    }
+
+    /// The sites that do not answer, each since when (RFC 3339).
+    pub(super) fn sites_down_since(&self) -> BTreeMap<Site, String> {
         self.store
             .site_health()
             .into_iter()
-            .find(|(s, _)| s == site)
-            .and_then(|(_, since)| since)
-            .map(|t| t.to_string())
+            .filter_map(|(site, since)| Some((site, since?.to_string())))
+            .collect()
     }
 
     /// Marks the summaries of clusters whose site does not answer (their
     /// last known state), each a copy of its own: the shared summaries stay
     /// as their sites last said.
     fn mark_unavailable_sites(&self, infos: &mut [Arc<Summary>]) {
-        let down: Vec<(String, String)> = self
-            .store
-            .site_health()
-            .into_iter()
-            .filter_map(|(site, since)| Some((site.to_string(), since?.to_string())))
-            .collect();
+        let down = self.sites_down_since();
         if down.is_empty() {
             return;
         }
         for summary in infos.iter_mut() {
-            if let Some((_, since)) = down.iter().find(|(site, _)| *site == summary.info.site) {
+            if let Some((_, since)) = down.iter().find(|(site, _)| site.name() == summary.info.site) {
                 *summary = summary.site_unavailable(since);
             }
         }

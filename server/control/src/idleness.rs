@@ -58,15 +58,9 @@ impl ControlPlane {
         uses: &LastUses,
         now: Timestamp,
     ) -> Asked {
-        match tokio::time::timeout(HEAD_TIMEOUT, self.idle_since_unbounded(cx, cluster, uses, now)).await {
-            Ok(asked) => asked,
-            Err(_) => {
-                // The question in flight was cut here, not by its own bound
-                // (which started later): it is counted as that would have.
-                count_head_request("timeout");
-                Asked::Slow
-            }
-        }
+        tokio::time::timeout(HEAD_TIMEOUT, self.idle_since_unbounded(cx, cluster, uses, now))
+            .await
+            .unwrap_or(Asked::Slow)
     }
 
     /// Since when nothing has used `cluster`; `None` while something does,
@@ -131,6 +125,9 @@ impl ControlPlane {
 /// One question to a head, within [`HEAD_TIMEOUT`] (the caller's bound
 /// is on both), counted by how it went.
 async fn ask_head<T>(asked: impl Future<Output = Result<T, Error>>, what: &str) -> Result<T, Error> {
+    // The caller's bound started first, so it may cut the question just
+    // before this one's: a question cut unanswered counts as timed out.
+    let mut unanswered = Unanswered(true);
     let (outcome, result) = match tokio::time::timeout(HEAD_TIMEOUT, asked).await {
         Err(_) => (
             "timeout",
@@ -142,8 +139,21 @@ async fn ask_head<T>(asked: impl Future<Output = Result<T, Error>>, what: &str) 
         Ok(Ok(answer)) => ("answered", Ok(answer)),
         Ok(Err(e)) => (head_failure(&e), Err(e)),
     };
+    unanswered.0 = false;
     count_head_request(outcome);
     result
+}
+
+/// A question to a head in flight: dropped before its answer (the
+/// caller's bound cut it), it is counted `timeout`.
+struct Unanswered(bool);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if self.0 {
+            count_head_request("timeout");
+        }
+    }
 }
 
 /// One question to a head, counted by how it went.

@@ -23,7 +23,7 @@ use crate::{
     authz::krayne_acts_on_object,
     domain::{
         AdmissionGuard, AdmissionHold, Authorized, ClusterPatch, ClusterRef, Error, Leadership, ObjectMeta,
-        ObservedCluster, ObservedRayJob, Preconditions, RequestId,
+        ObservedCluster, ObservedRayJob, Preconditions, RequestId, Site,
         audit::AuditAction,
         kueue,
         queue::{self, LineDecision, OnMaxWait, QueuePolicy, Waiting},
@@ -333,7 +333,17 @@ impl ControlPlane {
             rayjobs,
             used,
         } = self.standing_now(namespace, rid).await?;
-        let line = line_of(&clusters, &rayjobs, "");
+        let mut line = line_of(&clusters, &rayjobs, "");
+        // One waiting in a site that does not answer cannot be admitted
+        // (the write would fail, ending the round for every site): it
+        // keeps its place until its site is back, and the others go on.
+        let down: Vec<Site> = self
+            .store
+            .site_health()
+            .into_iter()
+            .filter_map(|(site, since)| since.map(|_| site))
+            .collect();
+        line.retain(|w| w.request.site.as_ref().is_none_or(|s| !down.contains(s)));
         if line.is_empty() {
             return Ok(());
         }

@@ -24,6 +24,7 @@ use crate::domain::{
     audit::AuditAction,
     queue::{self, QueueOrder},
     quota::{self, Held, Quota, QuotaLine, Usage},
+    sites::CapFull,
 };
 
 /// Admission serialized within this process (one server, or tests).
@@ -226,7 +227,7 @@ impl ControlPlane {
         namespace: &str,
         charge: Usage,
         request_id: &RequestId,
-    ) -> Result<BTreeMap<String, String>, Error> {
+    ) -> Result<BTreeMap<String, CapFull>, Error> {
         let Some(quota) = self.quota_of(namespace).filter(|q| !q.sites.is_empty()) else {
             return Ok(BTreeMap::new());
         };
@@ -243,7 +244,13 @@ impl ControlPlane {
                     total: used.at(&Site::new(site)),
                     ..Held::default()
                 };
-                quota::shortage(cap, &here, &asked).map(|why| (site.clone(), why))
+                let why = quota::shortage(cap, &here, &asked)?;
+                let never = quota::shortage(cap, &Held::default(), &asked);
+                let full = match never {
+                    Some(why) => CapFull { why, never: true },
+                    None => CapFull { why, never: false },
+                };
+                Some((site.clone(), full))
             })
             .collect())
     }
@@ -255,7 +262,7 @@ impl ControlPlane {
         let used = self.usage_cached(namespace, &cx.meta.request_id).await?;
         let limits = self.quota_of(namespace);
         if let Some(limits) = &limits {
-            set_gauges(namespace, limits, &used.total);
+            set_gauges(namespace, limits, &used);
         }
         let lines = quota::standing(&limits.unwrap_or_default(), &used);
         Ok(NamespaceQuota {
@@ -282,7 +289,7 @@ impl ControlPlane {
             let Ok(used) = self.usage_cached(&namespace, &rid).await else {
                 continue;
             };
-            set_gauges(&namespace, &quota, &used.total);
+            set_gauges(&namespace, &quota, &used);
         }
     }
 }
@@ -294,16 +301,30 @@ fn held(clusters: &[Arc<ObservedCluster>], rayjobs: &[ObservedRayJob]) -> Held {
     Held::of(made.chain(rayjobs_not_yet_made(rayjobs, clusters)))
 }
 
-fn set_gauges(namespace: &str, quota: &Quota, used: &Usage) {
-    let limits = quota::limits(quota);
-    for ((resource, value), limit) in quota::QuotaResource::ALL.iter().zip(used.amounts()).zip(limits) {
-        let labels = [
-            ("namespace", namespace.to_owned()),
-            ("resource", resource.as_str().to_owned()),
-        ];
-        metrics::gauge!("krayne_quota_used", &labels).set(value);
-        if let Some(limit) = limit {
-            metrics::gauge!("krayne_quota_limit", &labels).set(limit);
+/// `krayne_quota_used` and `krayne_quota_limit` of `namespace`: its
+/// totals, and each site's cap (labelled `site`, the resources it caps).
+fn set_gauges(namespace: &str, quota: &Quota, used: &Held) {
+    let caps = quota
+        .sites
+        .iter()
+        .map(|(site, cap)| (Some(site.as_str()), cap, used.at(&Site::new(site))));
+    for (site, limits, used) in std::iter::once((None, quota, used.total)).chain(caps) {
+        let limits = quota::limits(limits);
+        for ((resource, value), limit) in quota::QuotaResource::ALL.iter().zip(used.amounts()).zip(limits) {
+            let mut labels = vec![
+                ("namespace", namespace.to_owned()),
+                ("resource", resource.as_str().to_owned()),
+            ];
+            if let Some(site) = site {
+                if limit.is_none() {
+                    continue;
+                }
+                labels.push(("site", site.to_owned()));
+            }
+            metrics::gauge!("krayne_quota_used", &labels).set(value);
+            if let Some(limit) = limit {
+                metrics::gauge!("krayne_quota_limit", &labels).set(limit);
+            }
         }
     }
 }

@@ -141,8 +141,7 @@ impl ControlPlane {
         // placed as a cluster is.
         let cluster_manifest = json!({"metadata": rayjob["metadata"], "spec": rayjob["spec"]["rayClusterSpec"]});
         let charge = quota::charge_of_manifest(&cluster_manifest);
-        let may_wait = self.queue_policy(&namespace).waits(queue) && run.shutdown_after_job_finishes;
-        let placement = match self.place(cx, &namespace, &run.cluster, charge, may_wait).await {
+        let placement = match self.place(cx, &namespace, &run.cluster, charge).await {
             Ok(placement) => placement,
             Err(e) => {
                 self.record_refusal(cx, AuditAction::RayJobCreate, Some(&namespace), Some(run.name()), &e)
@@ -185,8 +184,11 @@ impl ControlPlane {
                     AuditAction::RayJobCreate,
                     &namespace,
                     run.name(),
-                    may_wait,
-                    async || Ok((quota::Request::new_cluster(charge).at(target.site().cloned()), ())),
+                    self.queue_policy(&namespace).waits(queue) && run.shutdown_after_job_finishes,
+                    async || {
+                        let site = target.site().cloned().unwrap_or_default();
+                        Ok((quota::Request::new_cluster(charge).at(Some(site)), ()))
+                    },
                 )
                 .await?
             }
@@ -308,11 +310,12 @@ impl ControlPlane {
         let mut observed = store.list_rayjobs(Some(namespace), rid).await?;
         observed.sort_by(|a, b| a.metadata.name.as_str().cmp(b.metadata.name.as_str()));
         let clusters = self.store.list(Some(namespace), rid).await?;
+        let down = self.sites_down_since();
         let infos = observed
             .iter()
             .map(|job| {
                 let mut info = RayJobInfo::of(job, cluster_status(job, &clusters), None);
-                info.site_unavailable_since = self.site_down_since(&job.site);
+                info.site_unavailable_since = down.get(&job.site).cloned();
                 info
             })
             .collect();

@@ -504,7 +504,8 @@ async fn a_mapping_naming_a_site_the_sites_file_lacks_refuses_to_start() {
 
 #[tokio::test]
 async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site_goes_on() {
-    let (env, mut second, _dir) = two_sites(None, None, &[]).await;
+    let (env, mut second, _dir) =
+        two_sites(Some("{ clusters: 20, sites: { us-2: { clusters: 2 } } }"), None, &[]).await;
     let alice = env.rest(&env.alice());
     alice.post(NS, &json!({"name": "here"})).await.expect(201);
     let mut there = gpu_cluster("there", "a100");
@@ -522,6 +523,25 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
         )
         .await
         .expect(201);
+    // us-2 holds its cap (there, far-run's cluster): one more waits for
+    // it, and in strict order one for eu-1 waits behind that.
+    let queued = format!("{NS}?queue=true");
+    let waiting = alice
+        .post(&queued, &json!({"name": "waiting", "site": "us-2"}))
+        .await
+        .expect(202);
+    assert_eq!(
+        waiting.body["cluster"]["queue_reason"], "clusters in site us-2: needs 1, 0 of 2 free",
+        "{}",
+        waiting.text
+    );
+    let behind = alice.post(&queued, &json!({"name": "behind"})).await.expect(202);
+    assert_eq!(behind.body["cluster"]["site"], "eu-1", "{}", behind.text);
+    assert_eq!(
+        behind.body["cluster"]["queue_reason"], "waits for waiting, ahead of it in line (order: strict)",
+        "{}",
+        behind.text
+    );
     let mut watch = watch_clusters(&env, &env.url()).await;
 
     second.stop_api().await;
@@ -532,6 +552,11 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
     // One site down does not make the replica unready.
     assert_eq!(readyz.status, 200, "{}", readyz.text);
     assert!(readyz.text.contains("site us-2: unavailable since"), "{}", readyz.text);
+    // One waiting in the down site holds no one back.
+    until(&alice, &format!("{NS}/behind"), Duration::from_secs(30), |b| {
+        b.body["status"] != "queued" && b.body["suspended"] == false
+    })
+    .await;
 
     // Its clusters: their last state, said to be so, with since when.
     let there = alice.get(&format!("{NS}/there")).await.expect(200);
@@ -569,20 +594,13 @@ async fn a_site_killed_mid_test_shows_its_clusters_last_state_and_the_other_site
         .into_iter()
         .filter(|n| !n.starts_with("far-run"))
         .collect();
-    assert_eq!(names, ["here", "there"], "{}", listed.text);
-    let marks: Vec<(&str, bool)> = listed.body["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap_or(""),
-                c["site_unavailable_since"].is_string(),
-            )
-        })
-        .collect();
+    assert_eq!(names, ["behind", "here", "there", "waiting"], "{}", listed.text);
     assert!(
-        marks.iter().all(|(name, marked)| *marked == (*name != "here")),
+        listed.body["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["site_unavailable_since"].is_string() == (c["site"] == "us-2")),
         "{}",
         listed.text
     );

@@ -30,8 +30,14 @@ pub(crate) fn to_status(e: Error) -> Status {
                             None => format!("namespace:{namespace}/{}", v.resource.as_str()),
                         },
                         format!(
-                            "the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
-                            v.cluster_would_hold, v.requested, v.namespace_would_hold, v.limit, v.in_use
+                            "the cluster would hold {} ({} more), the namespace{} {} of its {} {} ({} in use)",
+                            v.cluster_would_hold,
+                            v.requested,
+                            if v.site.is_some() { " there" } else { "" },
+                            v.namespace_would_hold,
+                            if v.site.is_some() { "cap" } else { "limit" },
+                            v.limit,
+                            v.in_use
                         ),
                     )
                 })

@@ -171,17 +171,18 @@ impl TeamMapping {
 
     /// Checks that every site the mapping names (a team's `sites`, a
     /// quota's caps) is one of `sites`, the sites file's; with none (no
-    /// sites file), anything goes: the one site is every team's.
+    /// sites file), the one site there is, `local`.
     pub fn check_sites(&self, sites: &[String]) -> Result<(), String> {
-        if sites.is_empty() {
-            return Ok(());
-        }
-        let unknown = |field: String, site: &str| {
-            format!(
-                "{field}: no site {site:?} in the sites file; its sites are: {}",
-                sites.join(", ")
+        let local = [crate::domain::Site::LOCAL.to_owned()];
+        let (sites, known) = if sites.is_empty() {
+            (&local[..], ": without a sites file the one site is local".to_owned())
+        } else {
+            (
+                sites,
+                format!(" in the sites file; its sites are: {}", sites.join(", ")),
             )
         };
+        let unknown = |field: String, site: &str| format!("{field}: no site {site:?}{known}");
         for (i, team) in self.teams.iter().enumerate() {
             if let Some(site) = team.sites.iter().flatten().find(|s| !sites.contains(s)) {
                 return Err(unknown(format!("teams[{i}].sites"), site));
@@ -320,7 +321,10 @@ mod tests {
             err.contains("teams[0].sites") && err.contains("\"us2\"") && err.contains("eu-1, us-2"),
             "{err}"
         );
-        assert!(typo.check_sites(&[]).is_ok(), "without a sites file, one site");
+        let alone = typo.check_sites(&[]).unwrap_err();
+        assert!(alone.contains("without a sites file the one site is local"), "{alone}");
+        let local = TeamMapping::parse("quotas:\n  ml: { gpus: 8, sites: { local: { gpus: 1 } } }\n").unwrap();
+        assert!(local.check_sites(&[]).is_ok());
         let cap = TeamMapping::parse("quotas:\n  ml: { gpus: 8, sites: { mars: { gpus: 1 } } }\n").unwrap();
         assert!(cap.check_sites(&sites).unwrap_err().contains("quotas.ml.sites"));
         let nested = TeamMapping::parse("quotas:\n  ml: { sites: { a: { sites: { b: {} } } } }\n").unwrap_err();

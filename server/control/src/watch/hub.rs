@@ -389,22 +389,20 @@ impl Held {
             .collect();
         self.sites_down = now;
         let mut moved = Vec::new();
-        for (key, entry) in &mut self.current {
+        for entry in self.current.values_mut() {
             if !changed.contains(&entry.cluster.site) {
                 continue;
             }
-            let before = self.watched.then(|| entry.summary());
             entry.site_down = self.sites_down.get(&entry.cluster.site).cloned();
-            if let Some(before) = before {
-                let after = entry.summary();
-                if after != before {
-                    moved.push((key.clone(), after));
-                }
+            // Its mark changed (or came or went), so its summary did: one
+            // is built only for those a watch is told about.
+            if self.watched {
+                moved.push(entry.summary());
             }
         }
         moved
             .into_iter()
-            .map(|(_, summary)| self.record(WatchEventType::Modified, Watched::Cluster(summary)))
+            .map(|summary| self.record(WatchEventType::Modified, Watched::Cluster(summary)))
             .collect()
     }
 }

@@ -257,10 +257,13 @@ fn quota_message(namespace: &str, violations: &[super::quota::QuotaViolation]) -
     let each: Vec<String> = violations
         .iter()
         .map(|v| {
+            let (site, there, limit) = match &v.site {
+                Some(site) => (format!(" in site {site}"), " there", "cap"),
+                None => (String::new(), "", "limit"),
+            };
             format!(
-                "{}{}: the cluster would hold {} ({} more), the namespace {} of its limit {} ({} in use)",
+                "{}{site}: the cluster would hold {} ({} more), the namespace{there} {} of its {limit} {} ({} in use)",
                 v.resource.as_str(),
-                v.site.as_ref().map(|s| format!(" in site {s}")).unwrap_or_default(),
                 v.cluster_would_hold,
                 v.requested,
                 v.namespace_would_hold,

@@ -45,11 +45,6 @@ impl Quota {
             None => Ok(()),
         }
     }
-
-    /// The cap at `site`, if the quota has one.
-    pub fn cap_at(&self, site: &Site) -> Option<&Self> {
-        self.sites.get(site.name())
-    }
 }
 
 fn quantity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Quantity>, D::Error> {

@@ -89,6 +89,15 @@ pub fn parse_sites(text: &str) -> Result<Vec<SiteEntry>, String> {
     let mut entries: Vec<SiteEntry> = Vec::with_capacity(file.sites.len());
     for (i, raw) in file.sites.into_iter().enumerate() {
         check_dns1123_label(&raw.name).map_err(|why| format!("sites[{i}].name: {:?}: {why}", raw.name))?;
+        if raw.name == Site::LOCAL {
+            // `local` is the one site of a server without a sites file:
+            // in a fleet it would read as that (and metrics leave it
+            // unlabelled).
+            return Err(format!(
+                "sites[{i}].name: \"local\" names the one site of a server without a sites file; \
+                 name each site after where it is (eu-1, us-2)"
+            ));
+        }
         if entries.iter().any(|e| e.spec.name.name() == raw.name) {
             return Err(format!("sites[{i}].name: duplicate site {:?}", raw.name));
         }
@@ -135,11 +144,17 @@ pub struct PlacementAsk {
     /// The sites the caller's team may use; `None` is every site.
     pub allowed: Option<Vec<String>>,
     /// The sites whose quota cap for the namespace cannot take the
-    /// cluster now, each with why (`gpus: needs 4, 1 of 2 free`).
-    pub caps_full: BTreeMap<String, String>,
-    /// Whether the cluster may wait in line for quota: then a site whose
-    /// cap is full still takes it, when no site's cap has room.
-    pub may_wait: bool,
+    /// cluster now, each with why.
+    pub caps_full: BTreeMap<String, CapFull>,
+}
+
+/// Why a site's quota cap for the namespace cannot take a cluster now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapFull {
+    /// What is short (`gpus: needs 4, 1 of 2 free`).
+    pub why: String,
+    /// Whether the cap could not hold it even empty.
+    pub never: bool,
 }
 
 /// What krayne found of one site just now, for placement.
@@ -192,11 +207,17 @@ impl SiteSpec {
         None
     }
 
-    /// Why this site's quota cap cannot take the cluster now, if it cannot.
-    fn cap_refuses(&self, ask: &PlacementAsk) -> Option<String> {
-        ask.caps_full
-            .get(self.name.name())
-            .map(|why| format!("the namespace's cap here is full ({why})"))
+    /// Why this site's quota cap cannot take the cluster now, if it
+    /// cannot, and whether it never could.
+    fn cap_refuses(&self, ask: &PlacementAsk) -> Option<(String, bool)> {
+        ask.caps_full.get(self.name.name()).map(|cap| {
+            let why = if cap.never {
+                format!("the namespace's cap here could never hold it ({})", cap.why)
+            } else {
+                format!("the namespace's cap here is full ({})", cap.why)
+            };
+            (why, cap.never)
+        })
     }
 }
 
@@ -247,11 +268,16 @@ pub fn place(sites: &[SiteSpec], ask: &PlacementAsk, facts: impl Fn(&Site) -> Si
     let mut refusals = Vec::new();
     let mut full = None;
     for site in by_weight {
-        let refused = site.refuses(ask, facts(&site.name));
-        if refused.is_none() && full.is_none() {
-            full = Some(site);
-        }
-        match refused.or_else(|| site.cap_refuses(ask)) {
+        let refused = match site.refuses(ask, facts(&site.name)) {
+            Some(why) => Some(why),
+            None => site.cap_refuses(ask).map(|(why, never)| {
+                if !never && full.is_none() {
+                    full = Some(site);
+                }
+                why
+            }),
+        };
+        match refused {
             None => {
                 let why = if refusals.is_empty() {
                     format!("the first site by weight ({})", site.weight)
@@ -270,13 +296,14 @@ pub fn place(sites: &[SiteSpec], ask: &PlacementAsk, facts: impl Fn(&Site) -> Si
             Some(why) => refusals.push(format!("{}: {why}", site.name)),
         }
     }
-    // No cap has room: one that may wait does so at the first site that
-    // takes it but for its cap (the namespace's line there).
-    if let Some(site) = full.filter(|_| ask.may_wait) {
+    // No cap has room now: the first site that takes it but for its cap
+    // is where admission judges it, with the numbers (it waits in the
+    // namespace's line there, or is refused as over quota).
+    if let Some(site) = full {
         return Ok(Placement {
             site: site.name.clone(),
             why: format!(
-                "the first site by weight ({}) that takes it but for its cap, to wait in line; {}",
+                "the first site by weight ({}) that takes it but for its cap; {}",
                 site.weight,
                 refusals.join("; ")
             ),
@@ -357,6 +384,7 @@ sites:
             ("sites: [{name: a}, {name: b}]", "only one site may omit"),
             ("sites: [{name: a, labels: {gpu-types: [A 100]}}]", "gpu-types"),
             ("sites: [{name: a, colour: red}]", "colour"),
+            ("sites: [{name: local}]", "sites[0].name: \"local\""),
         ] {
             let err = parse_sites(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
@@ -423,19 +451,23 @@ sites:
         // A full cap at the site asked for is admission's to judge (it
         // refuses with the numbers, or the cluster waits there).
         let capped = PlacementAsk {
-            caps_full: [("lab".to_owned(), "gpus: needs 2, 0 of 2 free".to_owned())].into(),
+            caps_full: [("lab".to_owned(), full_now())].into(),
             ..ask("lab")
         };
         assert_eq!(place(&sites(), &capped, all_up).unwrap().site.name(), "lab");
     }
 
+    fn full_now() -> CapFull {
+        CapFull {
+            why: "gpus: needs 2, 0 of 2 free".into(),
+            never: false,
+        }
+    }
+
     #[test]
-    fn a_full_cap_sends_a_cluster_on_or_it_waits_where_it_would_go() {
-        let full = |sites: &[&str]| -> BTreeMap<String, String> {
-            sites
-                .iter()
-                .map(|s| ((*s).to_owned(), "gpus: needs 2, 0 of 2 free".to_owned()))
-                .collect()
+    fn a_full_cap_sends_a_cluster_on_or_admission_judges_it_where_it_would_go() {
+        let full = |sites: &[&str]| -> BTreeMap<String, CapFull> {
+            sites.iter().map(|s| ((*s).to_owned(), full_now())).collect()
         };
         let ask = PlacementAsk {
             caps_full: full(&["us-2"]),
@@ -450,18 +482,44 @@ sites:
             "{}",
             placed.why
         );
+        // No cap has room: the heaviest, where admission refuses it with
+        // the numbers or it waits in line…
         let nowhere = PlacementAsk {
             caps_full: full(&["us-2", "eu-1", "lab"]),
             ..PlacementAsk::default()
         };
-        let err = place(&sites(), &nowhere, all_up).unwrap_err().to_string();
-        assert!(err.contains("eu-1: the namespace's cap here is full"), "{err}");
-        let waits = PlacementAsk {
-            may_wait: true,
-            ..nowhere
+        let placed = place(&sites(), &nowhere, all_up).unwrap();
+        assert_eq!(placed.site.name(), "us-2");
+        assert!(placed.why.contains("but for its cap"), "{}", placed.why);
+        // …unless its cap could never hold it: the next whose cap is only
+        // full now.
+        let mut caps = full(&["eu-1", "lab"]);
+        caps.insert(
+            "us-2".into(),
+            CapFull {
+                why: "gpus: needs 4, 2 of 2 free".into(),
+                never: true,
+            },
+        );
+        let never_here = PlacementAsk {
+            caps_full: caps,
+            ..PlacementAsk::default()
         };
-        let placed = place(&sites(), &waits, all_up).unwrap();
-        assert_eq!(placed.site.name(), "us-2", "the heaviest, its line");
-        assert!(placed.why.contains("to wait in line"), "{}", placed.why);
+        let placed = place(&sites(), &never_here, all_up).unwrap();
+        assert_eq!(placed.site.name(), "eu-1", "{}", placed.why);
+        assert!(
+            placed
+                .why
+                .contains("us-2: the namespace's cap here could never hold it"),
+            "{}",
+            placed.why
+        );
+        let only_never = PlacementAsk {
+            caps_full: [("us-2".to_owned(), never_here.caps_full["us-2"].clone())].into(),
+            allowed: Some(vec!["us-2".into()]),
+            ..PlacementAsk::default()
+        };
+        let err = place(&sites(), &only_never, all_up).unwrap_err().to_string();
+        assert!(err.contains("could never hold it"), "{err}");
     }
 }
