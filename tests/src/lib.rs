@@ -39,6 +39,20 @@ pub fn made_elsewhere(mut manifest: serde_json::Value) -> serde_json::Value {
     manifest
 }
 
+/// `serve` flags for a lifecycle reaper that acts at once: policies
+/// without a settle time (a new policy's settle is
+/// `lifecycle::a_mapping_edit_*`'s), a pass a second, a 3 s Lease.
+pub const FAST_REAPER: [&str; 8] = [
+    "--lifecycle-policy-settle",
+    "0s",
+    "--lifecycle",
+    "act",
+    "--lifecycle-interval-seconds",
+    "1",
+    "--lifecycle-lease-seconds",
+    "3",
+];
+
 /// Where `tool` is on the `PATH`, if it is.
 pub fn which(tool: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)

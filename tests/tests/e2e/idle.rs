@@ -13,18 +13,8 @@ use serde_json::{Value, json};
 use crate::lifecycle::{reaper_rows, until};
 
 const NS: &str = "/v1/namespaces/ml-team/clusters";
-/// The reaper acting on settled policies (a new policy's settle time is
-/// `lifecycle::a_mapping_edit_*`'s).
-const REAPER: [&str; 8] = [
-    "--lifecycle-policy-settle",
-    "0s",
-    "--lifecycle",
-    "act",
-    "--lifecycle-interval-seconds",
-    "1",
-    "--lifecycle-lease-seconds",
-    "3",
-];
+/// The reaper acting on settled policies.
+const REAPER: [&str; 8] = krayne_tests::FAST_REAPER;
 
 fn teams(policy: &str) -> String {
     format!("{TEAMS}lifecycle:\n  ml-team: {policy}\n")

@@ -303,6 +303,51 @@ async fn clusters_are_placed_by_site_gpu_type_weight_and_team_and_read_as_one_fl
     assert_eq!(readyz.body["sites"]["eu-1"]["status"], "up", "{}", readyz.text);
 }
 
+/// The automation that acts on others' clusters covers every site: usage
+/// accounting counts a cluster in us-2, and the lifecycle reaper warns and
+/// deletes it there, each row saying its site.
+#[tokio::test]
+async fn the_reaper_and_usage_accounting_cover_every_site_and_say_it() {
+    let reaper: Vec<&str> = krayne_tests::FAST_REAPER
+        .into_iter()
+        .chain(["--usage-record-seconds", "1"])
+        .collect();
+    let (env, second, _dir) = two_sites(None, None, &reaper).await;
+    let alice = env.rest(&env.alice());
+    alice
+        .post(NS, &json!({"name": "far", "site": "us-2"}))
+        .await
+        .expect(201);
+    alice
+        .get(&format!("{NS}/far/wait?timeout_seconds=60"))
+        .await
+        .expect(200);
+    // Its head's CPU is counted while it runs in us-2.
+    until(&alice, "/v1/namespaces/ml-team/usage", Duration::from_secs(30), |u| {
+        u.body["totals"]["cpu_hours"].as_f64().is_some_and(|h| h > 0.0)
+    })
+    .await;
+
+    // A lifetime policy: the reaper warns it, then deletes it in us-2.
+    let teams = std::fs::read_to_string(env.teams_file()).unwrap();
+    std::fs::write(
+        env.teams_file(),
+        format!("{teams}lifecycle:\n  ml-team: {{ max_lifetime: 8s, warn_before: 4s, on_expiry: delete }}\n"),
+    )
+    .unwrap();
+    until(&alice, &format!("{NS}/far"), Duration::from_secs(60), |r| {
+        r.status == 404
+    })
+    .await;
+    assert!(held(&second, "ml-team").await.is_empty(), "deleted in us-2");
+    for action in ["lifecycle.warn", "cluster.delete"] {
+        let rows = env
+            .audit_rows_eventually(&format!("action={action}&cluster=far&actor=system:krayne-lifecycle"), 1)
+            .await;
+        assert_eq!(rows[0]["request_summary"]["site"], "us-2", "{action}: {:?}", rows[0]);
+    }
+}
+
 #[tokio::test]
 async fn a_name_raced_for_in_two_sites_by_two_replicas_is_made_once_and_quotas_span_sites() {
     let db = krayne_tests::test_database().await;
