@@ -448,6 +448,31 @@ async fn a_sites_cap_sends_clusters_on_refuses_naming_its_site_and_admits_from_i
         "{}",
         refused.text
     );
+    // gRPC names the site in its QuotaFailure.
+    let mut grpc = env.grpc(&env.alice()).await;
+    let status = grpc
+        .clusters
+        .create_cluster(krayne_proto::v1::CreateClusterRequest {
+            source: Some(krayne_proto::v1::create_cluster_request::Source::Spec(
+                krayne_proto::v1::ClusterSpec {
+                    name: "c3".into(),
+                    namespace: Some("ml-team".into()),
+                    site: Some("eu-1".into()),
+                    ..Default::default()
+                },
+            )),
+            dry_run: false,
+            field_validation: 0,
+            queue: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    let failure = tonic_types::StatusExt::get_details_quota_failure(&status).expect("a QuotaFailure");
+    assert_eq!(
+        failure.violations[0].subject, "namespace:ml-team/site:eu-1/clusters",
+        "{failure:?}"
+    );
     let quota = alice.get("/v1/namespaces/ml-team/quota").await.expect(200);
     let lines = quota.body["resources"].as_array().unwrap();
     let cap = lines.iter().find(|l| l["site"] == "eu-1").unwrap();
