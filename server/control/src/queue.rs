@@ -23,7 +23,7 @@ use crate::{
     authz::krayne_acts_on_object,
     domain::{
         AdmissionGuard, AdmissionHold, Authorized, ClusterPatch, ClusterRef, Error, Leadership, ObjectMeta,
-        ObservedCluster, ObservedRayJob, Preconditions, RequestId, Site,
+        ObservedCluster, ObservedRayJob, Preconditions, RequestId,
         audit::AuditAction,
         kueue,
         queue::{self, LineDecision, OnMaxWait, QueuePolicy, Waiting},
@@ -337,13 +337,8 @@ impl ControlPlane {
         // One waiting in a site that does not answer cannot be admitted
         // (the write would fail, ending the round for every site): it
         // keeps its place until its site is back, and the others go on.
-        let down: Vec<Site> = self
-            .store
-            .site_health()
-            .into_iter()
-            .filter_map(|(site, since)| since.map(|_| site))
-            .collect();
-        line.retain(|w| w.request.site.as_ref().is_none_or(|s| !down.contains(s)));
+        let down = self.sites_down_since();
+        line.retain(|w| w.request.site.as_ref().is_none_or(|s| !down.contains_key(s)));
         if line.is_empty() {
             return Ok(());
         }
